@@ -1,0 +1,126 @@
+"""Diagnostics: every user-facing error, located by a span and rendered with a caret."""
+
+from __future__ import annotations
+
+import attrs
+
+
+@attrs.frozen(eq=False)
+class Span:
+    """A region of source text; lines and columns are 1-based, end_col exclusive."""
+
+    source_name: str
+    line: int
+    col: int
+    end_line: int | None = None
+    end_col: int | None = None
+    # The whole source text, kept so the message can quote the offending line.
+    source: str | None = attrs.field(default=None, repr=False)
+
+    def source_line(self) -> str | None:
+        if self.source is None:
+            return None
+        lines = self.source.splitlines()
+        if 1 <= self.line <= len(lines):
+            return lines[self.line - 1]
+        return None
+
+    def __str__(self) -> str:
+        return f"{self.source_name}:{self.line}:{self.col}"
+
+
+class DiagnosticError(Exception):
+    """Base of all retrograd errors shown to users: a message and, where known, a span."""
+
+    kind = "error"
+
+    def __init__(self, message: str, span: Span | None = None, notes: list[str] | None = None):
+        self.message = message
+        self.span = span
+        self.notes = list(notes or [])
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        if self.span is None:
+            head = f"{self.kind}: {self.message}"
+            return "\n".join([head] + [f"  note: {n}" for n in self.notes])
+        out = [f"{self.span}: {self.kind}: {self.message}"]
+        text = self.span.source_line()
+        if text is not None:
+            out.append(f"  {text}")
+            width = 1
+            if self.span.end_col is not None and (self.span.end_line in (None, self.span.line)):
+                width = max(1, self.span.end_col - self.span.col)
+            # Tabs in the prefix keep the caret aligned with the token.
+            prefix = "".join(c if c == "\t" else " " for c in text[: self.span.col - 1])
+            out.append(f"  {prefix}{'^' * width}")
+        out.extend(f"  note: {n}" for n in self.notes)
+        return "\n".join(out)
+
+    def __str__(self) -> str:
+        return self.render()
+
+
+class ParseError(DiagnosticError):
+    """The text does not follow the script grammar."""
+
+    kind = "syntax error"
+
+
+class NameError_(DiagnosticError):
+    """A name is undefined, defined twice, or used out of its scope."""
+
+    kind = "name error"
+
+
+class UnsupportedError(DiagnosticError):
+    """A construct that is valid TVMScript but outside retrograd's subset."""
+
+    kind = "unsupported"
+
+
+class OpError(DiagnosticError):
+    """Unknown op, unknown or ill-typed attribute, wrong number of arguments."""
+
+    kind = "op error"
+
+
+class TypeInferenceError(DiagnosticError):
+    """Shapes or dtypes of an op's arguments do not fit the op."""
+
+    kind = "type error"
+
+
+class WellFormedError(DiagnosticError):
+    """A module breaks an IR invariant; carries every problem found."""
+
+    kind = "ill-formed"
+
+    def __init__(self, problems, span: Span | None = None):
+        self.problems = list(problems)
+        message = f"{len(self.problems)} problem(s):\n" + "\n".join(f"  - {p}" for p in self.problems)
+        super().__init__(message, span)
+
+
+class GradientError(DiagnosticError):
+    """The Gradient pass cannot differentiate what it was asked to."""
+
+    kind = "gradient error"
+
+
+class PassError(DiagnosticError):
+    """A pass was misconfigured or produced an invalid module."""
+
+    kind = "pass error"
+
+
+class KernelError(DiagnosticError):
+    """A kernel got values it cannot compute on (out-of-range index or target, ...)."""
+
+    kind = "kernel error"
+
+
+class ExecutionError(DiagnosticError):
+    """Running a built module failed: bad arguments, or a kernel failure located at its binding."""
+
+    kind = "execution error"

@@ -1,0 +1,210 @@
+"""Expressions: immutable nodes compared by identity; programs are compared with structural_equal."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+import numpy as np
+
+from retrograd.errors import Span
+from retrograd.ir.struct_info import (
+    FuncStructInfo,
+    ObjectStructInfo,
+    PrimStructInfo,
+    ShapeStructInfo,
+    StructInfo,
+    TensorStructInfo,
+)
+
+# eq=False: nodes compare and hash by identity (fast memo tables); programs compare structurally.
+_node = attrs.frozen(eq=False, repr=False)
+_span = attrs.field(default=None, kw_only=True)
+
+
+class Expr:
+    """Base of all expressions. `struct_info` is None until the BlockBuilder normalizes the node."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        name = getattr(self, "name_hint", None)
+        label = f" {name!r}" if name is not None else ""
+        return f"<{type(self).__name__}{label} at {id(self):#x}: {getattr(self, 'struct_info', None)}>"
+
+
+class Op:
+    """An operator (`relax.add`); the ops package subclasses it with the full definition."""
+
+    name: str
+
+    def infer_struct_info(self, call: "Call", ctx) -> StructInfo:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+
+@_node
+class Var(Expr):
+    """A variable bound by a binding or a function parameter; identity is the variable."""
+
+    name_hint: str
+    struct_info: StructInfo | None = None
+    span: Span | None = _span
+
+
+@_node
+class DataflowVar(Var):
+    """A variable local to a dataflow block."""
+
+
+@_node
+class GlobalVar(Expr):
+    """A reference to a function of the module, by name."""
+
+    name_hint: str
+    struct_info: StructInfo | None = None
+    span: Span | None = _span
+
+
+@_node
+class Constant(Expr):
+    """A tensor literal."""
+
+    data: np.ndarray
+    struct_info: StructInfo | None = None
+    span: Span | None = _span
+
+
+@_node
+class ShapeExpr(Expr):
+    """A shape value `R.shape([2, n])`."""
+
+    values: tuple = attrs.field(converter=tuple)
+    struct_info: StructInfo | None = None
+    span: Span | None = _span
+
+
+@_node
+class PrimValue(Expr):
+    """A scalar primitive value `R.prim_value(1)`."""
+
+    value: int | float | bool
+    dtype: str = "int64"
+    struct_info: StructInfo | None = None
+    span: Span | None = _span
+
+
+@_node
+class StringImm(Expr):
+    """A string literal `R.str("...")`."""
+
+    value: str
+    struct_info: StructInfo | None = None
+    span: Span | None = _span
+
+
+@_node
+class Tuple(Expr):
+    """A tuple of expressions."""
+
+    fields: tuple = attrs.field(converter=tuple)
+    struct_info: StructInfo | None = None
+    span: Span | None = _span
+
+
+@_node
+class TupleGetItem(Expr):
+    """`t[i]`."""
+
+    tuple_value: Expr
+    index: int
+    struct_info: StructInfo | None = None
+    span: Span | None = _span
+
+
+@_node
+class Call(Expr):
+    """A call of an Op (with attributes) or of a module function (a GlobalVar)."""
+
+    op: Any  # Op | GlobalVar
+    args: tuple = attrs.field(converter=tuple)
+    attrs: dict = attrs.field(factory=dict)
+    struct_info: StructInfo | None = None
+    span: Span | None = _span
+
+
+@_node
+class SeqExpr(Expr):
+    """Binding blocks followed by a result expression."""
+
+    blocks: tuple = attrs.field(converter=tuple)
+    body: Expr
+    struct_info: StructInfo | None = None
+    span: Span | None = _span
+
+
+@_node
+class If(Expr):
+    """A conditional; each branch is a SeqExpr."""
+
+    cond: Expr
+    true_branch: SeqExpr
+    false_branch: SeqExpr
+    struct_info: StructInfo | None = None
+    span: Span | None = _span
+
+
+@_node
+class Function(Expr):
+    """A Relax function. attrs holds e.g. {"global_symbol": "main"}; `private`/`pure` are fields."""
+
+    params: tuple = attrs.field(converter=tuple)
+    body: SeqExpr
+    ret_struct_info: StructInfo | None = None
+    is_pure: bool = True
+    private: bool = False
+    attrs: dict = attrs.field(factory=dict)
+    struct_info: StructInfo | None = None
+    span: Span | None = _span
+
+    def __attrs_post_init__(self):
+        if self.struct_info is None and all(p.struct_info is not None for p in self.params):
+            ret = self.ret_struct_info or self.body.struct_info or ObjectStructInfo()
+            sinfo = FuncStructInfo(tuple(p.struct_info for p in self.params), ret, self.is_pure)
+            object.__setattr__(self, "struct_info", sinfo)
+
+
+LEAF_TYPES = (Var, GlobalVar, Constant, ShapeExpr, PrimValue, StringImm)
+
+
+def is_leaf(expr: Expr) -> bool:
+    """Leaves may appear as call arguments in normal form; so may tuples of leaves."""
+    if isinstance(expr, LEAF_TYPES):
+        return True
+    if isinstance(expr, Tuple):
+        return all(is_leaf(f) for f in expr.fields)
+    return False
+
+
+def const(value, dtype: str | None = None) -> Constant:
+    """A constant with struct info; scalars default to int32 / float32 like R.const."""
+    if dtype is None:
+        if isinstance(value, bool):
+            dtype = "bool"
+        elif isinstance(value, int):
+            dtype = "int32"
+        elif isinstance(value, float):
+            dtype = "float32"
+    arr = np.asarray(value, dtype=dtype)
+    arr.setflags(write=False)
+    return Constant(arr, TensorStructInfo(arr.shape, str(arr.dtype)))
+
+
+def prim_value(value, dtype: str | None = None) -> PrimValue:
+    if dtype is None:
+        dtype = "bool" if isinstance(value, bool) else "int64" if isinstance(value, int) else "float64"
+    return PrimValue(value, dtype, PrimStructInfo(dtype, value))
+
+
+def shape_expr(values) -> ShapeExpr:
+    values = tuple(v if isinstance(v, str) else int(v) for v in values)
+    return ShapeExpr(values, ShapeStructInfo(values))

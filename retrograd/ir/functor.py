@@ -1,0 +1,234 @@
+"""ExprVisitor / ExprMutator: memoized, iterative over bindings, rebuilding only what changed."""
+
+from __future__ import annotations
+
+from retrograd.ir.block import BindingBlock, DataflowBlock, VarBinding
+from retrograd.ir.builder import BlockBuilder
+from retrograd.ir.expr import (
+    Call,
+    Constant,
+    DataflowVar,
+    Expr,
+    Function,
+    GlobalVar,
+    If,
+    PrimValue,
+    SeqExpr,
+    ShapeExpr,
+    StringImm,
+    Tuple,
+    TupleGetItem,
+    Var,
+)
+
+_METHOD = {
+    Var: "visit_var",
+    DataflowVar: "visit_var",
+    GlobalVar: "visit_global_var",
+    Constant: "visit_constant",
+    ShapeExpr: "visit_shape_expr",
+    PrimValue: "visit_prim_value",
+    StringImm: "visit_string_imm",
+    Tuple: "visit_tuple",
+    TupleGetItem: "visit_tuple_getitem",
+    Call: "visit_call",
+    If: "visit_if",
+    SeqExpr: "visit_seq_expr",
+    Function: "visit_function",
+}
+
+
+class ExprVisitor:
+    """Walks an expression; override visit_* methods. Each node is visited once."""
+
+    def __init__(self):
+        self._seen: set[int] = set()
+
+    def visit_expr(self, expr: Expr) -> None:
+        key = id(expr)
+        if key in self._seen and not isinstance(expr, Var):
+            return
+        self._seen.add(key)
+        getattr(self, _METHOD[type(expr)])(expr)
+
+    def visit_var(self, var: Var) -> None:
+        pass
+
+    def visit_var_def(self, var: Var) -> None:
+        pass
+
+    def visit_global_var(self, gv: GlobalVar) -> None:
+        pass
+
+    def visit_constant(self, c: Constant) -> None:
+        pass
+
+    def visit_shape_expr(self, s: ShapeExpr) -> None:
+        pass
+
+    def visit_prim_value(self, p: PrimValue) -> None:
+        pass
+
+    def visit_string_imm(self, s: StringImm) -> None:
+        pass
+
+    def visit_tuple(self, t: Tuple) -> None:
+        for f in t.fields:
+            self.visit_expr(f)
+
+    def visit_tuple_getitem(self, t: TupleGetItem) -> None:
+        self.visit_expr(t.tuple_value)
+
+    def visit_call(self, call: Call) -> None:
+        if isinstance(call.op, GlobalVar):
+            self.visit_expr(call.op)
+        for a in call.args:
+            self.visit_expr(a)
+
+    def visit_if(self, node: If) -> None:
+        self.visit_expr(node.cond)
+        self.visit_expr(node.true_branch)
+        self.visit_expr(node.false_branch)
+
+    def visit_seq_expr(self, seq: SeqExpr) -> None:
+        for block in seq.blocks:
+            self.visit_block(block)
+        self.visit_expr(seq.body)
+
+    def visit_block(self, block: BindingBlock) -> None:
+        for binding in block.bindings:
+            self.visit_binding(binding)
+
+    def visit_binding(self, binding: VarBinding) -> None:
+        self.visit_expr(binding.value)
+        self.visit_var_def(binding.var)
+
+    def visit_function(self, func: Function) -> None:
+        for p in func.params:
+            self.visit_var_def(p)
+        self.visit_expr(func.body)
+
+
+class ExprMutator:
+    """Rewrites an expression through a BlockBuilder, so every new node is typed and in normal form.
+
+    Override visit_* (return a new expression) or `rewrite_binding` to replace a binding's value.
+    A binding whose value is unchanged keeps its var; otherwise its var is replaced by a fresh one
+    and uses are remapped. Nodes that did not change are returned as is.
+    """
+
+    def __init__(self, mod=None):
+        self.mod = mod
+        self.builder = BlockBuilder(mod)
+        self.var_remap: dict[Var, Expr] = {}
+        self._memo: dict[int, tuple[Expr, Expr]] = {}
+
+    def visit_expr(self, expr: Expr) -> Expr:
+        if isinstance(expr, Var):
+            return self.visit_var(expr)
+        hit = self._memo.get(id(expr))
+        if hit is not None and hit[0] is expr:
+            return hit[1]
+        out = getattr(self, _METHOD[type(expr)])(expr)
+        self._memo[id(expr)] = (expr, out)
+        return out
+
+    def visit_var(self, var: Var) -> Expr:
+        return self.var_remap.get(var, var)
+
+    def visit_global_var(self, gv: GlobalVar) -> Expr:
+        return gv
+
+    def visit_constant(self, c: Constant) -> Expr:
+        return c
+
+    def visit_shape_expr(self, s: ShapeExpr) -> Expr:
+        return s
+
+    def visit_prim_value(self, p: PrimValue) -> Expr:
+        return p
+
+    def visit_string_imm(self, s: StringImm) -> Expr:
+        return s
+
+    def visit_tuple(self, t: Tuple) -> Expr:
+        fields = tuple(self.visit_expr(f) for f in t.fields)
+        if all(a is b for a, b in zip(fields, t.fields)):
+            return t
+        return self.builder.normalize(Tuple(fields, span=t.span))
+
+    def visit_tuple_getitem(self, t: TupleGetItem) -> Expr:
+        tup = self.visit_expr(t.tuple_value)
+        if tup is t.tuple_value:
+            return t
+        return self.builder.normalize(TupleGetItem(tup, t.index, span=t.span))
+
+    def visit_call(self, call: Call) -> Expr:
+        op = self.visit_expr(call.op) if isinstance(call.op, GlobalVar) else call.op
+        args = tuple(self.visit_expr(a) for a in call.args)
+        if op is call.op and all(a is b for a, b in zip(args, call.args)):
+            return call
+        return self.builder.normalize(Call(op, args, call.attrs, span=call.span))
+
+    def visit_if(self, node: If) -> Expr:
+        cond = self.visit_expr(node.cond)
+        tb = self.visit_expr(node.true_branch)
+        fb = self.visit_expr(node.false_branch)
+        if cond is node.cond and tb is node.true_branch and fb is node.false_branch:
+            return node
+        return self.builder.normalize(If(cond, tb, fb, span=node.span))
+
+    def visit_seq_expr(self, seq: SeqExpr) -> Expr:
+        bb = self.builder
+        bb.begin_scope()
+        changed = False
+        for block in seq.blocks:
+            changed |= self.visit_block(block)
+        body = self.visit_expr(seq.body)
+        new = bb.end_scope(body)
+        if not changed and body is seq.body and len(new.blocks) == len(seq.blocks):
+            return seq
+        return new
+
+    def visit_block(self, block: BindingBlock) -> bool:
+        """Re-emit the block's bindings; True if anything changed."""
+        bb = self.builder
+        bb.begin_block(dataflow=isinstance(block, DataflowBlock))
+        before = len(bb._current())
+        changed = False
+        for binding in block.bindings:
+            changed |= self.visit_binding(binding)
+        if len(bb._current()) - before != len(block.bindings):
+            changed = True
+        bb.end_block()
+        return changed
+
+    def visit_binding(self, binding: VarBinding) -> bool:
+        """Emit the rewritten binding; True if it changed."""
+        value = self.rewrite_binding(binding)
+        if value is binding.value:
+            self.builder.emit_binding(binding)
+            return False
+        if value is None:  # dropped
+            return True
+        value = self.builder.normalize(value)
+        var = type(binding.var)(binding.var.name_hint, value.struct_info, span=binding.var.span)
+        if value.struct_info == binding.var.struct_info:
+            var = binding.var
+        self.builder.emit_binding(VarBinding(var, value, span=binding.span))
+        if var is not binding.var:
+            self.var_remap[binding.var] = var
+        return True
+
+    def rewrite_binding(self, binding: VarBinding) -> Expr | None:
+        """The new value of a binding (the same object if unchanged, None to drop it)."""
+        return self.visit_expr(binding.value)
+
+    def visit_function(self, func: Function) -> Expr:
+        body = self.visit_expr(func.body)
+        params = tuple(self.visit_expr(p) for p in func.params)
+        if body is func.body and all(a is b for a, b in zip(params, func.params)):
+            return func
+        return Function(
+            params, body, func.ret_struct_info, func.is_pure, func.private, dict(func.attrs), span=func.span
+        )

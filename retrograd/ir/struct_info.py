@@ -1,0 +1,175 @@
+"""Struct info: the static type of a value (tensor shape + dtype, tuple, shape, prim, object, function)."""
+
+from __future__ import annotations
+
+from typing import Union
+
+import attrs
+
+# A dimension is a static int or a symbolic expression kept as TVMScript text ("n", "n + m").
+Dim = Union[int, str]
+
+
+def _dims(value) -> tuple | None:
+    if value is None:
+        return None
+    return tuple(int(d) if not isinstance(d, str) else d for d in value)
+
+
+class StructInfo:
+    """Base of all struct infos; compared by value."""
+
+    __slots__ = ()
+
+
+@attrs.frozen
+class ObjectStructInfo(StructInfo):
+    """Any value: the top of the struct-info lattice."""
+
+
+@attrs.frozen
+class PrimStructInfo(StructInfo):
+    """A scalar of a primitive dtype, optionally with a known value."""
+
+    dtype: str
+    value: int | float | None = None
+
+
+@attrs.frozen
+class ShapeStructInfo(StructInfo):
+    """A shape value; `values` known or only `ndim` (-1: unknown)."""
+
+    values: tuple[Dim, ...] | None = attrs.field(default=None, converter=_dims)
+    ndim: int = attrs.field(default=-1)
+
+    def __attrs_post_init__(self):
+        if self.values is not None and self.ndim != len(self.values):
+            object.__setattr__(self, "ndim", len(self.values))
+
+
+@attrs.frozen
+class TensorStructInfo(StructInfo):
+    """A tensor: shape known (dims static or symbolic), or only ndim (-1: unknown); dtype "" if unknown."""
+
+    shape: tuple[Dim, ...] | None = attrs.field(default=None, converter=_dims)
+    dtype: str = ""
+    ndim: int = -1
+
+    def __attrs_post_init__(self):
+        if self.shape is not None and self.ndim != len(self.shape):
+            object.__setattr__(self, "ndim", len(self.shape))
+
+    @property
+    def is_static(self) -> bool:
+        return self.shape is not None and all(isinstance(d, int) for d in self.shape)
+
+    @property
+    def is_float(self) -> bool:
+        return is_float_dtype(self.dtype)
+
+
+@attrs.frozen
+class TupleStructInfo(StructInfo):
+    """A tuple of values, each with its own struct info."""
+
+    fields: tuple[StructInfo, ...] = attrs.field(converter=tuple)
+
+
+@attrs.frozen
+class FuncStructInfo(StructInfo):
+    """A function's signature."""
+
+    params: tuple[StructInfo, ...] = attrs.field(converter=tuple)
+    ret: StructInfo
+    purity: bool = True
+
+
+FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
+INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
+
+
+def is_float_dtype(dtype: str) -> bool:
+    return dtype in FLOAT_DTYPES
+
+
+def is_int_dtype(dtype: str) -> bool:
+    return dtype in INT_DTYPES
+
+
+def tensor(shape, dtype: str = "float32") -> TensorStructInfo:
+    """Shorthand used by op definitions and tests."""
+    return TensorStructInfo(tuple(shape), dtype)
+
+
+def sinfo_of_value(value) -> StructInfo:
+    """Struct info of a runtime value (NumPy array, or nested tuple of them)."""
+    import numpy as np
+
+    if isinstance(value, tuple | list):
+        return TupleStructInfo(tuple(sinfo_of_value(v) for v in value))
+    arr = np.asarray(value)
+    return TensorStructInfo(arr.shape, str(arr.dtype))
+
+
+def is_base_of(base: StructInfo, derived: StructInfo) -> bool:
+    """True when every value described by `derived` is also described by `base` (annotation check)."""
+    if isinstance(base, ObjectStructInfo):
+        return True
+    if isinstance(base, TensorStructInfo):
+        if not isinstance(derived, TensorStructInfo):
+            return False
+        if base.dtype and base.dtype != derived.dtype:
+            return False
+        if base.ndim != -1 and base.ndim != derived.ndim:
+            return False
+        if base.shape is not None:
+            if derived.shape is None:
+                return False
+            for a, b in zip(base.shape, derived.shape):
+                # A symbolic dim in the annotation may stand for any size; a static one must match.
+                if isinstance(a, int) and a != b:
+                    return False
+                if isinstance(a, str) and isinstance(b, str) and a != b:
+                    return False
+        return True
+    if isinstance(base, TupleStructInfo):
+        return (
+            isinstance(derived, TupleStructInfo)
+            and len(base.fields) == len(derived.fields)
+            and all(is_base_of(a, b) for a, b in zip(base.fields, derived.fields))
+        )
+    if isinstance(base, ShapeStructInfo):
+        if not isinstance(derived, ShapeStructInfo):
+            return False
+        if base.ndim != -1 and base.ndim != derived.ndim:
+            return False
+        if base.values is not None:
+            return derived.values is not None and all(
+                not isinstance(a, int) or a == b for a, b in zip(base.values, derived.values)
+            )
+        return True
+    if isinstance(base, PrimStructInfo):
+        return isinstance(derived, PrimStructInfo) and base.dtype == derived.dtype
+    if isinstance(base, FuncStructInfo):
+        return isinstance(derived, FuncStructInfo)
+    return base == derived
+
+
+def unify(a: StructInfo, b: StructInfo) -> StructInfo:
+    """The least struct info describing both (used for the two branches of an If)."""
+    if a == b:
+        return a
+    if isinstance(a, TensorStructInfo) and isinstance(b, TensorStructInfo):
+        dtype = a.dtype if a.dtype == b.dtype else ""
+        if a.ndim == b.ndim and a.ndim != -1:
+            if a.shape is not None and b.shape is not None:
+                dims = tuple(x if x == y else None for x, y in zip(a.shape, b.shape))
+                if None not in dims:
+                    return TensorStructInfo(dims, dtype)
+            return TensorStructInfo(None, dtype, a.ndim)
+        return TensorStructInfo(None, dtype, -1)
+    if isinstance(a, TupleStructInfo) and isinstance(b, TupleStructInfo) and len(a.fields) == len(b.fields):
+        return TupleStructInfo(tuple(unify(x, y) for x, y in zip(a.fields, b.fields)))
+    if isinstance(a, ShapeStructInfo) and isinstance(b, ShapeStructInfo):
+        return ShapeStructInfo(None, a.ndim if a.ndim == b.ndim else -1)
+    return ObjectStructInfo()

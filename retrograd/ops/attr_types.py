@@ -1,0 +1,92 @@
+"""Attribute converters shared by op definitions: each checks and canonicalizes one kind of value."""
+
+from __future__ import annotations
+
+from retrograd.ir.struct_info import FLOAT_DTYPES, INT_DTYPES
+
+DTYPES = FLOAT_DTYPES + INT_DTYPES + ("bool",)
+
+
+def to_int(v) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError("expected an integer")
+    return v
+
+
+def to_float(v) -> float:
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        raise TypeError("expected a number")
+    return float(v)
+
+
+def to_bool(v) -> bool:
+    if not isinstance(v, bool):
+        raise TypeError("expected True or False")
+    return v
+
+
+def to_str(v) -> str:
+    if not isinstance(v, str):
+        raise TypeError("expected a string")
+    return v
+
+
+def to_ints(v) -> tuple[int, ...]:
+    """A list of ints; a single int becomes a 1-tuple."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        return (v,)
+    if not isinstance(v, list | tuple):
+        raise TypeError("expected a list of integers")
+    return tuple(to_int(x) for x in v)
+
+
+def to_opt_ints(v) -> tuple[int, ...] | None:
+    return None if v is None else to_ints(v)
+
+
+def to_opt_int(v) -> int | None:
+    return None if v is None else to_int(v)
+
+
+def to_opt_str(v) -> str | None:
+    return None if v is None else to_str(v)
+
+
+def to_dtype(v) -> str:
+    if not isinstance(v, str) or v not in DTYPES:
+        raise ValueError(f"expected a dtype among {', '.join(DTYPES)}")
+    return v
+
+
+def to_opt_dtype(v) -> str | None:
+    """None and TVM's "void" both mean: keep the input dtype."""
+    if v is None or v == "void" or v == "":
+        return None
+    return to_dtype(v)
+
+
+def one_of(*choices):
+    def convert(v):
+        if v not in choices:
+            raise ValueError(f"expected one of {', '.join(repr(c) for c in choices)}")
+        return v
+
+    return convert
+
+
+def fixed_ints(n: int):
+    """A list of exactly n ints; shorter forms are expanded the way TVM does (2 -> (2, 2), pads)."""
+
+    def convert(v):
+        vals = to_ints(v)
+        if len(vals) == n:
+            return vals
+        if n == 2 and len(vals) == 1:
+            return vals * 2
+        if n == 4 and len(vals) == 1:
+            return vals * 4
+        if n == 4 and len(vals) == 2:
+            return (vals[0], vals[1], vals[0], vals[1])
+        raise ValueError(f"expected {n} integers")
+
+    return convert

@@ -1,0 +1,239 @@
+"""The op registry: one OpDef per op bundles arguments, attribute schema, inference, kernel and gradient."""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import attrs
+
+from retrograd.errors import OpError, TypeInferenceError
+from retrograd.ir.expr import Call, Expr, Op
+from retrograd.ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
+
+REQUIRED = object()
+
+
+@attrs.frozen
+class Attr:
+    """One attribute: name, converter (raises ValueError/TypeError on bad input), default."""
+
+    name: str
+    convert: Callable[[Any], Any]
+    default: Any = REQUIRED
+
+
+@attrs.frozen
+class Arg:
+    """One argument. kind: "tensor", "shape" (a literal list becomes R.shape), "tuple", "prim", "any"."""
+
+    name: str
+    kind: str = "tensor"
+    optional: bool = False
+
+
+class InferCtx:
+    """What an inference function sees: the call, its arguments' struct info, attributes, error helpers."""
+
+    __slots__ = ("op", "call", "sinfo", "attrs")
+
+    def __init__(self, op: "OpDef", call: Call):
+        self.op = op
+        self.call = call
+        self.sinfo: list[StructInfo] = [a.struct_info for a in call.args]
+        self.attrs = call.attrs
+
+    def describe(self) -> str:
+        parts = []
+        for spec, s in zip(self.op.args, self.sinfo):
+            parts.append(f"{spec.name}: {describe_sinfo(s)}")
+        return ", ".join(parts)
+
+    def error(self, message: str, arg: int | None = None) -> TypeInferenceError:
+        where = f" (argument '{self.op.args[arg].name}')" if arg is not None and arg < len(self.op.args) else ""
+        return TypeInferenceError(
+            f"{self.op.script_name}{where}: {message}; arguments were {self.describe()}", self.call.span
+        )
+
+    def tensor(self, i: int) -> TensorStructInfo:
+        s = self.sinfo[i]
+        if not isinstance(s, TensorStructInfo):
+            raise self.error(f"expected a tensor, got {describe_sinfo(s)}", i)
+        return s
+
+    def tuple(self, i: int) -> TupleStructInfo:
+        s = self.sinfo[i]
+        if not isinstance(s, TupleStructInfo):
+            raise self.error(f"expected a tuple, got {describe_sinfo(s)}", i)
+        return s
+
+
+def describe_sinfo(s: StructInfo | None) -> str:
+    if isinstance(s, TensorStructInfo):
+        if s.shape is not None:
+            dims = ", ".join(str(d) for d in s.shape)
+            return f"Tensor(({dims}{',' if len(s.shape) == 1 else ''}), {s.dtype or '?'})"
+        return f"Tensor(ndim={s.ndim}, {s.dtype or '?'})"
+    if isinstance(s, TupleStructInfo):
+        return "Tuple(" + ", ".join(describe_sinfo(f) for f in s.fields) + ")"
+    return type(s).__name__.replace("StructInfo", "") if s is not None else "?"
+
+
+class OpDef(Op):
+    """A registered operator. Calling it builds an (unnormalized) Call with attributes checked."""
+
+    def __init__(
+        self,
+        name: str,
+        args: tuple[Arg, ...],
+        attrs_schema: tuple[Attr, ...],
+        infer: Callable[[InferCtx], StructInfo],
+        kernel: Callable | None = None,
+        grad: Callable | None = None,
+        pure: bool = True,
+    ):
+        self.name = name
+        self.args = tuple(args)
+        self.attrs_schema = tuple(attrs_schema)
+        self._attr_index = {a.name: a for a in self.attrs_schema}
+        self.infer = infer
+        self.kernel = kernel
+        self.grad = grad
+        self.pure = pure
+
+    @property
+    def script_name(self) -> str:
+        """`relax.nn.relu` is written `R.nn.relu` in scripts."""
+        return "R." + self.name[len("relax.") :]
+
+    def __repr__(self) -> str:
+        return f"<Op {self.name}>"
+
+    # -- building calls -----------------------------------------------------
+    def normalize_attrs(self, given: dict, span=None) -> dict:
+        """Check names and values, fill defaults; keys come out in schema order."""
+        for key in given:
+            if key not in self._attr_index:
+                known = ", ".join(a.name for a in self.attrs_schema) or "none"
+                raise OpError(f"{self.script_name} has no attribute '{key}' (attributes: {known})", span)
+        out = {}
+        for a in self.attrs_schema:
+            if a.name in given:
+                try:
+                    out[a.name] = a.convert(given[a.name])
+                except (TypeError, ValueError) as err:
+                    raise OpError(f"{self.script_name}: bad value {given[a.name]!r} for attribute '{a.name}': {err}", span) from None
+            elif a.default is REQUIRED:
+                raise OpError(f"{self.script_name}: missing required attribute '{a.name}'", span)
+            else:
+                out[a.name] = a.default
+        return out
+
+    def bind(self, positional: list, keywords: dict, span=None) -> tuple[list, dict]:
+        """Split a script call's arguments into (args, attrs) the way TVM's Python API does."""
+        names = [a.name for a in self.args]
+        attr_names = [a.name for a in self.attrs_schema]
+        args: dict[str, Any] = {}
+        attr_vals: dict[str, Any] = {}
+        for i, value in enumerate(positional):
+            if i < len(names):
+                args[names[i]] = value
+            elif i - len(names) < len(attr_names):
+                attr_vals[attr_names[i - len(names)]] = value
+            else:
+                raise OpError(
+                    f"{self.script_name} takes at most {len(names) + len(attr_names)} arguments, got {len(positional)}",
+                    span,
+                )
+        for key, value in keywords.items():
+            if key in names:
+                if key in args:
+                    raise OpError(f"{self.script_name}: argument '{key}' given twice", span)
+                args[key] = value
+            else:
+                if key in attr_vals:
+                    raise OpError(f"{self.script_name}: attribute '{key}' given twice", span)
+                attr_vals[key] = value
+        out_args = []
+        for spec in self.args:
+            if spec.name in args and args[spec.name] is not None:
+                out_args.append(args[spec.name])
+            elif spec.optional:
+                break_ok = all(s.optional for s in self.args[len(out_args) :])
+                if not break_ok:
+                    raise OpError(f"{self.script_name}: missing argument '{spec.name}'", span)
+                # Optional trailing arguments that are absent are left out of the call.
+                later = [s.name for s in self.args[self.args.index(spec) + 1 :] if args.get(s.name) is not None]
+                if later:
+                    raise OpError(f"{self.script_name}: '{later[0]}' given without '{spec.name}'", span)
+                break
+            else:
+                raise OpError(
+                    f"{self.script_name}: missing argument '{spec.name}' "
+                    f"(expects {', '.join(names)})",
+                    span,
+                )
+        return out_args, attr_vals
+
+    def __call__(self, *args: Expr, span=None, **attr_vals) -> Call:
+        return Call(self, args, self.normalize_attrs(attr_vals, span), span=span)
+
+    # -- inference ----------------------------------------------------------
+    def check_arity(self, call: Call) -> None:
+        required = sum(1 for a in self.args if not a.optional)
+        if not required <= len(call.args) <= len(self.args):
+            expected = f"{required}" if required == len(self.args) else f"{required} to {len(self.args)}"
+            raise OpError(f"{self.script_name} expects {expected} arguments, got {len(call.args)}", call.span)
+
+    def infer_struct_info(self, call: Call, ctx=None) -> StructInfo:
+        self.check_arity(call)
+        return self.infer(InferCtx(self, call))
+
+
+_REGISTRY: dict[str, OpDef] = {}
+
+
+def register(
+    name: str,
+    args=("x",),
+    attrs_schema=(),
+    *,
+    infer: Callable[[InferCtx], StructInfo],
+    kernel: Callable | None = None,
+    grad: Callable | None = None,
+    pure: bool = True,
+) -> OpDef:
+    """Register an op; `args` items are names or Arg. Registering a name twice is an error."""
+    if name in _REGISTRY:
+        raise ValueError(f"op {name} registered twice")
+    arg_specs = tuple(a if isinstance(a, Arg) else Arg(a) for a in args)
+    op = OpDef(name, arg_specs, tuple(attrs_schema), infer, kernel, grad, pure)
+    _REGISTRY[name] = op
+    return op
+
+
+def get(name: str) -> OpDef:
+    """The op named `relax.x` (or its script spelling `R.x`)."""
+    if name.startswith("R."):
+        name = "relax." + name[2:]
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise KeyError(name) from None
+
+
+def lookup(name: str) -> OpDef | None:
+    if name.startswith("R."):
+        name = "relax." + name[2:]
+    return _REGISTRY.get(name)
+
+
+def all_ops() -> list[OpDef]:
+    return list(_REGISTRY.values())
+
+
+def set_kernel(name: str, kernel: Callable) -> None:
+    get(name).kernel = kernel
+
+
+def set_grad(name: str, grad: Callable) -> None:
+    get(name).grad = grad

@@ -1,0 +1,64 @@
+"""Shape arithmetic shared by inference functions: broadcasting, axes, symbolic dims."""
+
+from __future__ import annotations
+
+from retrograd.ir.struct_info import Dim, TensorStructInfo
+
+
+def broadcast_shapes(a: tuple[Dim, ...], b: tuple[Dim, ...]) -> tuple[Dim, ...] | None:
+    """NumPy broadcasting; a symbolic dim against 1 or itself is kept. None if incompatible."""
+    out = []
+    for i in range(1, max(len(a), len(b)) + 1):
+        x = a[-i] if i <= len(a) else 1
+        y = b[-i] if i <= len(b) else 1
+        if x == y or y == 1:
+            out.append(x)
+        elif x == 1:
+            out.append(y)
+        elif isinstance(x, str) or isinstance(y, str):
+            # Unknown at compile time: trust the static one, as TVM does.
+            out.append(y if isinstance(x, str) else x)
+        else:
+            return None
+    return tuple(reversed(out))
+
+
+def normalize_axis(axis: int, ndim: int) -> int | None:
+    """A non-negative axis, or None if out of range."""
+    if -ndim <= axis < ndim:
+        return axis % ndim if ndim else 0
+    return None
+
+
+def dim_mul(a: Dim, b: Dim) -> Dim:
+    if isinstance(a, int) and isinstance(b, int):
+        return a * b
+    if a == 1:
+        return b
+    if b == 1:
+        return a
+    return f"{_paren(a)} * {_paren(b)}"
+
+
+def dim_add(a: Dim, b: Dim) -> Dim:
+    if isinstance(a, int) and isinstance(b, int):
+        return a + b
+    if a == 0:
+        return b
+    if b == 0:
+        return a
+    return f"{a} + {b}"
+
+
+def _paren(d: Dim) -> str:
+    s = str(d)
+    return f"({s})" if any(c in s for c in "+-") else s
+
+
+def same_dtype(a: TensorStructInfo, b: TensorStructInfo) -> str | None:
+    """The common dtype, or None when they differ (unknown "" adopts the other)."""
+    if not a.dtype:
+        return b.dtype
+    if not b.dtype or a.dtype == b.dtype:
+        return a.dtype
+    return None
