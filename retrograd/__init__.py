@@ -1,7 +1,55 @@
 """retrograd: parse, transform (above all: differentiate), print and run TVMScript-style Relax IR."""
 
+from __future__ import annotations
+
+import importlib
+
 from retrograd import ops  # noqa: F401  (registers every op)
 from retrograd.errors import DiagnosticError
 from retrograd.ir import IRModule
 
 __version__ = "0.1.0"
+
+
+def parse(text: str, source_name: str = "<string>") -> IRModule:
+    """Parse TVMScript-style text into an IRModule (never evaluates Python)."""
+    from retrograd.parser import parse as _parse
+
+    return _parse(text, source_name=source_name)
+
+
+def parse_file(path) -> IRModule:
+    """Parse a script file; errors name the file."""
+    from retrograd.parser import parse_file as _parse_file
+
+    return _parse_file(path)
+
+
+def structural_equal(a, b, map_free_vars: bool = False) -> bool:
+    """Equality of modules or expressions modulo variable renaming."""
+    from retrograd.ir.structural import structural_equal as _eq
+
+    return _eq(a, b, map_free_vars=map_free_vars)
+
+
+def assert_structural_equal(a, b, map_free_vars: bool = False) -> None:
+    """Raise AssertionError naming the path of the first difference."""
+    from retrograd.ir.structural import assert_structural_equal as _assert
+
+    _assert(a, b, map_free_vars=map_free_vars)
+
+
+def build(mod: IRModule, **options):
+    """Lower a module to NumPy kernels: `build(mod)["main"](*arrays)`."""
+    from retrograd.runtime import build as _build
+
+    return _build(mod, **options)
+
+
+_LAZY = ("passes", "runtime", "parser", "testing", "ir", "cli")
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        return importlib.import_module(f"retrograd.{name}")
+    raise AttributeError(f"module 'retrograd' has no attribute {name!r}")

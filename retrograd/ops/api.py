@@ -1,0 +1,25 @@
+"""`R`: build op calls from Python the way scripts spell them (`R.add(a, b)`, `R.nn.relu(x)`)."""
+
+from __future__ import annotations
+
+from retrograd.ops.registry import lookup
+
+
+class _Namespace:
+    __slots__ = ("_prefix",)
+
+    def __init__(self, prefix: str):
+        self._prefix = prefix
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        op = lookup(f"{self._prefix}.{name}")
+        if op is not None:
+            return op
+        if name in ("nn", "grad", "image", "memory"):
+            return _Namespace(f"{self._prefix}.{name}")
+        raise AttributeError(f"no op R.{self._prefix[len('relax.'):] + '.' if '.' in self._prefix else ''}{name}")
+
+
+R = _Namespace("relax")
