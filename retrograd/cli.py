@@ -1,0 +1,190 @@
+"""The `retrograd` command: check, transform (mlir-opt style pipelines), print and run IR scripts."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import numpy as np
+
+from retrograd.errors import DiagnosticError
+
+
+def _load(path: str):
+    import retrograd
+
+    if path == "-":
+        return retrograd.parse(sys.stdin.read(), source_name="<stdin>")
+    return retrograd.parse_file(path)
+
+
+def _verify(mod, what: str) -> None:
+    from retrograd.errors import WellFormedError
+    from retrograd.ir import well_formed
+
+    problems = well_formed(mod)
+    if problems:
+        raise WellFormedError([f"{what}: {p}" for p in problems])
+
+
+def cmd_check(args) -> int:
+    mod = _load(args.file)
+    _verify(mod, args.file)
+    n = sum(_count_bindings(f) for _, f in mod.items())
+    print(f"{args.file}: ok ({len(mod)} function(s), {n} binding(s))")
+    return 0
+
+
+def cmd_opt(args) -> int:
+    from retrograd.passes import PassContext, parse_pipeline
+    from retrograd.passes import instrument as ins
+
+    mod = _load(args.file)
+    if not args.no_verify:
+        _verify(mod, args.file)
+    instruments = []
+    if args.print_after_all:
+        instruments.append(ins.PrintBeforeAfter(before=False, after=True, stream=sys.stderr))
+    if args.print_changed:
+        instruments.append(ins.PrintChanged(stream=sys.stderr))
+    timing = ins.Timing() if args.time_passes else None
+    if timing is not None:
+        instruments.append(timing)
+    pipeline = parse_pipeline(args.passes or "")
+    with PassContext(instruments=instruments, verify=not args.no_verify):
+        out = pipeline(mod)
+    text = out.script()
+    if args.output:
+        with open(args.output, "w") as fh:
+            fh.write(text)
+    else:
+        sys.stdout.write(text if text.endswith("\n") else text + "\n")
+    if timing is not None:
+        sys.stderr.write(timing.report() + "\n")
+    return 0
+
+
+def cmd_run(args) -> int:
+    import retrograd
+    from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo
+
+    mod = _load(args.file)
+    _verify(mod, args.file)
+    if args.func not in mod:
+        raise DiagnosticError(f"no function '{args.func}' in {args.file} (functions: {', '.join(mod)})")
+    func = mod[args.func]
+    rng = np.random.default_rng(args.seed)
+    dims: dict[str, int] = dict(_parse_dims(args.dim))
+
+    def make(sinfo):
+        if isinstance(sinfo, TupleStructInfo):
+            return tuple(make(f) for f in sinfo.fields)
+        if not isinstance(sinfo, TensorStructInfo) or sinfo.shape is None:
+            raise DiagnosticError(f"cannot make a random input for {sinfo}; give concrete shapes")
+        shape = []
+        for d in sinfo.shape:
+            if isinstance(d, str):
+                if d not in dims:
+                    raise DiagnosticError(f"symbolic dim '{d}' needs a value: pass --dim {d}=SIZE")
+                d = dims[d]
+            shape.append(d)
+        if sinfo.dtype.startswith(("int", "uint")):
+            return rng.integers(0, max(1, min(shape) if shape else 2), size=shape).astype(sinfo.dtype)
+        if sinfo.dtype == "bool":
+            return rng.random(shape) < 0.5
+        return rng.standard_normal(shape).astype(sinfo.dtype or "float32")
+
+    inputs = [make(p.struct_info) for p in func.params]
+    ex = retrograd.build(mod, profile=args.profile)
+    result = ex[args.func](*inputs)
+    _print_value(result, "result")
+    stats = getattr(ex, "stats", None)
+    if stats is not None and getattr(stats, "peak_live_bytes", None) is not None:
+        print(f"peak live bytes: {stats.peak_live_bytes}")
+    if args.profile and hasattr(ex, "profile_report"):
+        print(ex.profile_report())
+    return 0
+
+
+def _parse_dims(items):
+    for item in items or []:
+        name, _, value = item.partition("=")
+        if not value.isdigit():
+            raise DiagnosticError(f"--dim expects NAME=SIZE, got {item!r}")
+        yield name, int(value)
+
+
+def _print_value(value, label):
+    if isinstance(value, tuple):
+        for i, v in enumerate(value):
+            _print_value(v, f"{label}[{i}]")
+        return
+    arr = np.asarray(value)
+    flat = arr.ravel()
+    preview = np.array2string(flat[:6], precision=6, separator=", ")
+    print(f"{label}: shape={arr.shape} dtype={arr.dtype} first={preview}")
+
+
+def _count_bindings(func) -> int:
+    from retrograd.ir.expr import Function
+
+    if not isinstance(func, Function):
+        return 0
+    return sum(len(b.bindings) for b in func.body.blocks)
+
+
+def cmd_passes(args) -> int:
+    from retrograd.passes import list_passes
+
+    for name in list_passes():
+        print(name)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="retrograd", description=__doc__)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    c = sub.add_parser("check", help="parse and verify a script")
+    c.add_argument("file")
+    c.set_defaults(run=cmd_check)
+
+    o = sub.add_parser("opt", help="run a pass pipeline and print the result")
+    o.add_argument("file", help="script file, or - for standard input")
+    o.add_argument("-p", "--passes", help='pipeline, e.g. "gradient(func=main), dce"')
+    o.add_argument("-o", "--output", help="write the result here instead of standard output")
+    o.add_argument("--print-after-all", action="store_true")
+    o.add_argument("--print-changed", action="store_true")
+    o.add_argument("--time-passes", action="store_true")
+    o.add_argument("--no-verify", action="store_true", help="skip the well-formedness checks")
+    o.set_defaults(run=cmd_opt)
+
+    r = sub.add_parser("run", help="execute a function on random inputs")
+    r.add_argument("file")
+    r.add_argument("--func", default="main")
+    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--dim", action="append", help="value of a symbolic dim, NAME=SIZE")
+    r.add_argument("--profile", action="store_true")
+    r.set_defaults(run=cmd_run)
+
+    ls = sub.add_parser("passes", help="list the registered passes")
+    ls.set_defaults(run=cmd_passes)
+    return p
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.run(args)
+    except DiagnosticError as err:
+        sys.stderr.write(f"{err}\n")
+        return 1
+    except FileNotFoundError as err:
+        sys.stderr.write(f"error: {err.filename}: no such file\n")
+        return 1
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
