@@ -90,6 +90,8 @@ class OpDef(Op):
         kernel: Callable | None = None,
         grad: Callable | None = None,
         pure: bool = True,
+        canonicalize: Callable[[dict], dict] | None = None,
+        positional_attrs: tuple[str, ...] | None = None,
     ):
         self.name = name
         self.args = tuple(args)
@@ -99,6 +101,10 @@ class OpDef(Op):
         self.kernel = kernel
         self.grad = grad
         self.pure = pure
+        # Attributes that depend on each other (out_layout defaults to layout) are settled here.
+        self.canonicalize = canonicalize
+        # TVM's Python signature may order attributes differently from how it prints them (pooling).
+        self.positional_attrs = tuple(positional_attrs or (a.name for a in self.attrs_schema))
 
     @property
     def script_name(self) -> str:
@@ -126,12 +132,17 @@ class OpDef(Op):
                 raise OpError(f"{self.script_name}: missing required attribute '{a.name}'", span)
             else:
                 out[a.name] = a.default
+        if self.canonicalize is not None:
+            try:
+                out = self.canonicalize(out)
+            except (TypeError, ValueError) as err:
+                raise OpError(f"{self.script_name}: {err}", span) from None
         return out
 
     def bind(self, positional: list, keywords: dict, span=None) -> tuple[list, dict]:
         """Split a script call's arguments into (args, attrs) the way TVM's Python API does."""
         names = [a.name for a in self.args]
-        attr_names = [a.name for a in self.attrs_schema]
+        attr_names = list(self.positional_attrs)
         args: dict[str, Any] = {}
         attr_vals: dict[str, Any] = {}
         for i, value in enumerate(positional):
@@ -201,12 +212,18 @@ def register(
     kernel: Callable | None = None,
     grad: Callable | None = None,
     pure: bool = True,
+    canonicalize: Callable[[dict], dict] | None = None,
+    positional_attrs: tuple[str, ...] | None = None,
 ) -> OpDef:
-    """Register an op; `args` items are names or Arg. Registering a name twice is an error."""
+    """Register an op; `args` items are names or Arg. Registering a name twice is an error.
+
+    `canonicalize(attrs) -> attrs` runs after per-attribute conversion; `positional_attrs` is the
+    order positional attributes bind in (default: schema order, which is also the printed order).
+    """
     if name in _REGISTRY:
         raise ValueError(f"op {name} registered twice")
     arg_specs = tuple(a if isinstance(a, Arg) else Arg(a) for a in args)
-    op = OpDef(name, arg_specs, tuple(attrs_schema), infer, kernel, grad, pure)
+    op = OpDef(name, arg_specs, tuple(attrs_schema), infer, kernel, grad, pure, canonicalize, positional_attrs)
     _REGISTRY[name] = op
     return op
 
