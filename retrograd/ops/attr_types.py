@@ -90,3 +90,31 @@ def fixed_ints(n: int):
         raise ValueError(f"expected {n} integers")
 
     return convert
+
+
+def at_least(convert, minimum: int):
+    """Wrap an int-list converter so every value is >= minimum (strides, dilation, padding)."""
+
+    def check(v):
+        vals = convert(v)
+        if any(x < minimum for x in vals):
+            raise ValueError(f"every value must be >= {minimum}")
+        return vals
+
+    return check
+
+
+def layout(letters: str):
+    """A layout: a permutation of `letters` (NHWC for NCHW); blocked layouts (NCHW4c) are not supported."""
+
+    def convert(v):
+        if not isinstance(v, str) or len(v) != len(letters) or sorted(v) != sorted(letters):
+            raise ValueError(f"expected a permutation of {letters!r} (blocked layouts are not supported)")
+        return v
+
+    return convert
+
+
+def opt_layout(letters: str):
+    inner = layout(letters)
+    return lambda v: None if v is None else inner(v)
