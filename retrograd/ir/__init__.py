@@ -34,3 +34,4 @@ from retrograd.ir.struct_info import (
     TensorStructInfo,
     TupleStructInfo,
 )
+from retrograd.ir.well_formed import verify, well_formed
