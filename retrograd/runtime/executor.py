@@ -1,0 +1,89 @@
+"""build(mod) -> Executable: every function lowered once to kernel calls; `ex["main"](*arrays)` runs it."""
+
+from __future__ import annotations
+
+from retrograd.errors import ExecutionError
+from retrograd.runtime.interp import Meter, invoke, run_code, run_code_profiled
+from retrograd.runtime.lowering import lower_module
+from retrograd.runtime.stats import RunStats, format_profile
+
+
+class Executable:
+    """A built module. `ex[name](*args)` runs a function; `ex.stats` describes the last call.
+
+    Options: `profile=True` records per-op time, calls and output bytes (`ex.profile_report()` returns
+    the table as text); `check=True` verifies every kernel result against its binding's struct info.
+    """
+
+    def __init__(self, mod, *, profile: bool = False, check: bool = False):
+        self.mod = mod
+        self._programs = lower_module(mod, check=check)
+        self._skip = frozenset().union(*(p.const_roots for p in self._programs.values()))
+        self._run = run_code_profiled if profile else run_code
+        self.profile = {} if profile else None  # op -> [calls, seconds, output bytes]
+        self.stats: RunStats | None = None
+        self._functions: dict[str, BuiltFunction] = {}
+
+    @property
+    def last_stats(self) -> RunStats | None:
+        return self.stats
+
+    def __getitem__(self, name: str) -> "BuiltFunction":
+        fn = self._functions.get(name)
+        if fn is None:
+            prog = self._programs.get(name)
+            if prog is None:
+                known = ", ".join(self._programs) or "none"
+                raise ExecutionError(f"the module has no function '{name}' (functions: {known})")
+            fn = self._functions[name] = BuiltFunction(self, prog)
+        return fn
+
+    def __contains__(self, name) -> bool:
+        return name in self._programs
+
+    def function_names(self) -> list[str]:
+        return list(self._programs)
+
+    def profile_report(self) -> str:
+        if self.profile is None:
+            return "profiling is off: build with retrograd.build(mod, profile=True)"
+        return format_profile(self.profile)
+
+    def reset_profile(self) -> None:
+        if self.profile is not None:
+            self.profile.clear()
+
+    def __repr__(self) -> str:
+        return f"<Executable {list(self._programs)}>"
+
+
+class BuiltFunction:
+    """One function of an Executable, callable with NumPy arrays (nested tuples for tuple parameters)."""
+
+    __slots__ = ("exe", "prog", "__name__")
+
+    def __init__(self, exe: Executable, prog):
+        self.exe = exe
+        self.prog = prog
+        self.__name__ = prog.name
+
+    def __call__(self, *args):
+        exe = self.exe
+        exe.stats = None
+        m = Meter(exe._skip, exe._run, exe.profile)
+        try:
+            result = invoke(self.prog, args, m, True)
+        except RecursionError:
+            raise ExecutionError(
+                f"{self.prog.name}: calls between functions nest deeper than Python's recursion limit allows"
+            ) from None
+        exe.stats = RunStats(self.prog.name, m.peak, m.param_bytes)
+        return result
+
+    def __repr__(self) -> str:
+        return f"<BuiltFunction {self.prog.name}({', '.join(self.prog.param_names)})>"
+
+
+def build(mod, *, profile: bool = False, check: bool = False) -> Executable:
+    """Lower every function of `mod` to NumPy kernel calls; errors (an op without kernel...) name the binding."""
+    return Executable(mod, profile=profile, check=check)

@@ -1,0 +1,296 @@
+"""The interpreter: runs lowered instructions over a register list, releasing each value at its last use.
+
+Memory accounting (what `peak_live_bytes` measures): the total size of the distinct memory buffers
+referenced by live values. A value is live from the instruction that produces it to its last use;
+parameters are live for the whole call (the caller owns them); values of called functions count while
+those run. A view (reshape, permute_dims, strided_slice, broadcast) counts the buffer it views, once,
+however many views share it, for as long as any of them is live. Module constants are not counted
+(they live as long as the module). The peak is taken right after each instruction stores its result
+and before it releases its dying inputs, since the kernel needs both at once; scratch memory inside a
+kernel is not seen.
+"""
+
+from __future__ import annotations
+
+from time import perf_counter
+
+import numpy as np
+
+from retrograd.errors import DiagnosticError, ExecutionError
+from retrograd.runtime.signature import Binder, Mismatch, check_deferred, describe_value
+
+ndarray = np.ndarray
+
+
+class Meter:
+    """Per top-level call state shared by nested calls and branches: buffer refcounts, live and peak bytes."""
+
+    __slots__ = ("refs", "cur", "peak", "skip", "run", "prof", "param_bytes")
+
+    def __init__(self, skip, run, prof):
+        self.refs: dict[int, int] = {}  # id(buffer owner) -> number of live values referencing it
+        self.cur = 0
+        self.peak = 0
+        self.skip = skip  # ids of constant buffers, never counted
+        self.run = run
+        self.prof = prof
+        self.param_bytes = 0
+
+
+def root_of(v: ndarray) -> ndarray:
+    """The array owning the memory `v` views."""
+    while True:
+        b = v.base
+        if b is None:
+            return v
+        if not isinstance(b, ndarray):
+            # as_strided wraps its array in an object whose `base` is the array.
+            b = getattr(b, "base", None)
+            if not isinstance(b, ndarray):
+                return v
+        v = b
+
+
+def acquire(v, m: Meter) -> None:
+    if isinstance(v, ndarray):
+        root = v if v.base is None else root_of(v)
+        k = id(root)
+        c = m.refs.get(k)
+        if c is None:
+            if k in m.skip:
+                return
+            m.refs[k] = 1
+            m.cur += root.nbytes
+            if m.cur > m.peak:
+                m.peak = m.cur
+        else:
+            m.refs[k] = c + 1
+    elif type(v) is tuple:
+        for x in v:
+            acquire(x, m)
+
+
+def release(v, m: Meter) -> None:
+    if isinstance(v, ndarray):
+        root = v if v.base is None else root_of(v)
+        k = id(root)
+        c = m.refs.get(k)
+        if c is not None:
+            if c > 1:
+                m.refs[k] = c - 1
+            else:
+                del m.refs[k]
+                m.cur -= root.nbytes
+    elif type(v) is tuple:
+        for x in v:
+            release(x, m)
+
+
+def coerce(v):
+    """Kernel results as the executor hands them on: NumPy scalars become 0-d arrays, lists tuples."""
+    if isinstance(v, np.generic):
+        return np.asarray(v)
+    if isinstance(v, tuple | list):
+        return tuple(coerce(x) for x in v)
+    return v
+
+
+def run_code(code, regs, m: Meter) -> None:
+    """The hot loop. Instructions are (fn, out, frees, special, info); no timing, no lookups by name."""
+    refs = m.refs
+    skip = m.skip
+    cur = m.cur
+    peak = m.peak
+    for ins in code:
+        fn, out, frees, special, info = ins
+        if special:
+            # If / calls run nested code that updates the meter itself.
+            m.cur = cur
+            m.peak = peak
+            v = fn(regs, m)
+            cur = m.cur
+            peak = m.peak
+        else:
+            try:
+                v = fn(regs)
+            except Exception as err:
+                raise kernel_failure(info, regs, err) from None
+        if type(v) is ndarray:
+            root = v if v.base is None else root_of(v)
+            k = id(root)
+            c = refs.get(k)
+            if c is None:
+                if k not in skip:
+                    refs[k] = 1
+                    cur += root.nbytes
+                    if cur > peak:
+                        peak = cur
+            else:
+                refs[k] = c + 1
+        else:
+            v = coerce(v)
+            m.cur = cur
+            m.peak = peak
+            acquire(v, m)
+            cur = m.cur
+            peak = m.peak
+        regs[out] = v
+        if frees:
+            for r in frees:
+                v = regs[r]
+                regs[r] = None
+                if type(v) is ndarray:
+                    root = v if v.base is None else root_of(v)
+                    k = id(root)
+                    c = refs.get(k)
+                    if c is not None:
+                        if c > 1:
+                            refs[k] = c - 1
+                        else:
+                            del refs[k]
+                            cur -= root.nbytes
+                elif v is not None:
+                    m.cur = cur
+                    release(v, m)
+                    cur = m.cur
+    m.cur = cur
+    m.peak = peak
+
+
+def run_code_profiled(code, regs, m: Meter) -> None:
+    """run_code with per-op time, call count and output bytes recorded in m.prof."""
+    prof = m.prof
+    for ins in code:
+        fn, out, frees, special, info = ins
+        if special:
+            v = fn(regs, m)
+        else:
+            t0 = perf_counter()
+            try:
+                v = fn(regs)
+            except Exception as err:
+                raise kernel_failure(info, regs, err) from None
+            dt = perf_counter() - t0
+        v = coerce(v)
+        acquire(v, m)
+        regs[out] = v
+        if not special:
+            rec = prof.get(info.key)
+            if rec is None:
+                rec = prof[info.key] = [0, 0.0, 0]
+            rec[0] += 1
+            rec[1] += dt
+            rec[2] += _nbytes(v)
+        for r in frees:
+            release(regs[r], m)
+            regs[r] = None
+
+
+def _nbytes(v) -> int:
+    if isinstance(v, ndarray):
+        return v.nbytes
+    if type(v) is tuple:
+        return sum(_nbytes(x) for x in v)
+    return 0
+
+
+def run_block(block, regs, m: Meter):
+    """Run a block (function body or If branch) and return its result value."""
+    for r in block.prefree:
+        release(regs[r], m)
+        regs[r] = None
+    m.run(block.code, regs, m)
+    v = block.result(regs)
+    for r in block.endfree:
+        release(regs[r], m)
+        regs[r] = None
+    return v
+
+
+def invoke(prog, args, m: Meter, top: bool):
+    """Check and bind the arguments of a lowered function, then run its body."""
+    if len(args) != prog.nparams:
+        names = ", ".join(prog.param_names)
+        raise ExecutionError(f"{prog.name}: expects {prog.nparams} argument(s) ({names}), got {len(args)}")
+    regs = prog.template.copy()
+    binder = Binder() if prog.symbolic else None
+    try:
+        for (reg, check), a in zip(prog.params, args):
+            regs[reg] = check(a, binder)
+        if binder is not None:
+            check_deferred(binder)
+    except Mismatch as mm:
+        raise ExecutionError(f"{prog.name}: parameter {mm}") from None
+    if binder is not None:
+        env = binder.env
+        regs[0] = env
+        for reg, fn in prog.shape_regs:
+            regs[reg] = fn(env)
+    for reg, _ in prog.params:
+        v = regs[reg]
+        acquire(v, m)
+        if top:
+            # The caller's own reference: parameters stay counted after their last use here.
+            acquire(v, m)
+    if top:
+        m.param_bytes = m.cur
+    return run_block(prog.block, regs, m)
+
+
+def make_if(cond_read, true_block, false_block, info):
+    def run_if(regs, m):
+        c = cond_read(regs)
+        if isinstance(c, ndarray):
+            if c.ndim != 0:
+                raise ExecutionError(
+                    f"{info.func}: the condition of the If binding '{info.var}' must be a scalar, "
+                    f"got {describe_value(c)}",
+                    info.span,
+                )
+        elif isinstance(c, tuple):
+            raise ExecutionError(
+                f"{info.func}: the condition of the If binding '{info.var}' must be a scalar, got {describe_value(c)}",
+                info.span,
+            )
+        return run_block(true_block if c else false_block, regs, m)
+
+    return run_if
+
+
+def make_call(callee, readers, info):
+    def run_call(regs, m):
+        args = [rd(regs) for rd in readers]
+        try:
+            return invoke(callee, args, m, False)
+        except ExecutionError as err:
+            # Deep recursion would stack one note per level; a few locate the failure well enough.
+            if len(err.notes) < 8:
+                where = f" at {info.span}" if info.span is not None else ""
+                err.notes.append(f"in the call of '{callee.name}' from {info.func}, binding '{info.var}'{where}")
+            raise
+
+    return run_call
+
+
+def kernel_failure(info, regs, err: BaseException) -> ExecutionError:
+    """An ExecutionError naming the function, the binding, the op and its inputs, at the binding's span."""
+    if isinstance(err, DiagnosticError):
+        orig = err.message
+    elif isinstance(err, Mismatch):
+        orig = f"its result {err}"
+    else:
+        orig = f"{type(err).__name__}: {err}"
+    try:
+        inputs = "; ".join(f"{label}: {_describe(rd(regs))}" for label, rd in info.args)
+    except Exception:  # pragma: no cover - describing must never hide the real failure
+        inputs = "?"
+    message = f"{info.func}: binding '{info.var}' = {info.label} failed: {orig}"
+    if inputs:
+        message += f"\n  inputs: {inputs}"
+    return ExecutionError(message, info.span)
+
+
+def _describe(v) -> str:
+    if type(v) is tuple and v and any(isinstance(x, ndarray | tuple) for x in v):
+        return "(" + ", ".join(_describe(x) for x in v) + ")"
+    return describe_value(v)

@@ -1,0 +1,400 @@
+"""Lowering: each function becomes a flat instruction list over register slots, with frees at last use."""
+
+from __future__ import annotations
+
+from functools import partial
+from operator import itemgetter
+
+from retrograd.errors import NameError_, UnsupportedError
+from retrograd.ir.expr import (
+    Call,
+    Constant,
+    Function,
+    GlobalVar,
+    If,
+    Op,
+    PrimValue,
+    SeqExpr,
+    ShapeExpr,
+    StringImm,
+    Tuple,
+    TupleGetItem,
+    Var,
+)
+from retrograd.runtime.interp import make_call, make_if, root_of
+from retrograd.runtime.signature import (
+    Binder,
+    Mismatch,
+    all_dim_names,
+    bindable_names,
+    check_deferred,
+    compile_checker,
+    compile_dim,
+    dim_names,
+)
+
+
+class Info:
+    """What an instruction is, for error messages and the profile: function, binding, op, inputs, span."""
+
+    __slots__ = ("func", "var", "label", "args", "span", "key")
+
+    def __init__(self, func, var, label, args, span, key):
+        self.func = func
+        self.var = var
+        self.label = label  # the call as written: R.take(w, t, axis=0, mode="fast")
+        self.args = args  # [(label, reader)] to describe the inputs when the kernel fails
+        self.span = span
+        self.key = key  # the profile row: the op's script name
+
+
+class Block:
+    """Lowered code of a function body or an If branch."""
+
+    __slots__ = ("code", "prefree", "endfree", "result")
+
+    def __init__(self, code, prefree, endfree, result):
+        self.code = code  # tuple of (fn, out, frees, special, info)
+        self.prefree = prefree  # registers released before the code runs (dying here, unused)
+        self.endfree = endfree  # registers released after the result is read
+        self.result = result  # regs -> the block's value
+
+
+class Program:
+    """A lowered function: register template, parameter checkers, shape registers, body block."""
+
+    __slots__ = ("name", "nparams", "param_names", "params", "template", "shape_regs", "symbolic", "block", "const_roots")
+
+
+class _PreIns:
+    __slots__ = ("fn", "out", "reads", "special", "info", "branches", "make")
+
+    def __init__(self, fn, out, reads, special, info, branches=None, make=None):
+        self.fn, self.out, self.reads, self.special, self.info = fn, out, reads, special, info
+        self.branches, self.make = branches, make
+
+
+class _PreBlock:
+    __slots__ = ("ins", "result_src", "result_regs", "defined", "outer_reads")
+
+
+def lower_module(mod, check: bool = False) -> dict[str, Program]:
+    programs = {name: Program() for name, func in mod.items() if isinstance(func, Function)}
+    for name, prog in programs.items():
+        _FunctionLowering(name, mod[name], programs, check).lower(prog)
+    return programs
+
+
+def _flat(src, out: set) -> set:
+    if isinstance(src, int):
+        out.add(src)
+    else:
+        for s in src:
+            _flat(s, out)
+    return out
+
+
+def reader(src):
+    """regs -> value for a source: a register, or a (nested) tuple of sources."""
+    if isinstance(src, int):
+        return itemgetter(src)
+    parts = tuple(reader(s) for s in src)
+    return lambda regs: tuple(p(regs) for p in parts)
+
+
+def _kernel_fn(kernel, attrs: dict, srcs: list):
+    k = partial(kernel, **attrs) if attrs else kernel
+    # Arity-specialized closures: one Python frame and direct register reads per call.
+    if all(isinstance(s, int) for s in srcs):
+        n = len(srcs)
+        if n == 0:
+            return lambda r: k()
+        if n == 1:
+            (a,) = srcs
+            return lambda r: k(r[a])
+        if n == 2:
+            a, b = srcs
+            return lambda r: k(r[a], r[b])
+        if n == 3:
+            a, b, c = srcs
+            return lambda r: k(r[a], r[b], r[c])
+        if n == 4:
+            a, b, c, d = srcs
+            return lambda r: k(r[a], r[b], r[c], r[d])
+        idx = tuple(srcs)
+        return lambda r: k(*[r[i] for i in idx])
+    readers = tuple(reader(s) for s in srcs)
+    return lambda r: k(*[rd(r) for rd in readers])
+
+
+def _fmt_attr(v) -> str:
+    if isinstance(v, str):
+        return f'"{v}"'
+    if isinstance(v, tuple):
+        return "[" + ", ".join(_fmt_attr(x) for x in v) + "]"
+    return repr(v)
+
+
+class _FunctionLowering:
+    def __init__(self, name: str, func: Function, programs: dict, check: bool):
+        self.name = name
+        self.func = func
+        self.programs = programs
+        self.check = check
+        self.template: list = [None]  # register 0 holds the call's symbolic-dim environment
+        self.fixed: set[int] = {0}  # registers never freed: constants, shapes, the environment
+        self.src_of: dict = {}  # Var -> source (register or tuple of sources)
+        self.label_of: dict[int, str] = {}
+        self.const_cache: dict[int, int] = {}
+        self.shape_regs: list = []
+        self.bindable: set[str] = set()
+        self.const_roots: set[int] = set()
+
+    # -- errors -------------------------------------------------------------
+    def error(self, message, span=None, cls=UnsupportedError):
+        return cls(f"{self.name}: {message}", span)
+
+    # -- registers ----------------------------------------------------------
+    def new_reg(self, value=None, fixed=False) -> int:
+        self.template.append(value)
+        reg = len(self.template) - 1
+        if fixed:
+            self.fixed.add(reg)
+        return reg
+
+    def source(self, expr, span=None):
+        if isinstance(expr, Var):
+            src = self.src_of.get(expr)
+            if src is None:
+                raise self.error(f"variable '{expr.name_hint}' is used before it is bound", expr.span or span, NameError_)
+            return src
+        if isinstance(expr, Tuple):
+            return tuple(self.source(f, span) for f in expr.fields)
+        key = id(expr)
+        reg = self.const_cache.get(key)
+        if reg is not None:
+            return reg
+        if isinstance(expr, Constant):
+            reg = self.new_reg(expr.data, fixed=True)
+            self.const_roots.add(id(root_of(expr.data)))
+            self.label_of[reg] = "const"
+        elif isinstance(expr, PrimValue | StringImm):
+            reg = self.new_reg(expr.value, fixed=True)
+            self.label_of[reg] = repr(expr.value)
+        elif isinstance(expr, ShapeExpr):
+            reg = self._shape_reg(expr, span)
+        else:
+            raise self.error(
+                f"{type(expr).__name__} cannot be an argument here (the module is not in normal form)", expr.span or span
+            )
+        self.const_cache[key] = reg
+        return reg
+
+    def _shape_reg(self, expr: ShapeExpr, span) -> int:
+        if all(isinstance(v, int) for v in expr.values):
+            reg = self.new_reg(tuple(expr.values), fixed=True)
+        else:
+            names = set().union(*(dim_names(v) for v in expr.values))
+            missing = sorted(names - self.bindable)
+            if missing:
+                raise self.error(
+                    f"symbolic dim(s) {', '.join(missing)} in R.shape({list(expr.values)}) are not bound by any parameter",
+                    expr.span or span,
+                )
+            fns = tuple(compile_dim(v) for v in expr.values)
+            reg = self.new_reg(None, fixed=True)
+            self.shape_regs.append((reg, lambda env, fns=fns: tuple(f(env) for f in fns)))
+        self.label_of[reg] = f"R.shape({list(expr.values)})"
+        return reg
+
+    def describe_src(self, src) -> str:
+        if isinstance(src, int):
+            return self.label_of.get(src, f"%{src}")
+        return "(" + ", ".join(self.describe_src(s) for s in src) + (",)" if len(src) == 1 else ")")
+
+    # -- functions ----------------------------------------------------------
+    def lower(self, prog: Program) -> None:
+        func = self.func
+        params = []
+        for p in func.params:
+            if p.struct_info is None:
+                raise self.error(f"parameter '{p.name_hint}' has no struct info", p.span)
+            self.bindable |= bindable_names(p.struct_info)
+        for p in func.params:
+            unbound = sorted(all_dim_names(p.struct_info) - self.bindable)
+            if unbound:
+                raise self.error(
+                    f"parameter '{p.name_hint}': symbolic dim(s) {', '.join(unbound)} cannot be bound from the arguments",
+                    p.span,
+                )
+            reg = self.new_reg()
+            self.src_of[p] = reg
+            self.label_of[reg] = p.name_hint
+            params.append((reg, compile_checker(p.struct_info, p.name_hint, self.error)))
+        symbolic = bool(self.bindable) or any(
+            all_dim_names(p.struct_info) for p in func.params
+        )
+        body = self.lower_seq(func.body)
+        owned = {reg for reg, _ in params} | body.defined
+        prog.name = self.name
+        prog.nparams = len(params)
+        prog.param_names = tuple(p.name_hint for p in func.params)
+        prog.params = tuple(params)
+        prog.symbolic = symbolic
+        prog.block = self.assign(body, owned)
+        prog.template = self.template
+        prog.shape_regs = tuple(self.shape_regs)
+        prog.const_roots = self.const_roots
+
+    def lower_seq(self, seq) -> _PreBlock:
+        if not isinstance(seq, SeqExpr):
+            raise self.error(f"expected a sequence of bindings, got {type(seq).__name__}", getattr(seq, "span", None))
+        pb = _PreBlock()
+        pb.ins = []
+        pb.defined = set()
+        for block in seq.blocks:
+            for binding in block.bindings:
+                self.lower_binding(binding, pb)
+        pb.result_src = self.source(seq.body, seq.span)
+        pb.result_regs = _flat(pb.result_src, set()) - self.fixed
+        reads = set(pb.result_regs)
+        for ins in pb.ins:
+            reads |= ins.reads
+        pb.outer_reads = reads - pb.defined
+        return pb
+
+    def lower_binding(self, binding, pb: _PreBlock) -> None:
+        var, value = binding.var, binding.value
+        span = binding.span or var.span or getattr(value, "span", None)
+        name = var.name_hint
+        if isinstance(value, Var | Constant | PrimValue | StringImm | ShapeExpr | Tuple):
+            # Assignments and tuples of leaves cost nothing at run time: uses read the sources directly.
+            self.src_of[var] = self.source(value, span)
+            return
+        if isinstance(value, TupleGetItem):
+            src = self.source(value.tuple_value, span)
+            if not isinstance(src, int):
+                self.src_of[var] = src[value.index]
+                return
+            index = value.index
+            out = self.new_reg()
+            info = Info(self.name, name, f"{self.describe_src(src)}[{index}]", [("tuple", itemgetter(src))], span, "TupleGetItem")
+            self._add(pb, lambda r: r[src][index], out, {src}, False, info, var)
+            return
+        if isinstance(value, Call):
+            self._lower_call(var, value, span, pb)
+            return
+        if isinstance(value, If):
+            self._lower_if(var, value, span, pb)
+            return
+        raise self.error(f"binding '{name}': cannot execute a {type(value).__name__} value", span)
+
+    def _add(self, pb, fn, out, reads, special, info, var, **extra):
+        if self.check and not special and var.struct_info is not None:
+            fn = _checked(fn, var)
+        pb.ins.append(_PreIns(fn, out, reads - self.fixed, special, info, **extra))
+        pb.defined.add(out)
+        self.src_of[var] = out
+        self.label_of[out] = var.name_hint
+
+    def _lower_call(self, var, call: Call, span, pb) -> None:
+        name = var.name_hint
+        srcs = [self.source(a, span) for a in call.args]
+        reads = set()
+        for s in srcs:
+            _flat(s, reads)
+        arg_labels = [self.describe_src(s) for s in srcs]
+        arg_info = [(lab, reader(s)) for lab, s in zip(arg_labels, srcs)]
+        if isinstance(call.op, GlobalVar):
+            callee = self.programs.get(call.op.name_hint)
+            if callee is None:
+                raise self.error(f"binding '{name}' calls '{call.op.name_hint}', which is not a function of the module", span)
+            label = f"{call.op.name_hint}({', '.join(arg_labels)})"
+            info = Info(self.name, name, label, arg_info, span, f"call {call.op.name_hint}")
+            fn = make_call(callee, tuple(reader(s) for s in srcs), info)
+            self._add(pb, fn, self.new_reg(), reads, True, info, var)
+            return
+        op = call.op
+        if not isinstance(op, Op):
+            raise self.error(f"binding '{name}' calls a {type(op).__name__}; only ops and module functions can be called", span)
+        script = getattr(op, "script_name", getattr(op, "name", "?"))
+        kernel = getattr(op, "kernel", None)
+        if kernel is None:
+            raise self.error(f"op {script} has no kernel (binding '{name}')", span)
+        attr_text = ", ".join(f"{k}={_fmt_attr(v)}" for k, v in call.attrs.items())
+        label = f"{script}({', '.join(arg_labels + ([attr_text] if attr_text else []))})"
+        info = Info(self.name, name, label, arg_info, span, script)
+        self._add(pb, _kernel_fn(kernel, call.attrs, srcs), self.new_reg(), reads, False, info, var)
+
+    def _lower_if(self, var, node: If, span, pb) -> None:
+        cond = self.source(node.cond, span)
+        if not isinstance(cond, int):
+            raise self.error(f"the condition of If binding '{var.name_hint}' is a tuple", span)
+        tb = self.lower_seq(node.true_branch)
+        fb = self.lower_seq(node.false_branch)
+        reads = {cond} | tb.outer_reads | fb.outer_reads
+        info = Info(self.name, var.name_hint, "If", [("condition", itemgetter(cond))], span, "If")
+        cond_read = itemgetter(cond)
+        self._add(
+            pb, None, self.new_reg(), reads, True, info, var,
+            branches=(tb, fb),
+            make=lambda blocks: make_if(cond_read, blocks[0], blocks[1], info),
+        )
+
+    # -- liveness -----------------------------------------------------------
+    def assign(self, pb: _PreBlock, owned: set[int]) -> Block:
+        """Give each owned register its release point: after its last read, or where it is defined if unread.
+
+        Registers last read by an If are released inside the branches (at their last use there), so a
+        branch does not keep alive what only the other branch needs.
+        """
+        n = len(pb.ins)
+        last: dict[int, int] = {}
+        for i, ins in enumerate(pb.ins):
+            for r in ins.reads:
+                last[r] = i
+        defined_at = {ins.out: i for i, ins in enumerate(pb.ins)}
+        frees: list[list[int]] = [[] for _ in range(n)]
+        dying: list[set[int]] = [set() for _ in range(n)]
+        prefree, endfree = [], []
+        for r in sorted(owned):
+            if r in pb.result_regs:
+                endfree.append(r)
+                continue
+            i = last.get(r)
+            if i is None:
+                d = defined_at.get(r)
+                (prefree if d is None else frees[d]).append(r)
+            elif pb.ins[i].branches is not None:
+                dying[i].add(r)
+            else:
+                frees[i].append(r)
+        code = []
+        for i, ins in enumerate(pb.ins):
+            fn = ins.fn
+            if ins.branches is not None:
+                fn = ins.make([self.assign(b, dying[i] | b.defined) for b in ins.branches])
+            code.append((fn, ins.out, tuple(frees[i]), ins.special, ins.info))
+        return Block(tuple(code), tuple(prefree), tuple(endfree), reader(pb.result_src))
+
+
+def _checked(fn, var):
+    """Debug mode (`build(mod, check=True)`): each kernel result must match its binding's struct info."""
+    check = compile_checker(var.struct_info, var.name_hint, lambda msg: UnsupportedError(msg))
+
+    def run_checked(regs):
+        v = fn(regs)
+        binder = Binder()
+        if regs[0]:
+            binder.env.update(regs[0])
+        check(v, binder)
+        try:
+            check_deferred(binder)
+        except KeyError:
+            pass  # dims of intermediates may name sizes no parameter binds: nothing to compare with
+        return v
+
+    return run_checked
+
+
+__all__ = ["Block", "Info", "Program", "lower_module", "Mismatch"]

@@ -1,0 +1,292 @@
+"""Call-time argument checks against a function's signature; binds and evaluates symbolic dims."""
+
+from __future__ import annotations
+
+import ast
+import operator
+import re
+from typing import Callable
+
+import numpy as np
+
+from retrograd.errors import UnsupportedError
+from retrograd.ir.struct_info import (
+    FuncStructInfo,
+    ObjectStructInfo,
+    PrimStructInfo,
+    ShapeStructInfo,
+    StructInfo,
+    TensorStructInfo,
+    TupleStructInfo,
+)
+from retrograd.ops.registry import describe_sinfo
+
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ndarray = np.ndarray
+
+# Dim expressions are TVMScript (Python-syntax) integer arithmetic; ast.parse reads them without running
+# anything, and only these operators are accepted.
+_BINOPS = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.FloorDiv: operator.floordiv,
+    ast.Mod: operator.mod,
+}
+
+
+class Mismatch(Exception):
+    """An argument does not fit its parameter; the caller turns it into an ExecutionError."""
+
+    def __init__(self, path: str, expected: str, got: str, detail: str = ""):
+        super().__init__(path)
+        self.path, self.expected, self.got, self.detail = path, expected, got, detail
+
+    def __str__(self) -> str:
+        detail = f" ({self.detail})" if self.detail else ""
+        return f"'{self.path}' expects {self.expected}, got {self.got}{detail}"
+
+
+def dim_names(dim) -> set[str]:
+    """The symbolic names a dim refers to."""
+    if isinstance(dim, int):
+        return set()
+    if _IDENT.match(dim):
+        return {dim}
+    return {n.id for n in ast.walk(_parse_dim(dim)) if isinstance(n, ast.Name)}
+
+
+def _parse_dim(text: str) -> ast.expr:
+    try:
+        return ast.parse(text, mode="eval").body
+    except SyntaxError:
+        raise UnsupportedError(f"cannot evaluate symbolic dim {text!r}") from None
+
+
+def compile_dim(dim) -> Callable[[dict], int]:
+    """A function of the dim environment giving the dim's value (names must be bound)."""
+    if isinstance(dim, int):
+        return lambda env: dim
+    if _IDENT.match(dim):
+        return operator.itemgetter(dim)
+    return _compile_node(_parse_dim(dim), dim)
+
+
+def _compile_node(node: ast.expr, text: str) -> Callable[[dict], int]:
+    if isinstance(node, ast.Name):
+        return operator.itemgetter(node.id)
+    if isinstance(node, ast.Constant) and type(node.value) is int:
+        value = node.value
+        return lambda env: value
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        inner = _compile_node(node.operand, text)
+        return lambda env: -inner(env)
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+        fn, lhs, rhs = _BINOPS[type(node.op)], _compile_node(node.left, text), _compile_node(node.right, text)
+        return lambda env: fn(lhs(env), rhs(env))
+    raise UnsupportedError(f"cannot evaluate symbolic dim {text!r}: only + - * // % on names and integers")
+
+
+def bindable_names(sinfo: StructInfo) -> set[str]:
+    """Names a parameter binds by itself: bare identifiers among its dims."""
+    if isinstance(sinfo, TensorStructInfo) and sinfo.shape is not None:
+        return {d for d in sinfo.shape if isinstance(d, str) and _IDENT.match(d)}
+    if isinstance(sinfo, ShapeStructInfo) and sinfo.values is not None:
+        return {d for d in sinfo.values if isinstance(d, str) and _IDENT.match(d)}
+    if isinstance(sinfo, TupleStructInfo):
+        return set().union(*(bindable_names(f) for f in sinfo.fields)) if sinfo.fields else set()
+    return set()
+
+
+def all_dim_names(sinfo: StructInfo) -> set[str]:
+    dims = ()
+    if isinstance(sinfo, TensorStructInfo) and sinfo.shape is not None:
+        dims = sinfo.shape
+    elif isinstance(sinfo, ShapeStructInfo) and sinfo.values is not None:
+        dims = sinfo.values
+    elif isinstance(sinfo, TupleStructInfo):
+        return set().union(set(), *(all_dim_names(f) for f in sinfo.fields))
+    return set().union(set(), *(dim_names(d) for d in dims))
+
+
+def describe_value(value) -> str:
+    """How an argument is shown in messages: `array of shape (3, 4) float32`, `tuple of 2 values`."""
+    if isinstance(value, _ndarray):
+        return f"array of shape {tuple(value.shape)} {value.dtype}"
+    if isinstance(value, np.generic):
+        return f"NumPy scalar {value.dtype}"
+    if isinstance(value, tuple | list):
+        return f"{type(value).__name__} of {len(value)} values"
+    if isinstance(value, bool | int | float):
+        return f"{type(value).__name__} {value!r}"
+    return type(value).__name__
+
+
+class _Binder:
+    """The per-call state of a signature check: dims bound so far and where, deferred expression dims."""
+
+    __slots__ = ("env", "origin", "deferred")
+
+    def __init__(self):
+        self.env: dict[str, int] = {}
+        self.origin: dict[str, str] = {}
+        # (fn, actual, path, expected-text, dim-text) for dims that are expressions of names.
+        self.deferred: list = []
+
+
+def compile_checker(sinfo: StructInfo, path: str, build_error) -> Callable:
+    """checker(value, binder) -> value (Python scalars become 0-d arrays); raises Mismatch."""
+    expected = describe_sinfo(sinfo)
+    if isinstance(sinfo, ObjectStructInfo):
+        return lambda value, binder: value
+    if isinstance(sinfo, TensorStructInfo):
+        return _tensor_checker(sinfo, path, expected)
+    if isinstance(sinfo, TupleStructInfo):
+        fields = [compile_checker(f, f"{path}[{i}]", build_error) for i, f in enumerate(sinfo.fields)]
+        n = len(fields)
+
+        def check_tuple(value, binder):
+            if not isinstance(value, tuple | list) or len(value) != n:
+                raise Mismatch(path, expected, describe_value(value))
+            return tuple(chk(v, binder) for chk, v in zip(fields, value))
+
+        return check_tuple
+    if isinstance(sinfo, ShapeStructInfo):
+        return _shape_checker(sinfo, path)
+    if isinstance(sinfo, PrimStructInfo):
+        return _prim_checker(sinfo, path)
+    if isinstance(sinfo, FuncStructInfo):
+        raise build_error(f"parameter {path} is a function; the executor takes no function arguments")
+    raise build_error(f"parameter {path} has unsupported struct info {type(sinfo).__name__}")
+
+
+def _dtype_ok_for_scalar(value, dtype: str) -> bool:
+    if dtype == "bool":
+        return isinstance(value, bool)
+    if isinstance(value, bool):
+        return False
+    if dtype.startswith(("int", "uint")):
+        return isinstance(value, int)
+    return isinstance(value, int | float)
+
+
+def _tensor_checker(sinfo: TensorStructInfo, path: str, expected: str):
+    dtype = np.dtype(sinfo.dtype) if sinfo.dtype else None
+    ndim = sinfo.ndim
+    shape = sinfo.shape
+    scalar_ok = ndim == 0
+
+    def coerce(value):
+        # Python scalars (and NumPy scalars) are accepted for 0-d parameters.
+        if scalar_ok and isinstance(value, bool | int | float) and (dtype is None or _dtype_ok_for_scalar(value, sinfo.dtype)):
+            return np.asarray(value, dtype=dtype)
+        if scalar_ok and isinstance(value, np.generic):
+            return np.asarray(value)
+        raise Mismatch(path, expected, describe_value(value))
+
+    if shape is not None and all(isinstance(d, int) for d in shape):
+        # Static shape: the common case, kept to one comparison of each property.
+        def check_static(value, binder):
+            if type(value) is not _ndarray:
+                if not isinstance(value, _ndarray):
+                    value = coerce(value)
+            if value.shape != shape or (dtype is not None and value.dtype != dtype):
+                raise Mismatch(path, expected, describe_value(value))
+            return value
+
+        return check_static
+
+    dims = []  # (axis, name-or-None, fn-or-None, text)
+    if shape is not None:
+        for axis, d in enumerate(shape):
+            if isinstance(d, int):
+                dims.append((axis, None, d, None))
+            elif _IDENT.match(d):
+                dims.append((axis, d, None, d))
+            else:
+                dims.append((axis, None, compile_dim(d), d))
+
+    def check_symbolic(value, binder):
+        if not isinstance(value, _ndarray):
+            value = coerce(value)
+        if (dtype is not None and value.dtype != dtype) or (ndim != -1 and value.ndim != ndim):
+            raise Mismatch(path, expected, describe_value(value))
+        got = value.shape
+        for axis, name, static, text in dims:
+            size = got[axis]
+            if name is None and text is None:
+                if size != static:
+                    raise Mismatch(path, expected, describe_value(value))
+            elif name is not None:
+                bound = binder.env.get(name)
+                if bound is None:
+                    binder.env[name] = size
+                    binder.origin[name] = path
+                elif bound != size:
+                    raise Mismatch(
+                        path,
+                        expected,
+                        describe_value(value),
+                        f"{name} = {bound} from {binder.origin[name]}, but dimension {axis} is {size}",
+                    )
+            else:
+                binder.deferred.append((static, size, path, expected, describe_value(value), text, axis))
+        return value
+
+    return check_symbolic
+
+
+def _shape_checker(sinfo: ShapeStructInfo, path: str):
+    expected = f"Shape({list(sinfo.values) if sinfo.values is not None else f'ndim={sinfo.ndim}'})"
+    values = sinfo.values
+    ndim = sinfo.ndim
+
+    def check_shape(value, binder):
+        if isinstance(value, _ndarray) and value.ndim == 1 and value.dtype.kind in "iu":
+            value = tuple(int(v) for v in value)
+        if not isinstance(value, tuple | list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+            raise Mismatch(path, expected, describe_value(value))
+        value = tuple(value)
+        if ndim != -1 and len(value) != ndim:
+            raise Mismatch(path, expected, f"a shape of {len(value)} values")
+        if values is not None:
+            for axis, (d, v) in enumerate(zip(values, value)):
+                if isinstance(d, int):
+                    if d != v:
+                        raise Mismatch(path, expected, f"shape {value}")
+                elif _IDENT.match(d):
+                    bound = binder.env.setdefault(d, v)
+                    binder.origin.setdefault(d, path)
+                    if bound != v:
+                        raise Mismatch(path, expected, f"shape {value}", f"{d} = {bound} from {binder.origin[d]}, but value {axis} is {v}")
+                else:
+                    binder.deferred.append((compile_dim(d), v, path, expected, f"shape {value}", d, axis))
+        return value
+
+    return check_shape
+
+
+def _prim_checker(sinfo: PrimStructInfo, path: str):
+    expected = f"Prim({sinfo.dtype})"
+
+    def check_prim(value, binder):
+        if isinstance(value, _ndarray | np.generic) and np.ndim(value) == 0:
+            value = value.item()
+        if not isinstance(value, bool | int | float) or not _dtype_ok_for_scalar(value, sinfo.dtype):
+            raise Mismatch(path, expected, describe_value(value))
+        if sinfo.value is not None and value != sinfo.value:
+            raise Mismatch(path, f"Prim({sinfo.dtype}) equal to {sinfo.value}", describe_value(value))
+        return value
+
+    return check_prim
+
+
+def check_deferred(binder: _Binder) -> None:
+    """Dims written as expressions (`n + 1`) are checked once every name is bound."""
+    for fn, size, path, expected, got, text, axis in binder.deferred:
+        want = fn(binder.env)
+        if want != size:
+            raise Mismatch(path, expected, got, f"{text} = {want}, but dimension {axis} is {size}")
+
+
+Binder = _Binder
