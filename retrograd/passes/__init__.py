@@ -1,0 +1,26 @@
+"""Passes: the infrastructure (Pass, Sequential, PassContext, registry, instruments) and one file per pass."""
+
+from retrograd.passes.infra import (  # noqa: F401
+    FunctionPass,
+    ModulePass,
+    Pass,
+    PassContext,
+    PassInfo,
+    Sequential,
+    function_pass,
+    get_pass,
+    list_passes,
+    module_pass,
+    parse_pipeline,
+    pass_options,
+    register_pass,
+)
+from retrograd.passes.instrument import (  # noqa: F401
+    PassInstrument,
+    PrintBeforeAfter,
+    PrintChanged,
+    Timing,
+    VerifyAfterEach,
+)
+
+# One import line per pass below (each pass file registers itself with register_pass).
