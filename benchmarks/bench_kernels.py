@@ -1,0 +1,193 @@
+"""Kernel benchmark: retrograd's NumPy kernels against PyTorch CPU, as medians of interleaved per-pair ratios.
+
+Run by hand: ``python benchmarks/bench_kernels.py [--repeats 7] [--threads 2] [--only NAME]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+# Thread counts are fixed before NumPy and PyTorch load their pools, the same for both.
+_THREADS = "2"
+for _i, _a in enumerate(sys.argv):
+    if _a == "--threads" and _i + 1 < len(sys.argv):
+        _THREADS = sys.argv[_i + 1]
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = _THREADS
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import statistics  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+
+from retrograd.ops.kernels import activation, conv, index, loss, pool  # noqa: E402
+
+aten = torch.ops.aten
+
+
+def measure(ours, theirs, repeats: int, pause: float = 0.2):
+    """Median times and the median of per-pair ratios; the order inside a pair alternates, with pauses
+    so one library's spinning threads do not slow the other."""
+    ours(), theirs()
+    t_ours, t_theirs, ratios = [], [], []
+    for r in range(repeats):
+        pair = {}
+        for name, fn in (("ours", ours), ("theirs", theirs)) if r % 2 == 0 else (("theirs", theirs), ("ours", ours)):
+            time.sleep(pause)
+            t0 = time.perf_counter()
+            fn()
+            pair[name] = time.perf_counter() - t0
+        t_ours.append(pair["ours"])
+        t_theirs.append(pair["theirs"])
+        ratios.append(pair["ours"] / pair["theirs"])
+    return statistics.median(t_ours), statistics.median(t_theirs), statistics.median(ratios)
+
+
+def pool_cases(rng):
+    x = rng.standard_normal((32, 64, 56, 56), dtype=np.float32)
+    xt = torch.from_numpy(x)
+    for k, s, p in ((3, 2, 1), (2, 2, 0)):
+        attrs = dict(pool_size=(k, k), strides=(s, s), padding=(p, p, p, p), dilation=(1, 1))
+        oh = (56 + 2 * p - k) // s + 1
+        g = rng.standard_normal((32, 64, oh, oh), dtype=np.float32)
+        gt = torch.from_numpy(g)
+        tag = f"k{k} s{s} p{p}"
+
+        def torch_max_bwd(k=k, s=s, p=p, gt=gt):
+            _, idx = aten.max_pool2d_with_indices(xt, [k, k], [s, s], [p, p])
+            return aten.max_pool2d_with_indices_backward(gt, xt, [k, k], [s, s], [p, p], [1, 1], False, idx)
+
+        yield (
+            f"max_pool2d fwd {tag}",
+            lambda a=attrs: pool.max_pool2d(x, **a),
+            lambda k=k, s=s, p=p: torch.nn.functional.max_pool2d(xt, k, s, p),
+            1.0,
+        )
+        yield (
+            f"max_pool2d bwd {tag}",
+            lambda a=attrs, g=g: pool.max_pool2d_backward(g, x, **a),
+            torch_max_bwd,
+            1.5,
+        )
+        yield (
+            f"avg_pool2d fwd {tag}",
+            lambda a=attrs: pool.avg_pool2d(x, **a, count_include_pad=True),
+            lambda k=k, s=s, p=p: torch.nn.functional.avg_pool2d(xt, k, s, p),
+            1.0,
+        )
+        yield (
+            f"avg_pool2d bwd {tag}",
+            lambda a=attrs, g=g: pool.avg_pool2d_backward(g, x, **a, count_include_pad=True),
+            lambda k=k, s=s, p=p, gt=gt: aten.avg_pool2d_backward(gt, xt, [k, k], [s, s], [p, p], False, True, None),
+            1.0,
+        )
+
+
+def loss_cases(rng):
+    n, c = 4096, 1000
+    logits = rng.standard_normal((n, c), dtype=np.float32)
+    pred = activation.log_softmax(logits, axis=-1)
+    tgt = rng.integers(0, c, n)
+    g = np.float32(1.0)
+    pt, tt, gt = torch.from_numpy(pred), torch.from_numpy(tgt), torch.tensor(1.0)
+    total = torch.tensor(float(n))
+    yield (
+        "nll_loss_backward 4096x1000",
+        lambda: loss.nll_loss_backward(g, pred, tgt, reduction="mean"),
+        lambda: aten.nll_loss_backward(gt, pt, tt, None, 1, -100, total),
+        1.5,
+    )
+    lt = torch.from_numpy(logits)
+    yield (
+        "softmax 4096x1000",
+        lambda: activation.softmax(logits, axis=-1),
+        lambda: torch.softmax(lt, dim=-1),
+        None,
+    )
+
+
+def index_cases(rng):
+    table = rng.standard_normal((50_000, 256), dtype=np.float32)
+    idx = rng.integers(0, 50_000, 65_536)
+    g = rng.standard_normal((65_536, 256), dtype=np.float32)
+    tt, it, gt = torch.from_numpy(table), torch.from_numpy(idx), torch.from_numpy(g)
+    yield ("take 50000x256 [65536]", lambda: index.take(table, idx, axis=0), lambda: tt.index_select(0, it), None)
+    yield (
+        "take_backward 50000x256 [65536]",
+        lambda: index.take_backward(g, table, idx, axis=0),
+        lambda: aten.embedding_dense_backward(gt, it, 50_000, -1, False),
+        2.0,
+    )
+
+
+def conv_cases(rng):
+    n, c, o, h = 32, 64, 64, 56
+    x = rng.standard_normal((n, c, h, h), dtype=np.float32)
+    w = rng.standard_normal((o, c, 3, 3), dtype=np.float32) * np.float32(0.05)
+    g = rng.standard_normal((n, o, h, h), dtype=np.float32)
+    xt, wt, gt = torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(g)
+    attrs = dict(strides=(1, 1), padding=(1, 1, 1, 1), dilation=(1, 1), groups=1)
+
+    def torch_bwd(mask):
+        return aten.convolution_backward(gt, xt, wt, None, [1, 1], [1, 1], [1, 1], False, [0, 0], 1, mask)
+
+    yield (
+        "conv2d fwd 32x64x56x56 k3",
+        lambda: conv.conv2d(x, w, **attrs),
+        lambda: torch.nn.functional.conv2d(xt, wt, padding=1),
+        1.5,
+    )
+    yield (
+        "conv2d bwd data (conv2d_transpose)",
+        lambda: conv.conv2d_transpose(g, w, **attrs, output_padding=(0, 0)),
+        lambda: torch_bwd([True, False, False]),
+        1.5,
+    )
+    # The weight gradient as TVM's conv2d gradient spells it: a conv2d in CNHW/IOHW layouts.
+    yield (
+        "conv2d bwd weight (conv2d CNHW)",
+        lambda: conv.conv2d(
+            x, g, strides=(1, 1), padding=(1, 1, 1, 1), dilation=(1, 1), groups=1,
+            data_layout="CNHW", kernel_layout="IOHW", out_layout="CNHW",
+        ),
+        lambda: torch_bwd([False, True, False]),
+        1.5,
+    )
+
+
+def matmul_cases(rng):
+    a = rng.standard_normal((2048, 1024), dtype=np.float32)
+    b = rng.standard_normal((1024, 1024), dtype=np.float32)
+    at, bt = torch.from_numpy(a), torch.from_numpy(b)
+    yield ("matmul 2048x1024 @ 1024x1024", lambda: np.matmul(a, b), lambda: torch.matmul(at, bt), None)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--threads", type=int, default=int(_THREADS))
+    ap.add_argument("--only", default=None, help="run only the cases whose name contains this text")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    rng = np.random.default_rng(0)
+    print(f"threads={args.threads} repeats={args.repeats} numpy={np.__version__} torch={torch.__version__}")
+    print(f"{'op':<36} {'ours ms':>9} {'torch ms':>9} {'ratio':>7} {'target':>8}")
+    met = True
+    with torch.no_grad():
+        for group in (pool_cases, loss_cases, index_cases, conv_cases, matmul_cases):
+            for name, ours, theirs, target in group(rng):
+                if args.only and args.only not in name:
+                    continue
+                t_ours, t_theirs, ratio = measure(ours, theirs, args.repeats)
+                verdict = "-" if target is None else (f"<{target:g} ok" if ratio < target else f"<{target:g} MISS")
+                met &= target is None or ratio < target
+                print(f"{name:<36} {t_ours * 1e3:9.2f} {t_theirs * 1e3:9.2f} {ratio:7.2f} {verdict:>8}", flush=True)
+    print("all targets met" if met else "some targets missed")
+
+
+if __name__ == "__main__":
+    main()

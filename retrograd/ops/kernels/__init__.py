@@ -1,0 +1,1 @@
+"""Vectorized NumPy kernels for the heavy ops (pooling, convolution, losses, indexing, activations)."""

@@ -1,0 +1,96 @@
+"""Activations and soft-max family: softmax, log_softmax, cross_entropy_with_logits, gelu, silu (and derivatives)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from retrograd.errors import KernelError
+from retrograd.ops.kernels.special import erfc
+from retrograd.ops.kernels.window import check_float
+
+_INV_SQRT2 = 1.0 / math.sqrt(2.0)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
+def _float(op, x):
+    x = np.asarray(x)
+    check_float(op, "data", x)
+    return x
+
+
+def _axis(op, x, axis):
+    if not isinstance(axis, (int, np.integer)) or not -max(x.ndim, 1) <= axis < max(x.ndim, 1) or x.ndim == 0:
+        raise KernelError(f"{op}: axis {axis!r} out of range for an array of {x.ndim} dimensions")
+    return int(axis)
+
+
+def _shifted(op, x, axis):
+    """x minus its max along axis (a fresh array), so exp cannot overflow."""
+    x = _float(op, x)
+    axis = _axis(op, x, axis)
+    return np.subtract(x, x.max(axis=axis, keepdims=True)), axis
+
+
+def softmax(x, *, axis=-1):
+    """exp(x) / sum(exp(x)) along axis, computed on x - max(x)."""
+    e, axis = _shifted("softmax", x, axis)
+    np.exp(e, out=e)
+    e /= e.sum(axis=axis, keepdims=True)
+    return e
+
+
+def log_softmax(x, *, axis=-1):
+    """x - logsumexp(x) along axis, computed on x - max(x)."""
+    s, axis = _shifted("log_softmax", x, axis)
+    s -= np.log(np.exp(s).sum(axis=axis, keepdims=True))
+    return s
+
+
+def cross_entropy_with_logits(predictions, labels):
+    """TVM Relax's definition: -sum(predictions * labels), divided by the batch size N = shape[0] when
+    ndim >= 2 (predictions are taken as they are: no log_softmax is applied)."""
+    op = "cross_entropy_with_logits"
+    p = _float(op, predictions)
+    y = np.asarray(labels)
+    if p.shape != y.shape:
+        raise KernelError(f"{op}: predictions {p.shape} and labels {y.shape} must have the same shape")
+    total = -np.vdot(p, y.astype(p.dtype, copy=False)) if p.size else p.dtype.type(0)
+    if p.ndim >= 2:
+        total = total / p.dtype.type(p.shape[0])
+    return np.asarray(total, dtype=p.dtype)
+
+
+def gelu(x):
+    """x * Phi(x) with the exact normal CDF Phi(x) = erfc(-x / sqrt(2)) / 2 (accurate in both tails)."""
+    x = _float("gelu", x)
+    x64 = x.astype(np.float64, copy=False)
+    return (0.5 * x64 * erfc(-x64 * _INV_SQRT2)).astype(x.dtype, copy=False)
+
+
+def gelu_derivative(x):
+    """d gelu / dx = Phi(x) + x * phi(x), in closed form."""
+    x = _float("gelu_derivative", x)
+    x64 = x.astype(np.float64, copy=False)
+    pdf = np.exp(-0.5 * x64 * x64) * _INV_SQRT_2PI
+    return (0.5 * erfc(-x64 * _INV_SQRT2) + x64 * pdf).astype(x.dtype, copy=False)
+
+
+def _sigmoid(x):
+    # exp of -|x| never overflows; the two branches are the same function.
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1.0, e) / (1.0 + e)
+
+
+def silu(x):
+    """x * sigmoid(x)."""
+    x = _float("silu", x)
+    return (x * _sigmoid(x)).astype(x.dtype, copy=False)
+
+
+def silu_derivative(x):
+    """d silu / dx = sigmoid(x) * (1 + x * (1 - sigmoid(x)))."""
+    x = _float("silu_derivative", x)
+    s = _sigmoid(x)
+    return (s * (1 + x * (1 - s))).astype(x.dtype, copy=False)

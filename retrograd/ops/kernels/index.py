@@ -1,0 +1,118 @@
+"""take and take_backward: gathering rows along an axis, and scattering gradients back with duplicates summed."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from retrograd.errors import KernelError
+
+_MODES = ("fast", "clip", "wrap", "nan")
+# A duplicate round cheaper than the tail's sort-and-reduce needs about this many rows.
+_MIN_ROUND_ROWS = 256
+
+
+def _source(op, x, axis):
+    """x as the array the indices address (flattened when axis is None) and the normalized axis."""
+    x = np.asarray(x)
+    if axis is None:
+        return x.reshape(-1), 0
+    if not isinstance(axis, (int, np.integer)) or not -x.ndim <= axis < x.ndim:
+        raise KernelError(f"{op}: axis {axis!r} out of range for an array of {x.ndim} dimensions")
+    return x, int(axis) % x.ndim
+
+
+def _indices(op, indices, size, mode, axis):
+    """Indices as intp in [0, size) under `mode`, and the mask of the ones mode 'nan' drops (or None)."""
+    idx = np.asarray(indices)
+    if idx.dtype.kind not in "iu":
+        raise KernelError(f"{op}: indices must have an integer dtype, got {idx.dtype}")
+    if mode not in _MODES:
+        raise KernelError(f"{op}: mode must be one of {_MODES}, got {mode!r}")
+    idx = idx.astype(np.intp, copy=False)
+    if mode == "clip":
+        return np.clip(idx, 0, max(size - 1, 0)), None
+    if idx.size and size == 0:
+        raise KernelError(f"{op}: cannot take indices from axis {axis} of size 0")
+    if mode == "wrap":
+        return np.mod(idx, max(size, 1)), None
+    if mode == "nan":
+        bad = (idx < 0) | (idx >= size)
+        return np.where(bad, 0, idx), bad
+    # fast: negative indices count from the end, as in NumPy; anything else out of range is an error.
+    bad = (idx < -size) | (idx >= size)
+    if bad.any():
+        raise KernelError(f"{op}: index {idx[bad][0]} out of range for axis {axis} of size {size}")
+    return np.where(idx < 0, idx + size, idx) if (idx < 0).any() else idx, None
+
+
+def take(x, indices, *, axis=None, mode="fast"):
+    """Elements of x at `indices` along `axis` (of the flattened x when axis is None)."""
+    op = "take"
+    src, ax = _source(op, x, axis)
+    idx, dropped = _indices(op, indices, src.shape[ax], mode, axis)
+    out = src[idx] if ax == 0 else np.take(src, idx, axis=ax)
+    if dropped is not None and dropped.any():
+        if src.dtype.kind not in "fc":
+            raise KernelError(f"{op}: mode 'nan' needs a float array, got {src.dtype}")
+        mask = dropped.reshape((1,) * ax + idx.shape + (1,) * (src.ndim - ax - 1))
+        out = np.where(mask, np.nan, out)
+    return out
+
+
+def take_backward(output_grad, x, indices, *, axis=None, mode="fast"):
+    """Gradient of take w.r.t. x: zeros like x with the rows of output_grad added at `indices`
+    (duplicates accumulate; indices mode 'nan' dropped contribute nothing)."""
+    op = "take_backward"
+    x = np.asarray(x)
+    src, ax = _source(op, x, axis)
+    idx, dropped = _indices(op, indices, src.shape[ax], mode, axis)
+    g = np.asarray(output_grad)
+    expect = src.shape[:ax] + idx.shape + src.shape[ax + 1 :]
+    if g.shape != expect:
+        raise KernelError(f"{op}: output_grad has shape {g.shape}, expected {expect}")
+    pre, post = int(np.prod(src.shape[:ax])), int(np.prod(src.shape[ax + 1 :]))
+    dx = np.zeros(src.shape, x.dtype)
+    rows = idx.reshape(-1)
+    g3 = g.reshape(pre, rows.size, post).astype(x.dtype, copy=False)
+    if dropped is not None:
+        keep = ~dropped.reshape(-1)
+        rows, g3 = rows[keep], g3[:, keep]
+    _scatter_add(dx.reshape(pre, src.shape[ax], post), rows, g3)
+    return dx.reshape(x.shape)
+
+
+def _scatter_add(dst, rows, src):
+    """dst[:, rows[k]] += src[:, k] for all k, duplicates summed.
+
+    A stable sort gives each index its occurrence rank; round r adds the rank-r rows, whose targets are
+    distinct, so a plain fancy-index add is exact. Rounds too small to pay for themselves (heavy
+    duplicates) are summed per index with one reduceat instead.
+    """
+    k = rows.size
+    if k == 0:
+        return
+    order = np.argsort(rows, kind="stable")
+    srt = rows[order]
+    first = np.empty(k, bool)
+    first[0] = True
+    np.not_equal(srt[1:], srt[:-1], out=first[1:])
+    starts = np.flatnonzero(first)
+    if starts.size == k:  # all distinct: a single round
+        dst[:, rows] += src
+        return
+    rank = np.arange(k) - np.repeat(starts, np.diff(np.append(starts, k)))
+    counts = np.bincount(rank)
+    by_rank = order[np.argsort(rank, kind="stable")]
+    offsets = np.concatenate(([0], np.cumsum(counts)))
+    r = 0
+    while r < counts.size and (r == 0 or counts[r] >= _MIN_ROUND_ROWS):
+        sel = by_rank[offsets[r] : offsets[r + 1]]
+        dst[:, rows[sel]] += src[:, sel]
+        r += 1
+    if r == counts.size:
+        return
+    # The tail: rows of rank >= r, in sorted-index order, summed per index and added once.
+    tail = rank >= r
+    tail_rows = srt[tail]
+    heads = np.flatnonzero(np.r_[True, tail_rows[1:] != tail_rows[:-1]])
+    dst[:, tail_rows[heads]] += np.add.reduceat(src[:, order[tail]], heads, axis=1)

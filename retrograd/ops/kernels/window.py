@@ -1,0 +1,113 @@
+"""Window geometry shared by pooling and convolution: attribute normalization, output sizes, layouts."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from retrograd.errors import KernelError
+
+
+def pair(op: str, name: str, value, minimum: int = 1) -> tuple[int, int]:
+    """An int or a 1-/2-sequence of ints as an (h, w) pair, each at least `minimum`."""
+    vals = (value,) if np.isscalar(value) else tuple(value)
+    if len(vals) == 1:
+        vals = vals * 2
+    if len(vals) != 2 or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in vals):
+        raise KernelError(f"{op}: {name} must be an int or a pair of ints, got {value!r}")
+    if min(vals) < minimum:
+        raise KernelError(f"{op}: {name} must be >= {minimum}, got {value!r}")
+    return int(vals[0]), int(vals[1])
+
+
+def padding4(op: str, value) -> tuple[int, int, int, int]:
+    """Padding as (top, left, bottom, right) from an int, (ph, pw) or a 4-sequence, as TVM accepts."""
+    vals = (value,) if np.isscalar(value) else tuple(value)
+    if len(vals) in (1, 2):
+        h, w = pair(op, "padding", vals, minimum=0)
+        return h, w, h, w
+    if len(vals) != 4 or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in vals):
+        raise KernelError(f"{op}: padding must be an int, a pair or 4 ints, got {value!r}")
+    if min(vals) < 0:
+        raise KernelError(f"{op}: padding must be >= 0, got {value!r}")
+    return tuple(int(v) for v in vals)
+
+
+def out_size(op: str, size: int, k: int, s: int, p0: int, p1: int, d: int, ceil_mode: bool = False) -> int:
+    """Number of window positions along one axis (TVM's and PyTorch's rule, ceil_mode included)."""
+    span = size + p0 + p1 - d * (k - 1) - 1
+    if span < 0:
+        raise KernelError(
+            f"{op}: window of extent {d * (k - 1) + 1} does not fit the padded input of extent {size + p0 + p1}"
+        )
+    if not ceil_mode:
+        return span // s + 1
+    n = -(-span // s) + 1
+    # The last window must start inside the input or the leading padding.
+    if (n - 1) * s >= size + p0:
+        n -= 1
+    return n
+
+
+def check_ndim(op: str, name: str, x: np.ndarray, ndim: int) -> None:
+    if x.ndim != ndim:
+        raise KernelError(f"{op}: {name} must be {ndim}-D, got shape {x.shape}")
+
+
+def check_float(op: str, name: str, x: np.ndarray) -> None:
+    if x.dtype.kind != "f":
+        raise KernelError(f"{op}: {name} must have a float dtype, got {x.dtype}")
+
+
+def _perm(op: str, src: str, dst: str) -> list[int]:
+    if sorted(src) != sorted(dst):
+        raise KernelError(f"{op}: layout {src!r} is not supported (expected a permutation of {dst!r})")
+    return [src.index(c) for c in dst]
+
+
+def to_layout(op: str, x: np.ndarray, src: str, dst: str) -> np.ndarray:
+    """A view of `x` (laid out as `src`) with its axes in `dst` order; rejects blocked layouts."""
+    check_ndim(op, f"an array in layout {src!r}", x, len(dst))
+    return x.transpose(_perm(op, src, dst))
+
+
+def plane_chunks(n_planes: int, plane_bytes: int, target_bytes: int = 1 << 20):
+    """Slices of about `target_bytes` of planes, so a kernel's temporaries stay in cache."""
+    step = max(1, target_bytes // max(1, plane_bytes))
+    for start in range(0, n_planes, step):
+        yield slice(start, min(n_planes, start + step))
+
+
+class Window2d:
+    """Geometry of a 2-D sliding window over an (H, W) plane: sizes, strides, padding, dilation, output size."""
+
+    __slots__ = ("kh", "kw", "sh", "sw", "pt", "pl", "pb", "pr", "dh", "dw", "h", "w", "oh", "ow")
+
+    def __init__(self, op, in_hw, kernel, strides, padding, dilation, ceil_mode=False, kernel_name="pool_size"):
+        self.h, self.w = (int(v) for v in in_hw)
+        self.kh, self.kw = pair(op, kernel_name, kernel)
+        self.sh, self.sw = pair(op, "strides", strides)
+        self.dh, self.dw = pair(op, "dilation", dilation)
+        self.pt, self.pl, self.pb, self.pr = padding4(op, padding)
+        self.oh = out_size(op, self.h, self.kh, self.sh, self.pt, self.pb, self.dh, ceil_mode)
+        self.ow = out_size(op, self.w, self.kw, self.sw, self.pl, self.pr, self.dw, ceil_mode)
+
+    @property
+    def padded_hw(self) -> tuple[int, int]:
+        """Extent of the padded plane the windows read (ceil_mode windows may run past the padding)."""
+        hn = max(self.h + self.pt + self.pb, (self.oh - 1) * self.sh + (self.kh - 1) * self.dh + 1)
+        wn = max(self.w + self.pl + self.pr, (self.ow - 1) * self.sw + (self.kw - 1) * self.dw + 1)
+        return hn, wn
+
+    @property
+    def unpadded(self) -> bool:
+        """True when every window lies inside the input, so no padded copy is needed."""
+        return (self.pt, self.pl) == (0, 0) and self.padded_hw == (self.h, self.w)
+
+    def row_taps(self, extent_out: int | None = None) -> list[slice]:
+        """Per window row offset i, the slice of padded rows it reads across all output rows."""
+        n = self.oh if extent_out is None else extent_out
+        return [slice(i * self.dh, i * self.dh + (n - 1) * self.sh + 1, self.sh) for i in range(self.kh)]
+
+    def col_taps(self) -> list[slice]:
+        """Per window column offset j, the slice of padded columns it reads across all output columns."""
+        return [slice(j * self.dw, j * self.dw + (self.ow - 1) * self.sw + 1, self.sw) for j in range(self.kw)]
