@@ -153,6 +153,8 @@ def run_code(code, regs, m: Meter) -> None:
                     m.cur = cur
                     release(v, m)
                     cur = m.cur
+            # These locals would keep the last released value alive through the next kernel.
+            v = root = None
     m.cur = cur
     m.peak = peak
 

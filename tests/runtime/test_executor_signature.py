@@ -1,0 +1,154 @@
+"""Executor: arguments checked against the signature; symbolic dims bound per call."""
+
+import numpy as np
+import pytest
+from runtime_helpers import T, Tup, function, module
+
+import retrograd
+from retrograd.errors import DiagnosticError, ExecutionError
+from retrograd.ir import PrimValue, Tuple, shape_expr
+from retrograd.ir.struct_info import ObjectStructInfo, PrimStructInfo, ShapeStructInfo, TensorStructInfo
+from retrograd.ops.api import R
+
+
+def _sym_module():
+    """main(x: (3, n), y: (n,)) -> (x + y, shape [n, 3])."""
+
+    def body(bb, x, y):
+        return Tuple((bb.emit(R.add(x, y), "s"), shape_expr(["n", 3])))
+
+    return module(main=function([("x", T((3, "n"))), ("y", T(("n",)))], body))
+
+
+def test_symbolic_dims_bound_per_call():
+    ex = retrograd.build(_sym_module())
+    for n in (4, 7):
+        x = np.arange(3 * n, dtype="float32").reshape(3, n)
+        y = np.arange(n, dtype="float32")
+        s, shape = ex["main"](x, y)
+        np.testing.assert_array_equal(s, x + y)
+        assert shape == (n, 3)
+
+
+def test_inconsistent_symbolic_dim():
+    ex = retrograd.build(_sym_module())
+    with pytest.raises(ExecutionError) as info:
+        ex["main"](np.zeros((3, 4), "float32"), np.zeros(5, "float32"))
+    msg = str(info.value)
+    assert "main: parameter 'y' expects Tensor((n,), float32), got array of shape (5,) float32" in msg
+    assert "n = 4 from x, but dimension 0 is 5" in msg
+
+
+def test_wrong_shape_names_the_parameter():
+    ex = retrograd.build(_sym_module())
+    with pytest.raises(ExecutionError) as info:
+        ex["main"](np.zeros((3, 4, 2), "float64"), np.zeros(4, "float32"))
+    assert str(info.value) == (
+        "execution error: main: parameter 'x' expects Tensor((3, n), float32), got array of shape (3, 4, 2) float64"
+    )
+
+
+@pytest.mark.parametrize(
+    "x, expected_got",
+    [
+        (np.zeros((2, 3), "float64"), "array of shape (2, 3) float64"),  # dtype
+        (np.zeros((3, 2), "float32"), "array of shape (3, 2) float32"),  # static shape
+        ([[0.0] * 3] * 2, "list of 2 values"),  # not an array
+        (1.0, "float 1.0"),  # a scalar for a non-0-d parameter
+    ],
+)
+def test_static_parameter_mismatch(x, expected_got):
+    mod = module(main=function([("x", T((2, 3)))], lambda bb, x: bb.emit(R.exp(x), "e")))
+    with pytest.raises(ExecutionError, match=r"main: parameter 'x' expects Tensor\(\(2, 3\), float32\), got ") as info:
+        retrograd.build(mod)["main"](x)
+    assert str(info.value).endswith(expected_got)
+
+
+def test_nested_tuple_mismatch_names_the_path():
+    mod = module(main=function([("p", Tup(T((2,)), Tup(T((2,)), T((3,)))))], lambda bb, p: p))
+    ex = retrograd.build(mod)
+    a = np.zeros(2, "float32")
+    with pytest.raises(ExecutionError, match=r"parameter 'p\[1\]\[1\]' expects Tensor\(\(3,\), float32\), got array of shape \(4,\)"):
+        ex["main"]((a, (a, np.zeros(4, "float32"))))
+    with pytest.raises(ExecutionError, match=r"parameter 'p\[1\]' expects Tuple\(.*\), got tuple of 3 values"):
+        ex["main"]((a, (a, a, a)))
+    with pytest.raises(ExecutionError, match=r"parameter 'p' expects Tuple\(.*\), got ndarray|got array"):
+        ex["main"](a)
+
+
+def test_wrong_number_of_arguments():
+    ex = retrograd.build(_sym_module())
+    with pytest.raises(ExecutionError, match=r"main: expects 2 argument\(s\) \(x, y\), got 1"):
+        ex["main"](np.zeros((3, 4), "float32"))
+    with pytest.raises(ExecutionError, match="got 3"):
+        ex["main"](*[np.zeros(1)] * 3)
+
+
+def test_unknown_function():
+    with pytest.raises(ExecutionError, match=r"no function 'nope' \(functions: main\)"):
+        retrograd.build(_sym_module())["nope"]
+
+
+def test_expression_dims_checked_after_binding():
+    # y: (n + 1,) and z: (2 * n,) follow from x: (n,)
+    def body(bb, x, y, z):
+        return Tuple((bb.emit(R.exp(x), "a"), bb.emit(R.exp(y), "b"), bb.emit(R.exp(z), "c")))
+
+    params = [("x", T(("n",))), ("y", T(("n + 1",))), ("z", T(("2 * n",)))]
+    ex = retrograd.build(module(main=function(params, body)))
+    ex["main"](np.zeros(3, "float32"), np.zeros(4, "float32"), np.zeros(6, "float32"))
+    with pytest.raises(ExecutionError, match=r"parameter 'z' .* \(2 \* n = 6, but dimension 0 is 7\)"):
+        ex["main"](np.zeros(3, "float32"), np.zeros(4, "float32"), np.zeros(7, "float32"))
+
+
+def test_unbindable_dim_is_a_build_error():
+    params = [("y", T(("n + 1",)))]
+    with pytest.raises(DiagnosticError, match=r"main: parameter 'y': symbolic dim\(s\) n cannot be bound"):
+        retrograd.build(module(main=function(params, lambda bb, y: y)))
+
+
+def test_symbolic_shape_expr_in_a_call_is_resolved():
+    # The kernel receives a tuple of ints for a ShapeExpr argument: check with an op taking a shape.
+    from retrograd.ops.registry import lookup
+
+    op = lookup("relax.zeros") or lookup("relax.ones")
+    if op is None or op.kernel is None:
+        pytest.skip("no zeros/ones op yet")
+
+    def body(bb, x):
+        return bb.emit(op(shape_expr(["n", "n * 2"]), dtype="float32"), "z")
+
+    ex = retrograd.build(module(main=function([("x", T(("n",)))], body)))
+    out = ex["main"](np.zeros(3, "float32"))
+    assert out.shape == (3, 6) and out.dtype == np.float32
+
+
+def test_ndim_only_and_object_and_prim_and_shape_params():
+    params = [
+        ("x", TensorStructInfo(None, "float32", 2)),
+        ("o", ObjectStructInfo()),
+        ("p", PrimStructInfo("int64")),
+        ("s", ShapeStructInfo(("k", 2))),
+    ]
+    mod = module(main=function(params, lambda bb, x, o, p, s: Tuple((x, p, s))))
+    ex = retrograd.build(mod)
+    x = np.zeros((5, 1), "float32")
+    out = ex["main"](x, "anything", np.int64(3), [4, 2])
+    assert out[0] is x and out[1] == 3 and out[2] == (4, 2)
+    with pytest.raises(ExecutionError, match=r"parameter 'x' expects Tensor\(ndim=2, float32\), got array of shape \(5,\)"):
+        ex["main"](np.zeros(5, "float32"), None, 3, (4, 2))
+    with pytest.raises(ExecutionError, match=r"parameter 'p' expects Prim\(int64\), got float 2.5"):
+        ex["main"](x, None, 2.5, (4, 2))
+    with pytest.raises(ExecutionError, match=r"parameter 's' expects Shape\(\['k', 2\]\), got shape \(4, 3\)"):
+        ex["main"](x, None, 3, (4, 3))
+
+
+def test_prim_value_argument_reaches_kernel_as_python_scalar():
+    seen = []
+    from retrograd.ops.registry import Arg, OpDef
+
+    probe = OpDef("relax.test_probe", (Arg("x"), Arg("p", "prim")), (), infer=lambda ctx: ctx.tensor(0),
+                  kernel=lambda x, p: seen.append(type(p)) or x)
+    mod = module(main=function([("x", T((1,)))], lambda bb, x: bb.emit(probe(x, PrimValue(2, "int64")), "y")))
+    retrograd.build(mod)["main"](np.zeros(1, "float32"))
+    assert seen == [int]
