@@ -4,9 +4,31 @@ from __future__ import annotations
 
 import numpy as np
 
-from retrograd.ir.struct_info import TensorStructInfo
+from retrograd.errors import GradientError, KernelError
+from retrograd.ir.expr import Expr, ShapeExpr, const, shape_expr
+from retrograd.ir.struct_info import TensorStructInfo, is_float_dtype, is_int_dtype
+from retrograd.ops.api import R
 from retrograd.ops.registry import InferCtx, register
 from retrograd.ops.shape_utils import broadcast_shapes, same_dtype
+
+# -- helpers shared by the gradient rules of every core family ----------------------------------
+
+
+def scalar(value, like: Expr) -> Expr:
+    """A 0-d constant with the dtype of `like` (rules must not mix dtypes: TVM's binary ops refuse)."""
+    return const(value, like.struct_info.dtype)
+
+
+def shape_of(expr: Expr, call=None) -> ShapeExpr:
+    """The (static or symbolic) shape of a tensor expression, for broadcast_to / reshape / zeros."""
+    s = expr.struct_info
+    if not isinstance(s, TensorStructInfo) or s.shape is None:
+        span = getattr(call, "span", None)
+        raise GradientError(f"the gradient needs the shape of a tensor whose shape is unknown ({s})", span)
+    return shape_expr(s.shape)
+
+
+# -- inference ----------------------------------------------------------------------------------
 
 
 def _infer_binary(out_dtype: str | None):
@@ -31,33 +53,131 @@ def _infer_unary(ctx: InferCtx) -> TensorStructInfo:
     return ctx.tensor(0)
 
 
-def _binary(name, kernel, out_dtype=None):
-    return register(f"relax.{name}", ("x1", "x2"), infer=_infer_binary(out_dtype), kernel=kernel)
+def _infer_float_unary(ctx: InferCtx) -> TensorStructInfo:
+    x = ctx.tensor(0)
+    # TVM: transcendental ops require a float input (an int tensor would silently truncate).
+    if x.dtype and not is_float_dtype(x.dtype):
+        raise ctx.error(f"expects a float tensor, got dtype {x.dtype}", 0)
+    return x
 
 
-def _unary(name, kernel):
-    return register(f"relax.{name}", ("x",), infer=_infer_unary, kernel=kernel)
+# -- kernels ------------------------------------------------------------------------------------
 
 
-add = _binary("add", np.add)
-subtract = _binary("subtract", np.subtract)
-multiply = _binary("multiply", np.multiply)
-divide = _binary("divide", np.divide)
-power = _binary("power", np.power)
-maximum = _binary("maximum", np.maximum)
-minimum = _binary("minimum", np.minimum)
-equal = _binary("equal", np.equal, "bool")
-not_equal = _binary("not_equal", np.not_equal, "bool")
-greater = _binary("greater", np.greater, "bool")
-greater_equal = _binary("greater_equal", np.greater_equal, "bool")
-less = _binary("less", np.less, "bool")
-less_equal = _binary("less_equal", np.less_equal, "bool")
+def _wrap(ufunc):
+    """NumPy returns scalars for 0-d inputs; kernels return arrays of the input dtype."""
 
-abs = _unary("abs", np.abs)
-cos = _unary("cos", np.cos)
-sin = _unary("sin", np.sin)
-exp = _unary("exp", np.exp)
-log = _unary("log", np.log)
-negative = _unary("negative", np.negative)
-sqrt = _unary("sqrt", np.sqrt)
-tanh = _unary("tanh", np.tanh)
+    def kernel(*arrays):
+        return np.asarray(ufunc(*arrays))
+
+    kernel.__name__ = ufunc.__name__
+    return kernel
+
+
+def _divide(a, b):
+    if is_int_dtype(str(a.dtype)):
+        # TVM integer division truncates toward zero (C semantics), unlike NumPy's floor division.
+        if np.any(b == 0):
+            raise KernelError("R.divide: integer division by zero")
+        q = np.floor_divide(a, b)
+        q += ((np.remainder(a, b) != 0) & ((a < 0) ^ (b < 0))).astype(q.dtype)
+        return np.asarray(q)
+    return np.asarray(np.divide(a, b))
+
+
+def _power(a, b):
+    if is_int_dtype(str(a.dtype)) and np.any(b < 0):
+        raise KernelError("R.power: negative exponent for an integer tensor")
+    return np.asarray(np.power(a, b))
+
+
+def _sigmoid(x):
+    # exp(-x) overflows to inf for very negative x, giving the correct limit 0: silence the warning.
+    with np.errstate(over="ignore"):
+        return np.asarray(1.0 / (1.0 + np.exp(-x)), dtype=x.dtype)
+
+
+def _guarded(ufunc):
+    """log/sqrt of out-of-domain values give NaN/-inf like TVM; NumPy's warnings are noise here."""
+
+    def kernel(x):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.asarray(ufunc(x))
+
+    kernel.__name__ = ufunc.__name__
+    return kernel
+
+
+# -- gradient rules (call, out, g) -> one entry per argument; the driver un-broadcasts ----------
+
+
+def _no_grad(call, out, g):
+    return [None] * len(call.args)
+
+
+def _max_min_grad(compare: str):
+    """maximum/minimum route g to x1 where it won (ties go to x1, as TVM), else to x2."""
+
+    def grad(call, out, g):
+        x1, x2 = call.args
+        zero = scalar(0, out)
+        first = getattr(R, compare)(x1, x2)
+        return [R.where(first, g, zero), R.where(first, zero, g)]
+
+    return grad
+
+
+def _binary(name, kernel, grad=_no_grad, out_dtype=None):
+    return register(f"relax.{name}", ("x1", "x2"), infer=_infer_binary(out_dtype), kernel=_wrap(kernel), grad=grad)
+
+
+def _unary(name, kernel, grad, infer=_infer_float_unary):
+    return register(f"relax.{name}", ("x",), infer=infer, kernel=kernel, grad=grad)
+
+
+add = _binary("add", np.add, lambda c, o, g: [g, g])
+subtract = _binary("subtract", np.subtract, lambda c, o, g: [g, R.negative(g)])
+multiply = _binary("multiply", np.multiply, lambda c, o, g: [R.multiply(g, c.args[1]), R.multiply(g, c.args[0])])
+divide = register(
+    "relax.divide",
+    ("x1", "x2"),
+    infer=_infer_binary(None),
+    kernel=_divide,
+    grad=lambda c, o, g: [R.divide(g, c.args[1]), R.negative(R.divide(R.multiply(g, o), c.args[1]))],
+)
+power = register(
+    "relax.power",
+    ("x1", "x2"),
+    infer=_infer_binary(None),
+    kernel=_power,
+    # d/dx2 uses log(x1): NaN where x1 <= 0, as in TVM and PyTorch; no guard.
+    grad=lambda c, o, g: [
+        R.multiply(R.multiply(g, c.args[1]), R.power(c.args[0], R.subtract(c.args[1], scalar(1, c.args[1])))),
+        R.multiply(R.multiply(g, o), R.log(c.args[0])),
+    ],
+)
+maximum = _binary("maximum", np.maximum, _max_min_grad("greater_equal"))
+minimum = _binary("minimum", np.minimum, _max_min_grad("less_equal"))
+equal = _binary("equal", np.equal, out_dtype="bool")
+not_equal = _binary("not_equal", np.not_equal, out_dtype="bool")
+greater = _binary("greater", np.greater, out_dtype="bool")
+greater_equal = _binary("greater_equal", np.greater_equal, out_dtype="bool")
+less = _binary("less", np.less, out_dtype="bool")
+less_equal = _binary("less_equal", np.less_equal, out_dtype="bool")
+
+abs = _unary(
+    "abs",
+    _wrap(np.abs),
+    lambda c, o, g: [R.multiply(g, R.where(R.less(c.args[0], scalar(0, o)), scalar(-1, o), scalar(1, o)))],
+    infer=_infer_unary,
+)
+negative = _unary("negative", _wrap(np.negative), lambda c, o, g: [R.negative(g)], infer=_infer_unary)
+cos = _unary("cos", _wrap(np.cos), lambda c, o, g: [R.negative(R.multiply(g, R.sin(c.args[0])))])
+sin = _unary("sin", _wrap(np.sin), lambda c, o, g: [R.multiply(g, R.cos(c.args[0]))])
+exp = _unary("exp", _guarded(np.exp), lambda c, o, g: [R.multiply(g, o)])
+log = _unary("log", _guarded(np.log), lambda c, o, g: [R.divide(g, c.args[0])])
+sqrt = _unary("sqrt", _guarded(np.sqrt), lambda c, o, g: [R.divide(R.multiply(scalar(0.5, o), g), o)])
+tanh = _unary("tanh", _wrap(np.tanh), lambda c, o, g: [R.multiply(g, R.subtract(scalar(1, o), R.multiply(o, o)))])
+sigmoid = _unary(
+    "sigmoid", _sigmoid, lambda c, o, g: [R.multiply(R.multiply(g, o), R.subtract(scalar(1, o), o))]
+)

@@ -81,6 +81,10 @@ def describe_sinfo(s: StructInfo | None) -> str:
 class OpDef(Op):
     """A registered operator. Calling it builds an (unnormalized) Call with attributes checked."""
 
+    # Attributes TVM prints positionally after the arguments, a trailing None left out
+    # (strided_slice's axes/begin/end/strides as tuples, triu's k); the rest print as keywords.
+    print_positional: tuple[str, ...] = ()
+
     def __init__(
         self,
         name: str,

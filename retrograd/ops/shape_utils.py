@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+import re
+
 from retrograd.ir.struct_info import Dim, TensorStructInfo
 
 
@@ -62,3 +65,33 @@ def same_dtype(a: TensorStructInfo, b: TensorStructInfo) -> str | None:
     if not b.dtype or a.dtype == b.dtype:
         return a.dtype
     return None
+
+
+_FACTOR = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$|^\d+$")
+
+
+def monomial(dim: Dim) -> tuple[int, tuple[str, ...]] | None:
+    """dim as coefficient x sorted symbols ("4 * n" -> (4, ("n",))); None if it is not a plain product."""
+    if isinstance(dim, int):
+        return dim, ()
+    parts = [p.strip() for p in dim.split("*")]
+    if not all(_FACTOR.match(p) for p in parts):
+        return None
+    coef = math.prod(int(p) for p in parts if p.isdigit())
+    return coef, tuple(sorted(p for p in parts if not p.isdigit()))
+
+
+def from_monomial(coef: int, names: tuple[str, ...]) -> Dim:
+    """The dim text TVM prints for a product: symbols first, the coefficient last ("n * 4")."""
+    if not names or coef == 0:
+        return coef
+    return " * ".join(names + ((str(coef),) if coef != 1 else ()))
+
+
+def dims_product(dims) -> Dim:
+    """The number of elements of a shape, with products of symbols in TVM's canonical order."""
+    size: Dim = 1
+    for d in dims:
+        size = dim_mul(size, d)
+    m = monomial(size)
+    return size if m is None else from_monomial(*m)

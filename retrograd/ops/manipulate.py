@@ -1,0 +1,604 @@
+"""Shape manipulation, indexing and selection: permute/concat/split/reshape/broadcast/slice/take/where/astype/triu.
+
+strided_slice keeps axes, begin, end and strides as attributes (tuples of ints), not Tuple arguments:
+TVM 0.27 prints them positionally as tuple literals, `R.strided_slice(x, (0,), (1,), (3,), assume_inbound=False)`,
+so the op lists them in `print_positional` and the printer writes them that way (stopping at a None
+strides); `bind` already maps those positional values to attributes in schema order. triu/tril's `k`
+is an attribute printed positionally the same way (`R.triu(x, 0)`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from retrograd.errors import GradientError, KernelError
+from retrograd.ir.expr import Tuple, shape_expr
+from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, is_float_dtype
+from retrograd.ops import attr_types as at
+from retrograd.ops.api import R
+from retrograd.ops.create import np_dtype, shape_arg
+from retrograd.ops.elementwise import scalar, shape_of
+from retrograd.ops.kernels import index as index_kernels
+from retrograd.ops.reduce import axes_of
+from retrograd.ops.registry import Arg, Attr, InferCtx, register
+from retrograd.ops.shape_utils import broadcast_shapes, dim_add, dims_product, from_monomial, monomial, same_dtype
+
+_SHAPE = Arg("shape", kind="shape")
+
+
+def _no_grad(call, out, g):
+    return [None] * len(call.args)
+
+
+def _reshape_back(call, out, g):
+    """expand_dims/squeeze/flatten/reshape: the gradient is g reshaped to the input's shape."""
+    return [R.reshape(g, shape_of(call.args[0], call))] + [None] * (len(call.args) - 1)
+
+
+# -- permute_dims -------------------------------------------------------------------------------
+
+
+def _infer_permute(ctx: InferCtx) -> TensorStructInfo:
+    x, axes = ctx.tensor(0), ctx.attrs["axes"]
+    if x.ndim == -1:
+        return x
+    if axes is None:
+        axes = tuple(reversed(range(x.ndim)))
+    elif len(axes) != x.ndim:
+        raise ctx.error(f"axes {list(axes)} must list all {x.ndim} axes", 0)
+    axes = axes_of(ctx, axes, x.ndim)
+    if x.shape is None:
+        return x
+    return TensorStructInfo(tuple(x.shape[a] for a in axes), x.dtype)
+
+
+def _permute_grad(call, out, g):
+    axes = call.attrs["axes"]
+    if axes is None:
+        return [R.permute_dims(g, axes=None)]
+    ndim = len(axes)
+    inverse = [0] * ndim
+    for i, a in enumerate(axes):
+        inverse[a % ndim] = i
+    return [R.permute_dims(g, axes=inverse)]
+
+
+permute_dims = register(
+    "relax.permute_dims",
+    ("x",),
+    (Attr("axes", at.to_opt_ints, None),),
+    infer=_infer_permute,
+    kernel=lambda x, axes=None: np.transpose(x, axes),
+    grad=_permute_grad,
+)
+
+# -- concat and split ---------------------------------------------------------------------------
+
+
+def _infer_concat(ctx: InferCtx) -> TensorStructInfo:
+    fields = ctx.tuple(0).fields
+    if not fields:
+        raise ctx.error("needs at least one tensor", 0)
+    ts = []
+    for f in fields:
+        if not isinstance(f, TensorStructInfo):
+            raise ctx.error(f"expects a tuple of tensors, got a {type(f).__name__} field", 0)
+        ts.append(f)
+    dtype = ts[0].dtype
+    for t in ts[1:]:
+        if same_dtype(t, TensorStructInfo(None, dtype)) is None:
+            raise ctx.error(f"tensors have different dtypes ({dtype} and {t.dtype})", 0)
+        dtype = dtype or t.dtype
+    ndims = {t.ndim for t in ts if t.ndim != -1}
+    if len(ndims) > 1:
+        raise ctx.error(f"tensors have different ndims {sorted(ndims)}", 0)
+    axis = ctx.attrs["axis"]
+    ndim = ndims.pop() if ndims else -1
+    if axis is None:
+        # TVM: axis=None concatenates 1-D tensors (flatten them first).
+        if ndim not in (1, -1):
+            raise ctx.error(f"axis=None needs 1-D tensors, got ndim {ndim}", 0)
+        ndim, axis = 1, 0
+    if ndim == -1:
+        return TensorStructInfo(None, dtype, -1)
+    (axis,) = axes_of(ctx, (axis,), ndim)
+    if any(t.shape is None for t in ts):
+        return TensorStructInfo(None, dtype, ndim)
+    shape = list(ts[0].shape)
+    shape[axis] = 0
+    unknown = False
+    for t in ts:
+        shape[axis] = dim_add(shape[axis], t.shape[axis])
+        for i, (d, e) in enumerate(zip(shape, t.shape)):
+            if i == axis or d == e:
+                continue
+            if isinstance(d, int) and isinstance(e, int):
+                raise ctx.error(f"tensors differ in dimension {i} ({d} vs {e}) other than the concat axis {axis}", 0)
+            unknown = True  # a symbolic dim against another: TVM keeps only the ndim
+    return TensorStructInfo(None, dtype, ndim) if unknown else TensorStructInfo(tuple(shape), dtype)
+
+
+def _concat_grad(call, out, g):
+    fields = call.args[0].struct_info.fields
+    axis = call.attrs["axis"]
+    axis = 0 if axis is None else axis
+    indices, at_ = [], 0
+    for f in fields[:-1]:
+        d = f.shape[axis] if f.shape is not None else None
+        if not isinstance(d, int):
+            raise GradientError("R.concat: the gradient needs static sizes along the concat axis", call.span)
+        at_ += d
+        indices.append(at_)
+    return [R.split(g, indices_or_sections=indices if indices else 1, axis=axis)]
+
+
+def _to_sections(v):
+    """split's indices_or_sections: an int (number of sections) or a list of split points."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v
+    return at.to_ints(v)
+
+
+def split_points(spec, size: int) -> list[int]:
+    """The split points of an axis of static size `size`, as NumPy's split takes them."""
+    if isinstance(spec, int):
+        # TVM: equal sections of ceil(size / n); the last ones may be smaller (or empty).
+        step = -(-size // spec)
+        return [min(step * i, size) for i in range(1, spec)]
+    return [min(i, size) for i in spec]
+
+
+def _infer_split(ctx: InferCtx) -> TupleStructInfo:
+    x = ctx.tensor(0)
+    spec, axis = ctx.attrs["indices_or_sections"], ctx.attrs["axis"]
+    if isinstance(spec, int) and spec <= 0:
+        raise ctx.error(f"the number of sections must be positive, got {spec}", 0)
+    if not isinstance(spec, int) and any(i < 0 for i in spec):
+        raise ctx.error(f"split indices must be non-negative, got {list(spec)}", 0)
+    count = spec if isinstance(spec, int) else len(spec) + 1
+    if x.ndim == -1:
+        return TupleStructInfo((TensorStructInfo(None, x.dtype, -1),) * count)
+    (axis,) = axes_of(ctx, (axis,), x.ndim)
+    size = x.shape[axis] if x.shape is not None else None
+    if not isinstance(size, int):
+        return TupleStructInfo((TensorStructInfo(None, x.dtype, x.ndim),) * count)
+    bounds = [0] + split_points(spec, size) + [size]
+    fields = []
+    for lo, hi in zip(bounds, bounds[1:]):
+        shape = list(x.shape)
+        shape[axis] = max(0, hi - lo)
+        fields.append(TensorStructInfo(tuple(shape), x.dtype))
+    return TupleStructInfo(tuple(fields))
+
+
+def _split(x, indices_or_sections, axis=0):
+    return tuple(np.split(x, split_points(indices_or_sections, x.shape[axis]), axis=axis))
+
+
+def _split_grad(call, out, g):
+    spec = call.attrs["indices_or_sections"]
+    if not isinstance(spec, int) and list(spec) != sorted(spec):
+        raise GradientError(f"R.split: the gradient needs increasing split indices, got {list(spec)}", call.span)
+    return [R.concat(g, axis=call.attrs["axis"])]
+
+
+concat = register(
+    "relax.concat",
+    (Arg("tensors", kind="tuple"),),
+    (Attr("axis", at.to_opt_int, 0),),
+    infer=_infer_concat,
+    kernel=lambda tensors, axis=0: np.concatenate(tensors, axis=0 if axis is None else axis),
+    grad=_concat_grad,
+)
+split = register(
+    "relax.split",
+    ("x",),
+    (Attr("indices_or_sections", _to_sections), Attr("axis", at.to_int, 0)),
+    infer=_infer_split,
+    kernel=_split,
+    grad=_split_grad,
+)
+
+# -- expand_dims, squeeze, flatten, reshape -----------------------------------------------------
+
+
+def _infer_expand_dims(ctx: InferCtx) -> TensorStructInfo:
+    x, axis = ctx.tensor(0), ctx.attrs["axis"]
+    if x.ndim == -1:
+        return x
+    ndim = x.ndim + len(axis)
+    axes = axes_of(ctx, axis, ndim)
+    if x.shape is None:
+        return TensorStructInfo(None, x.dtype, ndim)
+    dims = iter(x.shape)
+    return TensorStructInfo(tuple(1 if i in axes else next(dims) for i in range(ndim)), x.dtype)
+
+
+def _infer_squeeze(ctx: InferCtx) -> TensorStructInfo:
+    x, axis = ctx.tensor(0), ctx.attrs["axis"]
+    if x.ndim == -1:
+        return x
+    if axis is None:
+        if x.shape is None or any(isinstance(d, str) for d in x.shape):
+            # A symbolic dim may be 1 at run time: the result's ndim is unknown (as in TVM).
+            return TensorStructInfo(None, x.dtype, -1)
+        return TensorStructInfo(tuple(d for d in x.shape if d != 1), x.dtype)
+    axes = axes_of(ctx, axis, x.ndim)
+    if x.shape is None:
+        return TensorStructInfo(None, x.dtype, x.ndim - len(axes))
+    for a in axes:
+        if isinstance(x.shape[a], int) and x.shape[a] != 1:
+            raise ctx.error(f"cannot squeeze axis {a} of size {x.shape[a]} (only size-1 axes)", 0)
+    return TensorStructInfo(tuple(d for i, d in enumerate(x.shape) if i not in axes), x.dtype)
+
+
+def _squeeze(x, axis=None):
+    try:
+        return np.squeeze(x, axis)
+    except ValueError:
+        raise KernelError(f"R.squeeze: cannot squeeze axes {list(axis)} of a tensor shaped {x.shape}") from None
+
+
+def _infer_flatten(ctx: InferCtx) -> TensorStructInfo:
+    x = ctx.tensor(0)
+    if x.shape is None:
+        return TensorStructInfo(None, x.dtype, 1)
+    return TensorStructInfo((dims_product(x.shape),), x.dtype)
+
+
+def _infer_reshape(ctx: InferCtx) -> TensorStructInfo:
+    x, s = ctx.tensor(0), shape_arg(ctx, 1, allow_minus_one=True)
+    if s.values is None:
+        return TensorStructInfo(None, x.dtype, s.ndim)
+    values = list(s.values)
+    holes = [i for i, d in enumerate(values) if d == -1]
+    if len(holes) > 1:
+        raise ctx.error(f"at most one -1 is allowed in the new shape {values}", 1)
+    if x.shape is None:
+        return TensorStructInfo(None if holes else tuple(values), x.dtype, len(values))
+    old = monomial(dims_product(x.shape))
+    new = monomial(dims_product([d for d in values if d != -1]))
+    if holes:
+        if old is None or new is None or new[0] == 0 or old[0] % new[0] or not _divides(new[1], old[1]):
+            if old is not None and new is not None and not old[1] and not new[1]:
+                raise ctx.error(f"cannot reshape {old[0]} elements into {values}", 1)
+            return TensorStructInfo(None, x.dtype, len(values))
+        values[holes[0]] = from_monomial(old[0] // new[0], _remove(old[1], new[1]))
+    elif old is not None and new is not None and (old[1] == new[1]) and old[0] != new[0]:
+        raise ctx.error(f"the new shape {values} has {new[0]} elements but the input has {old[0]}", 1)
+    return TensorStructInfo(tuple(values), x.dtype)
+
+
+def _divides(small: tuple[str, ...], big: tuple[str, ...]) -> bool:
+    rest = list(big)
+    for n in small:
+        if n not in rest:
+            return False
+        rest.remove(n)
+    return True
+
+
+def _remove(big: tuple[str, ...], small: tuple[str, ...]) -> tuple[str, ...]:
+    rest = list(big)
+    for n in small:
+        rest.remove(n)
+    return tuple(rest)
+
+
+def _reshape(x, shape):
+    try:
+        return np.reshape(x, shape)
+    except ValueError:
+        raise KernelError(f"R.reshape: cannot reshape a tensor shaped {x.shape} into {list(shape)}") from None
+
+
+expand_dims = register(
+    "relax.expand_dims",
+    ("x",),
+    (Attr("axis", at.to_ints),),
+    infer=_infer_expand_dims,
+    kernel=lambda x, axis: np.expand_dims(x, tuple(axis)),
+    grad=lambda call, out, g: [R.squeeze(g, axis=list(call.attrs["axis"]))],
+)
+squeeze = register(
+    "relax.squeeze",
+    ("x",),
+    (Attr("axis", at.to_opt_ints, None),),
+    infer=_infer_squeeze,
+    kernel=_squeeze,
+    grad=_reshape_back,
+)
+flatten = register("relax.flatten", ("x",), infer=_infer_flatten, kernel=lambda x: x.reshape(-1), grad=_reshape_back)
+reshape = register("relax.reshape", ("x", _SHAPE), infer=_infer_reshape, kernel=_reshape, grad=_reshape_back)
+
+# -- broadcast_to and collapse_sum --------------------------------------------------------------
+
+
+def _check_broadcast(ctx: InferCtx, small, big, what: str) -> None:
+    """Every dim of `small` (right-aligned) must equal big's or be 1."""
+    if len(small) > len(big):
+        raise ctx.error(f"{what}: ndim {len(small)} is larger than the target's {len(big)}")
+    for i in range(1, len(small) + 1):
+        a, b = small[-i], big[-i]
+        if a != b and a != 1 and isinstance(a, int) and isinstance(b, int):
+            raise ctx.error(f"{what}: dimension {len(big) - i} is {a}, which cannot broadcast to {b}")
+
+
+def _infer_broadcast_to(ctx: InferCtx) -> TensorStructInfo:
+    x, s = ctx.tensor(0), shape_arg(ctx, 1)
+    if s.values is not None and x.shape is not None:
+        _check_broadcast(ctx, x.shape, s.values, f"cannot broadcast shape {list(x.shape)} to {list(s.values)}")
+    elif s.ndim != -1 and x.ndim > s.ndim:
+        raise ctx.error(f"the target shape has ndim {s.ndim}, smaller than the input's {x.ndim}")
+    return TensorStructInfo(s.values, x.dtype, s.ndim)
+
+
+def _infer_collapse(ctx: InferCtx) -> TensorStructInfo:
+    x = ctx.tensor(0)
+    if ctx.op.args[1].kind == "shape":
+        s = shape_arg(ctx, 1)
+        target, ndim = s.values, s.ndim
+    else:
+        t = ctx.tensor(1)
+        target, ndim = t.shape, t.ndim
+    if target is not None and x.shape is not None:
+        _check_broadcast(ctx, target, x.shape, f"cannot collapse shape {list(x.shape)} to {list(target)}")
+    elif ndim != -1 and x.ndim != -1 and ndim > x.ndim:
+        raise ctx.error(f"the target has ndim {ndim}, larger than the input's {x.ndim}")
+    return TensorStructInfo(target, x.dtype, ndim)
+
+
+def collapse_sum(x, shape):
+    """Sum x down to `shape` (the reverse of broadcasting): leading axes and axes where shape has 1."""
+    shape = tuple(shape)
+    lead = x.ndim - len(shape)
+    if lead < 0 or any(s not in (1, d) for s, d in zip(shape, x.shape[lead:])):
+        raise KernelError(f"R.collapse_sum_to: cannot collapse a tensor shaped {x.shape} to {shape}")
+    axes = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(shape) if s == 1 and x.shape[lead + i] != 1)
+    if not axes:
+        return x
+    return np.asarray(np.sum(x, axis=axes, dtype=x.dtype)).reshape(shape)
+
+
+def _broadcast_to(x, shape):
+    try:
+        return np.broadcast_to(x, shape)
+    except ValueError:
+        raise KernelError(f"R.broadcast_to: cannot broadcast a tensor shaped {x.shape} to {list(shape)}") from None
+
+
+def _collapse_back(call, out, g):
+    return [R.broadcast_to(g, shape_of(call.args[0], call)), None]
+
+
+def _broadcast_grad(call, out, g):
+    x = call.args[0]
+    if x.struct_info.shape is None:
+        return [R.collapse_sum_like(g, x), None]
+    return [R.collapse_sum_to(g, shape_of(x, call)), None]
+
+
+broadcast_to = register(
+    "relax.broadcast_to", ("x", _SHAPE), infer=_infer_broadcast_to, kernel=_broadcast_to, grad=_broadcast_grad
+)
+collapse_sum_to = register(
+    "relax.collapse_sum_to", ("data", _SHAPE), infer=_infer_collapse, kernel=collapse_sum, grad=_collapse_back
+)
+collapse_sum_like = register(
+    "relax.collapse_sum_like",
+    ("data", "collapse_target"),
+    infer=_infer_collapse,
+    kernel=lambda data, target: collapse_sum(data, target.shape),
+    grad=_collapse_back,
+)
+
+# -- strided_slice ------------------------------------------------------------------------------
+
+
+def _infer_strided_slice(ctx: InferCtx) -> TensorStructInfo:
+    x = ctx.tensor(0)
+    axes, begin, end, strides = (ctx.attrs[k] for k in ("axes", "begin", "end", "strides"))
+    strides = strides if strides is not None else (1,) * len(axes)
+    if not len(axes) == len(begin) == len(end) == len(strides):
+        raise ctx.error(
+            f"axes, begin, end and strides must have the same length, got {len(axes)}, {len(begin)}, "
+            f"{len(end)}, {len(strides)}"
+        )
+    if 0 in strides:
+        raise ctx.error(f"strides must be non-zero, got {list(strides)}")
+    if x.ndim == -1:
+        return x
+    axes = axes_of(ctx, axes, x.ndim)
+    if x.shape is None:
+        return x
+    shape = list(x.shape)
+    for a, b, e, s in zip(axes, begin, end, strides):
+        if not isinstance(shape[a], int):
+            return TensorStructInfo(None, x.dtype, x.ndim)
+        shape[a] = len(range(*slice(b, e, s).indices(shape[a])))
+    return TensorStructInfo(tuple(shape), x.dtype)
+
+
+def _strided_slice(x, axes, begin, end, strides=None, assume_inbound=False):
+    # Python slices clamp out-of-range begin/end exactly as TVM does when assume_inbound is False.
+    index = [slice(None)] * x.ndim
+    for i, (a, b, e) in enumerate(zip(axes, begin, end)):
+        index[a] = slice(b, e, strides[i] if strides is not None else 1)
+    return x[tuple(index)]
+
+
+def _strided_slice_grad(call, out, g):
+    """Scatter g back into zeros shaped like x with ops we have (TVM has no backward op for slices):
+    per sliced axis, interleave zeros between elements for strides > 1 (concat + reshape), reverse for
+    negative strides, and pad with zero blocks before and after."""
+    x = call.args[0]
+    xs, os_ = x.struct_info.shape, out.struct_info.shape
+    if xs is None or os_ is None:
+        raise GradientError("R.strided_slice: the gradient needs known shapes", call.span)
+    dtype = x.struct_info.dtype
+    strides = call.attrs["strides"] or (1,) * len(call.attrs["axes"])
+    shape = list(os_)
+
+    def zeros(axis, length):
+        return R.zeros(shape_expr(shape[:axis] + [length] + shape[axis + 1 :]), dtype=dtype)
+
+    for a, b, e, s in zip(call.attrs["axes"], call.attrs["begin"], call.attrs["end"], strides):
+        a = a % len(xs)
+        if not isinstance(xs[a], int):
+            raise GradientError("R.strided_slice: the gradient needs a static size on sliced axes", call.span)
+        n = xs[a]
+        idx = range(*slice(b, e, s).indices(n))
+        m = len(idx)
+        if m == 0:
+            shape[a] = n
+            g = zeros(a, n)
+            continue
+        if s < 0:
+            g = R.strided_slice(g, axes=[a], begin=[m - 1], end=[-(m + 1)], strides=[-1])
+            s, start = -s, idx[-1]
+        else:
+            start = idx[0]
+        if s > 1 and m > 1:
+            gap = R.zeros(shape_expr(shape[:a] + [m, s - 1] + shape[a + 1 :]), dtype=dtype)
+            wide = R.concat(Tuple([R.expand_dims(g, axis=[a + 1]), gap]), axis=a + 1)
+            g = R.reshape(wide, shape_expr(shape[:a] + [m * s] + shape[a + 1 :]))
+            g = R.strided_slice(g, axes=[a], begin=[0], end=[(m - 1) * s + 1])
+        length = (m - 1) * s + 1
+        parts = []
+        if start:
+            parts.append(zeros(a, start))
+        parts.append(g)
+        if n - start - length:
+            parts.append(zeros(a, n - start - length))
+        g = R.concat(Tuple(parts), axis=a) if len(parts) > 1 else g
+        shape[a] = n
+    return [g]
+
+
+strided_slice = register(
+    "relax.strided_slice",
+    ("x",),
+    (
+        Attr("axes", at.to_ints),
+        Attr("begin", at.to_ints),
+        Attr("end", at.to_ints),
+        Attr("strides", at.to_opt_ints, None),
+        Attr("assume_inbound", at.to_bool, False),
+    ),
+    infer=_infer_strided_slice,
+    kernel=_strided_slice,
+    grad=_strided_slice_grad,
+)
+strided_slice.print_positional = ("axes", "begin", "end", "strides")
+
+# -- take and where -----------------------------------------------------------------------------
+
+
+def _infer_take(ctx: InferCtx) -> TensorStructInfo:
+    x, idx = ctx.tensor(0), ctx.tensor(1)
+    if idx.dtype and not idx.dtype.startswith(("int", "uint")):
+        raise ctx.error(f"indices must have an integer dtype, got {idx.dtype}", 1)
+    axis = ctx.attrs["axis"]
+    if axis is None:
+        if x.ndim not in (1, -1):
+            raise ctx.error(f"axis=None needs a 1-D tensor (as in TVM), got ndim {x.ndim}", 0)
+        return TensorStructInfo(idx.shape, x.dtype, idx.ndim)
+    if x.ndim == -1:
+        return TensorStructInfo(None, x.dtype, -1)
+    (axis,) = axes_of(ctx, (axis,), x.ndim)
+    if idx.ndim == -1:
+        return TensorStructInfo(None, x.dtype, -1)
+    if x.shape is None or idx.shape is None:
+        return TensorStructInfo(None, x.dtype, x.ndim - 1 + idx.ndim)
+    return TensorStructInfo(x.shape[:axis] + idx.shape + x.shape[axis + 1 :], x.dtype)
+
+
+def _take_grad(call, out, g):
+    x, idx = call.args
+    return [R.grad.take_backward(g, x, idx, axis=call.attrs["axis"], mode=call.attrs["mode"]), None]
+
+
+take = register(
+    "relax.take",
+    ("x", "indices"),
+    (Attr("axis", at.to_opt_int, None), Attr("mode", at.one_of("fast", "nan", "wrap", "clip"), "fast")),
+    infer=_infer_take,
+    kernel=lambda x, indices, axis=None, mode="fast": index_kernels.take(x, indices, axis=axis, mode=mode),
+    grad=_take_grad,
+)
+
+
+def _infer_where(ctx: InferCtx) -> TensorStructInfo:
+    c, a, b = ctx.tensor(0), ctx.tensor(1), ctx.tensor(2)
+    if c.dtype and c.dtype != "bool":
+        raise ctx.error(f"the condition must be a bool tensor, got dtype {c.dtype}", 0)
+    dtype = same_dtype(a, b)
+    if dtype is None:
+        raise ctx.error(f"dtypes {a.dtype} and {b.dtype} of x1 and x2 differ")
+    if c.shape is None or a.shape is None or b.shape is None:
+        known = [t.ndim for t in (c, a, b)]
+        return TensorStructInfo(None, dtype, -1 if -1 in known else max(known))
+    shape = broadcast_shapes(a.shape, b.shape)
+    shape = shape if shape is None else broadcast_shapes(c.shape, shape)
+    if shape is None:
+        raise ctx.error("condition, x1 and x2 cannot be broadcast together")
+    return TensorStructInfo(shape, dtype)
+
+
+def _where_grad(call, out, g):
+    # g is full-shaped; the driver collapse-sums each branch to its own (maybe broadcast) shape.
+    c = call.args[0]
+    zero = scalar(0, out)
+    return [None, R.where(c, g, zero), R.where(c, zero, g)]
+
+
+where = register(
+    "relax.where",
+    ("condition", "x1", "x2"),
+    infer=_infer_where,
+    kernel=lambda condition, x1, x2: np.asarray(np.where(condition, x1, x2)),
+    grad=_where_grad,
+)
+
+# -- astype, triu, tril -------------------------------------------------------------------------
+
+
+def _astype_grad(call, out, g):
+    x = call.args[0]
+    if not (is_float_dtype(x.struct_info.dtype) and is_float_dtype(out.struct_info.dtype)):
+        return [None]
+    return [R.astype(g, x.struct_info.dtype)]
+
+
+astype = register(
+    "relax.astype",
+    ("x",),
+    (Attr("dtype", at.to_dtype),),
+    infer=lambda ctx: TensorStructInfo(ctx.tensor(0).shape, ctx.attrs["dtype"], ctx.tensor(0).ndim),
+    kernel=lambda x, dtype: np.asarray(x.astype(np_dtype(dtype, "R.astype"), copy=False)),
+    grad=_astype_grad,
+)
+
+
+def _infer_tri(ctx: InferCtx) -> TensorStructInfo:
+    x = ctx.tensor(0)
+    if x.ndim != -1 and x.ndim < 2:
+        raise ctx.error(f"expects a tensor of at least two dimensions, got ndim {x.ndim}", 0)
+    return x
+
+
+def _tri(name, kernel):
+    op = register(
+        f"relax.{name}",
+        ("x",),
+        (Attr("k", at.to_int, 0),),
+        infer=_infer_tri,
+        kernel=lambda x, k=0: kernel(x, k),
+        grad=lambda call, out, g: [getattr(R, name)(g, k=call.attrs["k"])],
+    )
+    op.print_positional = ("k",)
+    return op
+
+
+triu = _tri("triu", np.triu)
+tril = _tri("tril", np.tril)
