@@ -131,7 +131,10 @@ def _brief_full(x) -> str:
         return f"GlobalVar '{x.name_hint}'"
     if isinstance(x, Constant):
         data = np.asarray(x.data)
-        return f"Constant({data.dtype}{list(data.shape)}: {np.array2string(data.ravel()[:6], threshold=6)})"
+        if data.ndim == 0:
+            return f'R.const({data.item()!r}, "{data.dtype}")'
+        head = ", ".join(repr(v) for v in data.ravel()[:4].tolist()) + (", ..." if data.size > 4 else "")
+        return f"Constant({data.dtype}{list(data.shape)}: [{head}])"
     if isinstance(x, ShapeExpr):
         return f"R.shape({list(x.values)})"
     if isinstance(x, PrimValue):
@@ -384,6 +387,9 @@ class _Comparer:
         tx = type(x)
         if tx is not type(y):
             if isinstance(x, Var) and isinstance(y, Var):
+                have = self.vmap.get(x)
+                if have is not None:
+                    raise _Mismatch(p, x, y, f"'{x.name_hint}' corresponds to '{have.name_hint}' here")
                 raise _Mismatch(p, x, y, "one is a DataflowVar, the other a Var")
             raise _Mismatch(p, x, y)
         if tx is Var or tx is DataflowVar:
@@ -501,7 +507,7 @@ def _const_reason(a: np.ndarray, b: np.ndarray) -> str:
     diff = np.argwhere(~((a == b) | ((a != a) & (b != b)))) if a.dtype.kind in "fc" else np.argwhere(a != b)
     if len(diff):
         idx = tuple(int(i) for i in diff[0])
-        return f"values differ first at index {idx}: {a[idx]!r} vs {b[idx]!r}"
+        return f"values differ first at index {idx}: {a[idx].item()!r} vs {b[idx].item()!r}"
     return "values differ"
 
 

@@ -202,7 +202,7 @@ class _Checker:
                     f"{describe_sinfo(value.struct_info)}",
                 )
         if self.declare(var, fname, where, dataflow):
-            (local if isinstance(var, DataflowVar) else seq_defined).append(var)
+            (local if isinstance(var, DataflowVar) and dataflow else seq_defined).append(var)
 
     def declare(self, var: Var, fname: str, where: str, in_dataflow: bool) -> bool:
         first = self.defs.get(var)
