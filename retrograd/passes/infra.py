@@ -331,7 +331,13 @@ def _bound_options(fn, args, kwargs, pass_name: str, skip_self: bool = False) ->
         bound = sig.bind(*args, **kwargs)
     except TypeError as err:
         raise PassError(f"pass '{pass_name}': {err}") from None
-    return dict(bound.arguments)
+    options = {}
+    for key, value in bound.arguments.items():
+        if sig.parameters[key].kind is inspect.Parameter.VAR_KEYWORD:
+            options.update(value)
+        else:
+            options[key] = value
+    return options
 
 
 module_pass = _make_decorator("module_pass", ModulePass, "transform_module")
