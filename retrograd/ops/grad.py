@@ -1,0 +1,238 @@
+"""The grad.* ops: gradient stop and checkpoint markers, and the explicit backward ops with their own gradients."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from retrograd.errors import KernelError
+from retrograd.ir.struct_info import TensorStructInfo
+from retrograd.ops import attr_types as at
+from retrograd.ops.api import R
+from retrograd.ops.kernels import index as index_kernels
+from retrograd.ops.kernels import loss as loss_kernels
+from retrograd.ops.kernels import pool as pool_kernels
+from retrograd.ops.kernels.window import Window2d, to_layout
+from retrograd.ops.nn_loss import NLL_ATTRS, nll_output
+from retrograd.ops.nn_pool import POOL_ATTRS, POOL_POSITIONAL, canonical_pool_attrs, pool_attrs, pool_output
+from retrograd.ops.registry import Arg, Attr, InferCtx, register
+from retrograd.ops.shape_utils import normalize_axis
+
+# -- markers ------------------------------------------------------------------
+
+
+def _identity_infer(ctx: InferCtx):
+    return ctx.sinfo[0]
+
+
+def _identity_kernel(x):
+    # Markers only matter to passes; at run time the value passes through (no copy).
+    return x
+
+
+no_grad = register(
+    "relax.grad.no_grad",
+    (Arg("input", "any"),),
+    infer=_identity_infer,
+    kernel=_identity_kernel,
+    # Stops the gradient: nothing flows back into the input.
+    grad=lambda call, out, g: [None],
+)
+start_checkpoint = register(
+    "relax.grad.start_checkpoint",
+    (Arg("input", "any"),),
+    infer=_identity_infer,
+    kernel=_identity_kernel,
+    # Checkpoint markers are identities for differentiation; the checkpoint pass gives them meaning.
+    grad=lambda call, out, g: [g],
+)
+end_checkpoint = register(
+    "relax.grad.end_checkpoint",
+    (Arg("input", "any"),),
+    infer=_identity_infer,
+    kernel=_identity_kernel,
+    grad=lambda call, out, g: [g],
+)
+
+# -- shared checks --------------------------------------------------------------
+
+
+def _check_like(ctx: InferCtx, i: int, expected: TensorStructInfo, what: str) -> None:
+    """Argument i must have `expected`'s ndim, static dims and dtype (unknowns are let through)."""
+    got = ctx.tensor(i)
+    if expected.ndim != -1 and got.ndim != -1 and got.ndim != expected.ndim:
+        raise ctx.error(f"expected {what} with {expected.ndim} dimensions, got {got.ndim}", i)
+    if expected.shape is not None and got.shape is not None:
+        for a, b in zip(got.shape, expected.shape):
+            if isinstance(a, int) and isinstance(b, int) and a != b:
+                dims = ", ".join(str(d) for d in expected.shape)
+                raise ctx.error(f"expected {what} of shape ({dims})", i)
+    if expected.dtype and got.dtype and got.dtype != expected.dtype:
+        raise ctx.error(f"expected {what} of dtype {expected.dtype}, got {got.dtype}", i)
+
+
+# -- nll_loss_backward ------------------------------------------------------------
+
+
+def _nll_loss_backward_infer(ctx: InferCtx) -> TensorStructInfo:
+    expected = nll_output(ctx, 1, 2, 3 if len(ctx.sinfo) > 3 else None)
+    _check_like(ctx, 0, expected, f"the gradient of nll_loss's result (reduction={ctx.attrs['reduction']!r})")
+    return ctx.tensor(1)
+
+
+def _nll_loss_backward_grad(call, out, g):
+    # The result is linear in output_grad: its adjoint contracts g at the target classes with the same
+    # weights and divisor, which is nll_loss itself applied to g. It does not depend on the prediction
+    # values, and targets/weights are not differentiated (as in nll_loss).
+    _, _, targets, *weights = call.args
+    return [R.nn.nll_loss(g, targets, *weights, **call.attrs), None, None] + [None] * len(weights)
+
+
+nll_loss_backward = register(
+    "relax.grad.nll_loss_backward",
+    ("output_grad", "predictions", "targets", Arg("weights", optional=True)),
+    NLL_ATTRS,
+    infer=_nll_loss_backward_infer,
+    kernel=loss_kernels.nll_loss_backward,
+    grad=_nll_loss_backward_grad,
+)
+
+# -- pooling backward ---------------------------------------------------------------
+
+
+def _pool_backward_infer(ctx: InferCtx) -> TensorStructInfo:
+    _check_like(ctx, 0, pool_output(ctx, 1), "the gradient of the pooling result")
+    return ctx.tensor(1)
+
+
+def _max_pool2d_backward_grad(call, out, g):
+    # Linear in output_grad: its adjoint reads g at each window's first maximum. As a function of the
+    # data it is piecewise constant (the argmax positions), so the data gets no gradient.
+    return [R.grad.max_pool2d_backward_grad(g, call.args[1], **pool_attrs(call)), None]
+
+
+def _avg_pool2d_backward_grad(call, out, g):
+    # Linear in output_grad (the transposed averaging map), so its adjoint is avg_pool2d of g; the
+    # result does not depend on the data's values at all.
+    return [R.nn.avg_pool2d(g, **pool_attrs(call)), None]
+
+
+def _pool_backward(name, kernel, grad):
+    return register(
+        f"relax.grad.{name}",
+        ("output_grad", "data"),
+        POOL_ATTRS,
+        infer=_pool_backward_infer,
+        kernel=kernel,
+        grad=grad,
+        canonicalize=canonical_pool_attrs,
+        positional_attrs=POOL_POSITIONAL,
+    )
+
+
+max_pool2d_backward = _pool_backward("max_pool2d_backward", pool_kernels.max_pool2d_backward, _max_pool2d_backward_grad)
+avg_pool2d_backward = _pool_backward("avg_pool2d_backward", pool_kernels.avg_pool2d_backward, _avg_pool2d_backward_grad)
+
+
+# -- max_pool2d_backward_grad: the adjoint of max_pool2d_backward in its output_grad ----------
+
+
+def _max_pool2d_backward_grad_infer(ctx: InferCtx) -> TensorStructInfo:
+    _check_like(ctx, 0, ctx.tensor(1), "a gradient shaped like the data")
+    return pool_output(ctx, 1)
+
+
+def _max_pool2d_backward_grad_kernel(
+    input_grad, data, *, pool_size, strides, dilation, padding, ceil_mode, count_include_pad, layout, out_layout
+):
+    """input_grad read at each window's first maximum of data (row-major; padding never wins)."""
+    op = "max_pool2d_backward_grad"
+    x = to_layout(op, np.asarray(data), layout, "NCHW")
+    gx = to_layout(op, np.asarray(input_grad), layout, "NCHW")
+    if gx.shape != x.shape:
+        raise KernelError(f"{op}: input_grad has shape {gx.shape} in NCHW order, expected the data's {x.shape}")
+    win = Window2d(op, x.shape[2:], pool_size, strides, padding, dilation, ceil_mode)
+    n, c, h, w = x.shape
+    hn, wn = win.padded_hw
+    rows, cols = win.row_taps(), win.col_taps()
+    if win.unpadded:
+        xp, gp = x, gx
+    else:
+        xp = np.full((n, c, hn, wn), -np.inf, x.dtype)
+        xp[:, :, win.pt : win.pt + h, win.pl : win.pl + w] = x
+        gp = np.zeros((n, c, hn, wn), gx.dtype)
+        gp[:, :, win.pt : win.pt + h, win.pl : win.pl + w] = gx
+    best = xp[:, :, rows[0], cols[0]].copy()
+    val = gp[:, :, rows[0], cols[0]].copy()
+    better = np.empty(best.shape, bool)
+    # Offsets in row-major window order with a strict >, so the first maximum keeps the window.
+    for k in range(1, win.kh * win.kw):
+        rs, cs = rows[k // win.kw], cols[k % win.kw]
+        v = xp[:, :, rs, cs]
+        np.greater(v, best, out=better)
+        np.copyto(best, v, where=better)
+        np.copyto(val, gp[:, :, rs, cs], where=better)
+    return np.ascontiguousarray(to_layout(op, val, "NCHW", out_layout or layout))
+
+
+def _max_pool2d_backward_grad_grad(call, out, g):
+    # Linear in input_grad; its adjoint scatters g back to the maxima: max_pool2d_backward. Piecewise
+    # constant in the data, which gets no gradient.
+    return [R.grad.max_pool2d_backward(g, call.args[1], **pool_attrs(call)), None]
+
+
+max_pool2d_backward_grad = register(
+    "relax.grad.max_pool2d_backward_grad",
+    ("input_grad", "data"),
+    POOL_ATTRS,
+    infer=_max_pool2d_backward_grad_infer,
+    kernel=_max_pool2d_backward_grad_kernel,
+    grad=_max_pool2d_backward_grad_grad,
+    canonicalize=canonical_pool_attrs,
+    positional_attrs=POOL_POSITIONAL,
+)
+
+# -- take_backward --------------------------------------------------------------------
+
+
+def _take_backward_infer(ctx: InferCtx) -> TensorStructInfo:
+    x, indices = ctx.tensor(1), ctx.tensor(2)
+    if indices.dtype and not indices.dtype.startswith(("int", "uint")):
+        raise ctx.error(f"indices must have an integer dtype, got {indices.dtype}", 2)
+    axis = ctx.attrs["axis"]
+    if axis is not None and x.ndim != -1:
+        ax = normalize_axis(axis, x.ndim)
+        if ax is None:
+            raise ctx.error(f"axis {axis} out of range for a {x.ndim}-D tensor", 1)
+    else:
+        ax = None
+    # The gradient has take(x, indices, axis)'s shape.
+    if indices.shape is not None and (axis is None or (x.shape is not None and ax is not None)):
+        shape = indices.shape if axis is None else x.shape[:ax] + indices.shape + x.shape[ax + 1 :]
+        expected = TensorStructInfo(shape, x.dtype)
+    elif indices.ndim != -1 and x.ndim != -1:
+        expected = TensorStructInfo(None, x.dtype, indices.ndim + (0 if axis is None else x.ndim - 1))
+    else:
+        expected = TensorStructInfo(None, x.dtype, -1)
+    _check_like(ctx, 0, expected, "a gradient shaped like take(x, indices, axis)")
+    return x
+
+
+def _take_backward_kernel(output_grad, x, indices, *, axis, mode):
+    # TVM's take_backward carries mode="" (unset): that is take's default, "fast".
+    return index_kernels.take_backward(output_grad, x, indices, axis=axis, mode=mode or "fast")
+
+
+def _take_backward_grad(call, out, g):
+    # Linear in output_grad: the adjoint of scattering rows into x is gathering them back, take(g).
+    # The result does not depend on x's values; indices are not differentiable.
+    return [R.take(g, call.args[2], axis=call.attrs["axis"], mode=call.attrs["mode"] or "fast"), None, None]
+
+
+take_backward = register(
+    "relax.grad.take_backward",
+    ("output_grad", "x", "indices"),
+    (Attr("axis", at.to_opt_int, None), Attr("mode", at.to_str, "")),
+    infer=_take_backward_infer,
+    kernel=_take_backward_kernel,
+    grad=_take_backward_grad,
+)

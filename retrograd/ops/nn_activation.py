@@ -1,0 +1,109 @@
+"""Activation ops: nn.relu, nn.silu, nn.gelu, nn.softmax, nn.log_softmax, and erf (which gelu's gradient needs)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from retrograd.ir.expr import const
+from retrograd.ir.struct_info import TensorStructInfo, is_float_dtype
+from retrograd.ops import attr_types as at
+from retrograd.ops.api import R
+from retrograd.ops.kernels import activation as act_kernels
+from retrograd.ops.kernels import special
+from retrograd.ops.registry import Attr, InferCtx, register
+from retrograd.ops.shape_utils import normalize_axis
+
+
+def _c(value: float, like) -> object:
+    # Rules must not mix dtypes (binary ops refuse): constants take the argument's dtype.
+    return const(value, like.struct_info.dtype)
+
+
+def _infer_any(ctx: InferCtx) -> TensorStructInfo:
+    return ctx.tensor(0)
+
+
+def _infer_float(ctx: InferCtx) -> TensorStructInfo:
+    x = ctx.tensor(0)
+    if x.dtype and not is_float_dtype(x.dtype):
+        raise ctx.error(f"requires a float tensor, got dtype {x.dtype}", 0)
+    return x
+
+
+def _infer_softmax(ctx: InferCtx) -> TensorStructInfo:
+    x = _infer_float(ctx)
+    axis = ctx.attrs["axis"]
+    if x.ndim == 0 or (x.ndim != -1 and normalize_axis(axis, x.ndim) is None):
+        raise ctx.error(f"axis {axis} out of range for a {x.ndim}-D tensor", 0)
+    return x
+
+
+def _relu_kernel(x):
+    x = np.asarray(x)
+    return np.maximum(x, x.dtype.type(0))
+
+
+def _relu_grad(call, out, g):
+    # g where x > 0, else 0: PyTorch's convention at x == 0 (TVM passes g through at 0).
+    x = call.args[0]
+    zero = _c(0, x)
+    return [R.where(R.greater(x, zero), g, zero)]
+
+
+def _silu_grad(call, out, g):
+    # silu = x * s with s = sigmoid(x): d/dx = s + x * s * (1 - s) = s + y * (1 - s) (TVM's rule).
+    x = call.args[0]
+    s = R.sigmoid(x)
+    return [R.multiply(g, R.add(s, R.multiply(out, R.subtract(_c(1, x), s))))]
+
+
+def _gelu_grad(call, out, g):
+    # gelu = x * Phi(x): d/dx = Phi(x) + x * phi(x), with Phi(x) = (1 + erf(x / sqrt 2)) / 2 and
+    # phi(x) = exp(-x^2 / 2) / sqrt(2 pi). TVM has no rule; this needs erf, registered below.
+    x = call.args[0]
+    cdf = R.multiply(_c(0.5, x), R.add(_c(1, x), R.erf(R.multiply(x, _c(1 / math.sqrt(2), x)))))
+    pdf = R.multiply(R.exp(R.multiply(R.multiply(x, x), _c(-0.5, x))), _c(1 / math.sqrt(2 * math.pi), x))
+    return [R.multiply(g, R.add(cdf, R.multiply(x, pdf)))]
+
+
+def _softmax_grad(call, out, g):
+    # (g - sum(g * y, axis, keepdims)) * y, with y the softmax itself (TVM's rule).
+    axis = call.attrs["axis"]
+    return [R.multiply(R.subtract(g, R.sum(R.multiply(g, out), axis=[axis], keepdims=True)), out)]
+
+
+def _log_softmax_grad(call, out, g):
+    # g - exp(y) * sum(g, axis, keepdims), with y the log_softmax itself (TVM's rule).
+    axis = call.attrs["axis"]
+    return [R.subtract(g, R.multiply(R.sum(g, axis=[axis], keepdims=True), R.exp(out)))]
+
+
+def _erf_grad(call, out, g):
+    # d erf(x) / dx = 2 / sqrt(pi) * exp(-x^2).
+    x = call.args[0]
+    return [R.multiply(g, R.multiply(R.exp(R.negative(R.multiply(x, x))), _c(2 / math.sqrt(math.pi), x)))]
+
+
+relu = register("relax.nn.relu", ("data",), infer=_infer_any, kernel=_relu_kernel, grad=_relu_grad)
+silu = register("relax.nn.silu", ("data",), infer=_infer_float, kernel=act_kernels.silu, grad=_silu_grad)
+gelu = register("relax.nn.gelu", ("data",), infer=_infer_float, kernel=act_kernels.gelu, grad=_gelu_grad)
+softmax = register(
+    "relax.nn.softmax",
+    ("data",),
+    (Attr("axis", at.to_int, -1),),
+    infer=_infer_softmax,
+    kernel=act_kernels.softmax,
+    grad=_softmax_grad,
+)
+log_softmax = register(
+    "relax.nn.log_softmax",
+    ("data",),
+    (Attr("axis", at.to_int, -1),),
+    infer=_infer_softmax,
+    kernel=act_kernels.log_softmax,
+    grad=_log_softmax_grad,
+)
+# erf is elementwise, but lives here because only gelu's gradient emits it (TVM spells it R.erf).
+erf = register("relax.erf", ("x",), infer=_infer_float, kernel=special.erf, grad=_erf_grad)

@@ -1,0 +1,235 @@
+"""Convolution ops: nn.conv2d and nn.conv2d_transpose (inference, layout-aware kernels, gradients)."""
+
+from __future__ import annotations
+
+from retrograd.errors import GradientError
+from retrograd.ir.expr import shape_expr
+from retrograd.ir.struct_info import TensorStructInfo
+from retrograd.ops import attr_types as at
+from retrograd.ops.api import R
+from retrograd.ops.kernels import conv as conv_kernels
+from retrograd.ops.nn_shape import check_4d, from_layout, to_layout, transposed_size, window_count
+from retrograd.ops.registry import Attr, InferCtx, register
+from retrograd.ops.shape_utils import same_dtype
+
+_PAIR = at.at_least(at.fixed_ints(2), 1)
+_PAD = at.at_least(at.fixed_ints(4), 0)
+_LAYOUT_TAIL = (
+    Attr("groups", at.to_int, 1),
+    Attr("data_layout", at.layout("NCHW"), "NCHW"),
+)
+
+CONV2D_ATTRS = (
+    Attr("strides", _PAIR, (1, 1)),
+    Attr("padding", _PAD, (0, 0, 0, 0)),
+    Attr("dilation", _PAIR, (1, 1)),
+    *_LAYOUT_TAIL,
+    Attr("kernel_layout", at.layout("OIHW"), "OIHW"),
+    Attr("out_layout", at.opt_layout("NCHW"), None),
+    Attr("out_dtype", at.to_opt_dtype, None),
+)
+CONV2D_TRANSPOSE_ATTRS = (
+    Attr("strides", _PAIR, (1, 1)),
+    Attr("padding", _PAD, (0, 0, 0, 0)),
+    Attr("output_padding", at.at_least(at.fixed_ints(2), 0), (0, 0)),
+    Attr("dilation", _PAIR, (1, 1)),
+    *_LAYOUT_TAIL,
+    Attr("kernel_layout", at.layout("OIHW"), "IOHW"),
+    Attr("out_layout", at.opt_layout("NCHW"), None),
+    Attr("out_dtype", at.to_opt_dtype, None),
+)
+
+
+def _canonical(attrs: dict) -> dict:
+    """out_layout defaults to data_layout, spelled out as TVM prints it; groups must be positive."""
+    if attrs["groups"] < 1:
+        raise ValueError(f"groups must be >= 1, got {attrs['groups']}")
+    if attrs["out_layout"] is None:
+        attrs = {**attrs, "out_layout": attrs["data_layout"]}
+    return attrs
+
+
+# -- inference -------------------------------------------------------------------------------
+
+
+def _operands(ctx: InferCtx, kernel_order: str):
+    """(dtype, data dims as NCHW, weight dims in `kernel_order`), dims None when not known."""
+    a = ctx.attrs
+    data = check_4d(ctx, 0, a["data_layout"])
+    weight = check_4d(ctx, 1, a["kernel_layout"])
+    dtype = same_dtype(data, weight)
+    if dtype is None:
+        raise ctx.error(f"data and weight must have the same dtype, got {data.dtype} and {weight.dtype}")
+    dtype = a["out_dtype"] or dtype
+    if data.shape is None or weight.shape is None:
+        return dtype, None, None
+    return dtype, from_layout(data.shape, a["data_layout"], "NCHW"), from_layout(weight.shape, a["kernel_layout"], kernel_order)
+
+
+def _known(*dims) -> bool:
+    return all(isinstance(d, int) for d in dims)
+
+
+def _infer_conv2d(ctx: InferCtx) -> TensorStructInfo:
+    a = ctx.attrs
+    dtype, x, w = _operands(ctx, "OIHW")
+    if x is None:
+        return TensorStructInfo(None, dtype, 4)
+    (n, c, h, wd), (o, i, kh, kw), groups = x, w, a["groups"]
+    if _known(c, i) and c != i * groups:
+        raise ctx.error(
+            f"data has {c} channels but the weight expects {i} input channels per group x {groups} group(s) = {i * groups}"
+        )
+    if _known(o) and o % groups:
+        raise ctx.error(f"the weight's {o} output channels are not divisible by groups={groups}", 1)
+    if not _known(kh, kw):
+        return TensorStructInfo(None, dtype, 4)
+    (sh, sw), (dh, dw), (pt, pl, pb, pr) = a["strides"], a["dilation"], a["padding"]
+    oh = window_count(ctx, h, kh, sh, pt, pb, dh)
+    ow = window_count(ctx, wd, kw, sw, pl, pr, dw)
+    return TensorStructInfo(to_layout((n, o, oh, ow), "NCHW", a["out_layout"]), dtype)
+
+
+def _infer_conv2d_transpose(ctx: InferCtx) -> TensorStructInfo:
+    a = ctx.attrs
+    (sh, sw), (oph, opw) = a["strides"], a["output_padding"]
+    if oph >= sh or opw >= sw:
+        raise ctx.error(f"output_padding {a['output_padding']} must be smaller than strides {a['strides']}")
+    dtype, x, w = _operands(ctx, "IOHW")
+    if x is None:
+        return TensorStructInfo(None, dtype, 4)
+    (n, c, h, wd), (i, o, kh, kw), groups = x, w, a["groups"]
+    if _known(c, i) and c != i:
+        raise ctx.error(f"data has {c} channels but the weight expects {i} input channels")
+    if _known(c) and c % groups:
+        raise ctx.error(f"data's {c} channels are not divisible by groups={groups}", 0)
+    if not _known(kh, kw):
+        return TensorStructInfo(None, dtype, 4)
+    (dh, dw), (pt, pl, pb, pr) = a["dilation"], a["padding"]
+    oh = transposed_size(h, kh, sh, pt, pb, dh, oph)
+    ow = transposed_size(wd, kw, sw, pl, pr, dw, opw)
+    if (isinstance(oh, int) and oh < 1) or (isinstance(ow, int) and ow < 1):
+        raise ctx.error(f"the output would be empty ({oh} x {ow}): padding exceeds the transposed extent")
+    oc = o * groups if isinstance(o, int) else (o if groups == 1 else f"{o} * {groups}")
+    return TensorStructInfo(to_layout((n, oc, oh, ow), "NCHW", a["out_layout"]), dtype)
+
+
+# -- gradients -------------------------------------------------------------------------------
+
+
+def _static(call, expr, what: str, layout: str, canonical: str) -> tuple[int, ...]:
+    """The static shape of `expr` (laid out as `layout`) in `canonical` order."""
+    s = expr.struct_info
+    if not isinstance(s, TensorStructInfo) or not s.is_static:
+        raise GradientError(f"{call.op.script_name}: the gradient needs a static shape for {what}, got {s}", call.span)
+    return from_layout(s.shape, layout, canonical)
+
+
+def _permute(expr, src: str, dst: str):
+    """expr (laid out as src) with its axes in dst order; no binding when they already agree."""
+    return expr if src == dst else R.permute_dims(expr, axes=[src.index(c) for c in dst])
+
+
+def weight_grad(data, data_shape, out_grad, kernel_hw, strides, padding, dilation, groups):
+    """d conv2d(data, W) / dW contracted with out_grad (both NCHW), as an OIHW tensor: TVM's formulation.
+
+    A conv2d whose "batch" is the input channel and whose "channels" are the batch: data is read as
+    CNHW (grouped: (groups * N, C / groups, H, W)), out_grad as an IOHW kernel, and strides and dilation
+    swap roles. Rows and columns the forward never read are trimmed from the bottom/right padding so the
+    result is exactly the kernel's size; when they lie inside the data, the result is cropped instead.
+    """
+    n, c, h, w = data_shape
+    kh, kw = kernel_hw
+    (sh, sw), (dh, dw), (pt, pl, pb, pr) = strides, dilation, padding
+    if groups != 1:
+        cg = c // groups
+        data = R.reshape(data, shape_expr((n, groups, cg, h, w)))
+        data = R.permute_dims(data, axes=[1, 0, 2, 3, 4])
+        data = R.reshape(data, shape_expr((groups * n, cg, h, w)))
+    unread_h = (h + pt + pb - dh * (kh - 1) - 1) % sh
+    unread_w = (w + pl + pr - dw * (kw - 1) - 1) % sw
+    pb2, pr2 = (pb - unread_h if unread_h <= pb else pb), (pr - unread_w if unread_w <= pr else pr)
+    dw_ = R.nn.conv2d(
+        data,
+        out_grad,
+        strides=(dh, dw),
+        padding=(pt, pl, pb2, pr2),
+        dilation=(sh, sw),
+        groups=groups,
+        data_layout="CNHW",
+        kernel_layout="IOHW",
+        out_layout="CNHW",
+    )
+    if unread_h > pb or unread_w > pr:
+        dw_ = R.strided_slice(dw_, axes=[2, 3], begin=[0, 0], end=[kh, kw])
+    return dw_
+
+
+def _conv_grad(core, kernel_order: str):
+    """A rule that brings data, weight and g to NCHW / kernel_order, applies `core`, and permutes back."""
+
+    def rule(call, out, g):
+        a = call.attrs
+        data, weight = call.args
+        shapes = (
+            _static(call, data, "the data", a["data_layout"], "NCHW"),
+            _static(call, weight, "the weight", a["kernel_layout"], kernel_order),
+            _static(call, out, "the result", a["out_layout"], "NCHW"),
+        )
+        if out.struct_info.dtype != data.struct_info.dtype:  # out_dtype: differentiate in the data's dtype
+            g = R.astype(g, data.struct_info.dtype)
+        x = _permute(data, a["data_layout"], "NCHW")
+        w = _permute(weight, a["kernel_layout"], kernel_order)
+        g = _permute(g, a["out_layout"], "NCHW")
+        dx, dw_ = core(x, w, g, *shapes, a)
+        return [_permute(dx, "NCHW", a["data_layout"]), _permute(dw_, kernel_order, a["kernel_layout"])]
+
+    return rule
+
+
+def _conv2d_grad_core(x, w, g, x_shape, w_shape, y_shape, a):
+    # data: the transposed convolution of g, with output_padding restoring rows the strides dropped.
+    # weight: weight_grad (a convolution of the data with g).
+    (_, _, h, wd), (_, _, kh, kw), (_, _, oh, ow) = x_shape, w_shape, y_shape
+    (sh, sw), (dh, dw), (pt, pl, pb, pr) = a["strides"], a["dilation"], a["padding"]
+    covered_h = (oh - 1) * sh - pt - pb + dh * (kh - 1) + 1
+    covered_w = (ow - 1) * sw - pl - pr + dw * (kw - 1) + 1
+    dx = R.nn.conv2d_transpose(
+        g,
+        w,
+        strides=a["strides"],
+        padding=a["padding"],
+        output_padding=(h - covered_h, wd - covered_w),
+        dilation=a["dilation"],
+        groups=a["groups"],
+    )
+    return dx, weight_grad(x, x_shape, g, (kh, kw), a["strides"], a["padding"], a["dilation"], a["groups"])
+
+
+def _conv2d_transpose_grad_core(x, w, g, x_shape, w_shape, y_shape, a):
+    # conv2d_transpose is the adjoint of conv2d(y, W) with W read as OIHW: its data gradient is that
+    # conv2d of g, and its weight gradient is conv2d's weight gradient with g as the data and x as the
+    # output gradient, which comes out as (C_in, C_out / groups, kh, kw): the transposed op's IOHW.
+    kh, kw = w_shape[2:]
+    dx = R.nn.conv2d(g, w, strides=a["strides"], padding=a["padding"], dilation=a["dilation"], groups=a["groups"])
+    return dx, weight_grad(g, y_shape, x, (kh, kw), a["strides"], a["padding"], a["dilation"], a["groups"])
+
+
+conv2d = register(
+    "relax.nn.conv2d",
+    ("data", "weight"),
+    CONV2D_ATTRS,
+    infer=_infer_conv2d,
+    kernel=conv_kernels.conv2d,
+    grad=_conv_grad(_conv2d_grad_core, "OIHW"),
+    canonicalize=_canonical,
+)
+conv2d_transpose = register(
+    "relax.nn.conv2d_transpose",
+    ("data", "weight"),
+    CONV2D_TRANSPOSE_ATTRS,
+    infer=_infer_conv2d_transpose,
+    kernel=conv_kernels.conv2d_transpose,
+    grad=_conv_grad(_conv2d_transpose_grad_core, "IOHW"),
+    canonicalize=_canonical,
+)
