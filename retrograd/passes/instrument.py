@@ -37,11 +37,12 @@ class PassInstrument:
 
 
 class PrintBeforeAfter(PassInstrument):
-    """Print the module before and after each pass (mlir-opt's print-ir-before/after-all)."""
+    """Print the module before and after each pass (mlir-opt's print-ir-before/after-all) to `stream`
+    (default: stdout at print time)."""
 
-    def __init__(self, file: TextIO | None = None, before: bool = True, after: bool = True,
-                 printer: Callable[[IRModule], str] = _script):
-        self.file = file
+    def __init__(self, stream: TextIO | None = None, before: bool = True, after: bool = True,
+                 printer: Callable[[IRModule], str] = _script, *, file: TextIO | None = None):
+        self.file = stream or file
         self.before = before
         self.after = after
         self.printer = printer
@@ -61,9 +62,9 @@ class PrintBeforeAfter(PassInstrument):
 class PrintChanged(PassInstrument):
     """Print a unified diff of the printed module, only for passes that changed it."""
 
-    def __init__(self, file: TextIO | None = None, context: int = 3,
-                 printer: Callable[[IRModule], str] = _script):
-        self.file = file
+    def __init__(self, stream: TextIO | None = None, context: int = 3,
+                 printer: Callable[[IRModule], str] = _script, *, file: TextIO | None = None):
+        self.file = stream or file
         self.context = context
         self.printer = printer
         self._before: list[IRModule] = []

@@ -476,7 +476,7 @@ def test_print_before_after():
         return mod.with_function("main", add_exp(mod["main"]))
 
     out = io.StringIO()
-    with PassContext(instruments=[PrintBeforeAfter(file=out, printer=_names_printer)]):
+    with PassContext(instruments=[PrintBeforeAfter(stream=out, printer=_names_printer)]):
         grow(make_mod())
     text = out.getvalue()
     assert "# IR before pass grow\nmain: 2 bindings" in text
