@@ -1,0 +1,135 @@
+"""Dead code elimination: drop pure bindings nobody reads, empty blocks, and unreachable private functions."""
+
+from __future__ import annotations
+
+from retrograd.ir.block import VarBinding
+from retrograd.ir.expr import Call, Function, GlobalVar, If, SeqExpr
+from retrograd.ir.module import IRModule
+from retrograd.ir.struct_info import FuncStructInfo
+from retrograd.passes.gradient_copy import read_vars
+from retrograd.passes.infra import module_pass, register_pass
+
+
+def is_pure(value, mod: IRModule | None = None) -> bool:
+    """Whether evaluating `value` has no effect besides its result (so it may be dropped if unused)."""
+    if isinstance(value, Call):
+        op = value.op
+        if isinstance(op, GlobalVar):
+            if mod is not None and op.name_hint in mod:
+                return bool(getattr(mod[op.name_hint], "is_pure", True))
+            sig = op.struct_info
+            return not isinstance(sig, FuncStructInfo) or sig.purity
+        return bool(getattr(op, "pure", True))
+    if isinstance(value, If):
+        return _seq_pure(value.true_branch, mod) and _seq_pure(value.false_branch, mod)
+    return True
+
+
+def _seq_pure(seq: SeqExpr, mod) -> bool:
+    return all(is_pure(b.value, mod) for block in seq.blocks for b in block.bindings)
+
+
+def eliminate_dead_code(func: Function, mod: IRModule | None = None) -> Function:
+    """`func` without the pure bindings whose variables are never read (nested If branches included)."""
+    body = _dce_seq(func.body, mod)
+    if body is func.body:
+        return func
+    return Function(func.params, body, func.ret_struct_info, func.is_pure, func.private, dict(func.attrs), span=func.span)
+
+
+def _dce_seq(seq: SeqExpr, mod) -> SeqExpr:
+    reads: list = []
+    read_vars(seq.body, reads)
+    live = set(reads)
+    new_blocks = []
+    changed = False
+    for block in reversed(seq.blocks):
+        kept = []
+        block_changed = False
+        for b in reversed(block.bindings):
+            if b.var not in live and is_pure(b.value, mod):
+                block_changed = True
+                continue
+            value = b.value
+            if isinstance(value, If):
+                tb, fb = _dce_seq(value.true_branch, mod), _dce_seq(value.false_branch, mod)
+                if tb is not value.true_branch or fb is not value.false_branch:
+                    value = If(value.cond, tb, fb, value.struct_info, span=value.span)
+                    b = VarBinding(b.var, value, span=b.span)
+                    block_changed = True
+            reads.clear()
+            read_vars(value, reads)
+            live.update(reads)
+            kept.append(b)
+        changed |= block_changed
+        if not block_changed:
+            new_blocks.append(block)
+        elif kept:
+            kept.reverse()
+            new_blocks.append(type(block)(tuple(kept), span=block.span))
+    if not changed:
+        return seq
+    new_blocks.reverse()
+    return SeqExpr(tuple(new_blocks), seq.body, seq.struct_info, span=seq.span)
+
+
+def _called_functions(func: Function) -> set:
+    """Names of module functions a function refers to (calls, or GlobalVars passed as values)."""
+    names: set = set()
+    stack = [func.body]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, GlobalVar):
+            names.add(e.name_hint)
+        elif isinstance(e, SeqExpr):
+            stack.append(e.body)
+            for block in e.blocks:
+                stack.extend(b.value for b in block.bindings)
+        elif isinstance(e, Call):
+            stack.append(e.op)
+            stack.extend(e.args)
+        elif isinstance(e, If):
+            stack.extend((e.true_branch, e.false_branch))
+        elif isinstance(e, Function):
+            stack.append(e.body)
+        elif hasattr(e, "fields"):
+            stack.extend(e.fields)
+        elif hasattr(e, "tuple_value"):
+            stack.append(e.tuple_value)
+    return names
+
+
+@module_pass(name="dce")
+class DeadCodeElimination:
+    """Remove unused pure bindings and empty blocks in every function, then private functions no public function reaches."""
+
+    def __init__(self, remove_unused_functions: bool = True):
+        self.remove_unused_functions = remove_unused_functions
+
+    def transform_module(self, mod: IRModule, ctx) -> IRModule:
+        out = mod
+        for name, func in mod.items():
+            if isinstance(func, Function):
+                new = eliminate_dead_code(func, mod)
+                if new is not func:
+                    out = out.with_function(name, new)
+        if not self.remove_unused_functions:
+            return out
+        roots = [n for n, f in out.items() if not getattr(f, "private", False)]
+        reached = set(roots)
+        stack = list(roots)
+        while stack:
+            f = out[stack.pop()]
+            if not isinstance(f, Function):
+                continue
+            for callee in _called_functions(f):
+                if callee in out and callee not in reached:
+                    reached.add(callee)
+                    stack.append(callee)
+        for name in list(out.keys()):
+            if name not in reached:
+                out = out.without(name)
+        return out
+
+
+register_pass("dce", DeadCodeElimination)

@@ -1,0 +1,160 @@
+"""Constant folding: evaluate pure op calls whose arguments are all constants, and inline constant bindings."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from retrograd.ir.block import VarBinding
+from retrograd.ir.expr import (
+    Call,
+    Constant,
+    Function,
+    GlobalVar,
+    If,
+    PrimValue,
+    SeqExpr,
+    ShapeExpr,
+    StringImm,
+    Tuple,
+)
+from retrograd.ir.module import IRModule
+from retrograd.ir.struct_info import TensorStructInfo
+from retrograd.passes.gradient_copy import substitute
+from retrograd.passes.infra import module_pass, register_pass
+
+
+def _static_numel(sinfo) -> int | None:
+    if isinstance(sinfo, TensorStructInfo) and sinfo.is_static:
+        return math.prod(sinfo.shape)
+    return None
+
+
+class _Folder:
+    """One forward sweep: `sub` maps each var bound to a constant to that constant."""
+
+    def __init__(self, grow: bool):
+        self.grow = grow
+        self.sub: dict = {}
+
+    def seq(self, seq: SeqExpr) -> SeqExpr:
+        changed = False
+        blocks = []
+        for block in seq.blocks:
+            kept = []
+            block_changed = False
+            for b in block.bindings:
+                value = b.value
+                if isinstance(value, If):
+                    cond = substitute(value.cond, self.sub)
+                    tb, fb = self.seq(value.true_branch), self.seq(value.false_branch)
+                    if cond is not value.cond or tb is not value.true_branch or fb is not value.false_branch:
+                        value = If(cond, tb, fb, value.struct_info, span=value.span)
+                else:
+                    value = substitute(value, self.sub) if self.sub else value
+                    if isinstance(value, Call):
+                        value = self.fold(value) or value
+                if isinstance(value, Constant):
+                    # Uses read the constant itself; the binding goes away.
+                    self.sub[b.var] = value
+                    block_changed = True
+                    continue
+                if value is not b.value:
+                    b = VarBinding(b.var, value, span=b.span)
+                    block_changed = True
+                kept.append(b)
+            changed |= block_changed
+            if not block_changed:
+                blocks.append(block)
+            elif kept:
+                blocks.append(type(block)(tuple(kept), span=block.span))
+        body = substitute(seq.body, self.sub) if self.sub else seq.body
+        if not changed and body is seq.body:
+            return seq
+        return SeqExpr(tuple(blocks), body, seq.struct_info, span=seq.span)
+
+    def fold(self, call: Call) -> Constant | None:
+        op = call.op
+        if isinstance(op, GlobalVar) or not getattr(op, "pure", False) or getattr(op, "kernel", None) is None:
+            return None
+        out_numel = _static_numel(call.struct_info)
+        if out_numel is None:
+            return None
+        args = []
+        largest = 1
+        for a in call.args:
+            value = _constant_value(a)
+            if value is _NOT_CONSTANT:
+                return None
+            if isinstance(a, Constant):
+                largest = max(largest, a.data.size)
+            args.append(value)
+        # Folding must not turn a small computation into large constant data (ones(shape) stays a call).
+        if not self.grow and out_numel > largest:
+            return None
+        try:
+            with np.errstate(all="ignore"):
+                result = np.asarray(op.kernel(*args, **call.attrs))
+        except Exception:  # noqa: BLE001 - a kernel refusing its input leaves the call for run time
+            return None
+        sinfo = call.struct_info
+        if tuple(result.shape) != tuple(sinfo.shape) or str(result.dtype) != sinfo.dtype:
+            return None
+        result = result.copy()
+        result.setflags(write=False)
+        return Constant(result, sinfo, span=call.span)
+
+
+_NOT_CONSTANT = object()
+
+
+def _constant_value(expr):
+    """The kernel-argument form of a constant expression, or _NOT_CONSTANT."""
+    if isinstance(expr, Constant):
+        return expr.data
+    if isinstance(expr, ShapeExpr):
+        if all(isinstance(v, int) for v in expr.values):
+            return tuple(expr.values)
+        return _NOT_CONSTANT
+    if isinstance(expr, PrimValue):
+        return expr.value
+    if isinstance(expr, StringImm):
+        return expr.value
+    if isinstance(expr, Tuple):
+        fields = tuple(_constant_value(f) for f in expr.fields)
+        return _NOT_CONSTANT if any(f is _NOT_CONSTANT for f in fields) else fields
+    return _NOT_CONSTANT
+
+
+def fold_constants(func: Function, grow: bool = False) -> Function:
+    """`func` with constant op calls evaluated and constant-bound variables replaced by their constant.
+
+    With `grow=False` a call is folded only if its result is no larger than its largest constant input.
+    """
+    body = _Folder(grow).seq(func.body)
+    if body is func.body:
+        return func
+    return Function(func.params, body, func.ret_struct_info, func.is_pure, func.private, dict(func.attrs), span=func.span)
+
+
+@module_pass(name="fold-constant")
+class FoldConstant:
+    """Evaluate pure op calls on constants at compile time and inline constant bindings."""
+
+    def __init__(self, grow: bool = False):
+        self.grow = grow
+
+    def transform_module(self, mod: IRModule, ctx) -> IRModule:
+        out = mod
+        for name, func in mod.items():
+            if isinstance(func, Function):
+                new = fold_constants(func, self.grow)
+                if new is not func:
+                    out = out.with_function(name, new)
+        return out
+
+
+register_pass("fold-constant", FoldConstant)
+
+__all__ = ["FoldConstant", "fold_constants"]

@@ -1,0 +1,315 @@
+"""The reverse sweep of the Gradient pass: adjoint accumulation, un-broadcasting, tuples, If and calls."""
+
+from __future__ import annotations
+
+from retrograd.errors import DiagnosticError, GradientError
+from retrograd.ir.block import VarBinding
+from retrograd.ir.expr import (
+    Call,
+    Constant,
+    Expr,
+    Function,
+    GlobalVar,
+    If,
+    PrimValue,
+    SeqExpr,
+    ShapeExpr,
+    StringImm,
+    Tuple,
+    TupleGetItem,
+    Var,
+    is_leaf,
+    shape_expr,
+)
+from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, is_float_dtype
+from retrograd.ops.registry import get as get_op
+from retrograd.ops.shape_utils import broadcast_shapes
+from retrograd.passes.gradient_copy import copy_binding, copy_expr, free_vars, read_vars
+
+_NO_GRAD = "relax.grad.no_grad"
+
+
+def has_float(sinfo) -> bool:
+    """True when a value of this struct info holds floating-point data (so it can carry a gradient)."""
+    if isinstance(sinfo, TensorStructInfo):
+        return is_float_dtype(sinfo.dtype)
+    if isinstance(sinfo, TupleStructInfo):
+        return any(has_float(f) for f in sinfo.fields)
+    return False
+
+
+def all_float(sinfo) -> bool:
+    """True when every tensor in the value is floating point (what require_grads demands)."""
+    if isinstance(sinfo, TensorStructInfo):
+        return is_float_dtype(sinfo.dtype)
+    if isinstance(sinfo, TupleStructInfo):
+        return bool(sinfo.fields) and all(all_float(f) for f in sinfo.fields)
+    return False
+
+
+def compute_active(bindings, seeds) -> set:
+    """Variables whose value depends on a seed variable and holds float data: only these get adjoints."""
+    active = set(seeds)
+    reads: list = []
+    for b in bindings:
+        if b.var in active or not has_float(b.var.struct_info):
+            continue
+        reads.clear()
+        read_vars(b.value, reads)
+        for v in reads:
+            if v in active:
+                active.add(b.var)
+                break
+    return active
+
+
+def _is_no_grad(expr) -> bool:
+    return isinstance(expr, Call) and getattr(expr.op, "name", None) == _NO_GRAD
+
+
+class Sweep:
+    """One reverse sweep over straight-line bindings. `adj` maps a var to its adjoint so far:
+    an expression (a leaf, or a var holding a tuple), a Python tuple of per-field adjoints, or
+    absent (zero). Zeros are only materialized when a whole value is needed."""
+
+    def __init__(self, ctx, bb, active: set):
+        self.ctx = ctx  # the differentiator: function name, vjp functions, sparse parameters
+        self.bb = bb
+        self.active = active
+        self.adj: dict = {}
+
+    # -- adjoint algebra ------------------------------------------------------
+    def is_active(self, expr) -> bool:
+        if isinstance(expr, Var):
+            return expr in self.active
+        if isinstance(expr, Tuple):
+            return any(self.is_active(f) for f in expr.fields)
+        return False
+
+    def add(self, base: Expr, incr) -> None:
+        """Accumulate `incr` into the adjoint of `base` (a var, or a tuple expression of them)."""
+        if incr is None:
+            return
+        if isinstance(base, Var):
+            if base in self.active:
+                old = self.adj.get(base)
+                self.adj[base] = incr if old is None else self.accumulate(old, incr, base.struct_info, base.name_hint)
+        elif isinstance(base, Tuple):
+            for i, f in enumerate(base.fields):
+                if self.is_active(f):
+                    self.add(f, self.field(incr, i))
+        # Constants, shapes and prim values carry no gradient.
+
+    def field(self, adj, i: int):
+        if adj is None:
+            return None
+        if isinstance(adj, tuple):
+            return adj[i]
+        if isinstance(adj, Tuple):
+            return adj.fields[i]
+        return self.bb.emit(TupleGetItem(adj, i), "lv")
+
+    def accumulate(self, a, b, sinfo, name: str):
+        if a is None:
+            return b
+        if b is None:
+            return a
+        if isinstance(sinfo, TupleStructInfo):
+            return tuple(
+                self.accumulate(self.field(a, i), self.field(b, i), s, name) for i, s in enumerate(sinfo.fields)
+            )
+        return self.bb.emit(R_add(a, b), f"{name}_adjoint")
+
+    def materialize(self, adj, sinfo, like: Expr | None = None) -> Expr:
+        """The adjoint as an IR value (a leaf or a tuple of leaves), with zeros where it is absent."""
+        if isinstance(adj, tuple):
+            fields = [
+                self.materialize(a, s, None if like is None else self._like_field(like, i))
+                for i, (a, s) in enumerate(zip(adj, sinfo.fields))
+            ]
+            return self.bb.normalize(Tuple(fields))
+        if adj is None:
+            return self.zeros(sinfo, like)
+        return adj
+
+    def _like_field(self, like, i):
+        if isinstance(like, Tuple):
+            return like.fields[i]
+        return self.bb.emit(TupleGetItem(like, i), "lv")
+
+    def as_tuple(self, adj, sinfo, like) -> Expr:
+        """A tuple-valued adjoint as a Tuple expression, the form gradient rules receive."""
+        value = self.materialize(adj, sinfo, like)
+        if isinstance(value, Tuple) or not isinstance(sinfo, TupleStructInfo):
+            return value
+        return self.bb.normalize(Tuple([self.bb.emit(TupleGetItem(value, i), "lv") for i in range(len(sinfo.fields))]))
+
+    def zeros(self, sinfo, like: Expr | None = None) -> Expr:
+        if isinstance(sinfo, TupleStructInfo):
+            fields = [
+                self.zeros(s, None if like is None else self._like_field(like, i)) for i, s in enumerate(sinfo.fields)
+            ]
+            return self.bb.normalize(Tuple(fields))
+        if isinstance(sinfo, TensorStructInfo):
+            if sinfo.shape is not None and sinfo.dtype:
+                return self.bb.emit(get_op("relax.zeros")(shape_expr(sinfo.shape), dtype=sinfo.dtype), "lv")
+            if like is not None:
+                return self.bb.emit(get_op("relax.zeros_like")(like), "lv")
+        raise self.ctx.error(f"cannot build a zero gradient for a value of unknown shape or dtype ({sinfo})")
+
+    def fit(self, expr: Expr, target_sinfo, like: Expr | None, name: str):
+        """Normalize a rule's partial and bring it to the argument's shape (the driver un-broadcasts)."""
+        bb = self.bb
+        value = bb.normalize(expr)
+        if isinstance(value, Tuple) and isinstance(target_sinfo, TupleStructInfo):
+            return tuple(
+                self.fit(f, s, None if like is None else self._like_field(like, i), name)
+                for i, (f, s) in enumerate(zip(value.fields, target_sinfo.fields))
+            )
+        got = value.struct_info
+        if isinstance(got, TensorStructInfo) and isinstance(target_sinfo, TensorStructInfo):
+            value = self._reshape_to(value, got, target_sinfo, like)
+        if is_leaf(value):
+            return value
+        return bb.emit(value, name)
+
+    def _reshape_to(self, value, got: TensorStructInfo, want: TensorStructInfo, like):
+        if got.shape is not None and got.shape == want.shape:
+            return value
+        if want.shape is None:
+            if got.ndim == want.ndim and got.ndim != -1 and like is None:
+                return value
+            if like is None:
+                return value
+            leaf = value if is_leaf(value) else self.bb.emit(value, "lv")
+            return self.bb.normalize(get_op("relax.collapse_sum_like")(leaf, like))
+        leaf = value if is_leaf(value) else self.bb.emit(value, "lv")
+        target = shape_expr(want.shape)
+        if got.shape is not None:
+            joint = broadcast_shapes(got.shape, want.shape)
+            if joint == tuple(want.shape):
+                # The partial is smaller than the argument (a rule returned a broadcastable value).
+                return self.bb.normalize(get_op("relax.broadcast_to")(leaf, target))
+            if joint is not None and joint != tuple(got.shape):
+                leaf = self.bb.emit(get_op("relax.broadcast_to")(leaf, shape_expr(joint)), "lv")
+        return self.bb.normalize(get_op("relax.collapse_sum_to")(leaf, target))
+
+    # -- the sweep --------------------------------------------------------------
+    def run(self, bindings) -> None:
+        for binding in reversed(bindings):
+            adj = self.adj.get(binding.var)
+            if adj is None:
+                continue
+            value = binding.value
+            if isinstance(value, Var | Tuple):
+                self.add(value, adj)
+            elif isinstance(value, TupleGetItem):
+                self._getitem(value, adj)
+            elif isinstance(value, Call):
+                if isinstance(value.op, GlobalVar):
+                    self._call_function(binding, value, adj)
+                else:
+                    self._call_op(binding, value, adj)
+            elif isinstance(value, If):
+                self._if(binding, value, adj)
+            elif isinstance(value, Constant | ShapeExpr | PrimValue | StringImm):
+                continue
+            elif isinstance(value, Function | SeqExpr):
+                raise self.ctx.error(f"cannot differentiate through a {type(value).__name__} value", binding)
+
+    def _getitem(self, value: TupleGetItem, adj) -> None:
+        tup = value.tuple_value
+        sinfo = tup.struct_info
+        n = len(sinfo.fields)
+        index = value.index % n
+        self.add(tup, tuple(adj if i == index else None for i in range(n)))
+
+    def _call_op(self, binding: VarBinding, call: Call, adj) -> None:
+        op = call.op
+        name = getattr(op, "name", "?")
+        if name == _NO_GRAD:
+            return
+        if not any(self.is_active(a) for a in call.args):
+            return
+        sparse = self.ctx.sparse_contribution(self, binding, call, adj)
+        if sparse:
+            return
+        rule = getattr(op, "grad", None)
+        if rule is None:
+            raise self.ctx.error(f"{op.script_name} has no gradient rule", binding)
+        var = binding.var
+        if isinstance(var.struct_info, TupleStructInfo):
+            g = self.as_tuple(adj, var.struct_info, var)
+        else:
+            g = self.materialize(adj, var.struct_info, var)
+        try:
+            partials = rule(call, var, g)
+            if partials is None or len(partials) != len(call.args):
+                count = "nothing" if partials is None else f"{len(partials)} entries"
+                raise self.ctx.error(
+                    f"the gradient rule of {op.script_name} returned {count} for {len(call.args)} arguments", binding
+                )
+            for arg, part in zip(call.args, partials):
+                if part is None or _is_no_grad(part) or not self.is_active(arg):
+                    continue
+                hint = f"{arg.name_hint}_adjoint" if isinstance(arg, Var) and arg not in self.adj else "lv"
+                self.add(arg, self.fit(part, arg.struct_info, arg, hint))
+        except GradientError:
+            raise
+        except DiagnosticError as err:
+            raise self.ctx.error(f"the gradient rule of {op.script_name} failed: {err.message}", binding) from err
+
+    def _call_function(self, binding: VarBinding, call: Call, adj) -> None:
+        if not any(self.is_active(a) for a in call.args):
+            return
+        vjp, indices = self.ctx.vjp_function(call.op.name_hint, binding)
+        if not indices:
+            return
+        var = binding.var
+        g = self.materialize(adj, var.struct_info, var)
+        result = self.bb.emit(Call(vjp, tuple(call.args) + (g,)), "lv")
+        for j, k in enumerate(indices):
+            arg = call.args[k]
+            if not self.is_active(arg):
+                continue
+            part = result if len(indices) == 1 else self.bb.emit(TupleGetItem(result, j), "lv")
+            self.add(arg, part)
+
+    def _if(self, binding: VarBinding, node: If, adj) -> None:
+        """Backward of `v = If(c, A, B)`: an If on the same condition whose branches recompute their
+        forward bindings, sweep them backwards and return the adjoints of the outer variables used."""
+        bb = self.bb
+        outer = []
+        seen: set = set()
+        for branch in (node.true_branch, node.false_branch):
+            for v in free_vars(branch):
+                if v in self.active and v not in seen:
+                    seen.add(v)
+                    outer.append(v)
+        if not outer:
+            return
+        g = self.materialize(adj, binding.var.struct_info, binding.var)
+        branches = []
+        for branch in (node.true_branch, node.false_branch):
+            bb.begin_scope()
+            bb.begin_block(dataflow=False)
+            vmap: dict = {}
+            copied = []
+            for block in branch.blocks:
+                for b in block.bindings:
+                    new = copy_binding(b, vmap, promote=True)
+                    bb.emit_binding(new)
+                    copied.append(new)
+            body = copy_expr(branch.body, vmap, promote=True)
+            sub = Sweep(self.ctx, bb, compute_active(copied, outer))
+            sub.add(body, g)
+            sub.run(copied)
+            results = [sub.materialize(sub.adj.get(v), v.struct_info, v) for v in outer]
+            branches.append(bb.end_scope(results[0] if len(results) == 1 else Tuple(results)))
+        result = bb.emit(If(node.cond, branches[0], branches[1], span=node.span), "lv")
+        for k, v in enumerate(outer):
+            self.add(v, result if len(outer) == 1 else bb.emit(TupleGetItem(result, k), "lv"))
+
+
+def R_add(a: Expr, b: Expr) -> Call:
+    return get_op("relax.add")(a, b)
