@@ -225,7 +225,11 @@ def _take_backward_kernel(output_grad, x, indices, *, axis, mode):
 def _take_backward_grad(call, out, g):
     # Linear in output_grad: the adjoint of scattering rows into x is gathering them back, take(g).
     # The result does not depend on x's values; indices are not differentiable.
-    return [R.take(g, call.args[2], axis=call.attrs["axis"], mode=call.attrs["mode"] or "fast"), None, None]
+    axis, mode = call.attrs["axis"], call.attrs["mode"] or "fast"
+    if axis is None and call.args[1].struct_info.ndim != 1:
+        # axis=None addresses the flattened x; R.take itself wants a 1-D tensor then (as TVM's).
+        g, axis = R.flatten(g), 0
+    return [R.take(g, call.args[2], axis=axis, mode=mode), None, None]
 
 
 take_backward = register(
