@@ -190,6 +190,15 @@ class OpDef(Op):
         return out_args, attr_vals
 
     def __call__(self, *args: Expr, span=None, **attr_vals) -> Call:
+        if len(args) > len(self.args):
+            # TVM's Python API also takes trailing attributes positionally: R.astype(x, "float32").
+            if len(args) > len(self.args) + len(self.attrs_schema):
+                raise OpError(f"{self.script_name}: too many arguments ({len(args)})", span)
+            for spec, value in zip(self.attrs_schema, args[len(self.args) :]):
+                if spec.name in attr_vals:
+                    raise OpError(f"{self.script_name}: attribute '{spec.name}' given twice", span)
+                attr_vals[spec.name] = value
+            args = args[: len(self.args)]
         return Call(self, args, self.normalize_attrs(attr_vals, span), span=span)
 
     # -- inference ----------------------------------------------------------
