@@ -259,11 +259,17 @@ def _infer_reshape(ctx: InferCtx) -> TensorStructInfo:
     old = monomial(dims_product(x.shape))
     new = monomial(dims_product([d for d in values if d != -1]))
     if holes:
-        if old is None or new is None or new[0] == 0 or old[0] % new[0] or not _divides(new[1], old[1]):
-            if old is not None and new is not None and not old[1] and not new[1]:
+        if old is not None and new is not None and not old[1] and not new[1]:
+            if new[0] == 0 or old[0] % new[0]:
                 raise ctx.error(f"cannot reshape {old[0]} elements into {values}", 1)
+        if old is not None and new is not None and new[0] and not old[0] % new[0] and _divides(new[1], old[1]):
+            values[holes[0]] = from_monomial(old[0] // new[0], _remove(old[1], new[1]))
+        elif new is not None and not new[1] and new[0] > 0:
+            # Not an exact product: keep the floor division TVM writes ("n * 6 // 4").
+            total = dims_product(x.shape)
+            values[holes[0]] = f"{total if old is not None else f'({total})'} // {new[0]}"
+        else:
             return TensorStructInfo(None, x.dtype, len(values))
-        values[holes[0]] = from_monomial(old[0] // new[0], _remove(old[1], new[1]))
     elif old is not None and new is not None and (old[1] == new[1]) and old[0] != new[0]:
         raise ctx.error(f"the new shape {values} has {new[0]} elements but the input has {old[0]}", 1)
     return TensorStructInfo(tuple(values), x.dtype)
