@@ -251,3 +251,16 @@ def test_embedding_hessian_vector_product_matches_torch():
     _, t_grads, t_hv = _torch_hvp(torch_loss, tensors, vs)
     np.testing.assert_allclose(grads[0], t_grads[0].detach().numpy(), rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(hv[0], t_hv[0].numpy(), rtol=1e-9, atol=1e-12)
+
+
+def test_conv2d_out_dtype_gradients_come_back_in_the_input_dtype():
+    from op_case import OpCase, T
+
+    case = OpCase("relax.nn.conv2d", [T(1, 3, 5, 5), T(2, 3, 2, 2)], {"out_dtype": "float64", "padding": (1, 1)})
+    arrays = case.make_inputs(seed=3)
+    seed = np.random.default_rng(4).normal(size=(1, 2, 6, 6))
+    grads, _ = rule_gradients(case, arrays, seed)
+    ref, _ = rule_gradients(case.as_dtype("float64"), [a.astype("float64") for a in arrays], seed)
+    for got, want in zip(grads, ref):
+        assert got.dtype == np.float32
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
