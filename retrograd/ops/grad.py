@@ -82,7 +82,8 @@ def _nll_loss_backward_infer(ctx: InferCtx) -> TensorStructInfo:
 def _nll_loss_backward_grad(call, out, g):
     # The result is linear in output_grad: its adjoint contracts g at the target classes with the same
     # weights and divisor, which is nll_loss itself applied to g. It does not depend on the prediction
-    # values, and targets/weights are not differentiated (as in nll_loss).
+    # values, and targets/weights are not differentiated (as in nll_loss). One corner differs: under
+    # "mean" with every target ignored the backward is constant zero, but nll_loss(g) gives nan there.
     _, _, targets, *weights = call.args
     return [R.nn.nll_loss(g, targets, *weights, **call.attrs), None, None] + [None] * len(weights)
 

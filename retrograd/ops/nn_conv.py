@@ -14,7 +14,7 @@ from retrograd.ops.shape_utils import same_dtype
 
 _PAIR = at.at_least(at.fixed_ints(2), 1)
 _PAD = at.at_least(at.fixed_ints(4), 0)
-_LAYOUT_TAIL = (
+_GROUPS_AND_DATA_LAYOUT = (
     Attr("groups", at.to_int, 1),
     Attr("data_layout", at.layout("NCHW"), "NCHW"),
 )
@@ -23,7 +23,7 @@ CONV2D_ATTRS = (
     Attr("strides", _PAIR, (1, 1)),
     Attr("padding", _PAD, (0, 0, 0, 0)),
     Attr("dilation", _PAIR, (1, 1)),
-    *_LAYOUT_TAIL,
+    *_GROUPS_AND_DATA_LAYOUT,
     Attr("kernel_layout", at.layout("OIHW"), "OIHW"),
     Attr("out_layout", at.opt_layout("NCHW"), None),
     Attr("out_dtype", at.to_opt_dtype, None),
@@ -33,7 +33,7 @@ CONV2D_TRANSPOSE_ATTRS = (
     Attr("padding", _PAD, (0, 0, 0, 0)),
     Attr("output_padding", at.at_least(at.fixed_ints(2), 0), (0, 0)),
     Attr("dilation", _PAIR, (1, 1)),
-    *_LAYOUT_TAIL,
+    *_GROUPS_AND_DATA_LAYOUT,
     Attr("kernel_layout", at.layout("OIHW"), "IOHW"),
     Attr("out_layout", at.opt_layout("NCHW"), None),
     Attr("out_dtype", at.to_opt_dtype, None),
