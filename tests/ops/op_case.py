@@ -71,6 +71,8 @@ class OpCase:
     def diff_args(self) -> list[int]:
         if self.differentiable_args is not None:
             return list(self.differentiable_args)
+        if any(isinstance(leaf, TensorStructInfo) and leaf.shape is None for leaf in self.leaves()):
+            return []  # an ndim-only input: an inference-only case, there is no shape to draw data for
 
         def is_float(inp):
             if isinstance(inp, list):
@@ -126,6 +128,8 @@ class OpCase:
             if isinstance(leaf, np.ndarray):
                 out.append(leaf.copy())
                 continue
+            if leaf.shape is None:
+                raise ValueError(f"{self.id}: input of unknown shape {leaf} cannot be drawn (inference-only case)")
             shape, dtype = tuple(leaf.shape), leaf.dtype
             if is_float_dtype(dtype):
                 out.append(rng.uniform(self.low, self.high, size=shape).astype(dtype))

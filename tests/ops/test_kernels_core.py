@@ -283,7 +283,6 @@ def test_integer_semantics_naive():
         (lambda: R.collapse_sum_to.kernel(np.zeros((3, 4)), (2, 4)), "cannot collapse"),
         (lambda: R.broadcast_to.kernel(np.zeros((3, 4)), (2, 4)), "cannot broadcast"),
         (lambda: R.take.kernel(np.zeros((3, 4)), np.array([4]), axis=0, mode="fast"), "index 4 out of range"),
-        (lambda: R.zeros.kernel((2,), dtype="bfloat16"), "bfloat16"),
     ],
 )
 def test_kernel_errors(call, fragment):
