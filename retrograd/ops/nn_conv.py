@@ -10,7 +10,7 @@ from retrograd.ops.api import R
 from retrograd.ops.kernels import conv as conv_kernels
 from retrograd.ops.nn_shape import check_4d, from_layout, to_layout, transposed_size, window_count
 from retrograd.ops.registry import Attr, InferCtx, register
-from retrograd.ops.shape_utils import same_dtype
+from retrograd.ops.shape_utils import dim_mul, same_dtype
 
 _PAIR = at.at_least(at.fixed_ints(2), 1)
 _PAD = at.at_least(at.fixed_ints(4), 0)
@@ -117,12 +117,15 @@ def _infer_conv2d_transpose(ctx: InferCtx) -> TensorStructInfo:
 # -- gradients -------------------------------------------------------------------------------
 
 
-def _static(call, expr, what: str, layout: str, canonical: str) -> tuple[int, ...]:
-    """The static shape of `expr` (laid out as `layout`) in `canonical` order."""
+def _static(call, expr, what: str, layout: str, canonical: str) -> tuple:
+    """The shape of `expr` (laid out as `layout`) in `canonical` order; only a batch dim (N) may be symbolic."""
     s = expr.struct_info
-    if not isinstance(s, TensorStructInfo) or not s.is_static:
-        raise GradientError(f"{call.op.script_name}: the gradient needs a static shape for {what}, got {s}", call.span)
-    return from_layout(s.shape, layout, canonical)
+    dims = from_layout(s.shape, layout, canonical) if isinstance(s, TensorStructInfo) and s.shape is not None else None
+    if dims is None or not all(isinstance(d, int) for c, d in zip(canonical, dims) if c != "N"):
+        raise GradientError(
+            f"{call.op.script_name}: the gradient needs static channel and spatial dims for {what}, got {s}", call.span
+        )
+    return dims
 
 
 def _permute(expr, src: str, dst: str):
@@ -145,7 +148,7 @@ def weight_grad(data, data_shape, out_grad, kernel_hw, strides, padding, dilatio
         cg = c // groups
         data = R.reshape(data, shape_expr((n, groups, cg, h, w)))
         data = R.permute_dims(data, axes=[1, 0, 2, 3, 4])
-        data = R.reshape(data, shape_expr((groups * n, cg, h, w)))
+        data = R.reshape(data, shape_expr((dim_mul(groups, n), cg, h, w)))
     unread_h = (h + pt + pb - dh * (kh - 1) - 1) % sh
     unread_w = (w + pl + pr - dw * (kw - 1) - 1) % sw
     pb2, pr2 = (pb - unread_h if unread_h <= pb else pb), (pr - unread_w if unread_w <= pr else pr)
