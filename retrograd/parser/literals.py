@@ -1,0 +1,333 @@
+"""Meanings of syntax that is not a value: literals, symbolic dims, struct-info annotations, constants."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from retrograd.errors import OpError, ParseError, Span, TypeInferenceError, UnsupportedError
+from retrograd.ir.struct_info import (
+    FuncStructInfo,
+    ObjectStructInfo,
+    PrimStructInfo,
+    ShapeStructInfo,
+    TensorStructInfo,
+    TupleStructInfo,
+)
+from retrograd.ops.attr_types import DTYPES
+from retrograd.parser.syntax import (
+    K_ARITH,
+    K_CALL,
+    K_DICT,
+    K_KWARG,
+    K_LIST,
+    K_LIT,
+    K_NAME,
+    K_NEG,
+    K_NUM,
+    K_STR,
+    K_TUPLE,
+    Node,
+)
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_PREC = {"+": 1, "-": 1, "*": 2, "//": 2, "/": 2, "%": 2}
+# TIR functions TVM prints inside symbolic dims (`T.min(3, n) - T.min(1, n)`).
+_DIM_FUNCS = frozenset(("T.min", "T.max", "T.floordiv", "T.floormod", "T.truncdiv", "T.truncmod", "T.if_then_else"))
+_SPECIAL_FLOATS = {"inf": float("inf"), "nan": float("nan"), "-inf": float("-inf")}
+
+
+class Ctx:
+    """What the helpers need to report errors: the source and its name."""
+
+    __slots__ = ("text", "source_name")
+
+    def __init__(self, text: str, source_name: str):
+        self.text = text
+        self.source_name = source_name
+
+    def span(self, node: Node) -> Span:
+        return Span(self.source_name, node.line, node.col, node.end_line, node.end_col, self.text)
+
+
+def resolve_arith(items: list):
+    """Precedence climbing over a flat [operand, op, operand, ...] list -> nested (op, lhs, rhs)."""
+    pos = 0
+
+    def parse(min_prec: int):
+        nonlocal pos
+        lhs = items[pos]
+        pos += 1
+        while pos < len(items):
+            op = items[pos]
+            prec = _PREC[op]
+            if prec < min_prec:
+                break
+            pos += 1
+            rhs = parse(prec + 1)
+            lhs = (op, lhs, rhs)
+        return lhs
+
+    return parse(1)
+
+
+# -- literals ---------------------------------------------------------------------------------
+
+
+class NotLiteral(Exception):
+    """Raised (internally) when an expression is not a literal; carries the offending node."""
+
+    def __init__(self, node: Node):
+        self.node = node
+
+
+def literal(node: Node):
+    """A Python value from literal syntax: numbers, strings, True/False/None, lists, tuples, dicts."""
+    k = node.kind
+    if k == K_NUM or k == K_STR or k == K_LIT:
+        return node.value
+    if k == K_NEG:
+        v = literal(node.items)
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            raise NotLiteral(node)
+        return -v
+    if k == K_LIST or k == K_TUPLE:
+        return tuple(literal(x) for x in node.items)
+    if k == K_DICT:
+        return {literal(a): literal(b) for a, b in node.items}
+    if k == K_CALL and node.value.kind == K_NAME and node.value.value == "float" and len(node.items) == 1:
+        arg = node.items[0]
+        if arg.kind == K_STR and arg.value.strip().lower() in _SPECIAL_FLOATS:
+            return _SPECIAL_FLOATS[arg.value.strip().lower()]
+    raise NotLiteral(node)
+
+
+def nested_literal(node: Node):
+    """Like `literal` but lists stay lists (for R.const data)."""
+    k = node.kind
+    if k == K_LIST or k == K_TUPLE:
+        return [nested_literal(x) for x in node.items]
+    return literal(node)
+
+
+# -- symbolic dims ----------------------------------------------------------------------------
+
+
+def dim(ctx: Ctx, node: Node, parse_text=None):
+    """A dim: an int, or the canonical text of a symbolic expression (`n`, `n * 4`, `T.min(3, n)`)."""
+    k = node.kind
+    if k == K_NUM:
+        if isinstance(node.value, int) and node.value >= 0:
+            return node.value
+        raise TypeInferenceError(f"a dimension must be a non-negative integer or a symbolic expression, got {node.value}", ctx.span(node))
+    if k == K_NAME:
+        if "." in node.value:
+            raise TypeInferenceError(f"'{node.value}' is not a dimension", ctx.span(node))
+        return node.value
+    if k == K_STR:
+        text = node.value.strip()
+        if _IDENT.match(text):
+            return text
+        if text.isdigit():
+            return int(text)
+        if parse_text is None:
+            raise TypeInferenceError(f"cannot read dimension {node.value!r}", ctx.span(node))
+        inner = parse_text(text, node)
+        return dim(ctx, inner, parse_text)
+    text, _ = _dim_text(ctx, node)
+    return text
+
+
+def _dim_text(ctx: Ctx, node: Node) -> tuple[str, int]:
+    """(canonical text, precedence) of a symbolic dim expression; parentheses only where needed."""
+    k = node.kind
+    if k == K_NUM and isinstance(node.value, int):
+        return str(node.value), 4
+    if k == K_NAME and "." not in node.value:
+        return node.value, 4
+    if k == K_STR and _IDENT.match(node.value.strip()):
+        return node.value.strip(), 4
+    if k == K_NEG:
+        text, prec = _dim_text(ctx, node.items)
+        return "-" + (f"({text})" if prec < 3 else text), 3
+    if k == K_ARITH:
+        return _render(ctx, resolve_arith(node.items))
+    if k == K_CALL and node.value.kind == K_NAME:
+        fname = node.value.value
+        if fname in _DIM_FUNCS and all(a.kind != K_KWARG for a in node.items):
+            args = ", ".join(_dim_text(ctx, a)[0] for a in node.items)
+            return f"{fname}({args})", 4
+        if fname.startswith("T.") and fname[2:] in DTYPES and len(node.items) == 1:
+            return _dim_text(ctx, node.items[0])
+    raise TypeInferenceError("expected a dimension (an integer or a symbolic expression such as n * 2)", ctx.span(node))
+
+
+def _render(ctx: Ctx, tree) -> tuple[str, int]:
+    if not isinstance(tree, tuple):
+        return _dim_text(ctx, tree)
+    op, lhs, rhs = tree
+    if op == "/":
+        raise TypeInferenceError("symbolic dims use // for division", ctx.span(rhs if isinstance(rhs, Node) else lhs))
+    prec = _PREC[op]
+    lt, lp = _render(ctx, lhs)
+    rt, rp = _render(ctx, rhs)
+    if lp < prec:
+        lt = f"({lt})"
+    if rp <= prec:
+        rt = f"({rt})"
+    return f"{lt} {op} {rt}", prec
+
+
+# -- struct info annotations ------------------------------------------------------------------
+
+
+def _dtype(ctx: Ctx, node: Node | None) -> str:
+    if node is None or (node.kind == K_LIT and node.value is None):
+        return ""
+    if node.kind != K_STR:
+        raise TypeInferenceError("a dtype is written as a string such as \"float32\"", ctx.span(node))
+    if node.value not in DTYPES and node.value != "void":
+        raise TypeInferenceError(f"unknown dtype {node.value!r} (known: {', '.join(DTYPES)})", ctx.span(node))
+    return "" if node.value == "void" else node.value
+
+
+def _split_args(ctx: Ctx, node: Node, names: tuple[str, ...], what: str) -> dict[str, Node]:
+    """Positional and keyword arguments of an annotation call, by parameter name."""
+    out: dict[str, Node] = {}
+    pos = 0
+    for a in node.items:
+        if a.kind == K_KWARG:
+            if a.value not in names:
+                raise TypeInferenceError(f"{what} has no parameter '{a.value}' (parameters: {', '.join(names)})", ctx.span(a))
+            if a.value in out:
+                raise TypeInferenceError(f"{what}: '{a.value}' given twice", ctx.span(a))
+            out[a.value] = a.items
+        else:
+            if pos >= len(names):
+                raise TypeInferenceError(f"{what} takes at most {len(names)} arguments", ctx.span(a))
+            out[names[pos]] = a
+            pos += 1
+    return out
+
+
+def _int_arg(ctx: Ctx, node: Node | None, default: int) -> int:
+    if node is None:
+        return default
+    v = literal(node) if node.kind in (K_NUM, K_NEG) else None
+    if not isinstance(v, int) or isinstance(v, bool):
+        raise TypeInferenceError("expected an integer", ctx.span(node))
+    return v
+
+
+def struct_info(ctx: Ctx, node: Node, parse_text=None):
+    """An annotation (`R.Tensor((n, 3), "float32")`, `R.Tuple(...)`, `R.Shape([2])`, ...) -> struct info."""
+    k = node.kind
+    if k == K_NAME:
+        name = node.value
+        if name == "R.Tensor":
+            return TensorStructInfo(None, "", -1)
+        if name in ("R.Object", "R.Any"):
+            return ObjectStructInfo()
+        if name == "R.Tuple":
+            return TupleStructInfo(())
+        if name == "R.Shape":
+            return ShapeStructInfo(None, -1)
+        if name.startswith("T.") and name[2:] in DTYPES:
+            return PrimStructInfo(name[2:])
+    elif k == K_CALL and node.value.kind == K_NAME:
+        name = node.value.value
+        if name == "R.Tensor":
+            a = _split_args(ctx, node, ("shape", "dtype", "vdevice", "ndim"), "R.Tensor")
+            shape_node, dtype_node = a.get("shape"), a.get("dtype")
+            if shape_node is not None and shape_node.kind == K_STR and dtype_node is None:
+                shape_node, dtype_node = None, shape_node  # R.Tensor("float32") as TVM reads it
+            vdev = a.get("vdevice")
+            if vdev is not None and not (vdev.kind == K_LIT and vdev.value is None):
+                raise UnsupportedError("virtual devices (vdevice=) are not supported", ctx.span(vdev))
+            dtype = _dtype(ctx, dtype_node)
+            ndim = _int_arg(ctx, a.get("ndim"), -1)
+            if shape_node is None or (shape_node.kind == K_LIT and shape_node.value is None):
+                if ndim < -1:
+                    raise TypeInferenceError("ndim must be -1 (unknown) or at least 0", ctx.span(a["ndim"]))
+                return TensorStructInfo(None, dtype, ndim)
+            if shape_node.kind not in (K_TUPLE, K_LIST):
+                raise TypeInferenceError("the shape of R.Tensor is a tuple of dims such as (3, n)", ctx.span(shape_node))
+            dims = tuple(dim(ctx, d, parse_text) for d in shape_node.items)
+            if ndim != -1 and ndim != len(dims):
+                raise TypeInferenceError(f"ndim={ndim} contradicts a shape of {len(dims)} dims", ctx.span(node))
+            return TensorStructInfo(dims, dtype)
+        if name == "R.Tuple":
+            for a in node.items:
+                if a.kind == K_KWARG:
+                    raise TypeInferenceError("R.Tuple takes only struct infos", ctx.span(a))
+            return TupleStructInfo(tuple(struct_info(ctx, a, parse_text) for a in node.items))
+        if name == "R.Shape":
+            a = _split_args(ctx, node, ("values", "ndim"), "R.Shape")
+            values = a.get("values")
+            ndim = _int_arg(ctx, a.get("ndim"), -1)
+            if values is None or (values.kind == K_LIT and values.value is None):
+                return ShapeStructInfo(None, ndim)
+            if values.kind not in (K_TUPLE, K_LIST):
+                raise TypeInferenceError("R.Shape takes a list of dims such as [2, n]", ctx.span(values))
+            vals = tuple(dim(ctx, d, parse_text) for d in values.items)
+            return ShapeStructInfo(vals)
+        if name == "R.Prim":
+            a = _split_args(ctx, node, ("dtype",), "R.Prim")
+            if "dtype" not in a:
+                raise TypeInferenceError("R.Prim needs a dtype", ctx.span(node))
+            return PrimStructInfo(_dtype(ctx, a["dtype"]))
+        if name in ("R.Object", "R.Any") and not node.items:
+            return ObjectStructInfo()
+        if name == "I.StringType" and not node.items:
+            return ObjectStructInfo()
+        if name == "R.Callable":
+            a = _split_args(ctx, node, ("params", "ret", "purity"), "R.Callable")
+            params = a.get("params")
+            if params is None or params.kind not in (K_TUPLE, K_LIST) or "ret" not in a:
+                raise TypeInferenceError("R.Callable takes a list of parameter struct infos and a result", ctx.span(node))
+            purity = True
+            if "purity" in a:
+                purity = literal(a["purity"])
+            return FuncStructInfo(
+                tuple(struct_info(ctx, p, parse_text) for p in params.items),
+                struct_info(ctx, a["ret"], parse_text),
+                bool(purity),
+            )
+    raise TypeInferenceError(
+        "expected a struct info annotation: R.Tensor(...), R.Tuple(...), R.Shape(...), R.Prim(...) or R.Object",
+        ctx.span(node),
+    )
+
+
+# -- constants --------------------------------------------------------------------------------
+
+# R.const's defaults, as TVM's relax.const: Python ints are int32, floats float32.
+_DEFAULT_DTYPE = {np.dtype("int64"): "int32", np.dtype("float64"): "float32"}
+
+
+def const_array(ctx: Ctx, value_node: Node, dtype: str | None, call: Node) -> np.ndarray:
+    """The data of `R.const(value, dtype)`."""
+    try:
+        value = nested_literal(value_node)
+    except NotLiteral as err:
+        raise OpError("R.const takes a number, True/False or a nested list of them", ctx.span(err.node)) from None
+    if isinstance(value, str | dict) or value is None:
+        raise OpError("R.const takes a number, True/False or a nested list of them", ctx.span(value_node))
+    if dtype is not None and dtype not in DTYPES:
+        raise OpError(f"R.const: unknown dtype {dtype!r} (known: {', '.join(DTYPES)})", ctx.span(call))
+    try:
+        arr = np.array(value, dtype=dtype)
+        if dtype is None:
+            if arr.dtype.kind not in "biuf":
+                raise ValueError("values must be numbers or booleans")
+            default = _DEFAULT_DTYPE.get(arr.dtype)
+            if default is not None:
+                arr = arr.astype(default)
+    except (ValueError, TypeError, OverflowError) as err:
+        msg = str(err).splitlines()[0]
+        if "inhomogeneous" in msg or "sequence" in msg:
+            msg = "the nested lists are ragged (rows of different lengths)"
+        raise OpError(f"R.const: cannot make a constant of this value: {msg}", ctx.span(value_node)) from None
+    arr.setflags(write=False)
+    return arr

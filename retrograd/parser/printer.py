@@ -1,0 +1,451 @@
+"""IR -> TVMScript-style text that both retrograd and TVM 0.27 parse; deterministic, names made unique."""
+
+from __future__ import annotations
+
+import keyword
+import math
+import re
+
+import numpy as np
+
+from retrograd.errors import UnsupportedError
+from retrograd.ir.block import DataflowBlock
+from retrograd.ir.expr import (
+    Call,
+    Constant,
+    DataflowVar,
+    Expr,
+    Function,
+    GlobalVar,
+    If,
+    PrimValue,
+    SeqExpr,
+    ShapeExpr,
+    StringImm,
+    Tuple,
+    TupleGetItem,
+    Var,
+)
+from retrograd.ir.struct_info import (
+    FuncStructInfo,
+    ObjectStructInfo,
+    PrimStructInfo,
+    ShapeStructInfo,
+    TensorStructInfo,
+    TupleStructInfo,
+)
+
+__all__ = ["print_module", "print_function", "print_expr", "format_sinfo", "format_value", "METADATA_KEY"]
+
+# Constants with more elements than this go to the metadata section, as TVM does with its own.
+INLINE_CONST_LIMIT = 16
+METADATA_KEY = "relax.expr.Constant"
+INDENT = "    "
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_BAD_CHARS = re.compile(r"[^A-Za-z0-9_]")
+# Names a variable may not take: they would shadow what the script itself refers to.
+_RESERVED = frozenset(keyword.kwlist) | {"R", "T", "I", "cls", "metadata", "Module", "tvm", "float"}
+
+
+# -- values -----------------------------------------------------------------------------------
+
+
+def _quote(s: str) -> str:
+    out = s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
+    return f'"{out}"'
+
+
+def _float_text(x: float) -> str:
+    if math.isfinite(x):
+        return repr(float(x))
+    if math.isnan(x):
+        return 'float("nan")'
+    return 'float("inf")' if x > 0 else '-float("inf")'
+
+
+def format_value(v, positional: bool = False) -> str:
+    """An attribute or literal value as script text (lists for sequences; tuples when positional)."""
+    if v is None:
+        return "None"
+    if isinstance(v, bool | np.bool_):
+        return "True" if v else "False"
+    if isinstance(v, int | np.integer):
+        return str(int(v))
+    if isinstance(v, float | np.floating):
+        return _float_text(float(v))
+    if isinstance(v, str):
+        return _quote(v)
+    if isinstance(v, list | tuple | np.ndarray):
+        items = [format_value(x, positional) for x in v]
+        if positional:
+            return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+        return "[" + ", ".join(items) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{format_value(k)}: {format_value(x)}" for k, x in v.items()) + "}"
+    return repr(v)
+
+
+def _element_texts(flat: np.ndarray) -> list[str]:
+    """Shortest text per element that reads back to the same value of the array's dtype."""
+    kind = flat.dtype.kind
+    if kind == "b":
+        return ["True" if x else "False" for x in flat.tolist()]
+    if kind in "iu":
+        return [str(x) for x in flat.tolist()]
+    if kind != "f":
+        raise UnsupportedError(f"cannot print a constant of dtype {flat.dtype}")
+    # numpy's str() of a float32/float16 scalar is the shortest text for that precision; reading it
+    # back through float64 may round differently, so check all at once and fall back to the exact text.
+    texts = [str(x) for x in flat] if flat.dtype != np.float64 else [repr(x) for x in flat.tolist()]
+    finite = np.isfinite(flat)
+    if not finite.all():
+        for i in np.flatnonzero(~finite).tolist():
+            texts[i] = _float_text(float(flat[i]))
+    if flat.dtype != np.float64:
+        idx = np.flatnonzero(finite)
+        if idx.size:
+            back = np.array([texts[i] for i in idx.tolist()], dtype=np.float64).astype(flat.dtype)
+            bad = idx[back != flat[idx]]
+            for i in bad.tolist():
+                texts[i] = repr(float(flat[i]))
+    return texts
+
+
+def _nested(texts: list[str], shape: tuple) -> str:
+    if not shape:
+        return texts[0]
+    if len(shape) == 1:
+        return "[" + ", ".join(texts) + "]"
+    step = len(texts) // shape[0] if shape[0] else 0
+    return "[" + ", ".join(_nested(texts[i * step : (i + 1) * step], shape[1:]) for i in range(shape[0])) + "]"
+
+
+def const_text(data: np.ndarray) -> str:
+    """`R.const(value, "dtype")` with nested lists for arrays."""
+    data = np.asarray(data)
+    texts = _element_texts(data.reshape(-1))
+    return f"R.const({_nested(texts, data.shape)}, {_quote(str(data.dtype))})"
+
+
+# -- struct info ------------------------------------------------------------------------------
+
+
+def _dim(d, quote_names: bool) -> str:
+    if isinstance(d, str):
+        # A plain name in a parameter is quoted: that is where TVM defines the symbolic var.
+        return f'"{d}"' if quote_names and _IDENT.match(d) else d
+    return str(d)
+
+
+def _dims(dims, quote_names: bool = False) -> str:
+    items = [_dim(d, quote_names) for d in dims]
+    return ", ".join(items) + ("," if len(items) == 1 else "")
+
+
+def format_sinfo(s, quote_names: bool = False) -> str:
+    """Struct info as an annotation: `R.Tensor((3, n), dtype="float32")`, `R.Tuple(...)`, ..."""
+    if isinstance(s, TensorStructInfo):
+        parts = []
+        if s.shape is not None:
+            parts.append(f"({_dims(s.shape, quote_names)})")
+        if s.dtype:
+            parts.append(f'dtype="{s.dtype}"')
+        if s.shape is None and s.ndim != -1:
+            parts.append(f"ndim={s.ndim}")
+        return f"R.Tensor({', '.join(parts)})" if parts else "R.Tensor"
+    if isinstance(s, TupleStructInfo):
+        if not s.fields:
+            return "R.Tuple"
+        return "R.Tuple(" + ", ".join(format_sinfo(f, quote_names) for f in s.fields) + ")"
+    if isinstance(s, ShapeStructInfo):
+        if s.values is not None:
+            return f"R.Shape([{', '.join(_dim(d, quote_names) for d in s.values)}])"
+        return f"R.Shape(ndim={s.ndim})" if s.ndim != -1 else "R.Shape"
+    if isinstance(s, PrimStructInfo):
+        return f'R.Prim("{s.dtype}")'
+    if isinstance(s, FuncStructInfo):
+        params = ", ".join(format_sinfo(p, quote_names) for p in s.params)
+        pure = "" if s.purity else ", purity=False"
+        return f"R.Callable(({params}{',' if len(s.params) == 1 else ''}), {format_sinfo(s.ret, quote_names)}{pure})"
+    if isinstance(s, ObjectStructInfo) or s is None:
+        return "R.Object"
+    raise UnsupportedError(f"cannot print struct info {s!r}")
+
+
+def _needs_tir(text: str) -> bool:
+    return "T." in text
+
+
+# -- module -----------------------------------------------------------------------------------
+
+
+class _ModulePrinter:
+    def __init__(self):
+        self.constants: list[Constant] = []
+        self.const_index: dict[int, int] = {}
+        self.uses_tir = False
+        self.sinfo_memo: dict = {}
+        self.op_names: dict = {}
+
+    def metadata_ref(self, c: Constant) -> str:
+        idx = self.const_index.get(id(c))
+        if idx is None:
+            idx = len(self.constants)
+            self.constants.append(c)
+            self.const_index[id(c)] = idx
+        return f'metadata["{METADATA_KEY}"][{idx}]'
+
+    def sinfo(self, s) -> str:
+        try:
+            text = self.sinfo_memo.get(s)
+        except TypeError:  # an unhashable field: format without the memo
+            return self._sinfo_text(s)
+        if text is None:
+            text = self.sinfo_memo[s] = self._sinfo_text(s)
+        return text
+
+    def _sinfo_text(self, s) -> str:
+        text = format_sinfo(s)
+        if _needs_tir(text):
+            self.uses_tir = True
+        return text
+
+    def op_name(self, op) -> str:
+        name = self.op_names.get(op)
+        if name is None:
+            full = op.name
+            name = "R." + full[len("relax.") :] if full.startswith("relax.") else full
+            self.op_names[op] = name
+        return name
+
+
+def print_module(mod) -> str:
+    """The whole module as a script: header, metadata section (large constants), class Module."""
+    mp = _ModulePrinter()
+    body: list[str] = []
+    if mod.attrs:
+        body.append(f"{INDENT}I.module_attrs({format_value(dict(mod.attrs))})")
+    for name, func in mod.items():
+        if body:
+            body.append("")
+        _FunctionPrinter(mp, name, func, INDENT).print_into(body)
+    if not mod.items():
+        body.append(f"{INDENT}pass")
+    lines = _header(mp)
+    lines.append("@I.ir_module")
+    lines.append("class Module:")
+    lines.extend(body)
+    return "\n".join(lines) + "\n"
+
+
+def print_function(func: Function, name: str = "main") -> str:
+    """A single function as a script of its own (`@R.function def name(...)`); parses back alone."""
+    mp = _ModulePrinter()
+    body: list[str] = []
+    _FunctionPrinter(mp, name, func, "").print_into(body)
+    return "\n".join(_header(mp) + body) + "\n"
+
+
+def print_expr(expr: Expr) -> str:
+    """One expression as it would appear on the right of a binding (names are the hints)."""
+    fp = _FunctionPrinter(_ModulePrinter(), "main", None, "")
+    if isinstance(expr, Function):
+        return print_function(expr)
+    return fp.value(expr)
+
+
+def _header(mp: _ModulePrinter) -> list[str]:
+    lines = ["# from tvm.script import ir as I"]
+    if mp.uses_tir:
+        lines.append("# from tvm.script import tir as T")
+    lines.append("# from tvm.script import relax as R")
+    lines.append("")
+    if mp.constants:
+        # Before the module: TVM's parser evaluates it there, and so can ours (literals only).
+        lines.append("metadata = {")
+        lines.append(f"    {_quote(METADATA_KEY)}: [")
+        for c in mp.constants:
+            lines.append(f"        {const_text(c.data)},")
+        lines.append("    ],")
+        lines.append("}")
+        lines.append("")
+    return lines
+
+
+class _FunctionPrinter:
+    """Prints one function; display names are unique per function, parameters named first."""
+
+    def __init__(self, mp: _ModulePrinter, name: str, func: Function | None, indent: str):
+        self.mp = mp
+        self.name = name
+        self.func = func
+        self.indent = indent
+        self.names: dict[Var, str] = {}
+        self.used: set[str] = set()
+        self.next_suffix: dict[str, int] = {}
+        self.hints: dict[Var, str] = {}
+        self.uses_cls = False
+
+    # names ------------------------------------------------------------------------------
+    def define(self, var: Var) -> str:
+        name = self.names.get(var)
+        if name is not None:
+            return name
+        base = self.hints.pop(var, None) or var.name_hint
+        if not _IDENT.match(base):
+            base = _BAD_CHARS.sub("_", base) or "v"
+            if base[0].isdigit():
+                base = "v" + base
+        if base in _RESERVED:
+            base = base + "_"
+        name = base
+        if name in self.used:
+            k = self.next_suffix.get(base, 1)
+            while f"{base}_{k}" in self.used:
+                k += 1
+            self.next_suffix[base] = k + 1
+            name = f"{base}_{k}"
+        self.used.add(name)
+        self.names[var] = name
+        return name
+
+    # expressions ----------------------------------------------------------------------------
+    def arg(self, e) -> str:
+        t = type(e)
+        if t is Var or t is DataflowVar:
+            name = self.names.get(e)
+            return name if name is not None else self.define(e)
+        if t is Constant:
+            data = e.data
+            if data.size > INLINE_CONST_LIMIT:
+                return self.mp.metadata_ref(e)
+            return const_text(data)
+        if t is ShapeExpr:
+            text = f"R.shape([{', '.join(str(v) for v in e.values)}])"
+            if _needs_tir(text):
+                self.mp.uses_tir = True
+            return text
+        if t is PrimValue:
+            return self.prim(e)
+        if t is StringImm:
+            return f"R.str({_quote(e.value)})"
+        if t is GlobalVar:
+            self.uses_cls = True
+            return f"cls.{e.name_hint}"
+        return self.value(e)
+
+    def prim(self, e: PrimValue) -> str:
+        v, dtype = e.value, e.dtype
+        if dtype == "int64" and isinstance(v, int) and not isinstance(v, bool):
+            return f"R.prim_value({v})"
+        if dtype == "bool":
+            return f"R.prim_value({format_value(bool(v))})"
+        self.mp.uses_tir = True
+        return f"R.prim_value(T.{dtype}({format_value(v)}))"
+
+    def value(self, e) -> str:
+        t = type(e)
+        if t is Call:
+            op = e.op
+            if isinstance(op, GlobalVar):
+                self.uses_cls = True
+                return f"cls.{op.name_hint}(" + ", ".join([self.arg(a) for a in e.args]) + ")"
+            parts = [self.arg(a) for a in e.args]
+            attrs = e.attrs
+            if attrs:
+                positional = getattr(op, "print_positional", ())
+                skip = set()
+                for key in positional:
+                    v = attrs.get(key)
+                    skip.add(key)
+                    if v is None:
+                        break
+                    parts.append(format_value(v, positional=True))
+                for key in positional:
+                    if attrs.get(key) is None:
+                        skip.add(key)
+                for key, v in attrs.items():
+                    if key not in skip:
+                        parts.append(f"{key}={format_value(v)}")
+            return f"{self.mp.op_name(op)}({', '.join(parts)})"
+        if t is Tuple:
+            if not e.fields:
+                return "R.tuple()"
+            items = [self.arg(f) for f in e.fields]
+            return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+        if t is TupleGetItem:
+            return f"{self.arg(e.tuple_value)}[{e.index}]"
+        if t is If or t is SeqExpr or t is Function:
+            raise UnsupportedError(f"cannot print a nested {t.__name__} as a value")
+        return self.arg(e)
+
+    # statements -----------------------------------------------------------------------------
+    def print_into(self, out: list[str]) -> None:
+        func = self.func
+        ind = self.indent
+        deco = []
+        if func.private:
+            deco.append("private=True")
+        if not func.is_pure:
+            deco.append("pure=False")
+        out.append(f"{ind}@R.function" + (f"({', '.join(deco)})" if deco else ""))
+        params = []
+        for p in func.params:
+            name = self.define(p)
+            params.append(f"{name}: {format_sinfo(p.struct_info, quote_names=True)}")
+            if _needs_tir(params[-1]):
+                self.mp.uses_tir = True
+        ret = func.ret_struct_info if func.ret_struct_info is not None else func.body.struct_info
+        ret_text = f" -> {self.mp.sinfo(ret)}" if ret is not None else ""
+        out.append(f"{ind}def {self.name}({', '.join(params)}){ret_text}:")
+        inner = ind + INDENT
+        body: list[str] = []
+        self.seq(func.body, inner, body)
+        body.append(f"{inner}return {self.arg(func.body.body)}")
+        if func.attrs:
+            out.append(f"{inner}R.func_attr({format_value(dict(func.attrs))})")
+        if self.uses_cls:
+            out.append(f"{inner}cls = Module")
+        out.extend(body)
+
+    def seq(self, seq: SeqExpr, ind: str, out: list[str]) -> None:
+        for block in seq.blocks:
+            if isinstance(block, DataflowBlock):
+                if not block.bindings:
+                    continue
+                out.append(f"{ind}with R.dataflow():")
+                inner = ind + INDENT
+                self.bindings(block.bindings, inner, out)
+                outputs = [self.names[b.var] for b in block.bindings if not isinstance(b.var, DataflowVar)]
+                out.append(f"{inner}R.output({', '.join(outputs)})")
+            else:
+                self.bindings(block.bindings, ind, out)
+
+    def bindings(self, bindings, ind: str, out: list[str]) -> None:
+        sinfo = self.mp.sinfo
+        append = out.append
+        for b in bindings:
+            value = b.value
+            if type(value) is If:
+                self.if_binding(b, ind, out)
+                continue
+            text = self.value(value)
+            var = b.var
+            append(f"{ind}{self.define(var)}: {sinfo(var.struct_info)} = {text}")
+
+    def if_binding(self, b, ind: str, out: list[str]) -> None:
+        node: If = b.value
+        var = b.var
+        name = self.define(var)
+        ann = self.mp.sinfo(var.struct_info)
+        out.append(f"{ind}if {self.arg(node.cond)}:")
+        inner = ind + INDENT
+        for branch, suffix in ((node.true_branch, "then"), (node.false_branch, "else")):
+            if branch is node.false_branch:
+                out.append(f"{ind}else:")
+            body = branch.body
+            if isinstance(body, Var) and body not in self.names and body.name_hint == var.name_hint:
+                self.hints[body] = f"{var.name_hint}_{suffix}"
+            self.seq(branch, inner, out)
+            out.append(f"{inner}{name}: {ann} = {self.arg(body)}")
