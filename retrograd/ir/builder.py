@@ -89,7 +89,12 @@ class BlockBuilder:
             return
         if scope.bindings:
             cls = DataflowBlock if scope.dataflow else BindingBlock
-            scope.blocks.append(cls(tuple(scope.bindings)))
+            prev = scope.blocks[-1] if scope.blocks else None
+            if cls is BindingBlock and type(prev) is BindingBlock:
+                # Adjacent plain blocks merge (as TVM's normalizer does): the text has no boundary between them.
+                scope.blocks[-1] = BindingBlock(prev.bindings + tuple(scope.bindings))
+            else:
+                scope.blocks.append(cls(tuple(scope.bindings)))
         scope.bindings = None
         scope.dataflow = False
 
