@@ -84,6 +84,9 @@ class OpDef(Op):
     # Attributes TVM prints positionally after the arguments, a trailing None left out
     # (strided_slice's axes/begin/end/strides as tuples, triu's k); the rest print as keywords.
     print_positional: tuple[str, ...] = ()
+    # Attributes left out of the printed call when they hold this value: TVM prints take_backward's
+    # mode="" but its parser rejects it, so text with it would not load in TVM.
+    print_omit: dict = {}
 
     def __init__(
         self,
@@ -194,10 +197,10 @@ class OpDef(Op):
             # TVM's Python API also takes trailing attributes positionally: R.astype(x, "float32").
             if len(args) > len(self.args) + len(self.attrs_schema):
                 raise OpError(f"{self.script_name}: too many arguments ({len(args)})", span)
-            for spec, value in zip(self.attrs_schema, args[len(self.args) :]):
-                if spec.name in attr_vals:
-                    raise OpError(f"{self.script_name}: attribute '{spec.name}' given twice", span)
-                attr_vals[spec.name] = value
+            for name, value in zip(self.positional_attrs, args[len(self.args) :]):
+                if name in attr_vals:
+                    raise OpError(f"{self.script_name}: attribute '{name}' given twice", span)
+                attr_vals[name] = value
             args = args[: len(self.args)]
         return Call(self, args, self.normalize_attrs(attr_vals, span), span=span)
 
