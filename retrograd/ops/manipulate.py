@@ -129,7 +129,9 @@ def _concat_grad(call, out, g):
             raise GradientError("R.concat: the gradient needs static sizes along the concat axis", call.span)
         at_ += d
         indices.append(at_)
-    return [R.split(g, indices_or_sections=indices if indices else 1, axis=axis)]
+    if not indices:
+        return [Tuple([g])]  # one tensor: no split (TVM types split(x, 1) as a tensor, not a tuple)
+    return [R.split(g, indices_or_sections=indices, axis=axis)]
 
 
 def _to_sections(v):
