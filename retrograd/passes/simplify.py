@@ -248,9 +248,41 @@ def _rename(value, vmap: dict):
     return substitute(value, vmap)
 
 
+def _demote(seq: SeqExpr) -> SeqExpr:
+    """Make block outputs that nothing after their dataflow block reads into dataflow vars again."""
+    reads: list = []
+    read_vars(seq.body, reads)
+    later = set(reads)
+    blocks = list(seq.blocks)
+    changed = False
+    for k in range(len(blocks) - 1, -1, -1):
+        block = blocks[k]
+        if isinstance(block, DataflowBlock):
+            vmap = {
+                b.var: DataflowVar(b.var.name_hint, b.var.struct_info, span=b.var.span)
+                for b in block.bindings
+                if not isinstance(b.var, DataflowVar) and b.var not in later
+            }
+            if vmap:
+                block = DataflowBlock(
+                    tuple(VarBinding(vmap.get(b.var, b.var), substitute(b.value, vmap), span=b.span) for b in block.bindings),
+                    span=block.span,
+                )
+                blocks[k] = block
+                changed = True
+        for b in block.bindings:
+            reads.clear()
+            read_vars(b.value, reads)
+            later.update(reads)
+    if not changed:
+        return seq
+    return SeqExpr(tuple(blocks), seq.body, seq.struct_info, span=seq.span)
+
+
 def simplify_function(func: Function) -> Function:
-    """`func` with trivial bindings removed and transpose patterns simplified (run DCE afterwards)."""
-    body = _Simplifier(func).seq(func.body)
+    """`func` with trivial bindings removed, transpose patterns simplified, and block outputs nothing
+    reads after their block turned back into dataflow vars (run DCE afterwards)."""
+    body = _demote(_Simplifier(func).seq(func.body))
     if body is func.body:
         return func
     return Function(func.params, body, func.ret_struct_info, func.is_pure, func.private, dict(func.attrs), span=func.span)

@@ -1,0 +1,52 @@
+"""Shared helpers of the Gradient pass tests: Before/Expected checks, random inputs, numeric verification."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import retrograd
+from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, is_float_dtype
+from retrograd.ir.structural import assert_structural_equal
+from retrograd.ir.well_formed import well_formed
+from retrograd.passes.gradient import Gradient
+from retrograd.testing import check_gradients
+
+
+def random_value(sinfo, rng, int_high: int = 3):
+    """Random data for a parameter: floats ~ N(0, 1), ints in [0, int_high), bools fair coins."""
+    if isinstance(sinfo, TupleStructInfo):
+        return tuple(random_value(f, rng, int_high) for f in sinfo.fields)
+    assert isinstance(sinfo, TensorStructInfo) and sinfo.is_static, sinfo
+    if is_float_dtype(sinfo.dtype):
+        return rng.standard_normal(sinfo.shape).astype(sinfo.dtype)
+    if sinfo.dtype == "bool":
+        return rng.random(sinfo.shape) < 0.5
+    return rng.integers(0, int_high, size=sinfo.shape).astype(sinfo.dtype)
+
+
+def random_inputs(mod, func_name: str = "main", seed: int = 0, int_high: int = 3) -> list:
+    rng = np.random.default_rng(seed)
+    return [random_value(p.struct_info, rng, int_high) for p in mod[func_name].params]
+
+
+def check_gradient(before: str, expected: str, func: str = "main", numeric: bool = True, **options):
+    """Run Gradient on `before`; every function of `expected` must be structurally equal to the
+    function of that name in the result, the result well formed, the input module untouched and,
+    unless `numeric=False`, the adjoint must agree with finite differences."""
+    before_mod = retrograd.parse(before)
+    text = before_mod.script()
+    after = Gradient(func, **options)(before_mod)
+    assert before_mod.script() == text, "the pass changed its input module"
+    assert well_formed(after) == []
+    expected_mod = retrograd.parse(expected)
+    for name in expected_mod.keys():
+        assert name in after, f"missing function {name}"
+        assert_structural_equal(after[name], expected_mod[name])
+    assert set(after.keys()) == set(before_mod.keys()) | set(expected_mod.keys())
+    if numeric:
+        for seed in (0, 1):
+            report = check_gradients(
+                before_mod, func, random_inputs(before_mod, func, seed), seed=seed, **options
+            )
+            assert report.ok, str(report)
+    return after

@@ -1,0 +1,116 @@
+"""Gradient pass: tuple parameters and results, nested tuples, TupleGetItem, tuple updates."""
+
+from __future__ import annotations
+
+from gradient_helpers import check_gradient
+
+
+def test_tuple_in_out():
+    before = """
+@I.ir_module
+class Module:
+
+    @R.function
+    def main(x: R.Tuple(R.Tensor((3, 3), "float32"), R.Tensor((3,), "float32")), y: R.Tensor((3, 3), "float32")) -> R.Tuple(R.Tensor((), "float32"), R.Tuple(R.Tensor((3, 3), "float32"), R.Tensor((3, 3), "float32"))):
+        with R.dataflow():
+            a = x[0]
+            b = x[1]
+            c = R.add(a, b)
+            t = (c, y)
+            d = t[0]
+            gv = R.sum(d)
+            R.output(gv, t)
+        return (gv, t)
+"""
+    expected = """
+@I.ir_module
+class Module:
+    @R.function
+    def main_adjoint(x: R.Tuple(R.Tensor((3, 3), dtype="float32"), R.Tensor((3,), dtype="float32")), y: R.Tensor((3, 3), dtype="float32")) -> R.Tuple(R.Tuple(R.Tensor((), dtype="float32"), R.Tuple(R.Tensor((3, 3), dtype="float32"), R.Tensor((3, 3), dtype="float32"))), R.Tuple(R.Tuple(R.Tensor((3, 3), dtype="float32"), R.Tensor((3,), dtype="float32")), R.Tensor((3, 3), dtype="float32"))):
+        with R.dataflow():
+            a: R.Tensor((3, 3), dtype="float32") = x[0]
+            b: R.Tensor((3,), dtype="float32") = x[1]
+            c: R.Tensor((3, 3), dtype="float32") = R.add(a, b)
+            t: R.Tuple(R.Tensor((3, 3), dtype="float32"), R.Tensor((3, 3), dtype="float32")) = (c, y)
+            gv: R.Tensor((), dtype="float32") = R.sum(c, axis=None, keepdims=False)
+            d_adjoint: R.Tensor((3, 3), dtype="float32") = R.broadcast_to(R.const(1.0, "float32"), R.shape([3, 3]))
+            b_adjoint: R.Tensor((3,), dtype="float32") = R.collapse_sum_to(d_adjoint, R.shape([3]))
+            x_adjoint_out: R.Tuple(R.Tensor((3, 3), dtype="float32"), R.Tensor((3,), dtype="float32")) = (d_adjoint, b_adjoint)
+            y_adjoint_out: R.Tensor((3, 3), dtype="float32") = R.zeros(R.shape([3, 3]), dtype="float32")
+            R.output(t, gv, x_adjoint_out, y_adjoint_out)
+        return ((gv, t), (x_adjoint_out, y_adjoint_out))
+"""
+    check_gradient(before, expected)
+
+
+def test_nested_tuple():
+    before = """
+@I.ir_module
+class Module:
+
+    @R.function
+    def main(x: R.Tensor((3,), "float32"), y: R.Tensor((3,), "float32"), z: R.Tensor((3,), "float32")) -> R.Tensor((), "float32"):
+        with R.dataflow():
+            t = ((x, y), z)
+            u = t[0]
+            v = u[1]
+            w = t[1]
+            s = R.multiply(v, w)
+            gv = R.sum(s)
+            R.output(gv)
+        return gv
+"""
+    expected = """
+@I.ir_module
+class Module:
+    @R.function
+    def main_adjoint(x: R.Tensor((3,), dtype="float32"), y: R.Tensor((3,), dtype="float32"), z: R.Tensor((3,), dtype="float32")) -> R.Tuple(R.Tensor((), dtype="float32"), R.Tuple(R.Tensor((3,), dtype="float32"), R.Tensor((3,), dtype="float32"), R.Tensor((3,), dtype="float32"))):
+        with R.dataflow():
+            s: R.Tensor((3,), dtype="float32") = R.multiply(y, z)
+            gv: R.Tensor((), dtype="float32") = R.sum(s, axis=None, keepdims=False)
+            s_adjoint: R.Tensor((3,), dtype="float32") = R.broadcast_to(R.const(1.0, "float32"), R.shape([3]))
+            y_adjoint_out: R.Tensor((3,), dtype="float32") = R.multiply(s_adjoint, z)
+            z_adjoint_out: R.Tensor((3,), dtype="float32") = R.multiply(s_adjoint, y)
+            x_adjoint_out: R.Tensor((3,), dtype="float32") = R.zeros(R.shape([3]), dtype="float32")
+            R.output(gv, y_adjoint_out, z_adjoint_out, x_adjoint_out)
+        return (gv, (x_adjoint_out, y_adjoint_out, z_adjoint_out))
+"""
+    check_gradient(before, expected)
+
+
+def test_tuple_update():
+    before = """
+@I.ir_module
+class Module:
+
+    @R.function
+    def main(x: R.Tensor((3,), "float32"), y: R.Tensor((3,), "float32")) -> R.Tensor((), "float32"):
+        with R.dataflow():
+            t = (x, y)
+            a = t[0]
+            b = t[1]
+            c = t[0]
+            t2 = (c, b)
+            d = t2[0]
+            e = R.add(R.multiply(a, b), d)
+            gv = R.sum(e)
+            R.output(gv)
+        return gv
+"""
+    expected = """
+@I.ir_module
+class Module:
+    @R.function
+    def main_adjoint(x: R.Tensor((3,), dtype="float32"), y: R.Tensor((3,), dtype="float32")) -> R.Tuple(R.Tensor((), dtype="float32"), R.Tuple(R.Tensor((3,), dtype="float32"), R.Tensor((3,), dtype="float32"))):
+        with R.dataflow():
+            lv: R.Tensor((3,), dtype="float32") = R.multiply(x, y)
+            e: R.Tensor((3,), dtype="float32") = R.add(lv, x)
+            gv: R.Tensor((), dtype="float32") = R.sum(e, axis=None, keepdims=False)
+            e_adjoint: R.Tensor((3,), dtype="float32") = R.broadcast_to(R.const(1.0, "float32"), R.shape([3]))
+            a_adjoint: R.Tensor((3,), dtype="float32") = R.multiply(e_adjoint, y)
+            y_adjoint_out: R.Tensor((3,), dtype="float32") = R.multiply(e_adjoint, x)
+            x_adjoint_out: R.Tensor((3,), dtype="float32") = R.add(e_adjoint, a_adjoint)
+            R.output(gv, y_adjoint_out, x_adjoint_out)
+        return (gv, (x_adjoint_out, y_adjoint_out))
+"""
+    check_gradient(before, expected)
