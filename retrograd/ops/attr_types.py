@@ -87,7 +87,8 @@ def fixed_ints(n: int):
             return vals * 4
         if n == 4 and len(vals) == 2:
             return (vals[0], vals[1], vals[0], vals[1])
-        raise ValueError(f"expected {n} integers")
+        counts = {2: "1 or 2", 4: "1, 2 or 4"}.get(n, str(n))
+        raise ValueError(f"expected {counts} integers, got {len(vals)}")
 
     return convert
 

@@ -175,7 +175,8 @@ def test_inference_errors(op, shapes, attrs, fragment):
 
 
 ATTR_ERRORS = [
-    ("relax.nn.max_pool2d", dict(padding=(1, 2, 3)), "expected 4 integers"),
+    ("relax.nn.max_pool2d", dict(padding=(1, 2, 3)), "expected 1, 2 or 4 integers, got 3"),
+    ("relax.nn.conv2d", dict(strides=(1, 2, 3)), "expected 1 or 2 integers, got 3"),
     ("relax.nn.max_pool2d", dict(strides=(0, 1)), "every value must be >= 1"),
     ("relax.nn.avg_pool2d", dict(padding=-1), "every value must be >= 0"),
     ("relax.nn.max_pool2d", dict(layout="NCHW4c"), "expected a permutation of 'NCHW'"),
@@ -303,3 +304,32 @@ def test_printed_call_round_trips_and_loads_in_tvm(case):
         # TVM drops the global_symbol attribute when printing; everything else must read back identically.
         ours = "\n".join(line for line in text.splitlines() if "R.func_attr" not in line)
         assert theirs.script().strip() == ours.strip()
+
+
+# -- diagnostics located in the source ---------------------------------------------------------------
+
+SCRIPT = """# from tvm.script import relax as R
+@R.function
+def main(x: R.Tensor((2, 4, 9, 9), "float32"), w: R.Tensor((6, WEIGHT_C, 3, 3), "float32")):
+    y = R.nn.conv2d(x, w, ATTRS)
+    return y
+"""
+
+
+@pytest.mark.parametrize(
+    "weight_c,attrs,kind,fragment",
+    [
+        (3, "strides=2", "type error", "data has 4 channels but the weight expects 3"),
+        (4, "padding=[1, 2, 3]", "op error", "bad value (1, 2, 3) for attribute 'padding'"),
+        (4, "data_layout=\"NCHW4c\"", "op error", "expected a permutation of 'NCHW'"),
+    ],
+)
+def test_parse_errors_point_at_the_call(weight_c, attrs, kind, fragment):
+    import retrograd
+
+    text = SCRIPT.replace("WEIGHT_C", str(weight_c)).replace("ATTRS", attrs)
+    with pytest.raises(retrograd.DiagnosticError) as info:
+        retrograd.parse(text, "net.py")
+    lines = str(info.value).splitlines()
+    assert lines[0].startswith(f"net.py:4:9: {kind}: R.nn.conv2d") and fragment in lines[0]
+    assert lines[1].strip().startswith("y = R.nn.conv2d(x, w,") and lines[2].strip().startswith("^^^^")
