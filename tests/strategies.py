@@ -73,7 +73,7 @@ def base_shapes(draw):
 @st.composite
 def sub_shapes(draw, base):
     """A suffix of `base` with some dims replaced by 1: broadcast-compatible with base."""
-    k = draw(st.integers(0, len(base)))
+    k = len(base) if draw(st.booleans()) else draw(st.integers(0, len(base)))
     suffix = base[len(base) - k :]
     return tuple(1 if draw(st.integers(0, 3)) == 0 else d for d in suffix)
 
@@ -270,23 +270,30 @@ class _Body:
             self.emit(op(self.draw(st.sampled_from(names)))(a, axis=axis))
 
     def p_call(self):
-        """Call a function drawn earlier with values in scope that fit its parameters."""
+        """Call a function drawn earlier with values in scope that fit its parameters (else constants)."""
         if not self.callees:
             return
         name = self.draw(st.sampled_from(sorted(self.callees)))
-        callee = self.callees[name]
-        args = []
-        for p in callee.params:
-            s = p.struct_info
-            if isinstance(s, TensorStructInfo):
-                cands = [v for v in self.tensors if v.struct_info.ndim == s.ndim and v.struct_info.dtype == s.dtype]
-            else:
-                cands = [v for v in self.others + ([self.cond] if self.cond is not None else [])
-                         if v.struct_info == s]
-            if not cands:
-                return
-            args.append(self.draw(st.sampled_from(cands)))
-        self.emit(Call(GlobalVar(name), args), "call")
+        args = [self.fit(p.struct_info) for p in self.callees[name].params]
+        if all(a is not None for a in args):
+            self.emit(Call(GlobalVar(name), args), "call")
+
+    def fit(self, s):
+        """An argument for a parameter of struct info `s`: a value in scope, or a constant / tuple of them."""
+        if isinstance(s, TupleStructInfo):
+            fields = [self.fit(f) for f in s.fields]
+            return Tuple(fields) if all(f is not None for f in fields) else None
+        if not isinstance(s, TensorStructInfo) or s.shape is None:
+            return None
+        if s.dtype == "bool" and s.ndim == 0 and self.cond is not None:
+            return self.cond
+        cands = [v for v in self.tensors if v.struct_info.ndim == s.ndim and v.struct_info.dtype == s.dtype]
+        if cands and self.draw(st.integers(0, 3)):
+            return self.draw(st.sampled_from(cands))
+        shape = tuple(d if isinstance(d, int) else 2 for d in s.shape)
+        if s.dtype == "bool":
+            return const(np.zeros(shape, dtype="bool"))
+        return self.draw(constant_values(shape, s.dtype)) if _size(shape) <= 16 else None
 
     def p_misc(self):
         """Shape, prim and string values (kept in scope for tuples and results)."""
