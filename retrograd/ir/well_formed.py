@@ -180,8 +180,23 @@ class _Checker:
         name = getattr(var, "name_hint", "?")
         span = binding.span or getattr(var, "span", None) or getattr(binding.value, "span", None)
         where = self.where(fname, f"binding '{name}'", span)
+        value = binding.value
+        if dataflow:
+            # TVM rejects these too: dataflow blocks are pure and straight-line.
+            if isinstance(value, If):
+                self.problem(where, "an If inside a dataflow block (TVM cannot parse it there)")
+            elif isinstance(value, Call) and not self.pure_callee(value.op):
+                self.problem(where, f"impure {_op_label(value.op)} inside a dataflow block")
         stack.append((_DEFINE, binding, fname, dataflow, local, seq_defined, where))
-        stack.append((_EXPR, binding.value, fname, where, True))
+        stack.append((_EXPR, value, fname, where, True))
+
+    def pure_callee(self, op) -> bool:
+        if isinstance(op, GlobalVar):
+            callee = self.mod[op.name_hint] if op.name_hint in self.mod else None
+            return getattr(callee, "is_pure", True)
+        if isinstance(op, Op):
+            return getattr(op, "pure", True)
+        return True
 
     def define(self, item) -> None:
         _, binding, fname, dataflow, local, seq_defined, where = item

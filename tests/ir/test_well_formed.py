@@ -337,3 +337,20 @@ def test_long_chain_without_recursion_error():
     assert well_formed(_chain(n)) == []
     problems = well_formed(_chain(n, bad_at=n - 2))
     assert len(problems) == 1 and f"binding 'lv{n - 2}'" in problems[0]
+
+
+def test_if_and_impure_calls_inside_a_dataflow_block():
+    c, x = Var("c", TensorStructInfo((), "bool")), Var("x", T(3))
+    r = Var("r", T(3))
+    tb = SeqExpr([], x, T(3))
+    fb = SeqExpr([], x, T(3))
+    m = mod(main=fn([c, x], [DataflowBlock([VarBinding(r, If(c, tb, fb, T(3)))])], r))
+    one_problem(m, "binding 'r'", "an If inside a dataflow block")
+    y = Var("y", T(3))
+    impure = Function([y], SeqExpr([], y, T(3)), T(3), is_pure=False)
+    z = Var("z", T(3))
+    m2 = mod(f=impure, main=fn([x], [DataflowBlock([VarBinding(z, Call(GlobalVar("f"), [x], {}, T(3)))])], z))
+    one_problem(m2, "binding 'z'", "impure call to 'f' inside a dataflow block")
+    w = Var("w", T(3))
+    m3 = mod(f=impure, main=fn([x], [BindingBlock([VarBinding(w, Call(GlobalVar("f"), [x], {}, T(3)))])], w))
+    assert well_formed(m3) == []
