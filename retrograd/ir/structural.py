@@ -13,7 +13,6 @@ from retrograd.ir.expr import (
     Call,
     Constant,
     DataflowVar,
-    Expr,
     Function,
     GlobalVar,
     If,

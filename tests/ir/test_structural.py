@@ -180,7 +180,6 @@ def test_constants_nan_equal_and_negative_zero():
 def test_different_struct_info_annotation_is_unequal():
     a = mlp()
     f = a["main"]
-    x2 = Var("x", T("n", 4, dtype="float32"))
     # Same program but the first binding var annotated with a less precise struct info.
     blk = f.body.blocks[0]
     first = blk.bindings[0]
@@ -194,7 +193,6 @@ def test_different_struct_info_annotation_is_unequal():
     b = IRModule({"main": Function(f.params, body, f.ret_struct_info)})
     check_unequal(a, b)
     assert "bindings[0].var.struct_info" in first_difference(a, b)
-    del x2
 
 
 def test_param_struct_info_differs():
