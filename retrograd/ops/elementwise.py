@@ -82,13 +82,15 @@ def _divide(a, b):
         q = np.floor_divide(a, b)
         q += ((np.remainder(a, b) != 0) & ((a < 0) ^ (b < 0))).astype(q.dtype)
         return np.asarray(q)
-    return np.asarray(np.divide(a, b))
+    with np.errstate(divide="ignore", invalid="ignore"):  # x/0 is inf or nan, as in TVM
+        return np.asarray(np.divide(a, b))
 
 
 def _power(a, b):
     if is_int_dtype(str(a.dtype)) and np.any(b < 0):
         raise KernelError("R.power: negative exponent for an integer tensor")
-    return np.asarray(np.power(a, b))
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # nan for (-2) ** 0.5, as in TVM
+        return np.asarray(np.power(a, b))
 
 
 def _sigmoid(x):
