@@ -452,8 +452,15 @@ class _ScriptParser:
                 names.append(a)
         last_assign: dict[str, int] = {}
         for i, b in enumerate(body):
-            if b.kind == K_ASSIGN:
+            k = b.kind
+            if k == K_ASSIGN:
                 last_assign[b.value.value] = i
+            elif k == K_IF:
+                raise UnsupportedError("an if statement cannot stand inside a dataflow block (as in Relax)", self.span(b))
+            elif k == K_WITH:
+                raise ParseError("dataflow blocks cannot be nested", self.span(b))
+            elif k == K_RETURN:
+                raise ParseError("return cannot stand inside a dataflow block", self.span(b))
         outputs: dict[int, str] = {}
         for n in names:
             i = last_assign.get(n.value)
@@ -466,15 +473,8 @@ class _ScriptParser:
         st.bb.begin_block(dataflow=True)
         st.scopes.append({})
         for i, b in enumerate(body):
-            k = b.kind
-            if k == K_ASSIGN:
+            if b.kind == K_ASSIGN:
                 self._assign(b, output=i in outputs)
-            elif k == K_IF:
-                raise UnsupportedError("an if statement cannot stand inside a dataflow block (as in Relax)", self.span(b))
-            elif k == K_WITH:
-                raise ParseError("dataflow blocks cannot be nested", self.span(b))
-            elif k == K_RETURN:
-                raise ParseError("return cannot stand inside a dataflow block", self.span(b))
             else:
                 self._statement(b)
         st.bb.end_block()
@@ -493,7 +493,16 @@ class _ScriptParser:
         then_stmts, else_stmts = s.items
         if else_stmts is None:
             raise UnsupportedError("an if statement needs an else branch (both branches bind the result)", self.span(s))
-        cond = self._value(s.value)
+        cond = self._guard(lambda: st.bb.normalize_arg(self._value(s.value)), s.value)
+        cs = cond.struct_info
+        if not (
+            (isinstance(cs, TensorStructInfo) and cs.ndim in (0, -1) and cs.dtype in ("bool", ""))
+            or (isinstance(cs, PrimStructInfo) and cs.dtype == "bool")
+        ):
+            raise TypeInferenceError(
+                f"the condition of an if is a scalar bool tensor, R.Tensor((), \"bool\"), got {format_sinfo(cs)}",
+                self.span(s.value),
+            )
         tb, tname, tann, tlast = self._branch(then_stmts, s)
         fb, fname, fann, flast = self._branch(else_stmts, s)
         if tname != fname:
