@@ -146,6 +146,9 @@ def _max_pool2d_backward_grad_kernel(
     input_grad, data, *, pool_size, strides, dilation, padding, ceil_mode, count_include_pad, layout, out_layout
 ):
     """input_grad read at each window's first maximum of data (row-major; padding never wins)."""
+    # Late import: kernels/phase.py is landing separately; the module must import without it.
+    from retrograd.ops.kernels.phase import PhaseGrid
+
     op = "max_pool2d_backward_grad"
     x = to_layout(op, np.asarray(data), layout, "NCHW")
     gx = to_layout(op, np.asarray(input_grad), layout, "NCHW")
@@ -153,26 +156,44 @@ def _max_pool2d_backward_grad_kernel(
         raise KernelError(f"{op}: input_grad has shape {gx.shape} in NCHW order, expected the data's {x.shape}")
     win = Window2d(op, x.shape[2:], pool_size, strides, padding, dilation, ceil_mode)
     n, c, h, w = x.shape
-    hn, wn = win.padded_hw
-    rows, cols = win.row_taps(), win.col_taps()
-    if win.unpadded:
-        xp, gp = x, gx
-    else:
-        xp = np.full((n, c, hn, wn), -np.inf, x.dtype)
-        xp[:, :, win.pt : win.pt + h, win.pl : win.pl + w] = x
-        gp = np.zeros((n, c, hn, wn), gx.dtype)
-        gp[:, :, win.pt : win.pt + h, win.pl : win.pl + w] = gx
-    best = xp[:, :, rows[0], cols[0]].copy()
-    val = gp[:, :, rows[0], cols[0]].copy()
+    grid = PhaseGrid(win)
+    taps = win.kh * win.kw
+    if taps > 255:
+        raise KernelError(f"{op}: windows of more than 255 taps are not supported, got {win.kh} x {win.kw}")
+    xs, gs = x.reshape(n * c, h, w), gx.reshape(n * c, h, w)
+    out = np.empty((n * c, win.oh, win.ow), gx.dtype)
+    # About 1 MB of planes at a time, so the temporaries stay in cache.
+    size = max(1, min(n * c, (1 << 20) // (grid.plane * win.sh * win.sw * x.itemsize)))
+    # Stride-phase buffers make every tap a contiguous run; reused per chunk of planes, their borders
+    # keep the padding (-inf never wins).
+    xbuf, gbuf = grid.buffer(size, x.dtype, -np.inf), grid.buffer(size, gx.dtype, 0)
+    best = np.empty((size, grid.length), x.dtype)
     better = np.empty(best.shape, bool)
-    # Offsets in row-major window order with a strict >, so the first maximum keeps the window.
-    for k in range(1, win.kh * win.kw):
-        rs, cs = rows[k // win.kw], cols[k % win.kw]
-        v = xp[:, :, rs, cs]
-        np.greater(v, best, out=better)
-        np.copyto(best, v, where=better)
-        np.copyto(val, gp[:, :, rs, cs], where=better)
-    return np.ascontiguousarray(to_layout(op, val, "NCHW", out_layout or layout))
+    winner, step = np.empty(best.shape, np.uint8), np.empty(best.shape, np.uint8)
+    # Flat position of tap k's run for plane i in gbuf: starts[k] + i * plane (+ j along the run).
+    starts = np.array([(a * win.sw + b) * size * grid.plane + off for (a, b), off in grid.taps], np.intp)
+    run = (np.arange(size)[:, None] * grid.plane + np.arange(grid.length)).reshape(size, win.oh, grid.wq)[:, :, : win.ow]
+    flat_g = gbuf.reshape(-1)
+    for lo in range(0, n * c, size):
+        p = min(size, n * c - lo)
+        bst, bt, kk, st = best[:p], better[:p], winner[:p], step[:p]
+        grid.load(xbuf, xs[lo : lo + p])
+        grid.load(gbuf, gs[lo : lo + p])
+        bst[...] = grid.tap(xbuf, 0, p)
+        kk.fill(0)
+        # Taps in row-major window order with a strict >, so the first maximum keeps the window. The
+        # winner is tracked arithmetically (kk += better * (k - kk), exact mod 256): masked copies
+        # with data-dependent masks cost ~10x more.
+        for k in range(1, taps):
+            v = grid.tap(xbuf, k, p)
+            np.greater(v, bst, out=bt)
+            np.maximum(bst, v, out=bst)
+            np.subtract(np.uint8(k), kk, out=st)
+            np.multiply(st, bt, out=st)
+            kk += st
+        sel = kk.reshape(p, win.oh, grid.wq)[:, :, : win.ow]
+        out[lo : lo + p] = flat_g[starts[sel] + run[:p]]
+    return np.ascontiguousarray(to_layout(op, out.reshape(n, c, win.oh, win.ow), "NCHW", out_layout or layout))
 
 
 def _max_pool2d_backward_grad_grad(call, out, g):
