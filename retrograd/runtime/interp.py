@@ -51,7 +51,8 @@ def root_of(v: ndarray) -> ndarray:
         v = b
 
 
-def acquire(v, m: Meter) -> None:
+def acquire(v, m: Meter, count: int = 1) -> None:
+    """Count `count` more live references to the buffers of `v` (an array, or a tuple of values)."""
     if isinstance(v, ndarray):
         root = v if v.base is None else root_of(v)
         k = id(root)
@@ -59,15 +60,15 @@ def acquire(v, m: Meter) -> None:
         if c is None:
             if k in m.skip:
                 return
-            m.refs[k] = 1
+            m.refs[k] = count
             m.cur += root.nbytes
             if m.cur > m.peak:
                 m.peak = m.cur
         else:
-            m.refs[k] = c + 1
+            m.refs[k] = c + count
     elif type(v) is tuple:
         for x in v:
-            acquire(x, m)
+            acquire(x, m, count)
 
 
 def release(v, m: Meter) -> None:
@@ -228,12 +229,10 @@ def invoke(prog, args, m: Meter, top: bool):
         regs[0] = env
         for reg, fn in prog.shape_regs:
             regs[reg] = fn(env)
+    # At the top level the caller's own reference counts too: parameters stay live after their last use.
+    count = 2 if top else 1
     for reg, _ in prog.params:
-        v = regs[reg]
-        acquire(v, m)
-        if top:
-            # The caller's own reference: parameters stay counted after their last use here.
-            acquire(v, m)
+        acquire(regs[reg], m, count)
     if top:
         m.param_bytes = m.cur
     return run_block(prog.block, regs, m)

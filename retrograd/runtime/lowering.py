@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from functools import partial
+import keyword
 from operator import itemgetter
 
 from retrograd.errors import NameError_, UnsupportedError
@@ -103,28 +103,27 @@ def reader(src):
 
 
 def _kernel_fn(kernel, attrs: dict, srcs: list):
-    k = partial(kernel, **attrs) if attrs else kernel
-    # Arity-specialized closures: one Python frame and direct register reads per call.
-    if all(isinstance(s, int) for s in srcs):
-        n = len(srcs)
-        if n == 0:
-            return lambda r: k()
-        if n == 1:
-            (a,) = srcs
-            return lambda r: k(r[a])
-        if n == 2:
-            a, b = srcs
-            return lambda r: k(r[a], r[b])
-        if n == 3:
-            a, b, c = srcs
-            return lambda r: k(r[a], r[b], r[c])
-        if n == 4:
-            a, b, c, d = srcs
-            return lambda r: k(r[a], r[b], r[c], r[d])
-        idx = tuple(srcs)
-        return lambda r: k(*[r[i] for i in idx])
-    readers = tuple(reader(s) for s in srcs)
-    return lambda r: k(*[rd(r) for rd in readers])
+    """A closure `regs -> kernel(inputs..., attr=value...)` with everything resolved at build time.
+
+    The closure is compiled from generated text because a call with literal keywords costs a third of
+    `partial(kernel, **attrs)` or `kernel(..., **attrs)` (CPython copies the keyword dict on every call).
+    The text holds only register numbers and attribute names, which are checked to be identifiers;
+    every value (the kernel, attribute values, tuple readers) is passed in the namespace, never as text.
+    """
+    ns = {"k": kernel}
+    parts = []
+    for i, s in enumerate(srcs):
+        if isinstance(s, int):
+            parts.append(f"r[{s}]")
+        else:
+            ns[f"t{i}"] = reader(s)
+            parts.append(f"t{i}(r)")
+    for j, (name, value) in enumerate(attrs.items()):
+        if not name.isidentifier() or keyword.iskeyword(name):
+            raise ValueError(f"attribute name {name!r} is not an identifier")
+        ns[f"a{j}"] = value
+        parts.append(f"{name}=a{j}")
+    return eval(f"lambda r: k({', '.join(parts)})", ns)  # noqa: S307 - text built above from ints and identifiers
 
 
 def _fmt_attr(v) -> str:

@@ -1,0 +1,252 @@
+"""Step benchmark: a 4-layer MLP forward + backward step run by the executor vs the same step in NumPy.
+
+Run by hand: ``python benchmarks/bench_step.py [--pairs 400] [--threads 2]``.
+
+Three ways to compute the same step, timed interleaved in one process (the order rotates every
+round; the figure is the median of per-round ratios, as shared machines drift by 2x within seconds):
+  numpy     the step written by hand in NumPy (the reference);
+  kernels   retrograd's kernels called in straight-line Python (what the executor dispatches to);
+  executor  the step as an IR module (backward written by hand with R.grad.nll_loss_backward,
+            permute_dims/matmul, sum, where/greater), built with retrograd.build;
+  adjoint   (when retrograd.passes.Gradient exists) the adjoint the Gradient pass generates.
+executor / numpy is the overhead the target bounds (<= 1.15); executor / kernels isolates the
+executor's own dispatch from the kernels' cost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+_THREADS = "2"
+for _i, _a in enumerate(sys.argv):
+    if _a == "--threads" and _i + 1 < len(sys.argv):
+        _THREADS = sys.argv[_i + 1]
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = _THREADS
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import statistics  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+import retrograd  # noqa: E402
+from retrograd.ir import BlockBuilder, Function, IRModule, Tuple, Var, const, shape_expr  # noqa: E402
+from retrograd.ir.struct_info import TensorStructInfo  # noqa: E402
+from retrograd.ops import get  # noqa: E402
+from retrograd.ops.api import R  # noqa: E402
+
+BATCH, IN, WIDTH, CLASSES, LAYERS = 64, 256, 256, 10, 4
+
+
+def dims():
+    return [IN] + [WIDTH] * (LAYERS - 1) + [CLASSES]
+
+
+def forward_module() -> IRModule:
+    """main(x, y, w0, b0, ..., w3, b3) -> loss: the forward pass alone (input of the Gradient pass)."""
+    return IRModule({"main": _build(backward=False)})
+
+
+def step_module() -> IRModule:
+    """step(x, y, w0, b0, ...) -> (loss, (dw0, db0, ...)): forward and a hand-written backward."""
+    return IRModule({"step": _build(backward=True)})
+
+
+def _build(backward: bool) -> Function:
+    d = dims()
+    f32 = "float32"
+    params = [Var("x", TensorStructInfo((BATCH, IN), f32)), Var("y", TensorStructInfo((BATCH,), "int64"))]
+    for i in range(LAYERS):
+        params += [Var(f"w{i}", TensorStructInfo((d[i], d[i + 1]), f32)), Var(f"b{i}", TensorStructInfo((d[i + 1],), f32))]
+    x, y, wb = params[0], params[1], params[2:]
+    bb = BlockBuilder()
+    bb.begin_scope()
+    with bb.dataflow():
+        hs, zs = [x], []
+        h = x
+        for i in range(LAYERS):
+            z = bb.emit(R.add(bb.emit(R.matmul(h, wb[2 * i]), f"mm{i}"), wb[2 * i + 1]), f"z{i}")
+            zs.append(z)
+            h = bb.emit(R.nn.relu(z), f"h{i}") if i < LAYERS - 1 else z
+            hs.append(h)
+        logp = bb.emit(R.nn.log_softmax(h), "logp")
+        loss = bb.emit(R.nn.nll_loss(logp, y), "loss")
+        if not backward:
+            out = bb.emit_output(loss, "out")
+        else:
+            one = const(1.0, f32)
+            dlogp = bb.emit(R.grad.nll_loss_backward(one, logp, y), "dlogp")
+            # log_softmax backward: g - exp(logp) * sum(g, axis=-1)
+            gsum = bb.emit(R.sum(dlogp, axis=[1], keepdims=True), "gsum")
+            dz = bb.emit(R.subtract(dlogp, bb.emit(R.multiply(bb.emit(R.exp(logp), "p"), gsum), "pg")), "dz3")
+            grads = []
+            zero = const(0.0, f32)
+            for i in reversed(range(LAYERS)):
+                dw = bb.emit(R.matmul(bb.emit(R.permute_dims(hs[i], axes=[1, 0]), f"h{i}t"), dz), f"dw{i}")
+                db = bb.emit(R.collapse_sum_to(dz, shape_expr([d[i + 1]])), f"db{i}")
+                grads = [dw, db] + grads
+                if i > 0:
+                    dh = bb.emit(R.matmul(dz, bb.emit(R.permute_dims(wb[2 * i], axes=[1, 0]), f"w{i}t")), f"dh{i - 1}")
+                    mask = bb.emit(R.greater(zs[i - 1], zero), f"mask{i - 1}")
+                    dz = bb.emit(R.where(mask, dh, zero), f"dz{i - 1}")
+            out = bb.emit_output(Tuple((loss, Tuple(tuple(grads)))), "out")
+    return Function(tuple(params), bb.end_scope(out))
+
+
+def numpy_step(x, y, *wb):
+    """The reference: the step as one would write it in NumPy."""
+    n = x.shape[0]
+    hs, zs = [x], []
+    h = x
+    for i in range(LAYERS):
+        z = h @ wb[2 * i] + wb[2 * i + 1]
+        zs.append(z)
+        h = np.maximum(z, 0) if i < LAYERS - 1 else z
+        hs.append(h)
+    shifted = h - h.max(axis=1, keepdims=True)
+    logp = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    rows = np.arange(n)
+    loss = -logp[rows, y].mean()
+    dlogp = np.zeros_like(logp)
+    dlogp[rows, y] = -1.0 / n
+    dz = dlogp - np.exp(logp) * dlogp.sum(axis=1, keepdims=True)
+    grads = []
+    for i in reversed(range(LAYERS)):
+        grads = [hs[i].T @ dz, dz.sum(axis=0)] + grads
+        if i > 0:
+            dz = np.where(zs[i - 1] > 0, dz @ wb[2 * i].T, 0)
+    return loss, tuple(grads)
+
+
+def kernels_step(x, y, *wb):
+    """The executor's kernels called directly, in the module's order (no executor)."""
+    k = {name: get(name).kernel for name in (
+        "relax.matmul", "relax.add", "relax.nn.relu", "relax.nn.log_softmax", "relax.nn.nll_loss",
+        "relax.grad.nll_loss_backward", "relax.sum", "relax.exp", "relax.multiply", "relax.subtract",
+        "relax.permute_dims", "relax.collapse_sum_to", "relax.greater", "relax.where")}
+    return _kernels_step(k, x, y, wb)
+
+
+def _kernels_step(k, x, y, wb):
+    d = dims()
+    one = np.asarray(1.0, np.float32)
+    zero = np.asarray(0.0, np.float32)
+    hs, zs = [x], []
+    h = x
+    for i in range(LAYERS):
+        z = k["relax.add"](k["relax.matmul"](h, wb[2 * i], out_dtype=None), wb[2 * i + 1])
+        zs.append(z)
+        h = k["relax.nn.relu"](z) if i < LAYERS - 1 else z
+        hs.append(h)
+    logp = k["relax.nn.log_softmax"](h, axis=-1)
+    loss = k["relax.nn.nll_loss"](logp, y, reduction="mean", ignore_index=-100)
+    dlogp = k["relax.grad.nll_loss_backward"](one, logp, y, reduction="mean", ignore_index=-100)
+    gsum = k["relax.sum"](dlogp, axis=(1,), keepdims=True)
+    dz = k["relax.subtract"](dlogp, k["relax.multiply"](k["relax.exp"](logp), gsum))
+    grads = []
+    for i in reversed(range(LAYERS)):
+        dw = k["relax.matmul"](k["relax.permute_dims"](hs[i], axes=(1, 0)), dz, out_dtype=None)
+        db = k["relax.collapse_sum_to"](dz, (d[i + 1],))
+        grads = [dw, db] + grads
+        if i > 0:
+            dh = k["relax.matmul"](dz, k["relax.permute_dims"](wb[2 * i], axes=(1, 0)), out_dtype=None)
+            dz = k["relax.where"](k["relax.greater"](zs[i - 1], zero), dh, zero)
+    return loss, tuple(grads)
+
+
+def inputs(seed=0):
+    rng = np.random.default_rng(seed)
+    d = dims()
+    x = rng.standard_normal((BATCH, IN), dtype=np.float32)
+    y = rng.integers(0, CLASSES, BATCH)
+    wb = []
+    for i in range(LAYERS):
+        wb += [
+            (rng.standard_normal((d[i], d[i + 1]), dtype=np.float32) / np.float32(np.sqrt(d[i]))),
+            rng.standard_normal(d[i + 1], dtype=np.float32) * np.float32(0.1),
+        ]
+    return x, y, wb
+
+
+def _same(a, b, what):
+    (la, ga), (lb, gb) = a, b
+    np.testing.assert_allclose(la, lb, rtol=1e-4, err_msg=what)
+    for u, v in zip(ga, gb):
+        np.testing.assert_allclose(u, v, rtol=1e-3, atol=1e-5, err_msg=what)
+
+
+def adjoint_module():
+    """The Gradient pass's adjoint of the forward module, or None when the pass is not there yet."""
+    try:
+        from retrograd.passes import Gradient
+    except ImportError:
+        return None
+    mod = forward_module()
+    return Gradient("main")(mod)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pairs", type=int, default=400, help="interleaved rounds (default 400)")
+    ap.add_argument("--threads", default=_THREADS, help="BLAS threads (set before NumPy loads)")
+    args = ap.parse_args(argv)
+
+    x, y, wb = inputs()
+    ex = retrograd.build(step_module())
+    step = ex["step"]
+    ref = numpy_step(x, y, *wb)
+    _same(step(x, y, *wb), ref, "executor vs numpy")
+    _same(kernels_step(x, y, *wb), ref, "kernels vs numpy")
+
+    systems = {
+        "numpy": lambda: numpy_step(x, y, *wb),
+        "kernels": lambda: kernels_step(x, y, *wb),
+        "executor": lambda: step(x, y, *wb),
+    }
+    note = ""
+    try:
+        adj = adjoint_module()
+    except Exception as err:  # the pass is being written concurrently: report, don't fail the bench
+        adj, note = None, f"Gradient pass failed on the forward module: {type(err).__name__}: {err}"
+    if adj is not None:
+        ex_adj = retrograd.build(adj)
+        f_adj = ex_adj["main_adjoint"]
+        loss, grads = f_adj(x, y, *wb)
+        # The adjoint's gradients come in parameter order; y is an integer target: take the float ones.
+        float_grads = tuple(g for g in grads if g.dtype.kind == "f" and g.shape != y.shape)[-2 * LAYERS:]
+        _same((loss, float_grads), ref, "adjoint vs numpy")
+        systems["adjoint"] = lambda: f_adj(x, y, *wb)
+
+    names = list(systems)
+    for fn in systems.values():  # warm up caches and BLAS
+        for _ in range(20):
+            fn()
+    times = {n: [] for n in names}
+    for r in range(args.pairs):
+        order = names[r % len(names):] + names[: r % len(names)]
+        for n in order:
+            t0 = time.perf_counter()
+            systems[n]()
+            times[n].append(time.perf_counter() - t0)
+
+    def ratio(a, b):
+        return statistics.median(u / v for u, v in zip(times[a], times[b]))
+
+    binds = sum(len(b.bindings) for b in ex.mod["step"].body.blocks)
+    print(f"MLP step: batch {BATCH}, {LAYERS} layers {IN}->{WIDTH}x{LAYERS - 1}->{CLASSES}, float32; "
+          f"{binds} bindings; {args.pairs} interleaved rounds, BLAS threads {args.threads}")
+    print(f"{'system':<10} {'median ms':>10} {'vs numpy':>9} {'vs kernels':>11}")
+    for n in names:
+        vs_k = f"{ratio(n, 'kernels'):>11.3f}" if n != "numpy" else f"{'':>11}"
+        print(f"{n:<10} {statistics.median(times[n]) * 1e3:>10.3f} {ratio(n, 'numpy'):>9.3f} {vs_k}")
+    print(f"executor overhead vs numpy: {ratio('executor', 'numpy'):.3f} (target <= 1.15)")
+    print(f"peak live bytes of the step: {ex.stats.peak_live_bytes} (params {ex.stats.param_bytes})")
+    if note:
+        print(note)
+
+
+if __name__ == "__main__":
+    main()
