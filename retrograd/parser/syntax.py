@@ -5,8 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from lark import Lark, Token, Transformer
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from lark import Lark, Transformer
 from lark.lexer import Lexer, PatternStr
 
 from retrograd.errors import ParseError, Span, UnsupportedError
@@ -38,6 +37,28 @@ K_CALL, K_GETITEM, K_NEG, K_ARITH, K_KWARG = "call", "getitem", "neg", "arith", 
 # Statement kinds.
 K_ASSIGN, K_RETURN, K_EXPR, K_PASS, K_WITH, K_IF = "assign", "return", "expr", "pass", "with", "if"
 K_FUNC, K_CLASS, K_IMPORT, K_TOP_ASSIGN = "func", "class", "import", "top_assign"
+
+
+class Tok:
+    """A token: what lark's Token carries, without its str subclassing cost."""
+
+    __slots__ = ("type", "value", "start_pos", "line", "column", "end_line", "end_column", "end_pos")
+
+    def __init__(self, type, value, start_pos, line, column, end_line, end_column, end_pos):
+        self.type = type
+        self.value = value
+        self.start_pos = start_pos
+        self.line = line
+        self.column = column
+        self.end_line = end_line
+        self.end_column = end_column
+        self.end_pos = end_pos
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __repr__(self) -> str:
+        return f"Tok({self.type}, {self.value!r} @{self.line}:{self.column})"
 
 
 class _LexError(Exception):
@@ -89,7 +110,7 @@ class ScriptLexer(Lexer):
         paren = 0
         indents: list[int] | None = None  # set by the first token: a uniformly indented script is fine
         last_type = "_NL"
-        new_token = Token
+        new_token = Tok
         while True:
             m = match(text, pos)
             if m is None:
@@ -164,17 +185,13 @@ class ScriptLexer(Lexer):
             yield new_token("_DEDENT", "", n, line + 1, 1, line + 1, 1, n)
 
 
-def _pos(tok):
-    return tok.line, tok.column, tok.end_line, tok.end_column
-
-
 def _node(kind, value, items, first, last) -> Node:
     """A node spanning from `first` to `last` (tokens or nodes)."""
-    if isinstance(first, Token):
+    if type(first) is Tok:
         line, col = first.line, first.column
     else:
         line, col = first.line, first.col
-    if isinstance(last, Token):
+    if type(last) is Tok:
         end_line, end_col = last.end_line, last.end_column
     else:
         end_line, end_col = last.end_line, last.end_col
@@ -182,7 +199,7 @@ def _node(kind, value, items, first, last) -> Node:
 
 
 def _seq(children) -> list:
-    return [c for c in children if c is not None and not isinstance(c, Token)]
+    return [c for c in children if c is not None and type(c) is not Tok]
 
 
 class _Build(Transformer):
@@ -200,7 +217,7 @@ class _Build(Transformer):
 
     def top_assign(self, ch):
         name, value = ch
-        return _node(K_TOP_ASSIGN, str(name), [value], name, value)
+        return _node(K_TOP_ASSIGN, name.value, [value], name, value)
 
     def decorators(self, ch):
         return ch
@@ -211,18 +228,18 @@ class _Build(Transformer):
     def classdef(self, ch):
         decorators, name = ch[0], ch[1]
         body = _seq(ch[2:])
-        return _node(K_CLASS, str(name), [decorators, body], name, body[-1] if body else name)
+        return _node(K_CLASS, name.value, [decorators, body], name, body[-1] if body else name)
 
     def funcdef(self, ch):
         decorators, def_tok, name, _lpar, params, _rpar, ret, body = ch
-        return _node(K_FUNC, str(name), [decorators or [], params or [], ret, body], def_tok, name)
+        return _node(K_FUNC, name.value, [decorators or [], params or [], ret, body], def_tok, name)
 
     def params(self, ch):
         return _seq(ch)
 
     def param(self, ch):
         name, ann = ch
-        return _node(K_NAME, str(name), ann, name, name)
+        return _node(K_NAME, name.value, ann, name, name)
 
     def suite(self, ch):
         return _seq(ch)
@@ -233,7 +250,7 @@ class _Build(Transformer):
 
     def assign(self, ch):
         name, ann, value = ch
-        target = _node(K_NAME, str(name), None, name, name)
+        target = _node(K_NAME, name.value, None, name, name)
         return _node(K_ASSIGN, target, [ann, value], name, value)
 
     def return_stmt(self, ch):
@@ -262,7 +279,7 @@ class _Build(Transformer):
 
     # -- expressions --------------------------------------------------------
     def arith(self, ch):
-        items = [c if not isinstance(c, Token) or c.type not in ("ARITH_OP", "MINUS") else str(c) for c in ch]
+        items = [c.value if type(c) is Tok else c for c in ch]
         return _node(K_ARITH, None, items, ch[0], ch[-1])
 
     def neg(self, ch):
@@ -271,21 +288,21 @@ class _Build(Transformer):
 
     def name(self, ch):
         tok = ch[0]
-        return Node(K_NAME, str(tok), None, tok.line, tok.column, tok.end_line, tok.end_column)
+        return Node(K_NAME, tok.value, None, tok.line, tok.column, tok.end_line, tok.end_column)
 
     def number(self, ch):
         tok = ch[0]
-        text = str(tok)
+        text = tok.value
         value = float(text) if ("." in text or "e" in text or "E" in text) else int(text)
         return Node(K_NUM, value, text, tok.line, tok.column, tok.end_line, tok.end_column)
 
     def string(self, ch):
         tok = ch[0]
-        return Node(K_STR, _unquote(str(tok)), None, tok.line, tok.column, tok.end_line, tok.end_column)
+        return Node(K_STR, _unquote(tok.value), None, tok.line, tok.column, tok.end_line, tok.end_column)
 
     def literal(self, ch):
         tok = ch[0]
-        value = {"True": True, "False": False, "None": None}[str(tok)]
+        value = {"True": True, "False": False, "None": None}[tok.value]
         return Node(K_LIT, value, None, tok.line, tok.column, tok.end_line, tok.end_column)
 
     def paren(self, ch):
@@ -320,7 +337,7 @@ class _Build(Transformer):
 
     def kwarg(self, ch):
         name, value = ch
-        return _node(K_KWARG, str(name), value, name, value)
+        return _node(K_KWARG, name.value, value, name, value)
 
 
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "'": "'", '"': '"', "0": "\0"}
@@ -339,7 +356,105 @@ def _unquote(text: str) -> str:
     return _ESCAPE_RE.sub(_unescape, body) if "\\" in body else body
 
 
+class _Unexpected(Exception):
+    def __init__(self, token: Tok, expected: set):
+        self.token, self.expected = token, expected
+
+
+class _Driver:
+    """The LALR loop over lark's parse table for grammar.lark, with actions flattened to ints.
+
+    lark's own loop hashes Rule objects in Python on every reduction (~8 us a token here); this
+    one indexes plain dicts and lists, running lark's tree-building callbacks unchanged.
+    """
+
+    def __init__(self, lark: Lark):
+        from lark.parsers.lalr_analysis import Shift
+
+        inner = lark.parser.parser
+        table = inner._parse_table
+        callbacks = inner.parser.callbacks
+        rule_ids: dict = {}
+        self.rules: list = []
+        self.states: dict[int, dict[str, int]] = {}
+        for state, actions in table.states.items():
+            row = {}
+            for term, (action, arg) in actions.items():
+                if action is Shift:
+                    row[str(term)] = arg  # next state (>= 0)
+                else:
+                    rid = rule_ids.get(arg)
+                    if rid is None:
+                        rid = rule_ids[arg] = len(self.rules)
+                        # `?rule: other_rule` passes its one child through: no callback, just a goto.
+                        identity = (
+                            arg.options.expand1 and arg.alias is None and len(arg.expansion) == 1
+                            and not arg.expansion[0].is_term
+                        )
+                        callback = None if identity else callbacks[arg]
+                        self.rules.append((len(arg.expansion), str(arg.origin.name), callback))
+                    row[str(term)] = -1 - rid  # reduce by rule rid (< 0)
+            self.states[state] = row
+        self.start = table.start_states["start"]
+        self.end = table.end_states["start"]
+        self.lexer = ScriptLexer(lark.lexer_conf)
+
+    def parse(self, text: str):
+        states, rules = self.states, self.rules
+        end = self.end
+        state_stack = [self.start]
+        value_stack: list = []
+        push_state, push_value = state_stack.append, value_stack.append
+        token = None
+        for token in self.lexer.lex(text):
+            ttype = token.type
+            while True:
+                act = states[state_stack[-1]].get(ttype)
+                if act is None:
+                    raise _Unexpected(token, {t for t in states[state_stack[-1]] if t.isupper() or t == "$END"})
+                if act >= 0:
+                    push_state(act)
+                    push_value(token)
+                    break
+                size, origin, callback = rules[-1 - act]
+                if callback is None:
+                    state_stack[-1] = states[state_stack[-2]][origin]
+                    continue
+                if size:
+                    args = value_stack[-size:]
+                    del state_stack[-size:]
+                    del value_stack[-size:]
+                else:
+                    args = []
+                push_value(callback(args))
+                push_state(states[state_stack[-1]][origin])
+        eof = Tok("$END", "", len(text), 0, 0, 0, 0, len(text))
+        while True:
+            act = states[state_stack[-1]].get("$END")
+            if act is None:
+                raise _Unexpected(eof, {t for t in states[state_stack[-1]] if t.isupper()})
+            if act >= 0:  # pragma: no cover - $END is never shifted
+                raise _Unexpected(eof, set())
+            size, origin, callback = rules[-1 - act]
+            if callback is None:
+                value = value_stack.pop()
+                state_stack.pop()
+            elif size:
+                args = value_stack[-size:]
+                del state_stack[-size:]
+                del value_stack[-size:]
+                value = callback(args)
+            else:
+                value = callback([])
+            nxt = states[state_stack[-1]][origin]
+            if nxt == end:
+                return value
+            push_value(value)
+            push_state(nxt)
+
+
 _LARK: Lark | None = None
+_DRIVER: _Driver | None = None
 
 
 def _lark() -> Lark:
@@ -354,6 +469,13 @@ def _lark() -> Lark:
             start="start",
         )
     return _LARK
+
+
+def _driver() -> _Driver:
+    global _DRIVER
+    if _DRIVER is None:
+        _DRIVER = _Driver(_lark())
+    return _DRIVER
 
 
 # Statements TVMScript allows that mean TIR: found before parsing, since TIR bodies use syntax we do not read.
@@ -371,12 +493,12 @@ def parse_syntax(text: str, source_name: str) -> list[Node]:
             f"@{m.group(1)} defines a TIR function; retrograd reads Relax functions only (TIR is out of scope)", span
         )
     try:
-        return _lark().parse(text)
+        return _driver().parse(text)
     except _LexError as err:
         span = Span(source_name, err.line, err.col, err.line, err.col + err.width, text)
         raise ParseError(err.message, span) from None
-    except UnexpectedInput as err:
-        raise _syntax_error(err, text, source_name) from None
+    except _Unexpected as err:
+        raise _syntax_error(err.token, err.expected, text, source_name) from None
 
 
 _WORDS = {
@@ -401,7 +523,7 @@ def _describe_terminal(name: str) -> str:
     return name.lower()
 
 
-def _describe_token(tok) -> str:
+def _describe_token(tok: Tok) -> str:
     if tok.type == "$END":
         return "end of input"
     if tok.type == "_NL":
@@ -410,42 +532,31 @@ def _describe_token(tok) -> str:
         return "indentation"
     if tok.type == "_DEDENT":
         return "end of the indented block"
-    return f'"{tok}"'
+    return f'"{tok.value}"'
 
 
-def _syntax_error(err: UnexpectedInput, text: str, source_name: str) -> ParseError:
-    expected = sorted({_describe_terminal(t) for t in getattr(err, "expected", None) or getattr(err, "allowed", ()) or ()})
-    want = f"; expected one of: {', '.join(expected)}" if expected else ""
-    if isinstance(err, UnexpectedToken):
-        tok = err.token
-        if tok.type == "$END":
-            line, col, width = _end_position(text)
-            return ParseError(f"unexpected end of input{want}", Span(source_name, line, col, line, col + 1, text))
-        line, col = tok.line, tok.column
-        width = max(1, (tok.end_column or col + 1) - col) if tok.end_line == line else 1
-        if tok.type in ("_NL", "_INDENT", "_DEDENT"):
-            width = 1
-            if tok.type == "_NL":
-                # Point at the end of the line that stopped early, not at the next one.
-                start = tok.start_pos if tok.start_pos is not None else 0
-                line = text.count("\n", 0, start) + 1
-                col = start - (text.rfind("\n", 0, start) + 1) + 1
-            elif tok.type == "_INDENT":
-                col = len(str(tok)) + 1
-        return ParseError(f"unexpected {_describe_token(tok)}{want}", Span(source_name, line, col, line, col + width, text))
-    if isinstance(err, UnexpectedEOF):
-        line, col, width = _end_position(text)
+def _syntax_error(tok: Tok, expected: set, text: str, source_name: str) -> ParseError:
+    words = sorted({_describe_terminal(t) for t in expected})
+    want = f"; expected one of: {', '.join(words)}" if words else ""
+    if tok.type == "$END":
+        line, col = _end_position(text)
         return ParseError(f"unexpected end of input{want}", Span(source_name, line, col, line, col + 1, text))
-    if isinstance(err, UnexpectedCharacters):
-        return ParseError(
-            f"unexpected character {text[err.pos_in_stream]!r}{want}",
-            Span(source_name, err.line, err.column, err.line, err.column + 1, text),
-        )
-    return ParseError(str(err).splitlines()[0], None)
+    line, col = tok.line, tok.column
+    width = max(1, tok.end_column - col) if tok.end_line == line else 1
+    if tok.type == "_NL":
+        # Point just past the end of the line that stopped early, not at the next line.
+        start = tok.start_pos
+        line = text.count("\n", 0, start) + 1
+        col = start - (text.rfind("\n", 0, start) + 1) + 1
+        width = 1
+    elif tok.type in ("_INDENT", "_DEDENT"):
+        col = len(tok.value) + 1
+        width = 1
+    return ParseError(f"unexpected {_describe_token(tok)}{want}", Span(source_name, line, col, line, col + width, text))
 
 
 def _end_position(text: str):
     stripped = text.rstrip()
     line = stripped.count("\n") + 1
     col = len(stripped) - (stripped.rfind("\n") + 1) + 1
-    return line, col, 1
+    return line, col
