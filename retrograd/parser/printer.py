@@ -365,8 +365,9 @@ class _FunctionPrinter:
                 for key in positional:
                     if attrs.get(key) is None:
                         skip.add(key)
+                omit = getattr(op, "print_omit", {})
                 for key, v in attrs.items():
-                    if key not in skip:
+                    if key not in skip and not (key in omit and omit[key] == v):
                         parts.append(f"{key}={format_value(v)}")
             return f"{self.mp.op_name(op)}({', '.join(parts)})"
         if t is Tuple:
