@@ -114,6 +114,8 @@ def run_code(code, regs, m: Meter) -> None:
         else:
             try:
                 v = fn(regs)
+            except RecursionError:
+                raise  # deep recursion between functions: reported once, by the top-level call
             except Exception as err:
                 raise kernel_failure(info, regs, err) from None
         if type(v) is ndarray:
@@ -171,6 +173,8 @@ def run_code_profiled(code, regs, m: Meter) -> None:
             t0 = perf_counter()
             try:
                 v = fn(regs)
+            except RecursionError:
+                raise  # deep recursion between functions: reported once, by the top-level call
             except Exception as err:
                 raise kernel_failure(info, regs, err) from None
             dt = perf_counter() - t0
@@ -286,9 +290,7 @@ def kernel_failure(info, regs, err: BaseException) -> ExecutionError:
     except Exception:  # pragma: no cover - describing must never hide the real failure
         inputs = "?"
     message = f"{info.func}: binding '{info.var}' = {info.label} failed: {orig}"
-    if inputs:
-        message += f"\n  inputs: {inputs}"
-    return ExecutionError(message, info.span)
+    return ExecutionError(message, info.span, notes=[f"inputs: {inputs}"] if inputs else None)
 
 
 def _describe(v) -> str:

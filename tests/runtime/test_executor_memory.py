@@ -4,10 +4,9 @@ import weakref
 
 import numpy as np
 import pytest
-from runtime_helpers import T, emit_if, function, module, signature
+from runtime_helpers import T, function, module
 
 import retrograd
-from retrograd.ir import Call, GlobalVar, Tuple
 from retrograd.ops.api import R
 from retrograd.ops.registry import Arg, OpDef
 
@@ -24,18 +23,21 @@ view_op = OpDef("relax.test_view", (Arg("x"),), (), infer=_same, kernel=lambda x
 identity_op = OpDef("relax.test_identity", (Arg("x"),), (), infer=_same, kernel=lambda x: x)
 
 
-def chain(n_exp):
-    def body(bb, x):
-        v = x
-        for _ in range(n_exp):
-            v = bb.emit(R.exp(v), "v")
-        return v
-
-    return module(main=function([("x", T((N,)))], body))
+def build(text):
+    return retrograd.build(retrograd.parse(text.replace("N", str(N)), "mem.py"))
 
 
 def test_chain_peak_is_param_plus_two_intermediates():
-    ex = retrograd.build(chain(3))
+    ex = build('''
+@R.function
+def main(x: R.Tensor((N,), "float32")):
+    with R.dataflow():
+        a = R.exp(x)
+        b = R.exp(a)
+        c = R.exp(b)
+        R.output(c)
+    return c
+''')
     x = np.zeros(N, "float32")
     ex["main"](x)
     # exp(x) -> a (x+a), exp(a) -> b (x+a+b, then a is freed), exp(b) -> c (x+b+c, then b is freed)
@@ -45,10 +47,12 @@ def test_chain_peak_is_param_plus_two_intermediates():
 
 
 def test_single_op_peak_and_unused_param():
-    def body(bb, x, unused):
-        return bb.emit(R.exp(x), "e")
-
-    ex = retrograd.build(module(main=function([("x", T((N,))), ("unused", T((N,)))], body)))
+    ex = build('''
+@R.function
+def main(x: R.Tensor((N,), "float32"), unused: R.Tensor((N,), "float32")):
+    e = R.exp(x)
+    return e
+''')
     ex["main"](np.zeros(N, "float32"), np.zeros(N, "float32"))
     # Parameters are the caller's: both count for the whole call.
     assert ex.stats.peak_live_bytes == 3 * MB
@@ -82,12 +86,14 @@ def test_intermediates_are_released_at_last_use():
 
 
 def test_dead_binding_is_released_at_once():
-    def body(bb, x):
-        bb.emit(R.exp(x), "dead")  # never used
-        a = bb.emit(R.exp(x), "a")
-        return bb.emit(R.exp(a), "b")
-
-    ex = retrograd.build(module(main=function([("x", T((N,)))], body)))
+    ex = build('''
+@R.function
+def main(x: R.Tensor((N,), "float32")):
+    dead = R.exp(x)
+    a = R.exp(x)
+    b = R.exp(a)
+    return b
+''')
     ex["main"](np.zeros(N, "float32"))
     assert ex.stats.peak_live_bytes == 3 * MB  # dead is gone before a is made
 
@@ -132,29 +138,24 @@ def test_constants_are_not_counted():
     assert ex.stats.peak_live_bytes == 2 * MB
 
 
-def _branch_module():
-    """e = exp(x), used only at the start of the true branch; each branch is a chain of two negatives."""
-
-    def body(bb, c, x):
-        e = bb.emit(R.exp(x), "e")
-
-        def true_branch(b):
-            t1 = b.emit(R.negative(e), "t1")
-            return b.emit(R.negative(t1), "t2")
-
-        def false_branch(b):
-            f1 = b.emit(R.negative(x), "f1")
-            return b.emit(R.negative(f1), "f2")
-
-        r = emit_if(bb, c, true_branch, false_branch)
-        return bb.emit(R.exp(r), "out")
-
-    return module(main=function([("c", T((), "bool")), ("x", T((N,)))], body))
+BRANCHES = '''
+@R.function
+def main(c: R.Tensor((), "bool"), x: R.Tensor((N,), "float32")):
+    e = R.exp(x)
+    if c:
+        t1 = R.negative(e)
+        r = R.negative(t1)
+    else:
+        f1 = R.negative(x)
+        r = R.negative(f1)
+    out = R.exp(r)
+    return out
+'''
 
 
 @pytest.mark.parametrize("cond", [True, False])
 def test_branches_release_what_only_they_use(cond):
-    ex = retrograd.build(_branch_module())
+    ex = build(BRANCHES)
     ex["main"](np.array(cond), np.zeros(N, "float32"))
     # true: x+e+t1, then x+t1+t2 (e dies inside the branch); false: e dies on entry, x+f1+f2.
     # after the If: x + r + out.  Plus the 1-byte condition for the whole call.
@@ -162,21 +163,23 @@ def test_branches_release_what_only_they_use(cond):
 
 
 def test_callee_values_count_while_it_runs():
-    callee_params = [("p", T((N,)))]
+    ex = build('''
+@I.ir_module
+class Module:
+    @R.function
+    def f(p: R.Tensor((N,), "float32")) -> R.Tensor((N,), "float32"):
+        q = R.exp(p)
+        r = R.exp(q)
+        return r
 
-    def callee_body(bb, p):
-        q = bb.emit(R.exp(p), "q")
-        return bb.emit(R.exp(q), "r")
-
-    sigs = {"f": signature(callee_params, T((N,)))}
-
-    def body(bb, x):
-        a = bb.emit(R.exp(x), "a")
-        r = bb.emit(Call(GlobalVar("f"), (a,)), "r")
-        return bb.emit(R.negative(r), "n")
-
-    mod = module(f=function(callee_params, callee_body), main=function([("x", T((N,)))], body, sigs))
-    ex = retrograd.build(mod)
+    @R.function
+    def main(x: R.Tensor((N,), "float32")):
+        cls = Module
+        a = R.exp(x)
+        r = cls.f(a)
+        n = R.negative(r)
+        return n
+''')
     ex["main"](np.zeros(N, "float32"))
     # Inside f: x, a (= p, still held by the caller during the call), q, r -> 4 MiB at the second exp.
     assert ex.stats.peak_live_bytes == 4 * MB
@@ -185,21 +188,26 @@ def test_callee_values_count_while_it_runs():
 
 
 def test_tuple_values_count_each_field_buffer_once():
-    def body(bb, x):
-        a = bb.emit(R.exp(x), "a")
-        t = bb.emit(Tuple((a, a, x)), "t")
-        from retrograd.ir import TupleGetItem
-
-        first = bb.emit(TupleGetItem(t, 0), "first")
-        return bb.emit(R.exp(first), "b")
-
-    ex = retrograd.build(module(main=function([("x", T((N,)))], body)))
+    ex = build('''
+@R.function
+def main(x: R.Tensor((N,), "float32")):
+    a = R.exp(x)
+    t = (a, a, x)
+    first = t[0]
+    b = R.exp(first)
+    return b
+''')
     ex["main"](np.zeros(N, "float32"))
     assert ex.stats.peak_live_bytes == 3 * MB
 
 
 def test_peak_is_reset_each_call():
-    ex = retrograd.build(module(main=function([("x", T(("n",)))], lambda bb, x: bb.emit(R.exp(x), "e"))))
+    ex = build('''
+@R.function
+def main(x: R.Tensor(("n",), "float32")):
+    e = R.exp(x)
+    return e
+''')
     ex["main"](np.zeros(1000, "float32"))
     assert ex.stats.peak_live_bytes == 8000
     ex["main"](np.zeros(10, "float32"))

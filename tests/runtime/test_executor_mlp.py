@@ -2,34 +2,34 @@
 
 import numpy as np
 import pytest
-from runtime_helpers import T, function, module
 
 import retrograd
-from retrograd.ir import Tuple
-from retrograd.ops.api import R
 
 BATCH, SIZES, CLASSES = 16, (20, 32, 24), 10
 
 
+MLP = f'''
+@R.function
+def main(x: R.Tensor(({BATCH}, {SIZES[0]}), "float32"), y: R.Tensor(({BATCH},), "int64"),
+         w0: R.Tensor(({SIZES[0]}, {SIZES[1]}), "float32"), b0: R.Tensor(({SIZES[1]},), "float32"),
+         w1: R.Tensor(({SIZES[1]}, {SIZES[2]}), "float32"), b1: R.Tensor(({SIZES[2]},), "float32"),
+         w2: R.Tensor(({SIZES[2]}, {CLASSES}), "float32"), b2: R.Tensor(({CLASSES},), "float32")):
+    with R.dataflow():
+        z0 = R.add(R.matmul(x, w0), b0)
+        h0 = R.nn.relu(z0)
+        z1 = R.matmul(h0, w1) + b1
+        h1 = R.nn.relu(z1)
+        z2 = R.add(R.matmul(h1, w2, out_dtype="void"), b2)
+        logp = R.nn.log_softmax(z2)
+        loss = R.nn.nll_loss(logp, y)
+        out = (loss, logp)
+        R.output(out)
+    return out
+'''
+
+
 def _mlp_module():
-    params = [("x", T((BATCH, SIZES[0]))), ("y", T((BATCH,), "int64"))]
-    dims = SIZES + (CLASSES,)
-    for i in range(3):
-        params += [(f"w{i}", T((dims[i], dims[i + 1]))), (f"b{i}", T((dims[i + 1],)))]
-
-    def body(bb, x, y, *wb):
-        with bb.dataflow():
-            h = x
-            for i in range(3):
-                h = bb.emit(R.add(bb.emit(R.matmul(h, wb[2 * i]), f"mm{i}"), wb[2 * i + 1]), f"z{i}")
-                if i < 2:
-                    h = bb.emit(R.nn.relu(h), f"h{i}")
-            logp = bb.emit(R.nn.log_softmax(h), "logp")
-            loss = bb.emit_output(R.nn.nll_loss(logp, y), "loss")
-            out = bb.emit_output(Tuple((loss, logp)), "out")
-        return out
-
-    return module(main=function(params, body))
+    return retrograd.parse(MLP, "mlp.py")
 
 
 def _inputs(seed=0):

@@ -2,22 +2,25 @@
 
 import numpy as np
 import pytest
-from runtime_helpers import T, Tup, function, module
+from runtime_helpers import T, function, module
 
 import retrograd
 from retrograd.errors import DiagnosticError, ExecutionError
-from retrograd.ir import PrimValue, Tuple, shape_expr
+from retrograd.ir import PrimValue, Tuple
 from retrograd.ir.struct_info import ObjectStructInfo, PrimStructInfo, ShapeStructInfo, TensorStructInfo
-from retrograd.ops.api import R
+
+
+SYM = '''
+@R.function
+def main(x: R.Tensor((3, "n"), "float32"), y: R.Tensor(("n",), "float32")):
+    s = R.add(x, y)
+    return (s, R.shape([n, 3]))
+'''
 
 
 def _sym_module():
     """main(x: (3, n), y: (n,)) -> (x + y, shape [n, 3])."""
-
-    def body(bb, x, y):
-        return Tuple((bb.emit(R.add(x, y), "s"), shape_expr(["n", 3])))
-
-    return module(main=function([("x", T((3, "n"))), ("y", T(("n",)))], body))
+    return retrograd.parse(SYM, "sig.py")
 
 
 def test_symbolic_dims_bound_per_call():
@@ -58,14 +61,23 @@ def test_wrong_shape_names_the_parameter():
     ],
 )
 def test_static_parameter_mismatch(x, expected_got):
-    mod = module(main=function([("x", T((2, 3)))], lambda bb, x: bb.emit(R.exp(x), "e")))
+    mod = retrograd.parse('''
+@R.function
+def main(x: R.Tensor((2, 3), "float32")):
+    e = R.exp(x)
+    return e
+''')
     with pytest.raises(ExecutionError, match=r"main: parameter 'x' expects Tensor\(\(2, 3\), float32\), got ") as info:
         retrograd.build(mod)["main"](x)
     assert str(info.value).endswith(expected_got)
 
 
 def test_nested_tuple_mismatch_names_the_path():
-    mod = module(main=function([("p", Tup(T((2,)), Tup(T((2,)), T((3,)))))], lambda bb, p: p))
+    mod = retrograd.parse('''
+@R.function
+def main(p: R.Tuple(R.Tensor((2,), "float32"), R.Tuple(R.Tensor((2,), "float32"), R.Tensor((3,), "float32")))):
+    return p
+''')
     ex = retrograd.build(mod)
     a = np.zeros(2, "float32")
     with pytest.raises(ExecutionError, match=r"parameter 'p\[1\]\[1\]' expects Tensor\(\(3,\), float32\), got array of shape \(4,\)"):
@@ -91,11 +103,14 @@ def test_unknown_function():
 
 def test_expression_dims_checked_after_binding():
     # y: (n + 1,) and z: (2 * n,) follow from x: (n,)
-    def body(bb, x, y, z):
-        return Tuple((bb.emit(R.exp(x), "a"), bb.emit(R.exp(y), "b"), bb.emit(R.exp(z), "c")))
-
-    params = [("x", T(("n",))), ("y", T(("n + 1",))), ("z", T(("2 * n",)))]
-    ex = retrograd.build(module(main=function(params, body)))
+    ex = retrograd.build(retrograd.parse('''
+@R.function
+def main(x: R.Tensor(("n",), "float32"), y: R.Tensor(("n + 1",), "float32"), z: R.Tensor(("2 * n",), "float32")):
+    a = R.exp(x)
+    b = R.exp(y)
+    c = R.exp(z)
+    return (a, b, c)
+'''))
     ex["main"](np.zeros(3, "float32"), np.zeros(4, "float32"), np.zeros(6, "float32"))
     with pytest.raises(ExecutionError, match=r"parameter 'z' .* \(2 \* n = 6, but dimension 0 is 7\)"):
         ex["main"](np.zeros(3, "float32"), np.zeros(4, "float32"), np.zeros(7, "float32"))
@@ -108,19 +123,19 @@ def test_unbindable_dim_is_a_build_error():
 
 
 def test_symbolic_shape_expr_in_a_call_is_resolved():
-    # The kernel receives a tuple of ints for a ShapeExpr argument: check with an op taking a shape.
-    from retrograd.ops.registry import lookup
-
-    op = lookup("relax.zeros") or lookup("relax.ones")
-    if op is None or op.kernel is None:
-        pytest.skip("no zeros/ones op yet")
-
-    def body(bb, x):
-        return bb.emit(op(shape_expr(["n", "n * 2"]), dtype="float32"), "z")
-
-    ex = retrograd.build(module(main=function([("x", T(("n",)))], body)))
-    out = ex["main"](np.zeros(3, "float32"))
-    assert out.shape == (3, 6) and out.dtype == np.float32
+    # The kernel receives a tuple of ints for a ShapeExpr argument whose dims are symbolic.
+    ex = retrograd.build(retrograd.parse('''
+@R.function
+def main(x: R.Tensor(("n", "m"), "float32")):
+    z = R.zeros(R.shape([n, n * m]), dtype="float32")
+    r = R.reshape(x, R.shape([m, n]))
+    return (z, r)
+'''))
+    for n, m in ((3, 2), (1, 5)):
+        x = np.arange(n * m, dtype="float32").reshape(n, m)
+        z, r = ex["main"](x)
+        assert z.shape == (n, n * m) and z.dtype == np.float32 and not z.any()
+        np.testing.assert_array_equal(r, x.reshape(m, n))
 
 
 def test_ndim_only_and_object_and_prim_and_shape_params():
