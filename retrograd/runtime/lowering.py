@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import keyword
 from operator import itemgetter
 
@@ -80,8 +81,16 @@ class _PreBlock:
 
 def lower_module(mod, check: bool = False) -> dict[str, Program]:
     programs = {name: Program() for name, func in mod.items() if isinstance(func, Function)}
-    for name, prog in programs.items():
-        _FunctionLowering(name, mod[name], programs, check).lower(prog)
+    # Lowering allocates several objects per binding and frees none: the cyclic collector would rescan
+    # the whole (large) IR again and again for nothing; pausing it halves the build time of big modules.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for name, prog in programs.items():
+            _FunctionLowering(name, mod[name], programs, check).lower(prog)
+    finally:
+        if enabled:
+            gc.enable()
     return programs
 
 
@@ -102,28 +111,40 @@ def reader(src):
     return lambda regs: tuple(p(regs) for p in parts)
 
 
+_FACTORIES: dict = {}
+
+
 def _kernel_fn(kernel, attrs: dict, srcs: list):
     """A closure `regs -> kernel(inputs..., attr=value...)` with everything resolved at build time.
 
-    The closure is compiled from generated text because a call with literal keywords costs a third of
+    The closure comes from generated text because a call with literal keywords costs a third of
     `partial(kernel, **attrs)` or `kernel(..., **attrs)` (CPython copies the keyword dict on every call).
-    The text holds only register numbers and attribute names, which are checked to be identifiers;
-    every value (the kernel, attribute values, tuple readers) is passed in the namespace, never as text.
+    The text holds only parameter names and attribute names, checked to be identifiers; every value
+    (kernel, register numbers, attribute values, tuple readers) is an argument of the factory. One
+    factory per call pattern, so a 100,000-binding function compiles a handful of them.
     """
-    ns = {"k": kernel}
-    parts = []
-    for i, s in enumerate(srcs):
-        if isinstance(s, int):
-            parts.append(f"r[{s}]")
-        else:
-            ns[f"t{i}"] = reader(s)
-            parts.append(f"t{i}(r)")
-    for j, (name, value) in enumerate(attrs.items()):
+    pattern = (tuple(isinstance(s, int) for s in srcs), tuple(attrs))
+    factory = _FACTORIES.get(pattern)
+    if factory is None:
+        factory = _FACTORIES[pattern] = _make_factory(*pattern)
+    values = [s if isinstance(s, int) else reader(s) for s in srcs]
+    return factory(kernel, *values, *attrs.values())
+
+
+def _make_factory(is_reg: tuple, attr_names: tuple):
+    names, parts = [], []
+    for i, reg in enumerate(is_reg):
+        names.append(f"s{i}")
+        parts.append(f"r[s{i}]" if reg else f"s{i}(r)")
+    for j, name in enumerate(attr_names):
         if not name.isidentifier() or keyword.iskeyword(name):
             raise ValueError(f"attribute name {name!r} is not an identifier")
-        ns[f"a{j}"] = value
+        names.append(f"a{j}")
         parts.append(f"{name}=a{j}")
-    return eval(f"lambda r: k({', '.join(parts)})", ns)  # noqa: S307 - text built above from ints and identifiers
+    src = f"def factory(k, {', '.join(names)}):\n    return lambda r: k({', '.join(parts)})\n"
+    ns: dict = {}
+    exec(src, ns)  # noqa: S102 - text built above from indices and checked identifiers
+    return ns["factory"]
 
 
 def _fmt_attr(v) -> str:
