@@ -18,6 +18,7 @@ from retrograd.ir.expr import (
     ShapeExpr,
     StringImm,
     Tuple,
+    Var,
 )
 from retrograd.ir.module import IRModule
 from retrograd.ir.struct_info import TensorStructInfo
@@ -77,6 +78,8 @@ class _Folder:
     def fold(self, call: Call) -> Constant | None:
         op = call.op
         if isinstance(op, GlobalVar) or not getattr(op, "pure", False) or getattr(op, "kernel", None) is None:
+            return None
+        if any(isinstance(a, Var) for a in call.args):
             return None
         out_numel = _static_numel(call.struct_info)
         if out_numel is None:

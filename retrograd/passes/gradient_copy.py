@@ -17,10 +17,17 @@ def copy_expr(expr: Expr, vmap: dict, promote: bool = False) -> Expr:
     if isinstance(expr, Var):
         return vmap.get(expr, expr)
     if isinstance(expr, Call):
-        args = tuple(copy_expr(a, vmap, promote) for a in expr.args)
-        if all(a is b for a, b in zip(args, expr.args)):
+        # Hot in every pass that renames: most calls read only leaves, most of them unrenamed.
+        new_args = None
+        for i, a in enumerate(expr.args):
+            b = vmap.get(a, a) if isinstance(a, Var) else copy_expr(a, vmap, promote) if isinstance(a, Tuple) else a
+            if b is not a:
+                if new_args is None:
+                    new_args = list(expr.args)
+                new_args[i] = b
+        if new_args is None:
             return expr
-        return Call(expr.op, args, expr.attrs, expr.struct_info, span=expr.span)
+        return Call(expr.op, tuple(new_args), expr.attrs, expr.struct_info, span=expr.span)
     if isinstance(expr, Tuple):
         fields = tuple(copy_expr(f, vmap, promote) for f in expr.fields)
         if all(a is b for a, b in zip(fields, expr.fields)):

@@ -91,10 +91,12 @@ class _Simplifier:
             changed |= self.binding(b)
         out = self.out
         if self.promoted:
-            # Bindings emitted before a promotion still read the dataflow var: rename it.
-            out = [
+            # Bindings emitted before a promotion still read the dataflow var: rename it (only
+            # bindings after the first promoted one can read a promoted var).
+            first = min(self.position[v] for v in self.promoted.values())
+            out = out[: first + 1] + [
                 b if not _reads_any(b.value, self.promoted) else VarBinding(b.var, _rename(b.value, self.promoted), span=b.span)
-                for b in out
+                for b in out[first + 1 :]
             ]
             changed = True
         if not changed:

@@ -1,0 +1,101 @@
+"""Gradient pass time on generated N-layer MLPs against TVM 0.27's Gradient, and adjoint binding counts.
+
+Run by hand:  python benchmarks/bench_gradient.py [--bindings 101 1001 2001 10001 50001] [--tvm-max 10001]
+
+Each layer is permute_dims(w), matmul, bias add, relu (4 bindings) with its own weight and bias, and a
+final sum makes the scalar target: 4 * layers + 1 bindings. Both systems parse the same text (not
+timed); only the pass is timed, our clean-up included (it is part of our Gradient). TVM 0.27's
+Gradient grows quadratically (about 0.7 s at 2,001 bindings, 37 s at 10,001), so it only runs up to
+--tvm-max bindings. Times are medians of repeated runs; ratios compare the two in the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import retrograd  # noqa: E402
+from retrograd.passes import Gradient  # noqa: E402
+
+
+def mlp_text(layers: int, width: int = 16, batch: int = 4) -> str:
+    t = f'R.Tensor(({batch}, {width}), dtype="float32")'
+    params = [f"x: {t}"]
+    for i in range(layers):
+        params.append(f'w{i}: R.Tensor(({width}, {width}), dtype="float32")')
+        params.append(f'b{i}: R.Tensor(({width},), dtype="float32")')
+    lines = [
+        "@I.ir_module",
+        "class Module:",
+        "    @R.function",
+        f'    def main({", ".join(params)}) -> R.Tensor((), dtype="float32"):',
+        "        with R.dataflow():",
+    ]
+    prev = "x"
+    for i in range(layers):
+        lines.append(f'            wt{i}: R.Tensor(({width}, {width}), dtype="float32") = R.permute_dims(w{i}, axes=None)')
+        lines.append(f"            mm{i}: {t} = R.matmul({prev}, wt{i}, out_dtype=None)")
+        lines.append(f"            ad{i}: {t} = R.add(mm{i}, b{i})")
+        lines.append(f"            h{i}: {t} = R.nn.relu(ad{i})")
+        prev = f"h{i}"
+    lines.append(f'            gv: R.Tensor((), dtype="float32") = R.sum({prev}, axis=None, keepdims=False)')
+    lines += ["            R.output(gv)", "        return gv"]
+    return "\n".join(lines) + "\n"
+
+
+def timed(fn, repeat: int):
+    times, result = [], None
+    for _ in range(repeat):
+        gc.collect()
+        t = time.perf_counter()
+        result = fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times), result
+
+
+def bindings(func) -> int:
+    return sum(len(block.bindings) for block in func.body.blocks)
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--bindings", type=int, nargs="+", default=[101, 1001, 2001, 10001, 50001])
+    ap.add_argument("--tvm-max", type=int, default=10001, help="largest size TVM is run on")
+    args = ap.parse_args(argv)
+    try:
+        import tvm
+        from tvm import relax
+    except ImportError:
+        tvm = None
+        print("TVM is not installed: timing ours only")
+
+    print(f"{'bindings':>9} {'ours ms':>10} {'us/binding':>10} {'TVM ms':>10} {'TVM/ours':>9} {'adjoint ours':>13} {'adjoint TVM':>12}")
+    for n in args.bindings:
+        layers = max(1, (n - 1) // 4)
+        text = mlp_text(layers)
+        size = 4 * layers + 1
+        repeat = 5 if size <= 2001 else 3 if size <= 10001 else 1
+        mod = retrograd.parse(text)
+        ours_t, ours = timed(lambda: Gradient("main")(mod), repeat)
+        ours_n = bindings(ours["main_adjoint"])
+        tvm_t = tvm_n = None
+        if tvm is not None and size <= args.tvm_max:
+            tmod = tvm.script.from_source(text)
+            tvm_t, theirs = timed(lambda: relax.transform.Gradient("main")(tmod), 3 if size <= 2001 else 1)
+            tvm_n = bindings(theirs["main_adjoint"])
+        ratio = f"{tvm_t / ours_t:9.2f}" if tvm_t else f"{'-':>9}"
+        tvm_ms = f"{tvm_t * 1e3:10.1f}" if tvm_t else f"{'-':>10}"
+        print(
+            f"{size:>9} {ours_t * 1e3:10.1f} {ours_t / size * 1e6:10.1f} {tvm_ms} {ratio} {ours_n:>13} {tvm_n if tvm_n else '-':>12}",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
