@@ -1,62 +1,79 @@
-"""Max and average 2-D pooling, forward and backward: separable passes over cache-sized chunks of planes."""
+"""Max and average 2-D pooling, forward and backward, on stride-phase grids of cache-sized chunks of planes."""
 
 from __future__ import annotations
-
-from functools import lru_cache
 
 import numpy as np
 
 from retrograd.errors import KernelError
-from retrograd.ops.kernels.window import Window2d, check_float, check_ndim, plane_chunks, to_layout
+from retrograd.ops.kernels.phase import PhaseGrid
+from retrograd.ops.kernels.window import Window2d, check_float, plane_chunk_size, plane_chunks, to_layout
+
+# Pure elementwise work on contiguous tap slices: no BLAS (whose threads stall on a busy machine), and
+# every temporary is allocated once per call and reused across chunks (fresh pages cost more than
+# the arithmetic on them).
 
 
-def _setup(op, data, pool_size, strides, padding, dilation, ceil_mode, layout):
-    data = np.asarray(data)
-    check_float(op, "data", data)
-    x = to_layout(op, data, layout, "NCHW")
-    return x, Window2d(op, x.shape[2:], pool_size, strides, padding, dilation, ceil_mode)
+class _Setup:
+    """The data as (N*C, H, W) planes, the window, its phase grid and the planes per chunk."""
+
+    def __init__(self, op, data, pool_size, strides, padding, dilation, ceil_mode, layout):
+        data = np.asarray(data)
+        check_float(op, "data", data)
+        x = to_layout(op, data, layout, "NCHW")
+        self.op, self.nchw = op, x.shape
+        n, c, h, w = x.shape
+        self.planes = x.reshape(n * c, h, w)
+        self.win = win = Window2d(op, (h, w), pool_size, strides, padding, dilation, ceil_mode)
+        self.grid = PhaseGrid(win)
+        self.size = plane_chunk_size(self.grid.plane * win.sh * win.sw * x.itemsize)
+
+    def grad(self, output_grad, layout):
+        """output_grad (laid out as `layout`) as (N*C, OH, OW) planes of the data's dtype."""
+        g = to_layout(self.op, np.asarray(output_grad), layout, "NCHW")
+        expect = self.nchw[:2] + (self.win.oh, self.win.ow)
+        if g.shape != expect:
+            raise KernelError(f"{self.op}: output_grad has shape {g.shape} in NCHW order, expected {expect}")
+        return g.reshape(self.planes.shape[0], *expect[2:]).astype(self.planes.dtype, copy=False)
+
+    def finish(self, planes, layout):
+        """(N*C, h, w) planes as an array laid out as `layout`."""
+        y = planes.reshape(*self.nchw[:2], *planes.shape[1:])
+        return np.ascontiguousarray(to_layout(self.op, y, "NCHW", layout))
 
 
-def _finish(op, y, n, c, layout, out_layout):
-    y = y.reshape(n, c, *y.shape[1:])
-    return np.ascontiguousarray(to_layout(op, y, "NCHW", out_layout or layout))
+def _pool(s, fill, ufunc, scale=None):
+    """Reduce every window with `ufunc` (padding reads `fill`), then multiply by `scale` if given."""
+    planes, win, grid, size = s.planes, s.win, s.grid, s.size
+    out = np.empty((planes.shape[0], win.oh, win.ow), planes.dtype)
+    src = grid.buffer(size, planes.dtype, fill)
+    acc = np.empty((size, grid.length), planes.dtype)
+    for sl in plane_chunks(planes.shape[0], size):
+        p = sl.stop - sl.start
+        grid.load(src, planes[sl])
+        a = acc[:p]
+        a[...] = grid.tap(src, 0, p)
+        for k in range(1, len(grid.taps)):
+            ufunc(a, grid.tap(src, k, p), out=a)
+        if scale is not None:
+            a *= scale
+        out[sl] = a.reshape(p, win.oh, grid.wq)[:, :, : win.ow]
+    return out
 
 
-def _grad_planes(op, output_grad, layout, x, win):
-    """output_grad (laid out as `layout`) as (N*C, OH, OW) planes of the data's dtype, shape-checked."""
-    g = to_layout(op, np.asarray(output_grad), layout, "NCHW")
-    expect = (x.shape[0], x.shape[1], win.oh, win.ow)
-    if g.shape != expect:
-        raise KernelError(f"{op}: output_grad has shape {g.shape} in NCHW order, expected {expect}")
-    return _planes(g.astype(x.dtype, copy=False))
-
-
-class _PaddedChunks:
-    """Copies chunks of planes into one reused buffer whose border holds `fill` (padding, ceil_mode overhang)."""
-
-    def __init__(self, planes, win, fill):
-        self.planes, self.win = planes, win
-        hn, wn = win.padded_hw
-        self.direct = win.unpadded
-        self.chunks = list(plane_chunks(planes.shape[0], hn * wn * planes.itemsize))
-        self.size = self.chunks[0].stop - self.chunks[0].start if self.chunks else 0
-        if not self.direct:
-            self.buf = np.full((self.size, hn, wn), fill, planes.dtype)
-
-    def __iter__(self):
-        w = self.win
-        for sl in self.chunks:
-            if self.direct:
-                yield sl, self.planes[sl]
-            else:
-                b = self.buf[: sl.stop - sl.start]
-                b[:, w.pt : w.pt + w.h, w.pl : w.pl + w.w] = self.planes[sl]
-                yield sl, b
-
-
-def _planes(x):
-    n, c, h, w = x.shape
-    return x.reshape(n * c, h, w)
+def _scatter(s, g, spread):
+    """dx from output gradients: per chunk, `spread(p, sl, gf, taps_of_dst)` adds the gradient on the
+    grid (0 in junk columns) into the tap slices of a zeroed grid, which is then cropped into dx."""
+    planes, win, grid, size = s.planes, s.win, s.grid, s.size
+    dx = np.empty(planes.shape, planes.dtype)
+    dst = grid.buffer(size, planes.dtype, 0)
+    gq = np.zeros((size, win.oh, grid.wq), planes.dtype)
+    for sl in plane_chunks(planes.shape[0], size):
+        p = sl.stop - sl.start
+        gq[:p, :, : win.ow] = g[sl]
+        dst[:, :, :p].fill(0)
+        spread(p, sl, gq[:p].reshape(p, grid.length), [grid.tap(dst, k, p) for k in range(len(grid.taps))])
+        grid.store(dst, dx[sl])
+    return dx
 
 
 def max_pool2d(
@@ -71,25 +88,10 @@ def max_pool2d(
     layout="NCHW",
     out_layout=None,
 ):
-    """Max over each window; padding and ceil_mode overhang hold -inf, so they never win."""
+    """Max over each window; padding and the ceil_mode overhang hold -inf, so they never win."""
     op = "max_pool2d"
-    x, win = _setup(op, data, pool_size, strides, padding, dilation, ceil_mode, layout)
-    n, c = x.shape[:2]
-    out = np.empty((n * c, win.oh, win.ow), x.dtype)
-    rows_taps, col_taps = win.row_taps(), win.col_taps()
-    chunks = _PaddedChunks(_planes(x), win, -np.inf)
-    rows_buf = np.empty((chunks.size, win.padded_hw[0], win.ow), x.dtype)
-    for sl, b in chunks:
-        # Separable: a max along W over all padded rows, then along H.
-        rows = rows_buf[: sl.stop - sl.start]
-        rows[...] = b[:, :, col_taps[0]]
-        for cs in col_taps[1:]:
-            np.maximum(rows, b[:, :, cs], out=rows)
-        o = out[sl]
-        o[...] = rows[:, rows_taps[0]]
-        for rs in rows_taps[1:]:
-            np.maximum(o, rows[:, rs], out=o)
-    return _finish(op, out, n, c, layout, out_layout)
+    s = _Setup(op, data, pool_size, strides, padding, dilation, ceil_mode, layout)
+    return s.finish(_pool(s, -np.inf, np.maximum), out_layout or layout)
 
 
 def max_pool2d_backward(
@@ -105,90 +107,57 @@ def max_pool2d_backward(
     layout="NCHW",
     out_layout=None,
 ):
-    """Each window's gradient goes to its first maximum in row-major order; overlapping windows accumulate."""
+    """Each window's gradient goes to its first maximum in row-major window order (as in PyTorch);
+    padding never wins; overlapping windows accumulate. Needs the data, not saved indices."""
     op = "max_pool2d_backward"
-    x, win = _setup(op, data, pool_size, strides, padding, dilation, ceil_mode, layout)
-    g = _grad_planes(op, output_grad, out_layout or layout, x, win)
-    n, c, h, w = x.shape
-    hn, wn = win.padded_hw
-    dx = np.empty((n * c, h, w), x.dtype)
-    rows_taps, col_taps = win.row_taps(), win.col_taps()
-    itype = np.uint8 if win.kh * win.kw < 256 else np.int32
-    chunks = _PaddedChunks(_planes(x), win, -np.inf)
-    p0 = chunks.size
-    # Temporaries reused across chunks (allocation of fresh pages costs more than the work).
-    m1 = np.empty((p0, hn, win.ow), x.dtype)
-    j1 = np.empty((p0, hn, win.ow), itype)
-    m2 = np.empty((p0, win.oh, win.ow), x.dtype)
-    k2 = np.empty((p0, win.oh, win.ow), itype)
-    better = np.empty((p0, hn, win.ow), bool)
-    dbuf = None if win.unpadded else np.empty((p0, hn, wn), x.dtype)
-    for sl, b in chunks:
-        p = sl.stop - sl.start
-        m, j, mm, kk, bt = m1[:p], j1[:p], m2[:p], k2[:p], better[:p]
-        # Along W: running max and the first column offset reaching it (strict > keeps the first).
-        m[...] = b[:, :, col_taps[0]]
-        j.fill(0)
-        for jj, cs in enumerate(col_taps[1:], 1):
-            v = b[:, :, cs]
-            np.greater(v, m, out=bt)
-            np.copyto(m, v, where=bt)
-            np.copyto(j, jj, where=bt)
-        # Along H: the first row offset reaching the max; the winner's column offset rides along.
-        bt2 = bt[:, : win.oh]
-        mm[...] = m[:, rows_taps[0]]
-        kk[...] = j[:, rows_taps[0]]
-        for ii, rs in enumerate(rows_taps[1:], 1):
-            v = m[:, rs]
-            np.greater(v, mm, out=bt2)
-            np.copyto(mm, v, where=bt2)
-            np.copyto(kk, j[:, rs] + ii * win.kw, where=bt2)
-        gs = g[sl]
-        d = dx[sl] if dbuf is None else dbuf[:p]
-        d.fill(0)
-        for ii, rs in enumerate(rows_taps):
-            for jj, cs in enumerate(col_taps):
-                view = d[:, rs, cs]
-                np.add(view, gs, out=view, where=kk == ii * win.kw + jj)
-        if dbuf is not None:
-            dx[sl] = d[:, win.pt : win.pt + h, win.pl : win.pl + w]
-    return _finish(op, dx, n, c, layout, layout)
+    s = _Setup(op, data, pool_size, strides, padding, dilation, ceil_mode, layout)
+    g = s.grad(output_grad, out_layout or layout)
+    planes, grid, size = s.planes, s.grid, s.size
+    src = grid.buffer(size, planes.dtype, -np.inf)
+    top, contrib = (np.empty((size, grid.length), planes.dtype) for _ in range(2))
+    hit, free = (np.empty((size, grid.length), bool) for _ in range(2))
+
+    def spread(p, sl, gf, dst_taps):
+        grid.load(src, planes[sl])
+        taps = [grid.tap(src, k, p) for k in range(len(grid.taps))]
+        m, e, f, t = top[:p], hit[:p], free[:p], contrib[:p]
+        m[...] = taps[0]
+        for v in taps[1:]:
+            np.maximum(m, v, out=m)
+        # Taps in row-major order; `f` marks windows whose maximum is not found yet.
+        f.fill(True)
+        for v, d in zip(taps, dst_taps):
+            np.equal(v, m, out=e)
+            e &= f
+            f ^= e
+            # Multiplying by the mask is 4x faster than np.where (a non-finite gradient smears nan).
+            np.multiply(gf, e, out=t)
+            d += t
+
+    return s.finish(_scatter(s, g, spread), layout)
 
 
-@lru_cache(maxsize=256)
-def _avg_matrix(size, k, s, p0, p1, d, n_out, include_pad, dtype):
-    """(n_out, size) averaging matrix along one axis: 1/count at each in-bounds tap of each window."""
-    starts = np.arange(n_out) * s - p0
-    taps = starts[:, None] + np.arange(k) * d
-    inside = (taps >= 0) & (taps < size)
-    a = np.zeros((n_out, size))
-    rows = np.broadcast_to(np.arange(n_out)[:, None], taps.shape)
-    a[rows[inside], taps[inside]] = 1.0
-    # The divisor is separable: per axis, taps inside the padded input (or inside the input).
-    count = ((taps >= -p0) & (taps < size + p1)).sum(1) if include_pad else inside.sum(1)
-    a /= np.maximum(count, 1)[:, None]
-    a = a.astype(dtype)
-    a.flags.writeable = False
-    return a
+def _axis_counts(size, k, s, p0, p1, d, n_out, include_pad):
+    """Per window along one axis, the taps the divisor counts: those inside the input, or inside the
+    padded input when include_pad; never the ceil_mode overhang (as TVM and PyTorch do)."""
+    taps = (np.arange(n_out) * s - p0)[:, None] + np.arange(k) * d
+    lo, hi = (-p0, size + p1) if include_pad else (0, size)
+    return ((taps >= lo) & (taps < hi)).sum(1)
 
 
-def _avg_matrices(win, count_include_pad, dtype):
-    ah = _avg_matrix(win.h, win.kh, win.sh, win.pt, win.pb, win.dh, win.oh, bool(count_include_pad), np.dtype(dtype))
-    aw = _avg_matrix(win.w, win.kw, win.sw, win.pl, win.pr, win.dw, win.ow, bool(count_include_pad), np.dtype(dtype))
-    return ah, aw
-
-
-def _separable(planes, left, right, out_hw):
-    """left @ plane @ right.T for every plane, in cache-sized chunks, as two BLAS matmuls per chunk."""
-    n, h, w = planes.shape
-    oh, ow = out_hw
-    out = np.empty((n, oh, ow), planes.dtype)
-    rt = np.ascontiguousarray(right.T)
-    for sl in plane_chunks(n, h * w * planes.itemsize):
-        p = sl.stop - sl.start
-        t = np.matmul(planes[sl].reshape(p * h, w), rt).reshape(p, h, ow)
-        np.matmul(left, t, out=out[sl])
-    return out
+def _avg_scale(win, grid, count_include_pad, dtype):
+    """1/divisor on the phase grid, flattened; 0 in junk columns and for windows with nothing to count
+    (so an all-padding window averages to 0, as in TVM)."""
+    cip = bool(count_include_pad)
+    counts = (
+        _axis_counts(win.h, win.kh, win.sh, win.pt, win.pb, win.dh, win.oh, cip),
+        _axis_counts(win.w, win.kw, win.sw, win.pl, win.pr, win.dw, win.ow, cip),
+    )
+    inv_h, inv_w = (np.where(c > 0, 1.0 / np.maximum(c, 1), 0.0) for c in counts)
+    # The divisor is separable: the product of the per-axis counts.
+    scale = np.zeros((win.oh, grid.wq))
+    scale[:, : win.ow] = np.outer(inv_h, inv_w)
+    return scale.reshape(-1).astype(dtype)
 
 
 def avg_pool2d(
@@ -203,13 +172,12 @@ def avg_pool2d(
     layout="NCHW",
     out_layout=None,
 ):
-    """Mean over each window; the divisor counts padding only when count_include_pad, never ceil_mode overhang."""
+    """Mean over each window; the divisor counts padding only when count_include_pad, never the
+    ceil_mode overhang."""
     op = "avg_pool2d"
-    x, win = _setup(op, data, pool_size, strides, padding, dilation, ceil_mode, layout)
-    n, c = x.shape[:2]
-    ah, aw = _avg_matrices(win, count_include_pad, x.dtype)
-    out = _separable(_planes(x), ah, aw, (win.oh, win.ow))
-    return _finish(op, out, n, c, layout, out_layout)
+    s = _Setup(op, data, pool_size, strides, padding, dilation, ceil_mode, layout)
+    scale = _avg_scale(s.win, s.grid, count_include_pad, s.planes.dtype)
+    return s.finish(_pool(s, 0, np.add, scale), out_layout or layout)
 
 
 def avg_pool2d_backward(
@@ -225,11 +193,16 @@ def avg_pool2d_backward(
     layout="NCHW",
     out_layout=None,
 ):
-    """The exact derivative of avg_pool2d (a linear map): the transposed averaging matrices."""
+    """The exact derivative of avg_pool2d, ceil_mode included: each window spreads g / divisor over
+    its in-bounds taps."""
     op = "avg_pool2d_backward"
-    x, win = _setup(op, data, pool_size, strides, padding, dilation, ceil_mode, layout)
-    g = _grad_planes(op, output_grad, out_layout or layout, x, win)
-    n, c, h, w = x.shape
-    ah, aw = _avg_matrices(win, count_include_pad, x.dtype)
-    dx = _separable(g, ah.T, aw.T, (h, w))
-    return _finish(op, dx, n, c, layout, layout)
+    s = _Setup(op, data, pool_size, strides, padding, dilation, ceil_mode, layout)
+    g = s.grad(output_grad, out_layout or layout)
+    scale = _avg_scale(s.win, s.grid, count_include_pad, s.planes.dtype)
+
+    def spread(p, sl, gf, dst_taps):
+        gf *= scale
+        for d in dst_taps:
+            d += gf
+
+    return s.finish(_scatter(s, g, spread), layout)

@@ -1,0 +1,255 @@
+"""conv2d and conv2d_transpose against naive loops over output / input positions, the adjoint identity,
+TVM's weight-gradient form, and PyTorch."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from retrograd.errors import KernelError
+from retrograd.ops.kernels import conv
+
+# -- naive references -------------------------------------------------------------------------------
+
+
+def naive_conv2d(x, w, s, p, d, g):
+    """One dot product per (image, output channel, output position)."""
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    xp = np.zeros((n, c, h + p[0] + p[2], wd + p[1] + p[3]))
+    xp[:, :, p[0] : p[0] + h, p[1] : p[1] + wd] = x
+    oh = (xp.shape[2] - d[0] * (kh - 1) - 1) // s[0] + 1
+    ow = (xp.shape[3] - d[1] * (kw - 1) - 1) // s[1] + 1
+    out = np.zeros((n, o, oh, ow))
+    og = o // g
+    for b, oc, i, j in itertools.product(range(n), range(o), range(oh), range(ow)):
+        gi = oc // og
+        window = xp[b, gi * cg : (gi + 1) * cg, i * s[0] : i * s[0] + d[0] * (kh - 1) + 1 : d[0],
+                    j * s[1] : j * s[1] + d[1] * (kw - 1) + 1 : d[1]]  # fmt: skip
+        out[b, oc, i, j] = np.sum(window * w[oc])
+    return out
+
+
+def naive_conv2d_transpose(x, w, s, p, op, d, g):
+    """Each input value scatters its kernel-weighted copy into the (padded) output."""
+    n, ci, h, wd = x.shape
+    _, cg, kh, kw = w.shape
+    full_h = (h - 1) * s[0] + d[0] * (kh - 1) + 1 + op[0]
+    full_w = (wd - 1) * s[1] + d[1] * (kw - 1) + 1 + op[1]
+    out = np.zeros((n, cg * g, full_h, full_w))
+    cig = ci // g
+    for b, c, i, j in itertools.product(range(n), range(ci), range(h), range(wd)):
+        gi = c // cig
+        for a, e in itertools.product(range(kh), range(kw)):
+            out[b, gi * cg : (gi + 1) * cg, i * s[0] + a * d[0], j * s[1] + e * d[1]] += x[b, c, i, j] * w[c, :, a, e]
+    return out[:, :, p[0] : full_h - p[2], p[1] : full_w - p[3]]
+
+
+def naive_weight_grad(x, gy, w_shape, s, p, d, g):
+    """dL/dw of conv2d: for every weight, the sum over the windows it touches."""
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w_shape
+    xp = np.zeros((n, c, h + p[0] + p[2], wd + p[1] + p[3]))
+    xp[:, :, p[0] : p[0] + h, p[1] : p[1] + wd] = x
+    _, _, oh, ow = gy.shape
+    dw = np.zeros(w_shape)
+    og = o // g
+    for oc, k, a, e in itertools.product(range(o), range(cg), range(kh), range(kw)):
+        ch = (oc // og) * cg + k
+        patch = xp[:, ch, a * d[0] : a * d[0] + (oh - 1) * s[0] + 1 : s[0], e * d[1] : e * d[1] + (ow - 1) * s[1] + 1 : s[1]]
+        dw[oc, k, a, e] = np.sum(patch * gy[:, oc])
+    return dw
+
+
+def tvm_weight_grad(x, gy, w_shape, s, p, d, g):
+    """TVM's conv2d gradient rule spells the weight gradient as a conv2d in CNHW/IOHW layouts."""
+    n, c, h, wd = x.shape
+    if g != 1:
+        x = x.reshape(n, g, c // g, h, wd).transpose(1, 0, 2, 3, 4).reshape(n * g, c // g, h, wd)
+    dw = conv.conv2d(x, gy, strides=d, padding=p, dilation=s, groups=g, data_layout="CNHW", kernel_layout="IOHW", out_layout="CNHW")
+    return dw[:, :, : w_shape[2], : w_shape[3]]
+
+
+# -- cases ------------------------------------------------------------------------------------------
+
+# (x shape, out channels, kernel, strides, padding (t, l, b, r), dilation, groups)
+CASES = [
+    ((2, 3, 7, 6), 4, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),
+    ((2, 4, 9, 8), 6, (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), 2),  # groups=2 + stride
+    ((1, 3, 10, 11), 2, (3, 2), (1, 2), (2, 0, 1, 1), (2, 1), 1),  # asymmetric + dilation
+    ((2, 4, 8, 8), 4, (3, 3), (2, 1), (0, 1, 2, 0), (2, 2), 4),  # depthwise, stride + dilation
+    ((1, 2, 5, 5), 3, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1),  # 1x1
+    ((3, 2, 4, 4), 2, (4, 4), (1, 1), (0, 0, 0, 0), (1, 1), 1),  # a single output position
+    ((1, 1, 1, 1), 1, (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), 1),  # size 1 everywhere
+    ((2, 2, 6, 1), 2, (3, 1), (3, 1), (1, 0, 1, 0), (1, 1), 1),  # width 1
+    ((0, 2, 5, 5), 2, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),  # empty batch
+    ((1, 6, 12, 12), 6, (5, 5), (3, 3), (2, 2, 2, 2), (1, 1), 3),  # groups=3, stride 3
+]
+
+
+def _rand(shape, seed):
+    return np.random.default_rng(seed).standard_normal(shape)
+
+
+def _attrs(s, p, d, g):
+    return dict(strides=s, padding=p, dilation=d, groups=g)
+
+
+def _setup(case):
+    shape, o, k, s, p, d, g = case
+    x = _rand(shape, 0)
+    w = _rand((o, shape[1] // g) + k, 1)
+    return x, w, s, p, d, g
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_conv2d_matches_naive(case):
+    x, w, s, p, d, g = _setup(case)
+    np.testing.assert_allclose(conv.conv2d(x, w, **_attrs(s, p, d, g)), naive_conv2d(x, w, s, p, d, g), rtol=1e-12, atol=1e-12)
+
+
+def _output_padding(x_shape, y_shape, k, s, p, d):
+    """What TVM's conv2d gradient passes so conv2d_transpose recovers the data's size."""
+    return tuple(x_shape[2 + a] - ((y_shape[2 + a] - 1) * s[a] - p[a] - p[a + 2] + d[a] * (k[a] - 1) + 1) for a in (0, 1))
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_conv2d_transpose_is_the_adjoint_of_conv2d(case):
+    x, w, s, p, d, g = _setup(case)
+    y = conv.conv2d(x, w, **_attrs(s, p, d, g))
+    gy = _rand(y.shape, 2)
+    op = _output_padding(x.shape, y.shape, w.shape[2:], s, p, d)
+    dx = conv.conv2d_transpose(gy, w, **_attrs(s, p, d, g), output_padding=op)
+    assert dx.shape == x.shape
+    np.testing.assert_allclose(np.vdot(y, gy), np.vdot(x, dx), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(dx, naive_conv2d_transpose(gy, w, s, p, op, d, g), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_weight_gradient_in_tvm_form_matches_naive(case):
+    x, w, s, p, d, g = _setup(case)
+    gy = _rand(conv.conv2d(x, w, **_attrs(s, p, d, g)).shape, 3)
+    got = tvm_weight_grad(x, gy, w.shape, s, p, d, g)
+    np.testing.assert_allclose(got, naive_weight_grad(x, gy, w.shape, s, p, d, g), rtol=1e-11, atol=1e-11)
+
+
+# (x shape, in channels, out channels / groups, kernel, strides, padding, output_padding, dilation, groups)
+TRANSPOSE_CASES = [
+    ((2, 4, 5, 5), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), (1, 1), 1),
+    ((1, 4, 4, 6), (3, 3), (2, 3), (0, 1, 1, 0), (1, 2), (1, 1), 2),
+    ((2, 2, 3, 3), (2, 3), (1, 1), (0, 0, 0, 0), (1, 1), (2, 3), 1),  # output_padding from dilation
+    ((1, 3, 6, 5), (3, 3), (1, 1), (3, 2, 3, 2), (0, 0), (1, 1), 3),  # padding larger than d*(k-1)
+    ((1, 2, 4, 4), (2, 2), (3, 3), (2, 2, 0, 0), (2, 1), (2, 2), 1),  # output_padding past pad_bottom
+]
+
+
+@pytest.mark.parametrize("case", TRANSPOSE_CASES)
+def test_conv2d_transpose_with_output_padding_matches_naive(case):
+    shape, k, s, p, op, d, g = case
+    x = _rand(shape, 4)
+    w = _rand((shape[1], 3) + k, 5)
+    got = conv.conv2d_transpose(x, w, strides=s, padding=p, output_padding=op, dilation=d, groups=g)
+    np.testing.assert_allclose(got, naive_conv2d_transpose(x, w, s, p, op, d, g), rtol=1e-12, atol=1e-12)
+
+
+def test_layouts_and_out_dtype():
+    x, w, s, p, d, g = _setup(CASES[1])
+    ref = conv.conv2d(x, w, **_attrs(s, p, d, g))
+    nhwc = conv.conv2d(x.transpose(0, 2, 3, 1), w.transpose(2, 3, 1, 0), **_attrs(s, p, d, g), data_layout="NHWC", kernel_layout="HWIO")
+    np.testing.assert_allclose(nhwc, ref.transpose(0, 2, 3, 1), rtol=1e-12)
+    mixed = conv.conv2d(x, w, **_attrs(s, p, d, g), out_layout="NHWC")
+    np.testing.assert_allclose(mixed, ref.transpose(0, 2, 3, 1), rtol=1e-12)
+    f32 = conv.conv2d(x.astype("float32"), w.astype("float32"), **_attrs(s, p, d, g))
+    assert f32.dtype == np.float32
+    np.testing.assert_allclose(f32, ref, rtol=1e-4, atol=1e-4)
+    assert conv.conv2d(x.astype("float32"), w.astype("float32"), **_attrs(s, p, d, g), out_dtype="float64").dtype == np.float64
+    t = conv.conv2d_transpose(ref.astype("float32"), w.astype("float32"), **_attrs(s, p, d, g), output_padding=(0, 1))
+    assert t.dtype == np.float32
+
+
+def test_inputs_untouched_and_int_attributes():
+    x, w, s, p, d, g = _setup(CASES[0])
+    x0, w0 = x.copy(), w.copy()
+    a = conv.conv2d(x, w, strides=1, padding=1, dilation=1, groups=1)
+    b = conv.conv2d(x, w, strides=(1, 1), padding=(1, 1), dilation=(1, 1), groups=1)
+    np.testing.assert_array_equal(a, b)
+    conv.conv2d_transpose(a, w, strides=1, padding=1, output_padding=0)
+    np.testing.assert_array_equal(x, x0)
+    np.testing.assert_array_equal(w, w0)
+
+
+def _z(*shape):
+    return np.zeros(shape)
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: conv.conv2d(_z(1, 3, 5, 5), _z(2, 2, 3, 3)), "channels"),
+        (lambda: conv.conv2d(_z(1, 4, 5, 5), _z(3, 2, 3, 3), groups=2), "not divisible by groups"),
+        (lambda: conv.conv2d(_z(1, 2, 5, 5), _z(2, 2, 7, 7)), "does not fit"),
+        (lambda: conv.conv2d(_z(1, 2, 5), _z(2, 2, 3, 3)), "4-D"),
+        (lambda: conv.conv2d(np.zeros((1, 2, 5, 5), "int32"), _z(2, 2, 3, 3)), "float dtype"),
+        (lambda: conv.conv2d(_z(1, 2, 5, 5), _z(2, 2, 3, 3), groups=0), "groups"),
+        (lambda: conv.conv2d(_z(1, 2, 5, 5), _z(2, 2, 3, 3), dilation=0), "dilation"),
+        (lambda: conv.conv2d(_z(1, 2, 5, 5), _z(2, 2, 3, 3), out_dtype="int8"), "out_dtype"),
+        (lambda: conv.conv2d_transpose(_z(1, 2, 5, 5), _z(2, 2, 3, 3), strides=2, output_padding=2), "output_padding"),
+        (lambda: conv.conv2d_transpose(_z(1, 3, 5, 5), _z(2, 2, 3, 3)), "input channels"),
+        (lambda: conv.conv2d_transpose(_z(1, 2, 2, 2), _z(2, 2, 3, 3), padding=3), "empty output"),
+    ],
+)
+def test_bad_inputs_raise_kernel_errors(call, message):
+    with pytest.raises(KernelError, match=message):
+        call()
+
+
+# -- PyTorch ----------------------------------------------------------------------------------------
+
+
+def _symmetric(p):
+    return p[0] == p[2] and p[1] == p[3]
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if _symmetric(c[4])])
+def test_conv2d_and_both_gradients_against_torch(case):
+    torch = pytest.importorskip("torch")
+    x, w, s, p, d, g = _setup(case)
+    xt, wt = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    y = torch.nn.functional.conv2d(xt, wt, stride=s, padding=p[:2], dilation=d, groups=g)
+    gy = _rand(tuple(y.shape), 6)
+    y.backward(torch.tensor(gy))
+    np.testing.assert_allclose(conv.conv2d(x, w, **_attrs(s, p, d, g)), y.detach().numpy(), rtol=1e-10, atol=1e-10)
+    op = _output_padding(x.shape, gy.shape, w.shape[2:], s, p, d)
+    dx = conv.conv2d_transpose(gy, w, **_attrs(s, p, d, g), output_padding=op)
+    np.testing.assert_allclose(dx, xt.grad.numpy(), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(tvm_weight_grad(x, gy, w.shape, s, p, d, g), wt.grad.numpy(), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("case", [c for c in TRANSPOSE_CASES if _symmetric(c[3])])
+def test_conv2d_transpose_against_torch(case):
+    torch = pytest.importorskip("torch")
+    shape, k, s, p, op, d, g = case
+    x = _rand(shape, 7)
+    w = _rand((shape[1], 3) + k, 8)
+    ref = torch.nn.functional.conv_transpose2d(torch.tensor(x), torch.tensor(w), stride=s, padding=p[:2],
+                                               output_padding=op, groups=g, dilation=d)  # fmt: skip
+    got = conv.conv2d_transpose(x, w, strides=s, padding=p, output_padding=op, dilation=d, groups=g)
+    np.testing.assert_allclose(got, ref.numpy(), rtol=1e-10, atol=1e-10)
+
+
+def test_larger_float32_against_torch():
+    """Several image chunks and a real-sized weight gradient."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((5, 16, 20, 20)).astype("float32")
+    w = (rng.standard_normal((24, 16, 3, 3)) * 0.1).astype("float32")
+    xt, wt = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    y = torch.nn.functional.conv2d(xt, wt, padding=1)
+    gy = rng.standard_normal(tuple(y.shape)).astype("float32")
+    y.backward(torch.tensor(gy))
+    attrs = _attrs((1, 1), (1, 1, 1, 1), (1, 1), 1)
+    np.testing.assert_allclose(conv.conv2d(x, w, **attrs), y.detach().numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(conv.conv2d_transpose(gy, w, **attrs), xt.grad.numpy(), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(tvm_weight_grad(x, gy, w.shape, (1, 1), (1, 1, 1, 1), (1, 1), 1), wt.grad.numpy(), rtol=1e-3, atol=1e-3)

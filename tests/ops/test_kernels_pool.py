@@ -1,0 +1,306 @@
+"""Pooling kernels against naive per-window loops, PyTorch, and finite differences of our own forward."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from retrograd.errors import KernelError
+from retrograd.ops.kernels import pool
+
+# -- naive references: one Python loop iteration per window ---------------------------------------
+
+
+def _out_len(size, k, s, p0, p1, d, ceil):
+    span = size + p0 + p1 - d * (k - 1) - 1
+    n = (span + (s - 1 if ceil else 0)) // s + 1
+    if ceil and (n - 1) * s >= size + p0:
+        n -= 1
+    return n
+
+
+def _windows(shape, k, s, p, d, ceil):
+    """Yield (oh, ow, taps) with taps the in-bounds (row, col) of the window, row-major, and the
+    number of window taps inside the padded input per axis."""
+    _, _, h, w = shape
+    oh = _out_len(h, k[0], s[0], p[0], p[2], d[0], ceil)
+    ow = _out_len(w, k[1], s[1], p[1], p[3], d[1], ceil)
+    for i, j in itertools.product(range(oh), range(ow)):
+        rows = [i * s[0] - p[0] + a * d[0] for a in range(k[0])]
+        cols = [j * s[1] - p[1] + b * d[1] for b in range(k[1])]
+        taps = [(r, c) for r in rows for c in cols if 0 <= r < h and 0 <= c < w]
+        padded = sum(-p[0] <= r < h + p[2] for r in rows) * sum(-p[1] <= c < w + p[3] for c in cols)
+        yield i, j, taps, padded, (oh, ow)
+
+
+def _out_hw(shape, k, s, p, d, ceil):
+    for *_, hw in _windows(shape, k, s, p, d, ceil):
+        return hw
+
+
+def naive_max(x, k, s, p, d, ceil):
+    out = np.full(x.shape[:2] + _out_hw(x.shape, k, s, p, d, ceil), -np.inf, x.dtype)
+    for i, j, taps, _, _ in _windows(x.shape, k, s, p, d, ceil):
+        for r, c in taps:
+            out[:, :, i, j] = np.maximum(out[:, :, i, j], x[:, :, r, c])
+    return out
+
+
+def naive_max_backward(g, x, k, s, p, d, ceil):
+    dx = np.zeros_like(x)
+    for n, ch in itertools.product(range(x.shape[0]), range(x.shape[1])):
+        for i, j, taps, _, _ in _windows(x.shape, k, s, p, d, ceil):
+            if taps:
+                vals = [x[n, ch, r, c] for r, c in taps]
+                r, c = taps[int(np.argmax(vals))]  # argmax returns the first maximum
+                dx[n, ch, r, c] += g[n, ch, i, j]
+    return dx
+
+
+def naive_avg(x, k, s, p, d, ceil, cip):
+    out = np.zeros(x.shape[:2] + _out_hw(x.shape, k, s, p, d, ceil), x.dtype)
+    for i, j, taps, padded, _ in _windows(x.shape, k, s, p, d, ceil):
+        div = padded if cip else len(taps)
+        if div:
+            out[:, :, i, j] = sum(x[:, :, r, c] for r, c in taps) / div if taps else 0
+    return out
+
+
+def naive_avg_backward(g, x, k, s, p, d, ceil, cip):
+    dx = np.zeros_like(x)
+    for i, j, taps, padded, _ in _windows(x.shape, k, s, p, d, ceil):
+        div = padded if cip else len(taps)
+        for r, c in taps:
+            dx[:, :, r, c] += g[:, :, i, j] / div
+    return dx
+
+
+# -- cases ------------------------------------------------------------------------------------------
+
+# (shape, pool_size, strides, padding (t, l, b, r), dilation, ceil_mode)
+CASES = [
+    ((2, 3, 8, 8), (2, 2), (2, 2), (0, 0, 0, 0), (1, 1), False),  # non-overlapping
+    ((2, 3, 9, 8), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), False),  # overlapping + padding
+    ((1, 2, 7, 9), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), False),  # stride 1
+    ((1, 2, 9, 10), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), True),  # ceil_mode overhang
+    ((2, 2, 5, 5), (2, 2), (2, 2), (0, 0, 0, 0), (1, 1), True),  # ceil: last window half outside
+    ((1, 2, 8, 9), (2, 3), (2, 1), (0, 1, 1, 0), (1, 1), False),  # asymmetric everything
+    ((1, 2, 9, 9), (2, 2), (1, 1), (0, 0, 0, 0), (2, 2), False),  # dilation
+    ((1, 1, 10, 11), (3, 2), (3, 2), (2, 1, 2, 1), (2, 3), True),  # dilation + stride + pad + ceil
+    ((1, 1, 1, 1), (1, 1), (1, 1), (0, 0, 0, 0), (1, 1), False),  # size-1 everything
+    ((3, 1, 1, 6), (1, 3), (1, 2), (0, 1, 0, 1), (1, 1), True),  # size-1 height
+    ((0, 2, 6, 6), (2, 2), (2, 2), (0, 0, 0, 0), (1, 1), False),  # empty batch
+    ((1, 2, 3, 3), (1, 1), (1, 1), (1, 1, 1, 1), (1, 1), False),  # all-padding border windows
+]
+
+
+def _attrs(k, s, p, d, ceil, cip=False):
+    return dict(pool_size=k, strides=s, padding=p, dilation=d, ceil_mode=ceil, count_include_pad=cip)
+
+
+def _data(shape, seed=0, ties=False, dtype="float64"):
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-2, 3, shape) if ties else rng.standard_normal(shape)
+    return x.astype(dtype)
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("ties", [False, True])
+def test_max_pool2d_matches_naive(case, ties):
+    shape, k, s, p, d, ceil = case
+    x = _data(shape, ties=ties)
+    expect = naive_max(x, k, s, p, d, ceil)
+    np.testing.assert_array_equal(pool.max_pool2d(x, **_attrs(k, s, p, d, ceil)), expect)
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("ties", [False, True])
+def test_max_pool2d_backward_matches_naive(case, ties):
+    shape, k, s, p, d, ceil = case
+    x = _data(shape, ties=ties)
+    g = _data(x.shape[:2] + _out_hw(shape, k, s, p, d, ceil), seed=1)
+    expect = naive_max_backward(g, x, k, s, p, d, ceil)
+    got = pool.max_pool2d_backward(g, x, **_attrs(k, s, p, d, ceil))
+    np.testing.assert_allclose(got, expect, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("cip", [False, True])
+def test_avg_pool2d_matches_naive(case, cip):
+    shape, k, s, p, d, ceil = case
+    x = _data(shape)
+    got = pool.avg_pool2d(x, **_attrs(k, s, p, d, ceil, cip))
+    np.testing.assert_allclose(got, naive_avg(x, k, s, p, d, ceil, cip), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("cip", [False, True])
+def test_avg_pool2d_backward_matches_naive(case, cip):
+    shape, k, s, p, d, ceil = case
+    x = _data(shape)
+    g = _data(x.shape[:2] + _out_hw(shape, k, s, p, d, ceil), seed=1)
+    got = pool.avg_pool2d_backward(g, x, **_attrs(k, s, p, d, ceil, cip))
+    np.testing.assert_allclose(got, naive_avg_backward(g, x, k, s, p, d, ceil, cip), rtol=1e-12, atol=1e-12)
+
+
+def test_max_ties_go_to_first_in_row_major_order():
+    x = np.zeros((1, 1, 2, 2))
+    g = np.ones((1, 1, 1, 1))
+    got = pool.max_pool2d_backward(g, x, pool_size=(2, 2), strides=(2, 2))
+    np.testing.assert_array_equal(got[0, 0], [[1, 0], [0, 0]])
+    # A later column of an earlier row beats an earlier column of a later row.
+    x = np.array([[[[0, 5], [5, 0]]]], float)
+    got = pool.max_pool2d_backward(g, x, pool_size=(2, 2), strides=(2, 2))
+    np.testing.assert_array_equal(got[0, 0], [[0, 1], [0, 0]])
+
+
+def test_max_padding_never_wins_even_against_negatives():
+    x = -np.ones((1, 1, 2, 2)) * 7
+    out = pool.max_pool2d(x, pool_size=(3, 3), strides=(1, 1), padding=(1, 1, 1, 1))
+    np.testing.assert_array_equal(out, np.full((1, 1, 2, 2), -7.0))
+    dx = pool.max_pool2d_backward(np.ones((1, 1, 2, 2)), x, pool_size=(3, 3), strides=(1, 1), padding=(1, 1, 1, 1))
+    assert dx.sum() == 4 and dx[0, 0, 0, 0] == 4  # every window's first maximum is the top-left value
+
+
+def test_overlapping_windows_accumulate():
+    x = np.array([[[[0, 0, 0], [0, 9, 0], [0, 0, 0]]]], float)
+    g = np.arange(1, 5, dtype=float).reshape(1, 1, 2, 2)
+    dx = pool.max_pool2d_backward(g, x, pool_size=(2, 2), strides=(1, 1))
+    assert dx[0, 0, 1, 1] == 10 and dx.sum() == 10
+
+
+@pytest.mark.parametrize("cip", [False, True])
+@pytest.mark.parametrize("case", [c for c in CASES if c[5] and c[0][0]])
+def test_avg_backward_with_ceil_mode_is_the_derivative_of_our_forward(case, cip):
+    """Central finite differences of our float64 forward, one input at a time (the map is linear)."""
+    shape, k, s, p, d, ceil = case
+    attrs = _attrs(k, s, p, d, ceil, cip)
+    x = _data(shape)
+    g = _data(x.shape[:2] + _out_hw(shape, k, s, p, d, ceil), seed=2)
+    numeric = np.zeros_like(x)
+    h = 1e-3
+    for idx in np.ndindex(x.shape):
+        e = np.zeros_like(x)
+        e[idx] = h
+        numeric[idx] = np.vdot(g, pool.avg_pool2d(x + e, **attrs) - pool.avg_pool2d(x - e, **attrs)) / (2 * h)
+    np.testing.assert_allclose(pool.avg_pool2d_backward(g, x, **attrs), numeric, rtol=1e-9, atol=1e-10)
+
+
+def test_dtypes_preserved_and_inputs_untouched():
+    x = _data((2, 3, 7, 7), dtype="float32")
+    g = _data((2, 3, 4, 4), seed=3, dtype="float32")
+    x0, g0 = x.copy(), g.copy()
+    attrs = _attrs((3, 3), (2, 2), (1, 1, 1, 1), (1, 1), False)
+    for out in (
+        pool.max_pool2d(x, **attrs),
+        pool.avg_pool2d(x, **attrs),
+        pool.max_pool2d_backward(g, x, **attrs),
+        pool.avg_pool2d_backward(g, x, **attrs),
+    ):
+        assert out.dtype == np.float32
+    np.testing.assert_array_equal(x, x0)
+    np.testing.assert_array_equal(g, g0)
+
+
+def test_int_and_pair_attributes_are_normalized():
+    x = _data((1, 2, 6, 6))
+    a = pool.avg_pool2d(x, pool_size=3, strides=2, padding=1, count_include_pad=True)
+    b = pool.avg_pool2d(x, pool_size=(3, 3), strides=(2, 2), padding=(1, 1, 1, 1), count_include_pad=True)
+    c = pool.avg_pool2d(x, pool_size=(3, 3), strides=(2, 2), padding=(1, 1), count_include_pad=True)
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(a, c)
+
+
+@pytest.mark.parametrize("fn", ["max_pool2d", "avg_pool2d"])
+def test_nhwc_layout_is_a_transposed_nchw(fn):
+    x = _data((2, 3, 7, 6))
+    attrs = _attrs((3, 2), (2, 1), (1, 0, 1, 1), (1, 1), True)
+    nchw = getattr(pool, fn)(x, **attrs)
+    nhwc = getattr(pool, fn)(x.transpose(0, 2, 3, 1), **attrs, layout="NHWC")
+    np.testing.assert_allclose(nhwc, nchw.transpose(0, 2, 3, 1), rtol=1e-12)
+    g = _data(nchw.shape, seed=4)
+    back = getattr(pool, fn + "_backward")
+    dx = back(g, x, **attrs)
+    dx_nhwc = back(g.transpose(0, 2, 3, 1), x.transpose(0, 2, 3, 1), **attrs, layout="NHWC")
+    np.testing.assert_allclose(dx_nhwc, dx.transpose(0, 2, 3, 1), rtol=1e-12)
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda: pool.max_pool2d(np.zeros((2, 3, 4), "float32"), pool_size=2), "4-D"),
+        (lambda: pool.max_pool2d(np.zeros((1, 1, 4, 4), "int64"), pool_size=2), "float dtype"),
+        (lambda: pool.max_pool2d(np.zeros((1, 1, 4, 4)), pool_size=5), "does not fit"),
+        (lambda: pool.avg_pool2d(np.zeros((1, 1, 4, 4)), pool_size=2, strides=0), "strides must be >= 1"),
+        (lambda: pool.avg_pool2d(np.zeros((1, 1, 4, 4)), pool_size=2, padding=(-1, 0)), "padding"),
+        (lambda: pool.avg_pool2d(np.zeros((1, 1, 4, 4)), pool_size=2, layout="NCHW4c"), "layout"),
+        (lambda: pool.avg_pool2d(np.zeros((1, 1, 4, 4)), pool_size=(1, 2, 3)), "pool_size"),
+        (lambda: pool.max_pool2d_backward(np.zeros((1, 1, 3, 3)), np.zeros((1, 1, 4, 4)), pool_size=2, strides=2), "output_grad"),
+        (lambda: pool.avg_pool2d_backward(np.zeros((1, 2, 2, 2)), np.zeros((2, 1, 4, 4)), pool_size=2, strides=2), "output_grad"),
+    ],
+)
+def test_bad_inputs_raise_kernel_errors(call, message):
+    with pytest.raises(KernelError, match=message):
+        call()
+
+
+# -- PyTorch ----------------------------------------------------------------------------------------
+
+TORCH_CASES = [  # symmetric padding <= k/2, as PyTorch requires
+    ((2, 3, 9, 8), (3, 3), (2, 2), 1, (1, 1), False),
+    ((2, 3, 9, 10), (3, 3), (2, 2), 1, (1, 1), True),
+    ((2, 2, 5, 7), (2, 2), (2, 2), 0, (1, 1), True),
+    ((1, 2, 8, 8), (2, 3), (1, 2), (1, 1), (1, 1), False),
+    ((1, 2, 11, 11), (3, 3), (2, 2), 1, (2, 2), True),
+]
+
+
+@pytest.mark.parametrize("case", TORCH_CASES)
+@pytest.mark.parametrize("ties", [False, True])
+def test_max_pool2d_against_torch(case, ties):
+    torch = pytest.importorskip("torch")
+    shape, k, s, p, d, ceil = case
+    x = _data(shape, ties=ties)
+    xt = torch.tensor(x, requires_grad=True)
+    y = torch.nn.functional.max_pool2d(xt, k, s, p, dilation=d, ceil_mode=ceil)
+    g = _data(tuple(y.shape), seed=5)
+    y.backward(torch.tensor(g))
+    pp = (p, p, p, p) if np.isscalar(p) else (p[0], p[1], p[0], p[1])
+    attrs = _attrs(k, s, pp, d, ceil)
+    np.testing.assert_array_equal(pool.max_pool2d(x, **attrs), y.detach().numpy())
+    np.testing.assert_allclose(pool.max_pool2d_backward(g, x, **attrs), xt.grad.numpy(), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("case", [c for c in TORCH_CASES if c[4] == (1, 1)])
+@pytest.mark.parametrize("cip", [False, True])
+def test_avg_pool2d_against_torch(case, cip):
+    """PyTorch agrees with us in ceil_mode too: its divisor also excludes the overhang, and its
+    backward is the exact derivative of its forward."""
+    torch = pytest.importorskip("torch")
+    shape, k, s, p, d, ceil = case
+    x = _data(shape)
+    xt = torch.tensor(x, requires_grad=True)
+    y = torch.nn.functional.avg_pool2d(xt, k, s, p, ceil_mode=ceil, count_include_pad=cip)
+    g = _data(tuple(y.shape), seed=6)
+    y.backward(torch.tensor(g))
+    pp = (p, p, p, p) if np.isscalar(p) else (p[0], p[1], p[0], p[1])
+    attrs = _attrs(k, s, pp, d, ceil, cip)
+    np.testing.assert_allclose(pool.avg_pool2d(x, **attrs), y.detach().numpy(), rtol=1e-12)
+    np.testing.assert_allclose(pool.avg_pool2d_backward(g, x, **attrs), xt.grad.numpy(), rtol=1e-12, atol=1e-14)
+
+
+def test_large_float32_against_torch():
+    """Several chunks of planes: the chunking must not leak state between chunks."""
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(7).standard_normal((4, 64, 30, 30)).astype("float32")
+    xt = torch.tensor(x, requires_grad=True)
+    y = torch.nn.functional.max_pool2d(xt, 3, 2, 1)
+    g = np.random.default_rng(8).standard_normal(tuple(y.shape)).astype("float32")
+    y.backward(torch.tensor(g))
+    attrs = _attrs((3, 3), (2, 2), (1, 1, 1, 1), (1, 1), False)
+    np.testing.assert_array_equal(pool.max_pool2d(x, **attrs), y.detach().numpy())
+    np.testing.assert_allclose(pool.max_pool2d_backward(g, x, **attrs), xt.grad.numpy(), rtol=1e-6, atol=1e-6)
+    avg = torch.nn.functional.avg_pool2d(xt.detach(), 3, 2, 1, count_include_pad=False).numpy()
+    np.testing.assert_allclose(pool.avg_pool2d(x, **attrs), avg, rtol=1e-5, atol=1e-6)
