@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 
-from retrograd.errors import OpError, ParseError, Span, TypeInferenceError, UnsupportedError
+from retrograd.errors import OpError, Span, TypeInferenceError, UnsupportedError
 from retrograd.ir.struct_info import (
     FuncStructInfo,
     ObjectStructInfo,

@@ -167,7 +167,7 @@ def format_sinfo(s, quote_names: bool = False) -> str:
     if isinstance(s, FuncStructInfo):
         params = ", ".join(format_sinfo(p, quote_names) for p in s.params)
         pure = "" if s.purity else ", purity=False"
-        return f"R.Callable(({params}{',' if len(s.params) == 1 else ''}), {format_sinfo(s.ret, quote_names)}{pure})"
+        return f"R.Callable([{params}], {format_sinfo(s.ret, quote_names)}{pure})"
     if isinstance(s, ObjectStructInfo) or s is None:
         return "R.Object"
     raise UnsupportedError(f"cannot print struct info {s!r}")

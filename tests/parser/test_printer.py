@@ -192,7 +192,7 @@ def test_module_script_and_str_use_the_printer():
     (TensorStructInfo(None, "", -1), "R.Tensor"),
     (TensorStructInfo((5,), ""), "R.Tensor((5,))"),
     (PrimStructInfo("int64", 3), 'R.Prim("int64")'),
-    (FuncStructInfo([T(2)], T(2), False), 'R.Callable((R.Tensor((2,), dtype="float32"),), R.Tensor((2,), dtype="float32"), purity=False)'),
+    (FuncStructInfo([T(2)], T(2), False), 'R.Callable([R.Tensor((2,), dtype="float32")], R.Tensor((2,), dtype="float32"), purity=False)'),
 ])
 def test_format_sinfo(sinfo, text):
     assert format_sinfo(sinfo) == text
