@@ -162,18 +162,3 @@ class Module:
 '''
     mod = retrograd.parse(text)
     assert get_pass("dce")(mod)["main"] is mod["main"]
-
-
-def test_deep_chain_without_recursion():
-    n = 100_000
-    lines = ["@I.ir_module", "class Module:", "    @R.function", '    def main(x: R.Tensor((2,), "float32")) -> R.Tensor((2,), "float32"):', "        with R.dataflow():"]
-    prev = "x"
-    for i in range(n):
-        lines.append(f"            v{i} = R.exp({prev})")
-        prev = f"v{i}"
-    lines.append("            dead = R.sin(x)")
-    lines.append(f"            R.output({prev})")
-    lines.append(f"        return {prev}")
-    mod = retrograd.parse("\n".join(lines))
-    out = get_pass("dce")(mod)
-    assert sum(len(b.bindings) for b in out["main"].body.blocks) == n
