@@ -17,6 +17,7 @@ from time import perf_counter
 import numpy as np
 
 from retrograd.errors import DiagnosticError, ExecutionError
+from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo
 from retrograd.runtime.signature import Binder, Mismatch, check_deferred, describe_value
 
 ndarray = np.ndarray
@@ -87,12 +88,16 @@ def release(v, m: Meter) -> None:
             release(x, m)
 
 
-def coerce(v):
-    """Kernel results as the executor hands them on: NumPy scalars become 0-d arrays, lists tuples."""
+def coerce(v, sinfo=None):
+    """Kernel results as the executor hands them on: scalars for tensors become 0-d arrays (of the
+    binding's dtype when a kernel returned a Python number), lists become tuples."""
     if isinstance(v, np.generic):
         return np.asarray(v)
     if isinstance(v, tuple | list):
-        return tuple(coerce(x) for x in v)
+        fields = sinfo.fields if isinstance(sinfo, TupleStructInfo) and len(sinfo.fields) == len(v) else (None,) * len(v)
+        return tuple(coerce(x, s) for x, s in zip(v, fields))
+    if isinstance(sinfo, TensorStructInfo) and isinstance(v, bool | int | float):
+        return np.asarray(v, dtype=sinfo.dtype or None)
     return v
 
 
@@ -131,7 +136,7 @@ def run_code(code, regs, m: Meter) -> None:
             else:
                 refs[k] = c + 1
         else:
-            v = coerce(v)
+            v = coerce(v, info.sinfo)
             m.cur = cur
             m.peak = peak
             acquire(v, m)
@@ -178,7 +183,7 @@ def run_code_profiled(code, regs, m: Meter) -> None:
             except Exception as err:
                 raise kernel_failure(info, regs, err) from None
             dt = perf_counter() - t0
-        v = coerce(v)
+        v = coerce(v, info.sinfo)
         acquire(v, m)
         regs[out] = v
         if not special:

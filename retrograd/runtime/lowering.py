@@ -6,6 +6,8 @@ import gc
 import keyword
 from operator import itemgetter
 
+import numpy as np
+
 from retrograd.errors import NameError_, UnsupportedError
 from retrograd.ir.expr import (
     Call,
@@ -38,15 +40,16 @@ from retrograd.runtime.signature import (
 class Info:
     """What an instruction is, for error messages and the profile: function, binding, op, inputs, span."""
 
-    __slots__ = ("func", "var", "label", "args", "span", "key")
+    __slots__ = ("func", "var", "label", "args", "span", "key", "sinfo")
 
-    def __init__(self, func, var, label, args, span, key):
+    def __init__(self, func, var, label, args, span, key, sinfo=None):
         self.func = func
         self.var = var
         self.label = label  # the call as written: R.take(w, t, axis=0, mode="fast")
         self.args = args  # [(label, reader)] to describe the inputs when the kernel fails
         self.span = span
         self.key = key  # the profile row: the op's script name
+        self.sinfo = sinfo  # the binding's struct info, to give stray Python scalars their dtype
 
 
 class Block:
@@ -195,8 +198,11 @@ class _FunctionLowering:
         if reg is not None:
             return reg
         if isinstance(expr, Constant):
-            reg = self.new_reg(expr.data, fixed=True)
-            self.const_roots.add(id(root_of(expr.data)))
+            # A read-only view: a caller mutating a returned constant must not change the module.
+            data = np.asarray(expr.data).view()
+            data.flags.writeable = False
+            reg = self.new_reg(data, fixed=True)
+            self.const_roots.add(id(root_of(data)))
             self.label_of[reg] = "const"
         elif isinstance(expr, PrimValue | StringImm):
             reg = self.new_reg(expr.value, fixed=True)
@@ -310,6 +316,7 @@ class _FunctionLowering:
         raise self.error(f"binding '{name}': cannot execute a {type(value).__name__} value", span)
 
     def _add(self, pb, fn, out, reads, special, info, var, **extra):
+        info.sinfo = var.struct_info
         if self.check and not special and var.struct_info is not None:
             fn = _checked(fn, var)
         pb.ins.append(_PreIns(fn, out, reads - self.fixed, special, info, **extra))

@@ -232,3 +232,25 @@ def test_deep_chain_runs_without_recursion(length):
     np.testing.assert_array_equal(out, x if length % 2 == 0 else -x)
     # Each intermediate dies at the next binding: at most the parameter and two values are live.
     assert ex.stats.peak_live_bytes == 3 * x.nbytes
+
+
+def test_returned_constant_cannot_corrupt_the_module():
+    ex = build('''
+@R.function
+def main(x: R.Tensor((), "float32")):
+    c = R.const(3.0, "float32")
+    return (c, x)
+''')
+    c, _ = ex["main"](1.0)
+    with pytest.raises(ValueError):
+        c[...] = 5.0
+    assert float(ex["main"](1.0)[0]) == 3.0
+
+
+def test_python_number_from_a_kernel_gets_the_binding_dtype():
+    from retrograd.ops.registry import Arg, OpDef
+
+    total = OpDef("relax.test_total", (Arg("x"),), (), infer=lambda c: T((), c.tensor(0).dtype), kernel=lambda x: float(x.sum()))
+    ex = retrograd.build(module(main=function([("x", T((3,)))], lambda bb, x: bb.emit(total(x), "t"))))
+    out = ex["main"](np.ones(3, "float32"))
+    assert isinstance(out, np.ndarray) and out.dtype == np.float32 and float(out) == 3.0
