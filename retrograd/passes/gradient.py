@@ -13,14 +13,15 @@ from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.expr import Constant, Expr, Function, GlobalVar, If, Tuple, Var, shape_expr
 from retrograd.ir.module import IRModule
 from retrograd.ir.struct_info import FuncStructInfo, TensorStructInfo, TupleStructInfo, is_float_dtype
+from retrograd.ops.registry import describe_sinfo
 from retrograd.ops.registry import get as get_op
 from retrograd.passes.dce import eliminate_dead_code
 from retrograd.passes.fold_constant import fold_constants
-from retrograd.passes.infra import module_pass, register_pass
-from retrograd.passes.simplify import simplify_function
 from retrograd.passes.gradient_copy import copy_binding, copy_expr, fresh_var
 from retrograd.passes.gradient_sparse import SparseGrads
 from retrograd.passes.gradient_sweep import Sweep, all_float, compute_active
+from retrograd.passes.infra import module_pass, register_pass
+from retrograd.passes.simplify import simplify_function
 
 _SEED_KINDS = ("ones", "param")
 
@@ -408,8 +409,6 @@ def _as_list(index) -> list:
 
 
 def _describe(sinfo) -> str:
-    from retrograd.ops.registry import describe_sinfo
-
     return describe_sinfo(sinfo)
 
 

@@ -118,7 +118,7 @@ class Sweep:
             return tuple(
                 self.accumulate(self.field(a, i), self.field(b, i), s, name) for i, s in enumerate(sinfo.fields)
             )
-        return self.bb.emit(R_add(a, b), f"{name}_adjoint")
+        return self.bb.emit(get_op("relax.add")(a, b), f"{name}_adjoint")
 
     def materialize(self, adj, sinfo, like: Expr | None = None) -> Expr:
         """The adjoint as an IR value (a leaf or a tuple of leaves), with zeros where it is absent."""
@@ -168,22 +168,20 @@ class Sweep:
             )
         got = value.struct_info
         if isinstance(got, TensorStructInfo) and isinstance(target_sinfo, TensorStructInfo):
-            value = self._reshape_to(value, got, target_sinfo, like)
+            value = self._fit_shape(value, got, target_sinfo, like)
         if is_leaf(value):
             return value
         return bb.emit(value, name)
 
-    def _reshape_to(self, value, got: TensorStructInfo, want: TensorStructInfo, like):
+    def _fit_shape(self, value, got: TensorStructInfo, want: TensorStructInfo, like):
         if got.shape is not None and got.shape == want.shape:
             return value
-        if want.shape is None:
-            if got.ndim == want.ndim and got.ndim != -1 and like is None:
-                return value
-            if like is None:
-                return value
-            leaf = value if is_leaf(value) else self.bb.emit(value, "lv")
-            return self.bb.normalize(get_op("relax.collapse_sum_like")(leaf, like))
+        if want.shape is None and like is None:
+            return value
         leaf = value if is_leaf(value) else self.bb.emit(value, "lv")
+        if want.shape is None:
+            # Unknown dims may still have been broadcast: sum back to the argument itself.
+            return self.bb.normalize(get_op("relax.collapse_sum_like")(leaf, like))
         target = shape_expr(want.shape)
         if got.shape is not None:
             joint = broadcast_shapes(got.shape, want.shape)
@@ -310,6 +308,3 @@ class Sweep:
         for k, v in enumerate(outer):
             self.add(v, result if len(outer) == 1 else bb.emit(TupleGetItem(result, k), "lv"))
 
-
-def R_add(a: Expr, b: Expr) -> Call:
-    return get_op("relax.add")(a, b)
