@@ -29,10 +29,14 @@ def _case_id(case) -> str:
 def _bound(case):
     """The case with its symbolic dims bound to small sizes, for drawing data (the module stays symbolic)."""
     sizes: dict = {}
+    # ndim-only inputs take the shape of a static input of the same rank (so they broadcast together).
+    static = {len(x.shape): x.shape for x in case.leaves() if isinstance(x, TensorStructInfo) and x.is_static}
 
     def conv(inp):
         if isinstance(inp, list):
             return [conv(i) for i in inp]
+        if isinstance(inp, TensorStructInfo) and inp.shape is None and inp.ndim >= 0:
+            return TensorStructInfo(static.get(inp.ndim, (3,) * inp.ndim), inp.dtype)
         if isinstance(inp, TensorStructInfo) and inp.shape is not None:
             return TensorStructInfo(tuple(sizes.setdefault(d, 3 + len(sizes)) if isinstance(d, str) else d for d in inp.shape), inp.dtype)
         return inp
