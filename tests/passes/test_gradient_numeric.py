@@ -225,3 +225,30 @@ def test_checker_rejects_wrong_number_of_inputs():
 ''')
     with pytest.raises(ValueError, match="takes 1 inputs"):
         check_gradients(mod, "main", [])
+
+
+def test_gradient_of_the_adjoint_itself_is_a_hessian_vector_product():
+    text = '''
+    @R.function
+    def main(x: R.Tensor((6, 5), "float64"), w1: R.Tensor((7, 5), "float64"), w2: R.Tensor((3, 7), "float64"), labels: R.Tensor((6,), "int64")) -> R.Tensor((), "float64"):
+        with R.dataflow():
+            h = R.tanh(R.matmul(x, R.permute_dims(w1)))
+            logits = R.matmul(h, R.permute_dims(w2))
+            loss = R.nn.nll_loss(R.nn.log_softmax(logits), labels)
+            R.output(loss)
+        return loss
+'''
+    mod = Gradient("main", require_grads=["w1", "w2"])(retrograd.parse(HEAD + text))
+    # Target: the tuple of gradients (return field 1 of the adjoint); its seed v is a tuple parameter.
+    mod = Gradient("main_adjoint", require_grads=["w1", "w2"], target_index=1, seeds="param")(mod)
+    ex = retrograd.build(mod)
+    rng = np.random.default_rng(0)
+    x, w1, w2 = rng.standard_normal((6, 5)), rng.standard_normal((7, 5)), rng.standard_normal((3, 7))
+    labels = np.array([0, 1, 2, 2, 1, 0])
+    v = (rng.standard_normal((7, 5)), rng.standard_normal((3, 7)))
+    _, hv = ex["main_adjoint_adjoint"](x, w1, w2, labels, v)
+    grad, eps = ex["main_adjoint"], 1e-5
+    plus = grad(x, w1 + eps * v[0], w2 + eps * v[1], labels)[1]
+    minus = grad(x, w1 - eps * v[0], w2 - eps * v[1], labels)[1]
+    for ours, p, m in zip(hv, plus, minus):
+        np.testing.assert_allclose(ours, (p - m) / (2 * eps), rtol=1e-6, atol=1e-9)
