@@ -161,8 +161,9 @@ def run_code(code, regs, m: Meter) -> None:
                     m.cur = cur
                     release(v, m)
                     cur = m.cur
-            # These locals would keep the last released value alive through the next kernel.
-            v = root = None
+        # Held by these locals, the last value would stay alive through the next kernel after its
+        # release, and would not look free for in-place reuse (see inplace.py).
+        v = root = None
     m.cur = cur
     m.peak = peak
 
@@ -186,13 +187,14 @@ def run_code_profiled(code, regs, m: Meter) -> None:
         v = coerce(v, info.sinfo)
         acquire(v, m)
         regs[out] = v
+        del v
         if not special:
             rec = prof.get(info.key)
             if rec is None:
                 rec = prof[info.key] = [0, 0.0, 0]
             rec[0] += 1
             rec[1] += dt
-            rec[2] += _nbytes(v)
+            rec[2] += _nbytes(regs[out])
         for r in frees:
             release(regs[r], m)
             regs[r] = None

@@ -24,6 +24,8 @@ from retrograd.ir.expr import (
     TupleGetItem,
     Var,
 )
+from retrograd.runtime.inplace import candidates as inplace_candidates
+from retrograd.runtime.inplace import make as make_inplace
 from retrograd.runtime.interp import make_call, make_if, root_of
 from retrograd.runtime.signature import (
     Binder,
@@ -71,11 +73,12 @@ class Program:
 
 
 class _PreIns:
-    __slots__ = ("fn", "out", "reads", "special", "info", "branches", "make")
+    __slots__ = ("fn", "out", "reads", "special", "info", "branches", "make", "inplace")
 
-    def __init__(self, fn, out, reads, special, info, branches=None, make=None):
+    def __init__(self, fn, out, reads, special, info, branches=None, make=None, inplace=None):
         self.fn, self.out, self.reads, self.special, self.info = fn, out, reads, special, info
         self.branches, self.make = branches, make
+        self.inplace = inplace  # (op name, sources, candidate argument positions) for elementwise ops
 
 
 class _PreBlock:
@@ -351,7 +354,13 @@ class _FunctionLowering:
         attr_text = ", ".join(f"{k}={_fmt_attr(v)}" for k, v in call.attrs.items())
         label = f"{script}({', '.join(arg_labels + ([attr_text] if attr_text else []))})"
         info = Info(self.name, name, label, arg_info, span, script)
-        self._add(pb, _kernel_fn(kernel, call.attrs, srcs), self.new_reg(), reads, False, info, var)
+        inplace = None
+        if not self.check:
+            arg_sinfo = [getattr(a, "struct_info", None) for a in call.args]
+            positions = inplace_candidates(op.name, srcs, arg_sinfo, var.struct_info)
+            if positions:
+                inplace = (op.name, srcs, positions)
+        self._add(pb, _kernel_fn(kernel, call.attrs, srcs), self.new_reg(), reads, False, info, var, inplace=inplace)
 
     def _lower_if(self, var, node: If, span, pb) -> None:
         cond = self.source(node.cond, span)
@@ -401,6 +410,11 @@ class _FunctionLowering:
             fn = ins.fn
             if ins.branches is not None:
                 fn = ins.make([self.assign(b, dying[i] | b.defined) for b in ins.branches])
+            elif ins.inplace is not None:
+                op_name, srcs, positions = ins.inplace
+                dying_here = [p for p in positions if srcs[p] in frees[i]]
+                if dying_here:
+                    fn = make_inplace(op_name, srcs, dying_here[0], fn)
             code.append((fn, ins.out, tuple(frees[i]), ins.special, ins.info))
         return Block(tuple(code), tuple(prefree), tuple(endfree), reader(pb.result_src))
 
