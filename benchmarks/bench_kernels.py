@@ -174,7 +174,12 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
     rng = np.random.default_rng(0)
-    print(f"threads={args.threads} repeats={args.repeats} numpy={np.__version__} torch={torch.__version__}")
+    load = os.getloadavg()[0]
+    print(f"threads={args.threads} repeats={args.repeats} numpy={np.__version__} torch={torch.__version__} load={load:.1f}")
+    if load > 0.5 and args.threads > 1:
+        # OpenBLAS threads spin-wait at every sync point; a busy machine deschedules them (seen: 5-10x
+        # slower matmul-bound kernels), while PyTorch's pool degrades less. Ratios then mislead.
+        print("note: the machine is busy; matmul-bound rows are unreliable with >1 thread (try --threads 1)")
     print(f"{'op':<36} {'ours ms':>9} {'torch ms':>9} {'ratio':>7} {'target':>8}")
     met = True
     with torch.no_grad():

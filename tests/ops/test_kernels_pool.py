@@ -237,6 +237,8 @@ def test_nhwc_layout_is_a_transposed_nchw(fn):
         (lambda: pool.avg_pool2d(np.zeros((1, 1, 4, 4)), pool_size=2, padding=(-1, 0)), "padding"),
         (lambda: pool.avg_pool2d(np.zeros((1, 1, 4, 4)), pool_size=2, layout="NCHW4c"), "layout"),
         (lambda: pool.avg_pool2d(np.zeros((1, 1, 4, 4)), pool_size=(1, 2, 3)), "pool_size"),
+        (lambda: pool.avg_pool2d(np.zeros((1, 1, 4, 4)), pool_size=2, strides=2.0), "strides must be an int"),
+        (lambda: pool.avg_pool2d(np.zeros((1, 1, 4, 4)), pool_size=2, padding=None), "padding must be an int"),
         (lambda: pool.max_pool2d_backward(np.zeros((1, 1, 3, 3)), np.zeros((1, 1, 4, 4)), pool_size=2, strides=2), "output_grad"),
         (lambda: pool.avg_pool2d_backward(np.zeros((1, 2, 2, 2)), np.zeros((2, 1, 4, 4)), pool_size=2, strides=2), "output_grad"),
     ],

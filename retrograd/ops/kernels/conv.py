@@ -8,7 +8,7 @@ from retrograd.errors import KernelError
 from retrograd.ops.kernels.window import Window2d, check_float, padding4, pair, plane_chunks, to_layout
 
 # Column buffers of about this size: big enough for efficient BLAS calls, small enough to stay cheap.
-_COLS_BYTES = 16 << 20
+_COLS_BYTES = 8 << 20
 
 
 def _dtype(op, out_dtype, *arrays):
@@ -63,42 +63,26 @@ def conv2d(
 
 
 def _conv_by_taps(x, w, win, g):
-    """im2col on chunks of images, then one matmul (batched over groups) per chunk.
-
-    With unit strides the columns are "flat shifts": in the padded buffer flattened per channel, tap
-    (i, j) is the contiguous slice at offset i*dh*Wp + j*dw; outputs are computed on the whole
-    Hp x Wp grid and cropped. Strided convolutions copy strided views, computing no output in vain.
-    """
+    """im2col per chunk of images (one strided-view copy per tap), then one matmul per image and group
+    that writes straight into the output: no junk positions computed, no output copy."""
     n, c, h, wd = x.shape
     o, cg, kh, kw = w.shape
     k = kh * kw
-    hp, wp = h + win.pt + win.pb, wd + win.pl + win.pr
-    flat_shift = win.sh == win.sw == 1
-    gh, gw = (hp, wp) if flat_shift else (win.oh, win.ow)
-    nb = max(1, min(n, _COLS_BYTES // max(1, c * k * gh * gw * x.itemsize)))
-    plane = nb * hp * wp
-    slack = (kh - 1) * win.dh * wp + (kw - 1) * win.dw if flat_shift else 0
-    flat = np.zeros(c * plane + slack, x.dtype)
-    buf = flat[: c * plane].reshape(c, nb, hp, wp)
-    cols_buf = np.empty(c * k * nb * gh * gw, x.dtype)
+    npos = win.oh * win.ow
+    nb = max(1, min(n, _COLS_BYTES // max(1, c * k * npos * x.itemsize)))
+    buf = np.zeros((nb, c, h + win.pt + win.pb, wd + win.pl + win.pr), x.dtype)
+    cols = np.empty((nb, c, k, win.oh, win.ow), x.dtype)
     wm = w.reshape(g, o // g, cg * k)  # columns ordered (channel, tap), as in `cols`
     y = np.empty((n, o, win.oh, win.ow), x.dtype)
     for sl in plane_chunks(n, nb):
         b = sl.stop - sl.start
-        buf[:, :b, win.pt : win.pt + h, win.pl : win.pl + wd] = x[sl].transpose(1, 0, 2, 3)
-        npos = b * gh * gw
-        cols = cols_buf[: c * k * npos].reshape(c, k, npos)
+        buf[:b, :, win.pt : win.pt + h, win.pl : win.pl + wd] = x[sl]
         for t in range(k):
             i, j = divmod(t, kw)
-            if flat_shift:
-                off = i * win.dh * wp + j * win.dw
-                cols[:, t] = flat[off : off + c * plane].reshape(c, plane)[:, :npos]
-            else:
-                rows = slice(i * win.dh, i * win.dh + (win.oh - 1) * win.sh + 1, win.sh)
-                cs = slice(j * win.dw, j * win.dw + (win.ow - 1) * win.sw + 1, win.sw)
-                cols[:, t].reshape(c, b, gh, gw)[...] = buf[:, :b, rows, cs]
-        res = np.matmul(wm, cols.reshape(g, cg * k, npos))
-        y[sl] = res.reshape(o, b, gh, gw)[:, :, : win.oh, : win.ow].transpose(1, 0, 2, 3)
+            rows = slice(i * win.dh, i * win.dh + (win.oh - 1) * win.sh + 1, win.sh)
+            cs = slice(j * win.dw, j * win.dw + (win.ow - 1) * win.sw + 1, win.sw)
+            cols[:b, :, t] = buf[:b, :, rows, cs]
+        np.matmul(wm, cols[:b].reshape(b, g, cg * k, npos), out=y[sl].reshape(b, g, o // g, npos))
     return y
 
 
@@ -213,15 +197,14 @@ def _transpose_by_scatter(x, w, g, strides, pads, out_hw, dilation):
     wm = np.ascontiguousarray(w.reshape(g, ci // g, cg * kh * kw).transpose(0, 2, 1))  # (G, Cg*K, Ci/G)
     out = np.empty((n, c, out_h, out_w), x.dtype)
     nb = max(1, min(n, _COLS_BYTES // max(1, c * kh * kw * h * wd * x.itemsize)))
-    buf = np.empty((c, nb, hb, wb), x.dtype)
+    buf = np.empty((nb, c, hb, wb), x.dtype)
     for sl in plane_chunks(n, nb):
         b = sl.stop - sl.start
-        cols = np.matmul(wm, x[sl].transpose(1, 0, 2, 3).reshape(g, ci // g, b * h * wd))
-        cols = cols.reshape(c, kh * kw, b, h, wd)
-        bb = buf[:, :b]
+        cols = np.matmul(wm, x[sl].reshape(b, g, ci // g, h * wd)).reshape(b, c, kh * kw, h, wd)
+        bb = buf[:b]
         bb.fill(0)
         for t in range(kh * kw):
             i, j = divmod(t, kw)
-            bb[:, :, i * dh : i * dh + (h - 1) * sh + 1 : sh, j * dw : j * dw + (wd - 1) * sw + 1 : sw] += cols[:, t]
-        out[sl] = bb[:, :, pt : pt + out_h, pl : pl + out_w].transpose(1, 0, 2, 3)
+            bb[:, :, i * dh : i * dh + (h - 1) * sh + 1 : sh, j * dw : j * dw + (wd - 1) * sw + 1 : sw] += cols[:, :, t]
+        out[sl] = bb[:, :, pt : pt + out_h, pl : pl + out_w]
     return out

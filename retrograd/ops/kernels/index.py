@@ -77,16 +77,17 @@ def take_backward(output_grad, x, indices, *, axis=None, mode="fast"):
     if dropped is not None:
         keep = ~dropped.reshape(-1)
         rows, g3 = rows[keep], g3[:, keep]
-    _scatter_add(dx.reshape(pre, src.shape[ax], post), rows, g3)
+    _scatter_sum(dx.reshape(pre, src.shape[ax], post), rows, g3)
     return dx.reshape(x.shape)
 
 
-def _scatter_add(dst, rows, src):
-    """dst[:, rows[k]] += src[:, k] for all k, duplicates summed.
+def _scatter_sum(dst, rows, src):
+    """dst[:, rows[k]] += src[:, k] for all k into an all-zero dst, duplicates summed.
 
     A stable sort gives each index its occurrence rank; round r adds the rank-r rows, whose targets are
-    distinct, so a plain fancy-index add is exact. Rounds too small to pay for themselves (heavy
-    duplicates) are summed per index with one reduceat instead.
+    distinct, so a plain fancy-index add is exact; round 0 lands on zeros, so it is a store (2x
+    cheaper). Rounds too small to pay for themselves (heavy duplicates) are summed per index with one
+    reduceat instead.
     """
     k = rows.size
     if k == 0:
@@ -98,14 +99,16 @@ def _scatter_add(dst, rows, src):
     np.not_equal(srt[1:], srt[:-1], out=first[1:])
     starts = np.flatnonzero(first)
     if starts.size == k:  # all distinct: a single round
-        dst[:, rows] += src
+        dst[:, rows] = src
         return
     rank = np.arange(k) - np.repeat(starts, np.diff(np.append(starts, k)))
     counts = np.bincount(rank)
     by_rank = order[np.argsort(rank, kind="stable")]
     offsets = np.concatenate(([0], np.cumsum(counts)))
-    r = 0
-    while r < counts.size and (r == 0 or counts[r] >= _MIN_ROUND_ROWS):
+    sel = by_rank[: counts[0]]
+    dst[:, rows[sel]] = src[:, sel]
+    r = 1
+    while r < counts.size and counts[r] >= _MIN_ROUND_ROWS:
         sel = by_rank[offsets[r] : offsets[r + 1]]
         dst[:, rows[sel]] += src[:, sel]
         r += 1

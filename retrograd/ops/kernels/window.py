@@ -7,12 +7,23 @@ import numpy as np
 from retrograd.errors import KernelError
 
 
+def _ints(op: str, name: str, value) -> tuple:
+    """An int or a (possibly NumPy) sequence of ints as a tuple of Python ints."""
+    try:
+        vals = tuple(np.asarray(value).reshape(-1).tolist())
+    except (TypeError, ValueError):  # ragged or otherwise not array-like
+        vals = ()
+    if not vals or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in vals):
+        raise KernelError(f"{op}: {name} must be an int or a sequence of ints, got {value!r}")
+    return tuple(int(v) for v in vals)
+
+
 def pair(op: str, name: str, value, minimum: int = 1) -> tuple[int, int]:
     """An int or a 1-/2-sequence of ints as an (h, w) pair, each at least `minimum`."""
-    vals = (value,) if np.isscalar(value) else tuple(value)
+    vals = _ints(op, name, value)
     if len(vals) == 1:
         vals = vals * 2
-    if len(vals) != 2 or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in vals):
+    if len(vals) != 2:
         raise KernelError(f"{op}: {name} must be an int or a pair of ints, got {value!r}")
     if min(vals) < minimum:
         raise KernelError(f"{op}: {name} must be >= {minimum}, got {value!r}")
@@ -21,15 +32,15 @@ def pair(op: str, name: str, value, minimum: int = 1) -> tuple[int, int]:
 
 def padding4(op: str, value) -> tuple[int, int, int, int]:
     """Padding as (top, left, bottom, right) from an int, (ph, pw) or a 4-sequence, as TVM accepts."""
-    vals = (value,) if np.isscalar(value) else tuple(value)
+    vals = _ints(op, "padding", value)
     if len(vals) in (1, 2):
         h, w = pair(op, "padding", vals, minimum=0)
         return h, w, h, w
-    if len(vals) != 4 or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in vals):
+    if len(vals) != 4:
         raise KernelError(f"{op}: padding must be an int, a pair or 4 ints, got {value!r}")
     if min(vals) < 0:
         raise KernelError(f"{op}: padding must be >= 0, got {value!r}")
-    return tuple(int(v) for v in vals)
+    return vals
 
 
 def out_size(op: str, size: int, k: int, s: int, p0: int, p1: int, d: int, ceil_mode: bool = False) -> int:
@@ -105,17 +116,3 @@ class Window2d:
         hn = max(self.h + self.pt + self.pb, (self.oh - 1) * self.sh + (self.kh - 1) * self.dh + 1)
         wn = max(self.w + self.pl + self.pr, (self.ow - 1) * self.sw + (self.kw - 1) * self.dw + 1)
         return hn, wn
-
-    @property
-    def unpadded(self) -> bool:
-        """True when every window lies inside the input, so no padded copy is needed."""
-        return (self.pt, self.pl) == (0, 0) and self.padded_hw == (self.h, self.w)
-
-    def row_taps(self, extent_out: int | None = None) -> list[slice]:
-        """Per window row offset i, the slice of padded rows it reads across all output rows."""
-        n = self.oh if extent_out is None else extent_out
-        return [slice(i * self.dh, i * self.dh + (n - 1) * self.sh + 1, self.sh) for i in range(self.kh)]
-
-    def col_taps(self) -> list[slice]:
-        """Per window column offset j, the slice of padded columns it reads across all output columns."""
-        return [slice(j * self.dw, j * self.dw + (self.ow - 1) * self.sw + 1, self.sw) for j in range(self.kw)]
