@@ -27,14 +27,25 @@ class RunStats:
 def format_profile(prof: dict) -> str:
     """A table of per-op totals, most expensive first."""
     rows = sorted(prof.items(), key=lambda kv: -kv[1][1])
-    total = sum(rec[1] for _, rec in rows) or 1e-300
+    total = sum(rec[1] for _, rec in rows)
     width = max([len("op")] + [len(k) for k, _ in rows])
-    lines = [f"{'op':<{width}}  {'calls':>7}  {'total ms':>10}  {'mean us':>9}  {'%':>6}  {'out MB':>9}"]
+    lines = [f"{'op':<{width}}  {'calls':>7}  {'total ms':>10}  {'mean us':>9}  {'%':>6}  {'output':>10}"]
     for key, (calls, secs, nbytes) in rows:
+        share = secs / total * 100 if total else 0.0
         lines.append(
             f"{key:<{width}}  {calls:>7}  {secs * 1e3:>10.3f}  {secs / calls * 1e6:>9.2f}  "
-            f"{secs / total * 100:>6.1f}  {nbytes / 2**20:>9.2f}"
+            f"{share:>6.1f}  {human_bytes(nbytes):>10}"
         )
     calls = sum(rec[0] for _, rec in rows)
-    lines.append(f"{'total':<{width}}  {calls:>7}  {total * 1e3 if rows else 0.0:>10.3f}")
+    lines.append(f"{'total':<{width}}  {calls:>7}  {total * 1e3:>10.3f}")
     return "\n".join(lines)
+
+
+def human_bytes(n: int) -> str:
+    """1536 -> '1.5 KiB'."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"  # pragma: no cover

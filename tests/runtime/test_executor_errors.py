@@ -109,7 +109,9 @@ def test_profile_counts_calls_and_keeps_results_and_peak():
     assert prof.profile["R.exp"][2] == 6 * x.nbytes
     report = prof.profile_report()
     header, *rows, total = report.splitlines()
-    assert header.split() == ["op", "calls", "total", "ms", "mean", "us", "%", "out", "MB"]
+    assert header.split() == ["op", "calls", "total", "ms", "mean", "us", "%", "output"]
     assert {r.split()[0] for r in rows} == {"R.exp", "R.add", "R.multiply"}
+    exp_row = next(r for r in rows if r.startswith("R.exp"))
+    assert exp_row.split()[1] == "6" and exp_row.endswith(f"{6 * x.nbytes / 1024:.1f} KiB")
     assert total.split()[:2] == ["total", "12"]
     assert "profiling is off" in plain.profile_report()
