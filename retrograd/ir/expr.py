@@ -167,6 +167,9 @@ class Function(Expr):
     span: Span | None = _span
 
     def __attrs_post_init__(self):
+        # An unannotated function returns what its body computes; filling it keeps printing lossless.
+        if self.ret_struct_info is None and self.body.struct_info is not None:
+            object.__setattr__(self, "ret_struct_info", self.body.struct_info)
         if self.struct_info is None and all(p.struct_info is not None for p in self.params):
             ret = self.ret_struct_info or self.body.struct_info or ObjectStructInfo()
             sinfo = FuncStructInfo(tuple(p.struct_info for p in self.params), ret, self.is_pure)

@@ -114,9 +114,14 @@ def nested_literal(node: Node):
 # -- symbolic dims ----------------------------------------------------------------------------
 
 
-def dim(ctx: Ctx, node: Node, parse_text=None):
-    """A dim: an int, or the canonical text of a symbolic expression (`n`, `n * 4`, `T.min(3, n)`)."""
+def dim(ctx: Ctx, node: Node, parse_text=None, allow_negative: bool = False):
+    """A dim: an int, or the canonical text of a symbolic expression (`n`, `n * 4`, `T.min(3, n)`).
+
+    `allow_negative` admits `-1` (reshape's inferred dim) in shape values; annotations never do.
+    """
     k = node.kind
+    if allow_negative and k == K_NEG and node.items.kind == K_NUM and isinstance(node.items.value, int):
+        return -node.items.value
     if k == K_NUM:
         if isinstance(node.value, int) and node.value >= 0:
             return node.value

@@ -723,7 +723,7 @@ class _ScriptParser:
         return self._value(node)
 
     def _shape_expr(self, items: list[Node], node: Node) -> ShapeExpr:
-        values = tuple(self.dim(d) for d in items)
+        values = tuple(lit.dim(self.ctx, d, self._parse_dim_text, allow_negative=True) for d in items)
         return ShapeExpr(values, ShapeStructInfo(values), span=self.span(node))
 
     # -- special forms ------------------------------------------------------------------------

@@ -273,20 +273,7 @@ def test_error_names_the_source_location():
     assert "y = R.sum(x, axis=[5])" in text and "^" in text
 
 
-def _has_minus_one(case: OpCase) -> bool:
-    return any(isinstance(i, ShapeStructInfo) and -1 in i.values for i in case.inputs)
-
-
-@pytest.mark.parametrize(
-    "case",
-    [
-        pytest.param(c, marks=pytest.mark.xfail(reason="the parser reads -1 in R.shape as the dim text '-1'"))
-        if _has_minus_one(c)
-        else c
-        for c in CASES
-    ],
-    ids=lambda c: c.id,
-)
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_printed_call_round_trips_and_parses_in_tvm(case):
     import retrograd
 
