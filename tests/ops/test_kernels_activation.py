@@ -31,6 +31,17 @@ def test_softmax_and_log_softmax_match_naive(axis):
     np.testing.assert_allclose(activation.log_softmax(X, axis=axis), np.log(ref), rtol=1e-13, atol=1e-13)
 
 
+@pytest.mark.parametrize("fn", ["softmax", "log_softmax"])
+def test_softmax_family_on_empty_and_chunked_inputs(fn):
+    f = getattr(activation, fn)
+    assert f(np.zeros((0, 3))).shape == (0, 3) and f(np.zeros((2, 0, 3)), axis=1).shape == (2, 0, 3)
+    # Many rows: several ~1 MB chunks, each along a middle axis.
+    x = np.random.default_rng(3).standard_normal((700, 40, 9))
+    ref = naive_softmax(x[:3], 1)
+    np.testing.assert_allclose(f(x, axis=1)[:3], ref if fn == "softmax" else np.log(ref), rtol=1e-13)
+    np.testing.assert_allclose(f(x, axis=1), f(np.ascontiguousarray(x.transpose(1, 0, 2)), axis=0).transpose(1, 0, 2), rtol=1e-15)
+
+
 def test_softmax_is_stable_for_huge_inputs_and_keeps_float32():
     x = np.array([[1000.0, 1000.0, -1000.0]], "float32")
     with np.errstate(over="raise", invalid="raise", divide="raise"):

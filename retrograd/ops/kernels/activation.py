@@ -8,7 +8,7 @@ import numpy as np
 
 from retrograd.errors import KernelError
 from retrograd.ops.kernels.special import erfc
-from retrograd.ops.kernels.window import check_float
+from retrograd.ops.kernels.window import check_float, plane_chunk_size, plane_chunks
 
 _INV_SQRT2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
@@ -26,27 +26,44 @@ def _axis(op, x, axis):
     return int(axis)
 
 
-def _shifted(op, x, axis):
-    """x minus its max along axis (a fresh array), so exp cannot overflow."""
+def _softmax_family(op, x, axis, finish):
+    """out = finish(x - max(x), scratch) along `axis`, on ~1 MB chunks of the other axes so the four
+    passes over each chunk stay in cache. `finish` works in place on the shifted chunk."""
     x = _float(op, x)
-    axis = _axis(op, x, axis)
-    return np.subtract(x, x.max(axis=axis, keepdims=True)), axis
+    axis = _axis(op, x, axis) % x.ndim
+    if x.size == 0:
+        return np.empty_like(x)
+    pre, n = int(np.prod(x.shape[:axis])), x.shape[axis]
+    x3 = x.reshape(pre, n, int(np.prod(x.shape[axis + 1 :])))
+    out = np.empty(x3.shape, x.dtype)
+    size = max(1, min(pre, plane_chunk_size(n * x3.shape[2] * x.itemsize)))
+    scratch = np.empty((size,) + x3.shape[1:], x.dtype)
+    for sl in plane_chunks(pre, scratch.shape[0]):
+        o = out[sl]
+        np.subtract(x3[sl], x3[sl].max(axis=1, keepdims=True), out=o)
+        finish(o, scratch[: sl.stop - sl.start])
+    return out.reshape(x.shape)
+
+
+def _softmax_finish(s, scratch):
+    np.exp(s, out=s)
+    # One reciprocal per row and a multiply: cheaper than dividing every element.
+    s *= np.reciprocal(s.sum(axis=1, keepdims=True))
+
+
+def _log_softmax_finish(s, scratch):
+    np.exp(s, out=scratch)
+    s -= np.log(scratch.sum(axis=1, keepdims=True))
 
 
 def softmax(x, *, axis=-1):
     """exp(x) / sum(exp(x)) along axis, computed on x - max(x)."""
-    e, axis = _shifted("softmax", x, axis)
-    np.exp(e, out=e)
-    # One reciprocal per row and a multiply: cheaper than dividing every element.
-    e *= np.reciprocal(e.sum(axis=axis, keepdims=True))
-    return e
+    return _softmax_family("softmax", x, axis, _softmax_finish)
 
 
 def log_softmax(x, *, axis=-1):
     """x - logsumexp(x) along axis, computed on x - max(x)."""
-    s, axis = _shifted("log_softmax", x, axis)
-    s -= np.log(np.exp(s).sum(axis=axis, keepdims=True))
-    return s
+    return _softmax_family("log_softmax", x, axis, _log_softmax_finish)
 
 
 def cross_entropy_with_logits(predictions, labels):
