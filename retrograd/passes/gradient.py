@@ -15,6 +15,7 @@ from retrograd.ir.module import IRModule
 from retrograd.ir.struct_info import FuncStructInfo, TensorStructInfo, TupleStructInfo, is_float_dtype
 from retrograd.ops.registry import describe_sinfo
 from retrograd.ops.registry import get as get_op
+from retrograd.passes.cse import eliminate_common_subexpressions
 from retrograd.passes.dce import eliminate_dead_code
 from retrograd.passes.fold_constant import fold_constants
 from retrograd.passes.gradient_copy import copy_binding, copy_expr, fresh_var
@@ -87,6 +88,7 @@ def cleanup_function(func: Function) -> Function:
     """The clean-up run on every function the Gradient pass creates."""
     func = fold_constants(func)
     func = simplify_function(func)
+    func = eliminate_common_subexpressions(func)
     return eliminate_dead_code(func)
 
 

@@ -58,8 +58,7 @@ class Module:
             gv: R.Tensor((), dtype="float32") = R.sum(lv3, axis=None, keepdims=False)
             lv3_adjoint: R.Tensor((3, 3), dtype="float32") = R.broadcast_to(R.const(1.0, "float32"), R.shape([3, 3]))
             lv2_adjoint: R.Tensor((3, 3), dtype="float32") = R.multiply(lv3_adjoint, x)
-            lv1_adjoint: R.Tensor((3, 3), dtype="float32") = R.multiply(lv3_adjoint, x)
-            x_adjoint_out: R.Tensor((3, 3), dtype="float32") = R.add(lv1_adjoint, lv2_adjoint)
+            x_adjoint_out: R.Tensor((3, 3), dtype="float32") = R.add(lv2_adjoint, lv2_adjoint)
             R.output(gv, x_adjoint_out)
         return (gv, (x_adjoint_out,))
 """
@@ -124,8 +123,7 @@ class Module:
             x_adjoint_out: R.Tensor((3, 3), dtype="float32") = R.broadcast_to(R.const(1.0, "float32"), R.shape([3, 3]))
             y_adjoint_out: R.Tensor((3, 3), dtype="float32") = R.zeros(R.shape([3, 3]), dtype="float32")
             lv: R.Tensor((2,), dtype="float32") = R.zeros(R.shape([2]), dtype="float32")
-            lv_1: R.Tensor((3, 3), dtype="float32") = R.zeros(R.shape([3, 3]), dtype="float32")
-            z_adjoint_out: R.Tuple(R.Tensor((2,), dtype="float32"), R.Tensor((3, 3), dtype="float32")) = (lv, lv_1)
+            z_adjoint_out: R.Tuple(R.Tensor((2,), dtype="float32"), R.Tensor((3, 3), dtype="float32")) = (lv, y_adjoint_out)
             R.output(gv, x_adjoint_out, y_adjoint_out, z_adjoint_out)
         return (gv, (x_adjoint_out, y_adjoint_out, z_adjoint_out))
 """

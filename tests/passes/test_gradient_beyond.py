@@ -101,8 +101,7 @@ class Module:
     def square_vjp(x: R.Tensor((3,), dtype="float32"), y_adjoint: R.Tensor((3,), dtype="float32")) -> R.Tensor((3,), dtype="float32"):
         with R.dataflow():
             x_adjoint: R.Tensor((3,), dtype="float32") = R.multiply(y_adjoint, x)
-            lv: R.Tensor((3,), dtype="float32") = R.multiply(y_adjoint, x)
-            x_adjoint_out: R.Tensor((3,), dtype="float32") = R.add(x_adjoint, lv)
+            x_adjoint_out: R.Tensor((3,), dtype="float32") = R.add(x_adjoint, x_adjoint)
             R.output(x_adjoint_out)
         return x_adjoint_out
 """

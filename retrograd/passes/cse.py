@@ -1,0 +1,142 @@
+"""Common subexpression elimination: a pure op call computed twice in reach of the first is bound once."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from retrograd.ir.block import BindingBlock, DataflowBlock, VarBinding
+from retrograd.ir.expr import (
+    Call,
+    Constant,
+    DataflowVar,
+    Expr,
+    Function,
+    Op,
+    PrimValue,
+    SeqExpr,
+    ShapeExpr,
+    StringImm,
+    Tuple,
+    TupleGetItem,
+    Var,
+)
+from retrograd.ir.functor import ExprMutator
+from retrograd.ir.module import IRModule
+from retrograd.passes.infra import module_pass, register_pass
+
+# Constants larger than this are keyed by identity: hashing their bytes would cost more than it saves.
+_SMALL_CONSTANT = 64
+
+
+def _arg_key(arg: Expr):
+    if isinstance(arg, Var):
+        return arg
+    if isinstance(arg, Constant):
+        data = np.asarray(arg.data)
+        if data.size <= _SMALL_CONSTANT:
+            return ("const", str(data.dtype), data.shape, data.tobytes())
+        return ("const-id", id(arg))
+    if isinstance(arg, ShapeExpr):
+        return ("shape", tuple(arg.values))
+    if isinstance(arg, PrimValue):
+        return ("prim", arg.dtype, arg.value)
+    if isinstance(arg, StringImm):
+        return ("str", arg.value)
+    if isinstance(arg, Tuple):
+        return ("tuple",) + tuple(_arg_key(f) for f in arg.fields)
+    return ("id", id(arg))
+
+
+def _value_key(value: Expr):
+    """A hashable key equal for two values that compute the same thing, or None if not eligible."""
+    if isinstance(value, Call) and isinstance(value.op, Op) and getattr(value.op, "pure", True):
+        try:
+            attrs = tuple(value.attrs.items())
+            hash(attrs)
+        except TypeError:
+            return None
+        return (value.op.name, tuple(_arg_key(a) for a in value.args), attrs)
+    if isinstance(value, TupleGetItem) and isinstance(value.tuple_value, Var):
+        return ("getitem", value.tuple_value, value.index)
+    return None
+
+
+class _Eliminator(ExprMutator):
+    """Keeps one table per scope; entries bound to DataflowVars die with their block."""
+
+    def __init__(self, mod: IRModule | None):
+        super().__init__(mod)
+        self.tables: list[dict] = [{}]
+
+    def _find(self, key):
+        for table in reversed(self.tables):
+            var = table.get(key)
+            if var is not None:
+                return var
+        return None
+
+    def visit_seq_expr(self, seq: SeqExpr) -> Expr:
+        self.tables.append({})
+        try:
+            return super().visit_seq_expr(seq)
+        finally:
+            self.tables.pop()
+
+    def visit_block(self, block: BindingBlock) -> bool:
+        changed = super().visit_block(block)
+        if isinstance(block, DataflowBlock):
+            top = self.tables[-1]
+            for key in [k for k, v in top.items() if isinstance(v, DataflowVar)]:
+                del top[key]
+        return changed
+
+    def visit_binding(self, binding: VarBinding) -> bool:
+        value = self.visit_expr(binding.value)
+        key = _value_key(value)
+        if key is not None:
+            first = self._find(key)
+            # An output var cannot be replaced by a dataflow var: uses after the block could not see it.
+            if first is not None and (isinstance(binding.var, DataflowVar) or not isinstance(first, DataflowVar)):
+                if first.struct_info == binding.var.struct_info:
+                    self.var_remap[binding.var] = first
+                    return True
+        if value is binding.value:
+            self.builder.emit_binding(binding)
+            changed = False
+        else:
+            value = self.builder.normalize(value)
+            var = binding.var
+            if value.struct_info != var.struct_info:
+                var = type(var)(var.name_hint, value.struct_info, span=var.span)
+                self.var_remap[binding.var] = var
+            self.builder.emit_binding(VarBinding(var, value, span=binding.span))
+            changed = True
+        if key is not None:
+            var = self.var_remap.get(binding.var, binding.var)
+            top = self.tables[-1]
+            # Prefer an output var as the representative: it outlives the dataflow block.
+            if key not in top or (isinstance(top[key], DataflowVar) and not isinstance(var, DataflowVar)):
+                top[key] = var
+        return changed
+
+
+def eliminate_common_subexpressions(func: Function, mod: IRModule | None = None) -> Function:
+    """`func` with repeated pure computations bound once (If branches see the enclosing bindings)."""
+    return _Eliminator(mod).visit_expr(func)
+
+
+@module_pass(name="cse")
+class CommonSubexprElimination:
+    """Bind each repeated pure op call or tuple projection once, in every function."""
+
+    def transform_module(self, mod: IRModule, ctx) -> IRModule:
+        out = mod
+        for name, func in mod.items():
+            if isinstance(func, Function):
+                new = eliminate_common_subexpressions(func, mod)
+                if new is not func:
+                    out = out.with_function(name, new)
+        return out
+
+
+register_pass("cse", CommonSubexprElimination)
