@@ -28,16 +28,15 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = _THREADS
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
+import re  # noqa: E402
 import statistics  # noqa: E402
 import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
 import retrograd  # noqa: E402
-from retrograd.ir import BlockBuilder, Function, IRModule, Tuple, Var, const, shape_expr  # noqa: E402
-from retrograd.ir.struct_info import TensorStructInfo  # noqa: E402
+from retrograd.ir import IRModule  # noqa: E402
 from retrograd.ops import get  # noqa: E402
-from retrograd.ops.api import R  # noqa: E402
 
 BATCH, IN, WIDTH, CLASSES, LAYERS = 64, 256, 256, 10, 4
 
@@ -46,55 +45,71 @@ def dims():
     return [IN] + [WIDTH] * (LAYERS - 1) + [CLASSES]
 
 
+_PARAMS = """x: R.Tensor((B, I), "float32"), y: R.Tensor((B,), "int64"),
+             w0: R.Tensor((I, W), "float32"), b0: R.Tensor((W,), "float32"),
+             w1: R.Tensor((W, W), "float32"), b1: R.Tensor((W,), "float32"),
+             w2: R.Tensor((W, W), "float32"), b2: R.Tensor((W,), "float32"),
+             w3: R.Tensor((W, C), "float32"), b3: R.Tensor((C,), "float32")"""
+
+_FORWARD = """
+        z0 = R.add(R.matmul(x, w0), b0)
+        h0 = R.nn.relu(z0)
+        z1 = R.add(R.matmul(h0, w1), b1)
+        h1 = R.nn.relu(z1)
+        z2 = R.add(R.matmul(h1, w2), b2)
+        h2 = R.nn.relu(z2)
+        z3 = R.add(R.matmul(h2, w3), b3)
+        logp = R.nn.log_softmax(z3)
+        loss = R.nn.nll_loss(logp, y)"""
+
+FORWARD = f"""
+@R.function
+def main({_PARAMS}):
+    with R.dataflow():{_FORWARD}
+        R.output(loss)
+    return loss
+"""
+
+# The backward written by hand, as the Gradient pass would: log_softmax' is g - exp(logp) * sum(g),
+# relu' is where(z > 0, g, 0), a matmul's gradients are matmuls with transposes.
+STEP = f"""
+@R.function
+def step({_PARAMS}):
+    with R.dataflow():{_FORWARD}
+        dlogp = R.grad.nll_loss_backward(R.const(1.0, "float32"), logp, y)
+        gsum = R.sum(dlogp, axis=[1], keepdims=True)
+        dz3 = R.subtract(dlogp, R.multiply(R.exp(logp), gsum))
+        dw3 = R.matmul(R.permute_dims(h2, axes=[1, 0]), dz3)
+        db3 = R.collapse_sum_to(dz3, R.shape([C]))
+        dz2 = R.where(R.greater(z2, R.const(0.0, "float32")), R.matmul(dz3, R.permute_dims(w3, axes=[1, 0])), R.const(0.0, "float32"))
+        dw2 = R.matmul(R.permute_dims(h1, axes=[1, 0]), dz2)
+        db2 = R.collapse_sum_to(dz2, R.shape([W]))
+        dz1 = R.where(R.greater(z1, R.const(0.0, "float32")), R.matmul(dz2, R.permute_dims(w2, axes=[1, 0])), R.const(0.0, "float32"))
+        dw1 = R.matmul(R.permute_dims(h0, axes=[1, 0]), dz1)
+        db1 = R.collapse_sum_to(dz1, R.shape([W]))
+        dz0 = R.where(R.greater(z0, R.const(0.0, "float32")), R.matmul(dz1, R.permute_dims(w1, axes=[1, 0])), R.const(0.0, "float32"))
+        dw0 = R.matmul(R.permute_dims(x, axes=[1, 0]), dz0)
+        db0 = R.collapse_sum_to(dz0, R.shape([W]))
+        out = (loss, (dw0, db0, dw1, db1, dw2, db2, dw3, db3))
+        R.output(out)
+    return out
+"""
+
+
+def _script(text: str) -> IRModule:
+    for name, value in (("B", BATCH), ("I", IN), ("W", WIDTH), ("C", CLASSES)):
+        text = re.sub(rf"\b{name}\b", str(value), text)
+    return retrograd.parse(text, "bench_step.py")
+
+
 def forward_module() -> IRModule:
     """main(x, y, w0, b0, ..., w3, b3) -> loss: the forward pass alone (input of the Gradient pass)."""
-    return IRModule({"main": _build(backward=False)})
+    return _script(FORWARD)
 
 
 def step_module() -> IRModule:
     """step(x, y, w0, b0, ...) -> (loss, (dw0, db0, ...)): forward and a hand-written backward."""
-    return IRModule({"step": _build(backward=True)})
-
-
-def _build(backward: bool) -> Function:
-    d = dims()
-    f32 = "float32"
-    params = [Var("x", TensorStructInfo((BATCH, IN), f32)), Var("y", TensorStructInfo((BATCH,), "int64"))]
-    for i in range(LAYERS):
-        params += [Var(f"w{i}", TensorStructInfo((d[i], d[i + 1]), f32)), Var(f"b{i}", TensorStructInfo((d[i + 1],), f32))]
-    x, y, wb = params[0], params[1], params[2:]
-    bb = BlockBuilder()
-    bb.begin_scope()
-    with bb.dataflow():
-        hs, zs = [x], []
-        h = x
-        for i in range(LAYERS):
-            z = bb.emit(R.add(bb.emit(R.matmul(h, wb[2 * i]), f"mm{i}"), wb[2 * i + 1]), f"z{i}")
-            zs.append(z)
-            h = bb.emit(R.nn.relu(z), f"h{i}") if i < LAYERS - 1 else z
-            hs.append(h)
-        logp = bb.emit(R.nn.log_softmax(h), "logp")
-        loss = bb.emit(R.nn.nll_loss(logp, y), "loss")
-        if not backward:
-            out = bb.emit_output(loss, "out")
-        else:
-            one = const(1.0, f32)
-            dlogp = bb.emit(R.grad.nll_loss_backward(one, logp, y), "dlogp")
-            # log_softmax backward: g - exp(logp) * sum(g, axis=-1)
-            gsum = bb.emit(R.sum(dlogp, axis=[1], keepdims=True), "gsum")
-            dz = bb.emit(R.subtract(dlogp, bb.emit(R.multiply(bb.emit(R.exp(logp), "p"), gsum), "pg")), "dz3")
-            grads = []
-            zero = const(0.0, f32)
-            for i in reversed(range(LAYERS)):
-                dw = bb.emit(R.matmul(bb.emit(R.permute_dims(hs[i], axes=[1, 0]), f"h{i}t"), dz), f"dw{i}")
-                db = bb.emit(R.collapse_sum_to(dz, shape_expr([d[i + 1]])), f"db{i}")
-                grads = [dw, db] + grads
-                if i > 0:
-                    dh = bb.emit(R.matmul(dz, bb.emit(R.permute_dims(wb[2 * i], axes=[1, 0]), f"w{i}t")), f"dh{i - 1}")
-                    mask = bb.emit(R.greater(zs[i - 1], zero), f"mask{i - 1}")
-                    dz = bb.emit(R.where(mask, dh, zero), f"dz{i - 1}")
-            out = bb.emit_output(Tuple((loss, Tuple(tuple(grads)))), "out")
-    return Function(tuple(params), bb.end_scope(out))
+    return _script(STEP)
 
 
 def numpy_step(x, y, *wb):
@@ -122,13 +137,17 @@ def numpy_step(x, y, *wb):
     return loss, tuple(grads)
 
 
+_KERNELS: dict = {}
+
+
 def kernels_step(x, y, *wb):
     """The executor's kernels called directly, in the module's order (no executor)."""
-    k = {name: get(name).kernel for name in (
-        "relax.matmul", "relax.add", "relax.nn.relu", "relax.nn.log_softmax", "relax.nn.nll_loss",
-        "relax.grad.nll_loss_backward", "relax.sum", "relax.exp", "relax.multiply", "relax.subtract",
-        "relax.permute_dims", "relax.collapse_sum_to", "relax.greater", "relax.where")}
-    return _kernels_step(k, x, y, wb)
+    if not _KERNELS:
+        _KERNELS.update((name, get(name).kernel) for name in (
+            "relax.matmul", "relax.add", "relax.nn.relu", "relax.nn.log_softmax", "relax.nn.nll_loss",
+            "relax.grad.nll_loss_backward", "relax.sum", "relax.exp", "relax.multiply", "relax.subtract",
+            "relax.permute_dims", "relax.collapse_sum_to", "relax.greater", "relax.where"))
+    return _kernels_step(_KERNELS, x, y, wb)
 
 
 def _kernels_step(k, x, y, wb):
