@@ -228,22 +228,34 @@ def invoke(prog, args, m: Meter, top: bool):
         raise ExecutionError(f"{prog.name}: expects {prog.nparams} argument(s) ({names}), got {len(args)}")
     regs = prog.template.copy()
     binder = Binder() if prog.symbolic else None
+    # At the top level the caller's own reference counts too: parameters stay live after their last use.
+    count = 2 if top else 1
+    refs = m.refs
     try:
         for (reg, check), a in zip(prog.params, args):
-            regs[reg] = check(a, binder)
+            regs[reg] = v = check(a, binder)
+            if type(v) is ndarray and v.base is None:
+                k = id(v)
+                c = refs.get(k)
+                if c is None:
+                    refs[k] = count
+                    m.cur += v.nbytes
+                else:
+                    refs[k] = c + count
+            else:
+                acquire(v, m, count)
         if binder is not None:
             check_deferred(binder)
     except Mismatch as mm:
         raise ExecutionError(f"{prog.name}: parameter {mm}") from None
+    v = None
+    if m.cur > m.peak:
+        m.peak = m.cur
     if binder is not None:
         env = binder.env
         regs[0] = env
         for reg, fn in prog.shape_regs:
             regs[reg] = fn(env)
-    # At the top level the caller's own reference counts too: parameters stay live after their last use.
-    count = 2 if top else 1
-    for reg, _ in prog.params:
-        acquire(regs[reg], m, count)
     if top:
         m.param_bytes = m.cur
     return run_block(prog.block, regs, m)
