@@ -360,6 +360,9 @@ def collapse_sum(x, shape):
     """Sum x down to `shape` (the reverse of broadcasting): leading axes and axes where shape has 1."""
     shape = tuple(shape)
     lead = x.ndim - len(shape)
+    if lead > 0 and shape and x.shape[lead:] == shape:
+        # The bias-gradient case (only leading axes go): skip the general axis bookkeeping.
+        return x.sum(axis=0 if lead == 1 else tuple(range(lead)), dtype=x.dtype)
     if lead < 0 or any(s not in (1, d) for s, d in zip(shape, x.shape[lead:])):
         raise KernelError(f"R.collapse_sum_to: cannot collapse a tensor shaped {x.shape} to {shape}")
     axes = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(shape) if s == 1 and x.shape[lead + i] != 1)

@@ -65,6 +65,8 @@ def _case(pred_shape, seed=0, ignore=(), weighted=True, ignore_index=-100):
 CASES = [
     ((6, 5), [(0,), (3,)], True, -100),
     ((6, 5), [], False, -100),
+    ((6, 5), [(2,)], False, 3),  # unweighted rows with one ignored: the plain-rows shortcut must step aside
+    ((9, 4), [], False, 1),  # ignore_index a valid class, hit only where random targets happen to be 1
     ((4, 3, 2, 3), [(0, 1, 2), (2, 0, 0)], True, -100),  # (N, C, d1, d2)
     ((3, 4, 5), [(1, 1)], False, 2),  # ignore_index that is also a valid class
     ((7,), [], True, -100),  # no-batch form

@@ -49,9 +49,37 @@ class _Nll:
         self.reduction = reduction
 
 
+def _plain_rows(pred, tgt, weights, reduction, ignore_index):
+    """Targets of the common case, (N, C) float predictions with in-range (N,) targets, no weights and
+    none ignored; None sends the call down the general path (which also reports every error)."""
+    if (
+        weights is not None
+        or pred.ndim != 2
+        or tgt.ndim != 1
+        or tgt.shape[0] != pred.shape[0]
+        or tgt.size == 0
+        or tgt.dtype.kind not in "iu"
+        or pred.dtype.kind != "f"
+        or reduction not in _REDUCTIONS
+    ):
+        return None
+    lo, hi = tgt.min(), tgt.max()
+    if lo < 0 or hi >= pred.shape[1] or (lo <= ignore_index <= hi and (tgt == ignore_index).any()):
+        return None
+    return tgt
+
+
 def nll_loss(predictions, targets, weights=None, *, reduction="mean", ignore_index=-100):
     """-w[t] * predictions[t] per entry, then reduced; `mean` divides by the weight of non-ignored
     entries, so an all-ignored batch gives nan, as in PyTorch."""
+    pred, tgt = np.asarray(predictions), np.asarray(targets)
+    t = _plain_rows(pred, tgt, weights, reduction, ignore_index)
+    if t is not None:
+        picked = pred[np.arange(t.shape[0]), t]
+        if reduction == "none":
+            return -picked
+        total = -picked.sum(dtype=pred.dtype)
+        return np.asarray(total / t.shape[0] if reduction == "mean" else total, dtype=pred.dtype)
     s = _Nll("nll_loss", predictions, targets, weights, reduction, ignore_index)
     picked = np.take_along_axis(s.pred, s.t[:, None, :], axis=1)[:, 0, :]
     # Ignored entries read class 0, which may hold -inf: zero them so 0 * -inf makes no nan.
@@ -69,8 +97,15 @@ def nll_loss_backward(output_grad, predictions, targets, weights=None, *, reduct
     """Gradient of nll_loss w.r.t. predictions: -w[t] * g at each target class, 0 elsewhere; zeros when
     every target is ignored under `mean` (PyTorch's backward), not nan."""
     op = "nll_loss_backward"
+    pred, g = np.asarray(predictions), np.asarray(output_grad)
+    t = _plain_rows(pred, np.asarray(targets), weights, reduction, ignore_index)
+    if t is not None and (g.shape == t.shape if reduction == "none" else g.size == 1):
+        n = t.shape[0]
+        out = np.zeros(pred.shape, pred.dtype)
+        coef = g.astype(pred.dtype, copy=False) if reduction == "none" else g.reshape(()).astype(pred.dtype)
+        out[np.arange(n), t] = -coef / n if reduction == "mean" else -coef
+        return out
     s = _Nll(op, predictions, targets, weights, reduction, ignore_index)
-    g = np.asarray(output_grad)
     if reduction == "none":
         if g.shape != s.tshape:
             raise KernelError(f"{op}: output_grad has shape {g.shape}, expected {s.tshape} for reduction 'none'")
