@@ -19,34 +19,11 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import retrograd  # noqa: E402
 from retrograd.passes import Gradient  # noqa: E402
-
-
-def mlp_text(layers: int, width: int = 16, batch: int = 4) -> str:
-    t = f'R.Tensor(({batch}, {width}), dtype="float32")'
-    params = [f"x: {t}"]
-    for i in range(layers):
-        params.append(f'w{i}: R.Tensor(({width}, {width}), dtype="float32")')
-        params.append(f'b{i}: R.Tensor(({width},), dtype="float32")')
-    lines = [
-        "@I.ir_module",
-        "class Module:",
-        "    @R.function",
-        f'    def main({", ".join(params)}) -> R.Tensor((), dtype="float32"):',
-        "        with R.dataflow():",
-    ]
-    prev = "x"
-    for i in range(layers):
-        lines.append(f'            wt{i}: R.Tensor(({width}, {width}), dtype="float32") = R.permute_dims(w{i}, axes=None)')
-        lines.append(f"            mm{i}: {t} = R.matmul({prev}, wt{i}, out_dtype=None)")
-        lines.append(f"            ad{i}: {t} = R.add(mm{i}, b{i})")
-        lines.append(f"            h{i}: {t} = R.nn.relu(ad{i})")
-        prev = f"h{i}"
-    lines.append(f'            gv: R.Tensor((), dtype="float32") = R.sum({prev}, axis=None, keepdims=False)')
-    lines += ["            R.output(gv)", "        return gv"]
-    return "\n".join(lines) + "\n"
+from models import mlp_text  # noqa: E402
 
 
 def timed(fn, repeat: int):
@@ -78,7 +55,7 @@ def main(argv=None) -> None:
     print(f"{'bindings':>9} {'ours ms':>10} {'us/binding':>10} {'TVM ms':>10} {'TVM/ours':>9} {'adjoint ours':>13} {'adjoint TVM':>12}")
     for n in args.bindings:
         layers = max(1, (n - 1) // 4)
-        text = mlp_text(layers)
+        text = mlp_text(layers, transposed_weights=True, scalar_loss=True)
         size = 4 * layers + 1
         repeat = 5 if size <= 2001 else 3 if size <= 10001 else 1
         mod = retrograd.parse(text)

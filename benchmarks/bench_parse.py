@@ -18,37 +18,12 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from retrograd.ir import well_formed  # noqa: E402
 from retrograd.ir.structural import structural_equal  # noqa: E402
 from retrograd.parser import parse, print_module  # noqa: E402
-
-
-def mlp_text(layers: int, width: int = 16, batch: int = 4) -> str:
-    t = f'R.Tensor(({batch}, {width}), dtype="float32")'
-    params = [f"x: {t}"]
-    for i in range(layers):
-        params.append(f'w{i}: R.Tensor(({width}, {width}), dtype="float32")')
-        params.append(f'b{i}: R.Tensor(({width},), dtype="float32")')
-    lines = [
-        "# from tvm.script import ir as I",
-        "# from tvm.script import relax as R",
-        "",
-        "@I.ir_module",
-        "class Module:",
-        "    @R.function",
-        f"    def main({', '.join(params)}) -> {t}:",
-        "        with R.dataflow():",
-    ]
-    prev = "x"
-    for i in range(layers):
-        lines.append(f"            lv{i}: {t} = R.matmul({prev}, w{i}, out_dtype=None)")
-        lines.append(f"            lv{i}_b: {t} = R.add(lv{i}, b{i})")
-        out = "gv" if i == layers - 1 else f"lv{i}_r"
-        lines.append(f"            {out}: {t} = R.nn.relu(lv{i}_b)")
-        prev = out
-    lines += ["            R.output(gv)", "        return gv"]
-    return "\n".join(lines) + "\n"
+from models import mlp_text  # noqa: E402
 
 
 def chain_text(n: int) -> str:
