@@ -86,6 +86,7 @@ CASES = [
     ((2, 2, 6, 1), 2, (3, 1), (3, 1), (1, 0, 1, 0), (1, 1), 1),  # width 1
     ((0, 2, 5, 5), 2, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 1),  # empty batch
     ((1, 6, 12, 12), 6, (5, 5), (3, 3), (2, 2, 2, 2), (1, 1), 3),  # groups=3, stride 3
+    ((3, 3, 9, 10), 4, (3, 2), (1, 1), (2, 0, 1, 1), (2, 3), 1),  # unit stride (row shifts) + dilation
 ]
 
 
@@ -106,6 +107,14 @@ def _setup(case):
 
 @pytest.mark.parametrize("case", CASES)
 def test_conv2d_matches_naive(case):
+    x, w, s, p, d, g = _setup(case)
+    np.testing.assert_allclose(conv.conv2d(x, w, **_attrs(s, p, d, g)), naive_conv2d(x, w, s, p, d, g), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c[3] == (1, 1) and c[6] == 1 and c[0][0] > 1])
+def test_conv2d_row_shift_path_across_image_chunks(case, monkeypatch):
+    """One image per chunk: the shifted reads past a chunk's last plane must only reach cropped outputs."""
+    monkeypatch.setattr(conv, "_ROWS_BYTES", 1)
     x, w, s, p, d, g = _setup(case)
     np.testing.assert_allclose(conv.conv2d(x, w, **_attrs(s, p, d, g)), naive_conv2d(x, w, s, p, d, g), rtol=1e-12, atol=1e-12)
 
