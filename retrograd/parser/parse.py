@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 from pathlib import Path
 
 from retrograd.errors import (
@@ -14,6 +13,7 @@ from retrograd.errors import (
     TypeInferenceError,
     UnsupportedError,
 )
+from retrograd.gc_pause import collector_paused
 from retrograd.ir.block import VarBinding
 from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.expr import (
@@ -94,18 +94,13 @@ def parse(text: str, source_name: str = "<string>") -> IRModule:
     """Parse script text into an IRModule. Never evaluates Python; errors are DiagnosticErrors."""
     if not isinstance(text, str):
         raise TypeError(f"parse() takes the script text as a str, got {type(text).__name__}")
-    # Parsing allocates many long-lived objects and no cycles: the cyclic GC would only rescan them.
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
     try:
-        nodes = parse_syntax(text, source_name)
-        return _ScriptParser(text, source_name).module(nodes)
+        with collector_paused():
+            nodes = parse_syntax(text, source_name)
+            return _ScriptParser(text, source_name).module(nodes)
     except RecursionError:
         # Binding sequences are iterated; only expressions nested thousands deep recurse this far.
         raise UnsupportedError(f"{source_name}: expressions are nested too deeply to parse", None) from None
-    finally:
-        if gc_was_enabled:
-            gc.enable()
 
 
 def parse_file(path) -> IRModule:
