@@ -94,7 +94,8 @@ def cmd_run(args) -> int:
             return rng.random(shape) < 0.5
         return rng.standard_normal(shape).astype(sinfo.dtype or "float32")
 
-    inputs = [make(p.struct_info) for p in func.params]
+    given = _load_inputs(args.inputs, [p.name_hint for p in func.params]) if args.inputs else {}
+    inputs = [given[p.name_hint] if p.name_hint in given else make(p.struct_info) for p in func.params]
     ex = retrograd.build(mod, profile=args.profile)
     result = ex[args.func](*inputs)
     _print_value(result, "result")
@@ -104,6 +105,19 @@ def cmd_run(args) -> int:
     if args.profile and hasattr(ex, "profile_report"):
         print(ex.profile_report())
     return 0
+
+
+def _load_inputs(path: str, names: list[str]) -> dict:
+    """Arrays keyed by parameter name from an .npz file (np.savez(path, x=..., w=...)); no pickles."""
+    try:
+        with np.load(path, allow_pickle=False) as data:
+            arrays = {k: data[k] for k in data.files}
+    except (OSError, ValueError) as err:
+        raise DiagnosticError(f"cannot read inputs from {path}: {err}") from None
+    unknown = sorted(set(arrays) - set(names))
+    if unknown:
+        raise DiagnosticError(f"{path}: no parameter named {', '.join(unknown)} (parameters: {', '.join(names)})")
+    return arrays
 
 
 def _parse_dims(items):
@@ -159,11 +173,12 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--no-verify", action="store_true", help="skip the well-formedness checks")
     o.set_defaults(run=cmd_opt)
 
-    r = sub.add_parser("run", help="execute a function on random inputs")
+    r = sub.add_parser("run", help="execute a function on given or random inputs")
     r.add_argument("file")
     r.add_argument("--func", default="main")
     r.add_argument("--seed", type=int, default=0)
     r.add_argument("--dim", action="append", help="value of a symbolic dim, NAME=SIZE")
+    r.add_argument("--inputs", help="an .npz file of arrays named after the parameters; the rest are random")
     r.add_argument("--profile", action="store_true")
     r.set_defaults(run=cmd_run)
 

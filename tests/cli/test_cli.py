@@ -98,3 +98,28 @@ def test_console_script_runs_the_readme_main_job():
 def test_module_entry_point():
     proc = subprocess.run([sys.executable, "-m", "retrograd.cli", "check", MLP], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "ok" in proc.stdout
+
+
+def test_run_with_inputs_from_npz_matches_numpy(capsys, tmp_path):
+    rng = np.random.default_rng(1)
+    arrays = {
+        "x": rng.standard_normal((8, 16)).astype("float32"),
+        "w0": rng.standard_normal((16, 32)).astype("float32"),
+        "b0": rng.standard_normal(32).astype("float32"),
+        "w1": rng.standard_normal((32, 10)).astype("float32"),
+        "b1": rng.standard_normal(10).astype("float32"),
+        "targets": rng.integers(0, 10, 8),
+    }
+    path = tmp_path / "inputs.npz"
+    np.savez(path, **arrays)
+    assert main(["run", MLP, "--inputs", str(path)]) == 0
+    out = capsys.readouterr().out
+    h = np.maximum(arrays["x"] @ arrays["w0"] + arrays["b0"], 0)
+    logits = (h @ arrays["w1"] + arrays["b1"]).astype("float64")
+    logp = logits - np.log(np.exp(logits - logits.max(1, keepdims=True)).sum(1, keepdims=True)) - logits.max(1, keepdims=True)
+    want = -logp[np.arange(8), arrays["targets"]].mean()
+    got = float(out.split("first=[")[1].split("]")[0])
+    assert abs(got - want) < 1e-4 * max(1.0, abs(want))
+    np.savez(path, nope=np.zeros(3))
+    assert main(["run", MLP, "--inputs", str(path)]) == 1
+    assert "no parameter named nope" in capsys.readouterr().err
