@@ -35,6 +35,7 @@ from retrograd.ir.struct_info import (
     StructInfo,
     TensorStructInfo,
     TupleStructInfo,
+    describe_sinfo,
     is_base_of,
     unify,
 )
@@ -242,16 +243,10 @@ class BlockBuilder:
         for i, (p, a) in enumerate(zip(fsig.params, call.args)):
             if not _match_param(p, a.struct_info, binding):
                 raise TypeInferenceError(
-                    f"argument {i} of call to '{name}' has type {_short(a.struct_info)}, expected {_short(p)}",
+                    f"argument {i} of call to '{name}' has type {describe_sinfo(a.struct_info)}, expected {describe_sinfo(p)}",
                     call.span,
                 )
         return substitute_dims(fsig.ret, binding)
-
-
-def _short(s: StructInfo) -> str:
-    from retrograd.ops.registry import describe_sinfo  # late: ops sits above ir
-
-    return describe_sinfo(s)
 
 
 def _match_param(param: StructInfo, arg: StructInfo, binding: dict) -> bool:

@@ -85,7 +85,7 @@ def _enclosing_bindings(path):
 # -- brief one-line renderings for messages ---------------------------------
 
 
-def describe_sinfo(s) -> str:
+def sinfo_script(s) -> str:
     """A short text for a struct info (script-like)."""
     if s is None:
         return "<no struct info>"
@@ -96,7 +96,7 @@ def describe_sinfo(s) -> str:
             return f"R.Tensor(({dims}{',' if len(s.shape) == 1 else ''}){dtype})"
         return f"R.Tensor(ndim={s.ndim}{dtype})"
     if isinstance(s, TupleStructInfo):
-        return "R.Tuple(" + ", ".join(describe_sinfo(f) for f in s.fields) + ")"
+        return "R.Tuple(" + ", ".join(sinfo_script(f) for f in s.fields) + ")"
     if isinstance(s, ShapeStructInfo):
         return f"R.Shape({list(s.values)})" if s.values is not None else f"R.Shape(ndim={s.ndim})"
     if isinstance(s, PrimStructInfo):
@@ -104,7 +104,7 @@ def describe_sinfo(s) -> str:
     if isinstance(s, ObjectStructInfo):
         return "R.Object"
     if isinstance(s, FuncStructInfo):
-        return "R.Callable((" + ", ".join(describe_sinfo(p) for p in s.params) + f"), {describe_sinfo(s.ret)})"
+        return "R.Callable((" + ", ".join(sinfo_script(p) for p in s.params) + f"), {sinfo_script(s.ret)})"
     return repr(s)
 
 
@@ -156,11 +156,11 @@ def _brief_full(x) -> str:
     if isinstance(x, IRModule):
         return f"IRModule({', '.join(x.keys())})"
     if isinstance(x, VarBinding):
-        return f"{x.var.name_hint}: {describe_sinfo(x.var.struct_info)} = {_brief_full(x.value)}"
+        return f"{x.var.name_hint}: {sinfo_script(x.var.struct_info)} = {_brief_full(x.value)}"
     if isinstance(x, BindingBlock):
         return f"{type(x).__name__} of {len(x.bindings)} bindings"
     if isinstance(x, StructInfo):
-        return describe_sinfo(x)
+        return sinfo_script(x)
     return repr(x)
 
 

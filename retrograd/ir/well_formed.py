@@ -33,7 +33,7 @@ from retrograd.ir.struct_info import (
     is_float_dtype,
     unify,
 )
-from retrograd.ir.structural import _brief, describe_sinfo
+from retrograd.ir.structural import _brief, sinfo_script
 
 __all__ = ["well_formed", "verify"]
 
@@ -137,8 +137,8 @@ class _Checker:
             if not is_base_of(func.ret_struct_info, body.struct_info):
                 self.problem(
                     where,
-                    f"return annotation {describe_sinfo(func.ret_struct_info)} contradicts "
-                    f"the body's {describe_sinfo(body.struct_info)}",
+                    f"return annotation {sinfo_script(func.ret_struct_info)} contradicts "
+                    f"the body's {sinfo_script(body.struct_info)}",
                 )
         stack.append((_SEQ, body, name, "return value"))
 
@@ -153,8 +153,8 @@ class _Checker:
             if not is_base_of(seq.struct_info, seq.body.struct_info):
                 self.problem(
                     where,
-                    f"struct info {describe_sinfo(seq.struct_info)} contradicts the result's "
-                    f"{describe_sinfo(seq.body.struct_info)}",
+                    f"struct info {sinfo_script(seq.struct_info)} contradicts the result's "
+                    f"{sinfo_script(seq.body.struct_info)}",
                 )
         stack.append((_EXPR, seq.body, fname, where, True))
         for block in reversed(seq.blocks):
@@ -213,8 +213,8 @@ class _Checker:
             if not is_base_of(var.struct_info, value.struct_info):
                 self.problem(
                     where,
-                    f"annotation {describe_sinfo(var.struct_info)} contradicts the value's "
-                    f"{describe_sinfo(value.struct_info)}",
+                    f"annotation {sinfo_script(var.struct_info)} contradicts the value's "
+                    f"{sinfo_script(value.struct_info)}",
                 )
         if self.declare(var, fname, where, dataflow):
             (local if isinstance(var, DataflowVar) and dataflow else seq_defined).append(var)
@@ -271,7 +271,7 @@ class _Checker:
                 if len(fields) != len(e.struct_info.fields) or not all(
                     s is None or is_base_of(a, s) for a, s in zip(e.struct_info.fields, fields)
                 ):
-                    self.problem(where, f"tuple struct info {describe_sinfo(e.struct_info)} contradicts its fields")
+                    self.problem(where, f"tuple struct info {sinfo_script(e.struct_info)} contradicts its fields")
         elif isinstance(e, TupleGetItem):
             self.getitem(e, where)
             if not is_leaf(e.tuple_value):
@@ -294,7 +294,7 @@ class _Checker:
                 shape, dtype = tuple(e.data.shape), str(e.data.dtype)
                 if (s.shape is not None and s.shape != shape) or (s.dtype and s.dtype != dtype):
                     self.problem(
-                        where, f"constant of shape {shape} and dtype {dtype} annotated {describe_sinfo(s)}"
+                        where, f"constant of shape {shape} and dtype {dtype} annotated {sinfo_script(s)}"
                     )
         elif isinstance(e, ShapeExpr | PrimValue | StringImm):
             pass
@@ -306,7 +306,7 @@ class _Checker:
         if s is None or isinstance(s, ObjectStructInfo):
             return
         if not isinstance(s, TupleStructInfo):
-            self.problem(where, f"indexes a non-tuple value of type {describe_sinfo(s)}")
+            self.problem(where, f"indexes a non-tuple value of type {sinfo_script(s)}")
             return
         n = len(s.fields)
         if not -n <= e.index < n:
@@ -315,8 +315,8 @@ class _Checker:
         if self.check_sinfo and e.struct_info is not None and not is_base_of(e.struct_info, s.fields[e.index]):
             self.problem(
                 where,
-                f"struct info {describe_sinfo(e.struct_info)} of item {e.index} contradicts the tuple's "
-                f"{describe_sinfo(s.fields[e.index])}",
+                f"struct info {sinfo_script(e.struct_info)} of item {e.index} contradicts the tuple's "
+                f"{sinfo_script(s.fields[e.index])}",
             )
 
     def if_(self, e: If, fname: str, where: str, stack) -> None:
@@ -325,7 +325,7 @@ class _Checker:
             self.problem(where, f"If condition {_brief(cond, 60)} is not a variable (not in A-normal form)")
         s = cond.struct_info
         if s is not None and not _bool_scalar(s):
-            self.problem(where, f"If condition has type {describe_sinfo(s)}, expected a boolean scalar")
+            self.problem(where, f"If condition has type {sinfo_script(s)}, expected a boolean scalar")
         for branch, label in ((e.false_branch, "false branch"), (e.true_branch, "true branch")):
             if not isinstance(branch, SeqExpr):
                 self.problem(where, f"If {label} is a {type(branch).__name__}, expected a SeqExpr")
@@ -338,8 +338,8 @@ class _Checker:
             if not is_base_of(e.struct_info, unify(tb, fb)):
                 self.problem(
                     where,
-                    f"If struct info {describe_sinfo(e.struct_info)} contradicts its branches "
-                    f"({describe_sinfo(tb)}, {describe_sinfo(fb)})",
+                    f"If struct info {sinfo_script(e.struct_info)} contradicts its branches "
+                    f"({sinfo_script(tb)}, {sinfo_script(fb)})",
                 )
 
     def call(self, call: Call, fname: str, where: str, stack) -> None:
@@ -367,7 +367,7 @@ class _Checker:
         elif isinstance(op, Var):
             self.use(op, fname, where)
             if op.struct_info is not None and not isinstance(op.struct_info, FuncStructInfo | ObjectStructInfo):
-                self.problem(where, f"calls '{op.name_hint}' of type {describe_sinfo(op.struct_info)}, not a function")
+                self.problem(where, f"calls '{op.name_hint}' of type {sinfo_script(op.struct_info)}, not a function")
             return
         elif isinstance(op, Op):
             ok = self.op_signature(call, op, label, where)
@@ -426,7 +426,7 @@ class _Checker:
         if recorded is not None and inferred is not None and not is_base_of(recorded, inferred):
             self.problem(
                 where,
-                f"{label} is annotated {describe_sinfo(recorded)} but inference gives {describe_sinfo(inferred)}",
+                f"{label} is annotated {sinfo_script(recorded)} but inference gives {sinfo_script(inferred)}",
             )
 
 

@@ -8,7 +8,7 @@ import attrs
 
 from retrograd.errors import OpError, TypeInferenceError
 from retrograd.ir.expr import Call, Expr, Op
-from retrograd.ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
+from retrograd.ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo, describe_sinfo
 
 REQUIRED = object()
 
@@ -65,17 +65,6 @@ class InferCtx:
         if not isinstance(s, TupleStructInfo):
             raise self.error(f"expected a tuple, got {describe_sinfo(s)}", i)
         return s
-
-
-def describe_sinfo(s: StructInfo | None) -> str:
-    if isinstance(s, TensorStructInfo):
-        if s.shape is not None:
-            dims = ", ".join(str(d) for d in s.shape)
-            return f"Tensor(({dims}{',' if len(s.shape) == 1 else ''}), {s.dtype or '?'})"
-        return f"Tensor(ndim={s.ndim}, {s.dtype or '?'})"
-    if isinstance(s, TupleStructInfo):
-        return "Tuple(" + ", ".join(describe_sinfo(f) for f in s.fields) + ")"
-    return type(s).__name__.replace("StructInfo", "") if s is not None else "?"
 
 
 class OpDef(Op):

@@ -18,8 +18,8 @@ from retrograd.ir.struct_info import (
     StructInfo,
     TensorStructInfo,
     TupleStructInfo,
+    describe_sinfo,
 )
-from retrograd.ops.registry import describe_sinfo
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ndarray = np.ndarray
