@@ -1,0 +1,1 @@
+"""Checkpoint-recompute planning: extract a Problem from a function, solve it, rewrite the function."""
