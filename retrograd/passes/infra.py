@@ -572,7 +572,8 @@ def _convert(value, hint):
 _PIPE_TOKEN = re.compile(
     r"""\s*(?:
         (?P<str>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')
-      | (?P<num>[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![A-Za-z_]))
+      | (?P<num>[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![A-Za-z_\d.%]))
+      | (?P<qty>(?:\d+\.\d*|\.\d+|\d+)(?:%|[A-Za-z]+))
       | (?P<word>[A-Za-z_][A-Za-z0-9_.\-]*)
       | (?P<punct>[(),=\[\]])
     )""",
@@ -581,7 +582,8 @@ _PIPE_TOKEN = re.compile(
 
 
 class _PipelineParser:
-    """`name(opt=value, ...), name, ...`; values: numbers, true/false/none, names, strings, [lists]."""
+    """`name(opt=value, ...), name, ...`; values: numbers, quantities (40%, 12MiB, kept as text),
+    true/false/none, names, strings, [lists]."""
 
     def __init__(self, text: str, source_name: str):
         self.text = text
@@ -683,6 +685,8 @@ class _PipelineParser:
         self.i += 1
         if kind == "str":
             return bytes(text[1:-1], "utf-8").decode("unicode_escape")
+        if kind == "qty":
+            return text  # a number with a unit (40%, 12MiB): the pass reads it
         if kind == "num":
             return float(text) if any(c in text for c in ".eE") else int(text)
         if kind == "word":

@@ -62,7 +62,7 @@ class Extraction:
     """The Problem and how its nodes map back to the function.
 
     bindings[i]: node i's binding; block_of[i]: index of its block; node_of: var -> node for the vars
-    of real nodes; expand: var -> structure for transparent bindings (aliases, tuples, leaves), which
+    of real nodes (alias_of names the node a view reads, not the buffer's owner); expand: var -> structure for transparent bindings (aliases, tuples, leaves), which
     the executor does not run: a structure is a node id, a leaf expression, a param Var, or a tuple
     of structures.
     """
@@ -149,8 +149,7 @@ def extract(func: Function) -> Extraction:
                 src = struct_of(value.tuple_value)
                 kind, cost = "view", 0.0
                 if isinstance(src, int):
-                    root = alias_of[src] if alias_of[src] is not None else src
-                    contig = contiguous[src]
+                    root, contig = src, contiguous[src]
                 size = 0
             elif isinstance(value, Call) and isinstance(value.op, Op):
                 kind, cost = op_cost(value, var.struct_info)
@@ -161,12 +160,12 @@ def extract(func: Function) -> Extraction:
                 if name in _VIEW_OPS and not (name in _RESHAPES and isinstance(first, int) and not contiguous[first]):
                     size = 0
                     if isinstance(first, int):
-                        root = alias_of[first] if alias_of[first] is not None else first
+                        root = first
                         contig = contiguous[first] and name not in _STRIDED_VIEWS
                     else:
                         contig = name not in _STRIDED_VIEWS
                 elif name == "relax.astype" and isinstance(first, int) and _same_dtype(value):
-                    size, root, contig = 0, (alias_of[first] if alias_of[first] is not None else first), contiguous[first]
+                    size, root, contig = 0, first, contiguous[first]
                 else:
                     ins = _inplace_positions(value, var, dep_tuple, struct_of, sizes, alias_of)
             elif isinstance(value, Call) and isinstance(value.op, GlobalVar):
