@@ -24,6 +24,8 @@ from retrograd.ir.functor import ExprMutator
 from retrograd.ir.module import IRModule
 from retrograd.passes.infra import module_pass, register_pass
 
+# Checkpoint markers fence recomputations off from the originals: merging two would undo the plan.
+_BARRIERS = frozenset(("relax.grad.start_checkpoint", "relax.grad.end_checkpoint"))
 # Constants larger than this are keyed by identity: hashing their bytes would cost more than it saves.
 _SMALL_CONSTANT = 64
 
@@ -50,6 +52,8 @@ def _arg_key(arg: Expr):
 def _value_key(value: Expr):
     """A hashable key equal for two values that compute the same thing, or None if not eligible."""
     if isinstance(value, Call) and isinstance(value.op, Op) and getattr(value.op, "pure", True):
+        if value.op.name in _BARRIERS:
+            return None
         try:
             attrs = tuple(value.attrs.items())
             hash(attrs)

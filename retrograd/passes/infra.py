@@ -439,6 +439,14 @@ def get_pass(name: str, *args, **options) -> Pass:
     return _instantiate(_entry(name), list(args), options, convert=False)
 
 
+class OptionError(ValueError):
+    """A pass's complaint about the value of one option: pipeline errors point at that option."""
+
+    def __init__(self, option: str, message: str):
+        super().__init__(message)
+        self.option = option
+
+
 def _instantiate(
     entry: _Entry, args: list, options: dict, convert: bool, spans: dict | None = None, span: Span | None = None
 ) -> Pass:
@@ -485,7 +493,8 @@ def _instantiate(
     except PassError:
         raise
     except (TypeError, ValueError) as err:
-        raise PassError(f"pass '{entry.name}': {err}", span) from None
+        where = spans.get(err.option, span) if isinstance(err, OptionError) else span
+        raise PassError(f"pass '{entry.name}': {err}", where) from None
     if not isinstance(result, Pass):
         raise PassError(f"factory of pass '{entry.name}' returned {type(result).__name__}, not a Pass")
     return result

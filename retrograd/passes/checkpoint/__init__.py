@@ -1,1 +1,7 @@
-"""Checkpoint-recompute planning: extract a Problem from a function, solve it, rewrite the function."""
+"""Checkpoint planning: choose values to recompute so that a function's peak of live bytes meets a budget."""
+
+from retrograd.passes.checkpoint.problem import InfeasibleBudget, Problem, Schedule  # noqa: F401
+from retrograd.passes.checkpoint.simulate import Simulation, simulate  # noqa: F401
+from retrograd.passes.checkpoint.budget import Budget, parse_budget  # noqa: F401,E402
+from retrograd.passes.checkpoint.report import PlanReport  # noqa: F401,E402
+from retrograd.passes.checkpoint.pass_ import Checkpoint, plan_checkpoint  # noqa: F401,E402

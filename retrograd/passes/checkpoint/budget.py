@@ -65,6 +65,8 @@ def parse_budget(value) -> Budget | None:
         if not 0 < number <= 100:
             raise ValueError(f"a budget in percent must be in (0, 100], got {value!r}")
         return Budget(fraction=number / 100)
+    if _UNITS[unit] == 1 and number != int(number):
+        raise ValueError(f"a budget in bytes must be a whole number, got {value!r} (for a fraction, write '40%')")
     nbytes = int(number * _UNITS[unit])
     if nbytes <= 0:
         raise ValueError(f"budget must be positive, got {value!r}")

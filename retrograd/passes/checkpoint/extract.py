@@ -216,9 +216,13 @@ def _inplace_positions(call: Call, var: Var, dep_tuple, struct_of, sizes, alias_
     out = []
     for p in positions:
         s = struct_of(call.args[p])
-        # Only a buffer of its own (not a view, not a parameter or constant) can be written over.
-        if isinstance(s, int) and alias_of[s] is None and sizes[s] > 0:
+        if isinstance(s, int) and (sizes[s] > 0 or alias_of[s] is not None):
+            # A view dying here is still the executor's first dying candidate: the simulation sees it fail.
             k = dep_tuple.index(s)
             if k not in out:
                 out.append(k)
+        elif isinstance(s, Var | int):
+            # A parameter, or a view of one or of a constant, blocks the reuse when it dies here; the
+            # Problem cannot say when that is, so the later candidates are dropped (over-estimates only).
+            break
     return tuple(out)

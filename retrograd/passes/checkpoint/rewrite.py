@@ -16,6 +16,8 @@ from retrograd.ir.expr import Call, DataflowVar, Function, SeqExpr, Tuple, Var
 from retrograd.ir.struct_info import TupleStructInfo
 from retrograd.ops.registry import get as get_op
 from retrograd.passes.checkpoint.extract import Extraction
+from retrograd.passes.checkpoint.problem import Schedule
+from retrograd.passes.checkpoint.simulate import events
 from retrograd.passes.gradient_copy import copy_expr, read_vars
 
 _START = get_op("relax.grad.start_checkpoint")
@@ -28,18 +30,20 @@ def rewrite(ex: Extraction, recompute) -> Function:
     if not any(recompute):
         return func
     problem = ex.problem
-    n = len(ex.bindings)
     latest: dict[int, Var] = {i: var for var, i in ex.node_of.items()}
-    consumers: list[list[int]] = [[] for _ in range(n)]
-    for i, ds in enumerate(problem.deps):
-        for d in ds:
-            consumers[d].append(i)
-    group_reads: list[list[int]] = [[] for _ in range(n)]
-    for t, group in enumerate(recompute):
-        for v in group:
-            for d in problem.deps[v]:
-                group_reads[d].append(t)
-    outputs = set(problem.outputs)
+    ev = events(problem, Schedule(tuple(recompute)))
+    if isinstance(ev, str):
+        raise ValueError(f"invalid schedule: {ev}")
+    nodes, stages, _, last_use = ev
+    stage_event = [0] * len(ex.bindings)
+    for e, (v, t) in enumerate(zip(nodes, stages)):
+        if v == t:
+            stage_event[t] = e
+    # exits[t]: recomputed nodes whose new instance is read at or after stage t (it leaves the group).
+    exits: list[set] = [set() for _ in ex.bindings]
+    for e, (v, t) in enumerate(zip(nodes, stages)):
+        if v != t and last_use[e] >= stage_event[t]:
+            exits[t].add(v)
     dataflow = [isinstance(blk, DataflowBlock) for blk in func.body.blocks]
     emitted: list[list[VarBinding]] = [[] for _ in func.body.blocks]
 
@@ -97,9 +101,7 @@ def rewrite(ex: Extraction, recompute) -> Function:
                 out.append(VarBinding(var, value, span=b.span))
                 fresh[v] = var
             for v in group:
-                later = v in outputs or (consumers[v] and consumers[v][-1] >= t)
-                later = later or (group_reads[v] and group_reads[v][-1] > t)
-                if later:
+                if v in exits[t]:
                     cp = fresh[v]
                     var = new_var(f"{ex.bindings[v].var.name_hint}_ckout", cp.struct_info, bi)
                     out.append(VarBinding(var, Call(_END, (cp,), {}, cp.struct_info)))
