@@ -40,6 +40,15 @@ _VIEW_OPS = frozenset(
 # Views whose result is not C-contiguous in general: a later reshape of them copies.
 _STRIDED_VIEWS = frozenset(("relax.permute_dims", "relax.broadcast_to", "relax.strided_slice", "relax.split"))
 _RESHAPES = frozenset(("relax.reshape", "relax.flatten"))
+# Kernels whose result is a view of a fresh buffer of their own (a transposed or strided layout): counted
+# as new, but not reusable in place (the executor only writes over arrays that are not views).
+_FRESH_VIEWS = frozenset(
+    "relax." + n
+    for n in (
+        "nn.conv2d nn.conv2d_transpose nn.max_pool2d nn.avg_pool2d nn.softmax nn.log_softmax "
+        "grad.max_pool2d_backward grad.avg_pool2d_backward grad.max_pool2d_backward_grad"
+    ).split()
+)
 _LEAVES = (Constant, PrimValue, ShapeExpr, StringImm)
 
 
@@ -94,6 +103,7 @@ def extract(func: Function) -> Extraction:
     node_of: dict = {}
     expand: dict = {}
     contiguous: list[bool] = []
+    owns: list[bool] = []  # node's value is an array owning its buffer (in-place reuse is possible)
     sizes, costs, deps, recomputable, alias_of, inplace, kinds, names = ([] for _ in range(8))
     bindings, block_of, transparent = [], [], set()
 
@@ -137,6 +147,7 @@ def extract(func: Function) -> Extraction:
                 inplace.append(())
                 kinds.append("view")
                 contiguous.append(True)
+                owns.append(False)
                 continue
             node_of[var] = i
             size = static_bytes(var.struct_info, where, b.span)
@@ -167,7 +178,7 @@ def extract(func: Function) -> Extraction:
                 elif name == "relax.astype" and isinstance(first, int) and _same_dtype(value):
                     size, root, contig = 0, first, contiguous[first]
                 else:
-                    ins = _inplace_positions(value, var, dep_tuple, struct_of, sizes, alias_of)
+                    ins = _inplace_positions(value, var, dep_tuple, struct_of, owns)
             elif isinstance(value, Call) and isinstance(value.op, GlobalVar):
                 rec = False
             elif isinstance(value, If):
@@ -182,6 +193,8 @@ def extract(func: Function) -> Extraction:
             inplace.append(ins)
             kinds.append(kind)
             contiguous.append(contig)
+            own = size > 0 and root is None and isinstance(value, Call) and isinstance(value.op, Op)
+            owns.append(own and value.op.name not in _FRESH_VIEWS)
     outputs = tuple(dict.fromkeys(_nodes(struct_of(func.body.body), [])))
     problem = Problem(
         sizes=tuple(sizes),
@@ -203,26 +216,24 @@ def _same_dtype(call: Call) -> bool:
     return isinstance(src, TensorStructInfo) and src.dtype == call.attrs.get("dtype")
 
 
-def _inplace_positions(call: Call, var: Var, dep_tuple, struct_of, sizes, alias_of) -> tuple:
+def _inplace_positions(call: Call, var: Var, dep_tuple, struct_of, owns) -> tuple:
     """Positions in dep_tuple whose buffer the executor may reuse for the result (see runtime/inplace.py)."""
-    srcs = []
-    for a in call.args:
-        # The executor's rule needs every argument in a register: vars and leaves, not tuples.
-        srcs.append(None if isinstance(a, Tuple) else 0)
-    if any(s is None for s in srcs):
+    # The executor's rule needs every argument in a register: vars and leaves, not tuples.
+    if any(isinstance(a, Tuple) for a in call.args):
         return ()
+    srcs = [0] * len(call.args)
     arg_sinfo = [getattr(a, "struct_info", None) for a in call.args]
     positions = inplace_candidates(call.op.name, srcs, arg_sinfo, var.struct_info)
     out = []
     for p in positions:
         s = struct_of(call.args[p])
-        if isinstance(s, int) and (sizes[s] > 0 or alias_of[s] is not None):
-            # A view dying here is still the executor's first dying candidate: the simulation sees it fail.
+        if isinstance(s, int) and owns[s]:
             k = dep_tuple.index(s)
             if k not in out:
                 out.append(k)
         elif isinstance(s, Var | int):
-            # A parameter, or a view of one or of a constant, blocks the reuse when it dies here; the
-            # Problem cannot say when that is, so the later candidates are dropped (over-estimates only).
+            # The executor tries only the first candidate dying here; a parameter, a view or an array
+            # that is not its buffer's owner fails that try. The Problem cannot say when such a value
+            # dies, so the later candidates are dropped (the model can only over-estimate).
             break
     return tuple(out)
