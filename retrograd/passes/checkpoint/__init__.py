@@ -1,0 +1,4 @@
+"""Checkpoint planning: choose values to recompute so that a function's peak of live bytes meets a budget."""
+
+from retrograd.passes.checkpoint.problem import InfeasibleBudget, Problem, Schedule  # noqa: F401
+from retrograd.passes.checkpoint.simulate import Simulation, simulate  # noqa: F401
