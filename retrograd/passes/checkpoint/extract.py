@@ -86,14 +86,14 @@ class Extraction:
 
 
 def _nodes(struct, out: list) -> list:
-    """The node ids a structure refers to."""
+    """The node ids a structure refers to, in order."""
     stack = [struct]
     while stack:
         s = stack.pop()
         if isinstance(s, int):
             out.append(s)
         elif isinstance(s, tuple):
-            stack.extend(s)
+            stack.extend(reversed(s))
     return out
 
 
@@ -141,7 +141,8 @@ def extract(func: Function) -> Extraction:
                 expand[var] = struct_of(value.tuple_value)[value.index] if static_item else struct_of(value)
                 sizes.append(0)
                 costs.append(0.0)
-                deps.append(dep_tuple)
+                # Not a read at run time: the readers of `var` read the sources themselves.
+                deps.append(())
                 recomputable.append(True)
                 alias_of.append(None)
                 inplace.append(())
@@ -194,7 +195,8 @@ def extract(func: Function) -> Extraction:
             kinds.append(kind)
             contiguous.append(contig)
             own = size > 0 and root is None and isinstance(value, Call) and isinstance(value.op, Op)
-            owns.append(own and value.op.name not in _FRESH_VIEWS)
+            # A reshape that must copy returns a view of its copy.
+            owns.append(own and value.op.name not in _FRESH_VIEWS and value.op.name not in _RESHAPES)
     outputs = tuple(dict.fromkeys(_nodes(struct_of(func.body.body), [])))
     problem = Problem(
         sizes=tuple(sizes),
