@@ -4,4 +4,4 @@ from retrograd.passes.checkpoint.problem import InfeasibleBudget, Problem, Sched
 from retrograd.passes.checkpoint.simulate import Simulation, simulate  # noqa: F401
 from retrograd.passes.checkpoint.budget import Budget, parse_budget  # noqa: F401,E402
 from retrograd.passes.checkpoint.report import PlanReport  # noqa: F401,E402
-from retrograd.passes.checkpoint.pass_ import Checkpoint, plan_checkpoint  # noqa: F401,E402
+from retrograd.passes.checkpoint.pass_ import Checkpoint, InfeasibleBudgetError, plan_checkpoint  # noqa: F401,E402

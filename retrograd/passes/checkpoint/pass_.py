@@ -20,6 +20,14 @@ POLICIES = ("budget", "sqrt", "cheap")
 _MAX_REPLANS = 4
 
 
+class InfeasibleBudgetError(PassError):
+    """The budget is below the least feasible one, given in bytes as `least_feasible`."""
+
+    def __init__(self, message: str, least_feasible: int):
+        super().__init__(message)
+        self.least_feasible = least_feasible
+
+
 @module_pass(name="checkpoint")
 class Checkpoint:
     """Recompute values of `func_name` instead of keeping them, so that its peak of live bytes fits `budget`.
@@ -72,10 +80,11 @@ def plan_checkpoint(mod: IRModule, func_name: str, budget=None, policy: str = "b
         except InfeasibleBudget as err:
             if goal != target:
                 break  # tightened past what can be met: reported below as a mismatch
-            raise PassError(
+            raise InfeasibleBudgetError(
                 f"checkpoint: the budget of {target} bytes for '{func_name}' cannot be met: the least feasible "
                 f"budget is {err.least_feasible} bytes (parameters alone: {problem.pinned_bytes} bytes; "
-                f"unplanned peak: {unplanned} bytes)"
+                f"unplanned peak: {unplanned} bytes)",
+                err.least_feasible,
             ) from None
         new_func = rewrite(ex, schedule.recompute)
         planned = simulate(problem, schedule).check().peak_bytes
