@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from retrograd.errors import PassError
+from retrograd.gc_pause import collector_paused
 from retrograd.ir.expr import Function
 from retrograd.ir.module import IRModule
 from retrograd.passes.checkpoint.budget import parse_budget
@@ -69,6 +70,12 @@ def plan_checkpoint(mod: IRModule, func_name: str, budget=None, policy: str = "b
         parsed = parse_budget(budget)
     except ValueError as err:
         raise PassError(f"checkpoint: {err}") from None
+    # Like Gradient: without the pause, the collector rescans the big IR again and again (superlinear).
+    with collector_paused():
+        return _plan(mod, func, func_name, parsed, policy)
+
+
+def _plan(mod: IRModule, func: Function, func_name: str, parsed, policy: str) -> tuple[IRModule, PlanReport]:
     ex = extract(func)
     problem = ex.problem
     unplanned = simulate(problem, None).check().peak_bytes
