@@ -35,12 +35,11 @@ class PlanReport:
 
     def summary(self) -> str:
         share = f" (+{self.extra_cost / self.base_cost * 100:.1f}%)" if self.base_cost else ""
-        budget = human_bytes(self.budget) if self.budget is not None else "none"
+        budget = _bytes(self.budget) if self.budget is not None else "none"
         return (
             f"checkpoint {self.function} [{self.policy}]: kept {self.kept}, recomputed {self.recomputed} "
             f"({self.recomputations} bindings), extra FLOPs {self.extra_cost:.4g}{share}, "
-            f"predicted peak {human_bytes(self.predicted_peak)} ({self.predicted_peak} B) vs budget {budget}"
-            f"{f' ({self.budget} B)' if self.budget is not None else ''}, unplanned {human_bytes(self.unplanned_peak)}"
+            f"predicted peak {_bytes(self.predicted_peak)} vs budget {budget}, unplanned {_bytes(self.unplanned_peak)}"
         )
 
     def details(self) -> str:
@@ -52,3 +51,9 @@ class PlanReport:
 
     def __str__(self) -> str:
         return self.summary()
+
+
+def _bytes(n: int) -> str:
+    """'901120 B (880.0 KiB)'; small counts once."""
+    text = human_bytes(n)
+    return f"{n} B" if text == f"{n} B" else f"{n} B ({text})"
