@@ -51,10 +51,11 @@ def _relu_into(x, out):
 
 
 def _relu_grad(call, out, g):
-    # g where x > 0, else 0: PyTorch's convention at x == 0 (TVM passes g through at 0).
-    x = call.args[0]
-    zero = _c(0, x)
-    return [R.where(R.greater(x, zero), g, zero)]
+    # g where x > 0, else 0: PyTorch's convention at x == 0 (TVM passes g through at 0). Read from the
+    # result (relu(x) > 0 exactly where x > 0, NaN included) so the input can die at the relu, which
+    # then overwrites it: a store-all adjoint keeps one activation per layer, not two.
+    zero = _c(0, out)
+    return [R.where(R.greater(out, zero), g, zero)]
 
 
 def _silu_grad(call, out, g):
