@@ -118,9 +118,11 @@ class OpDef(Op):
 
     def __attrs_post_init__(self):
         # Derived once at construction (frozen afterwards).
-        object.__setattr__(self, "_attr_index", MappingProxyType({a.name: a for a in self.attrs_schema}))
+        object.__setattr__(self, "_attr_index", {a.name: a for a in self.attrs_schema})
         names = self.positional_attrs or (a.name for a in self.attrs_schema)
         object.__setattr__(self, "positional_attrs", tuple(names))
+        if any(not 0 <= i < len(self.args) for i in self.aliases):
+            raise ValueError(f"op {self.name}: aliases {self.aliases} name no argument of {len(self.args)}")
 
     def inplace_candidates(self, arg_sinfo, out_sinfo) -> list[int]:
         """Positions of the arguments whose buffer could hold the result of a call with this struct info.

@@ -10,7 +10,7 @@ from cases_nn import CASES as NN_CASES
 from op_case import OpCase, S, T
 
 from retrograd.ir.struct_info import TensorStructInfo
-from retrograd.ops.registry import all_ops, get, register
+from retrograd.ops.registry import all_ops, get, lookup, register
 
 # Ops no shared case runs (and kernels whose aliasing depends on attributes the shared cases do not
 # vary): run here too, so that every registered kernel is checked.
@@ -143,6 +143,9 @@ def test_op_definitions_are_frozen():
     assert get("relax.strided_slice").print_positional == ("axes", "begin", "end", "strides")
 
 
-def test_register_refuses_a_second_definition():
+def test_register_refuses_a_second_definition_and_aliases_of_no_argument():
     with pytest.raises(ValueError, match="registered twice"):
         register("relax.add", ("x1", "x2"), infer=lambda ctx: ctx.tensor(0))
+    with pytest.raises(ValueError, match="name no argument"):
+        register("relax.test_bad_alias", ("x",), infer=lambda ctx: ctx.tensor(0), aliases=(1,))
+    assert lookup("relax.test_bad_alias") is None
