@@ -26,18 +26,9 @@ from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, describe
 from retrograd.passes.checkpoint.cost import op_cost
 from retrograd.passes.checkpoint.problem import Problem
 from retrograd.passes.gradient_copy import read_vars
-from retrograd.runtime.inplace import candidates as inplace_candidates
 
-# Ops whose kernel returns a view of (or the very object of) its first argument: no new buffer.
-# `reshape` of a non-contiguous value copies, and is counted as a new buffer then.
-_VIEW_OPS = frozenset(
-    "relax." + n
-    for n in (
-        "reshape flatten expand_dims squeeze permute_dims broadcast_to strided_slice split "
-        "grad.no_grad grad.start_checkpoint grad.end_checkpoint"
-    ).split()
-)
-# Views whose result is not C-contiguous in general: a later reshape of them copies.
+# Which ops may return their first argument's buffer is the op's own declaration (`OpDef.aliases`); when
+# they do is below. Views whose result is not C-contiguous in general: a later reshape of them copies.
 _STRIDED_VIEWS = frozenset(("relax.permute_dims", "relax.broadcast_to", "relax.strided_slice", "relax.split"))
 _RESHAPES = frozenset(("relax.reshape", "relax.flatten"))
 # Kernels whose result is a view of a fresh buffer of their own (a transposed or strided layout): counted
@@ -169,15 +160,13 @@ def extract(func: Function) -> Extraction:
                 rec = bool(getattr(value.op, "pure", True)) and bool(read)
                 name = value.op.name
                 first = struct_of(value.args[0]) if value.args else None
-                if name in _VIEW_OPS and not (name in _RESHAPES and isinstance(first, int) and not contiguous[first]):
+                if _shares(value, first, contiguous):
                     size = 0
                     if isinstance(first, int):
                         root = first
                         contig = contiguous[first] and name not in _STRIDED_VIEWS
                     else:
                         contig = name not in _STRIDED_VIEWS
-                elif name == "relax.astype" and isinstance(first, int) and _same_dtype(value):
-                    size, root, contig = 0, first, contiguous[first]
                 else:
                     ins = _inplace_positions(value, var, dep_tuple, struct_of, owns)
             elif isinstance(value, Call) and isinstance(value.op, GlobalVar):
@@ -213,22 +202,33 @@ def extract(func: Function) -> Extraction:
     return Extraction(problem, func, tuple(bindings), tuple(block_of), node_of, expand, frozenset(transparent))
 
 
-def _same_dtype(call: Call) -> bool:
+def _shares(call: Call, first, contiguous) -> bool:
+    """Whether the op's result is its first argument's buffer (a view or the same object) in this call."""
+    if 0 not in call.op.aliases:
+        return False
+    name = call.op.name
     src = call.args[0].struct_info
-    return isinstance(src, TensorStructInfo) and src.dtype == call.attrs.get("dtype")
+    if name in _RESHAPES:
+        # NumPy views a contiguous array, copies a strided one (parameters and constants are contiguous).
+        return not (isinstance(first, int) and not contiguous[first])
+    if name == "relax.astype":
+        return isinstance(src, TensorStructInfo) and src.dtype == call.attrs.get("dtype")
+    if name in ("relax.collapse_sum_to", "relax.collapse_sum_like"):
+        # Nothing to sum: the input itself.
+        return src == call.struct_info
+    return True
 
 
 def _inplace_positions(call: Call, var: Var, dep_tuple, struct_of, owns) -> tuple:
     """Positions in dep_tuple whose buffer the executor may reuse for the result (see runtime/inplace.py)."""
-    # The executor's rule needs every argument in a register: vars and leaves, not tuples.
-    if any(isinstance(a, Tuple) for a in call.args):
+    # The executor's rule needs every argument in one register: not a tuple, nor a var standing for one.
+    structs = [struct_of(a) for a in call.args]
+    if getattr(call.op, "inplace", None) is None or any(isinstance(s, tuple) for s in structs):
         return ()
-    srcs = [0] * len(call.args)
-    arg_sinfo = [getattr(a, "struct_info", None) for a in call.args]
-    positions = inplace_candidates(call.op.name, srcs, arg_sinfo, var.struct_info)
+    positions = call.op.inplace_candidates([getattr(a, "struct_info", None) for a in call.args], var.struct_info)
     out = []
     for p in positions:
-        s = struct_of(call.args[p])
+        s = structs[p]
         if isinstance(s, int) and owns[s]:
             k = dep_tuple.index(s)
             if k not in out:
