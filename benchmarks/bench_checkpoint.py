@@ -112,12 +112,12 @@ def least_feasible(mod) -> int:
 def s1(layers: int, repeat: int) -> None:
     print(f"\n(S1) {layers}-layer chains: peak in activations above the parameters; extra forward steps vs Revolve")
     for label, text, step_op in (
-        ("sin", chain_text(layers, width=256, batch=64), "sin"),
-        ("matmul+relu", matmul_relu_chain_text(layers, width=256, batch=64), "matmul"),
+        ("sin", chain_text(layers, width=64, batch=256), "sin"),
+        ("matmul+relu", matmul_relu_chain_text(layers, width=64, batch=256), "matmul"),
     ):
         mod = adjoint(text)
         args = inputs(mod[FN])
-        act = 256 * 64 * 4
+        act = 256 * 64 * 4  # one activation; the matmul chain's weights (and gradients) are 1/4 of one
         pinned = sum(a.nbytes for a in args)
         full = measure(mod, args)
         base = least_feasible(mod)

@@ -121,3 +121,25 @@ def test_cli_plan_report_and_run_peak(tmp_path, capsys):
     assert cli_main(["run", str(out_path), "--func", "main_adjoint", "--profile"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"peak live bytes: \d+", out)
+
+
+def test_a_model_mismatch_is_replanned_or_refused(monkeypatch):
+    from retrograd.passes.checkpoint import pass_ as pass_module
+
+    mod = adjoint_module(models.chain_text(10, width=8, batch=4))
+    _, full = run(mod, "main_adjoint", inputs_for(mod["main_adjoint"]))
+    seen = []
+
+    def pessimistic(mod_, name, func, planned):
+        seen.append(planned)
+        return planned + 256  # the program "peaks" two activations above its plan
+
+    monkeypatch.setattr(pass_module, "_measure", pessimistic)
+    budget = full - 128
+    try:
+        _, report = plan_checkpoint(mod, "main_adjoint", budget)
+    except PassError as err:
+        assert "no plan" in str(err) or "least feasible" in str(err)
+    else:
+        assert report.predicted_peak <= budget and report.replans >= 1
+    assert len(seen) >= 1
