@@ -32,13 +32,23 @@ def revolve_steps(l: int, s: int) -> int:
 
 
 def _split(l: int, s: int) -> int:
-    """The first checkpoint's distance from the segment's input in an optimal plan (s >= 1, l >= 2)."""
-    best, arg = None, 1
-    for j in range(1, l):
-        v = j + revolve_steps(l - j, s - 1) + revolve_steps(j, s)
-        if best is None or v < best:
-            best, arg = v, j
-    return arg
+    """The first checkpoint's distance from the segment's input in an optimal plan (s >= 1, l >= 2).
+
+    j + F(l - j, s - 1) + F(j, s) is convex in j (F is convex in l), so the least j whose next
+    difference is not negative is a minimiser: a binary search.
+    """
+
+    def g(j):
+        return j + revolve_steps(l - j, s - 1) + revolve_steps(j, s)
+
+    lo, hi = 1, l - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if g(mid + 1) - g(mid) >= 0:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 def revolve_actions(L: int, c: int) -> list[tuple[int, int]]:
@@ -140,17 +150,16 @@ def solve_chain(problem: Problem, budget: int, chain: Chain | None = None) -> Sc
             peak[c] = simulate(problem, chain_schedule(problem, chain, c)).peak_bytes
         return peak[c] <= budget
 
-    if not fits(1):
-        return None
-    lo, hi = 1, L  # fits(lo); find the largest c that fits (peaks grow with c)
-    if fits(hi):
-        lo = hi
+    # The largest c that fits (peaks grow with c); small c are the long plans, so search from above.
+    lo, hi = 0, L + 1  # fits(lo) unless lo == 0; not fits(hi) unless hi == L + 1
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if fits(mid):
             lo = mid
         else:
             hi = mid
+    if lo == 0:
+        return None
     # The same number of steps with fewer slots has the lower peak.
     steps = revolve_steps(L, lo - 1)
     c = lo
