@@ -6,6 +6,7 @@ import attrs
 
 KINDS = ("matmul", "conv", "pool", "elementwise", "view", "reduce", "other")
 CHEAP_KINDS = frozenset({"elementwise", "view", "reduce"})
+HEAVY_KINDS = frozenset({"matmul", "conv", "pool"})  # recomputed only when nothing else fits
 
 
 def _ints(v) -> tuple:

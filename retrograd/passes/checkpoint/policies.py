@@ -1,0 +1,117 @@
+"""solve(problem, budget, policy): the planner's entry point, choosing among the exact, chain and greedy solvers.
+
+policy "budget": the least recomputation cost whose simulated peak fits the budget, ties broken by
+the lower peak (with FLOP costs a matmul or conv costs more than the cheap ops that could replace it;
+the greedy descent also tries everything else before them). Exact (MILP) for problems of up to EXACT_NODES nodes when scipy is importable, Revolve on
+uniform chain adjoints, the greedy descent otherwise. policy "sqrt": Chen et al.'s segmentation.
+policy "cheap": recompute only cheap kinds, to the least peak that gives, no budget.
+"""
+
+from __future__ import annotations
+
+from retrograd.passes.checkpoint import chain, exact, greedy
+from retrograd.passes.checkpoint.problem import CHEAP_KINDS, HEAVY_KINDS, InfeasibleBudget, Problem, Schedule
+from retrograd.passes.checkpoint.simulate import simulate
+
+EXACT_NODES = 48
+POLICIES = ("budget", "sqrt", "cheap")
+
+
+def cheap_only(problem: Problem) -> tuple[bool, ...]:
+    return tuple(r and k in CHEAP_KINDS for r, k in zip(problem.recomputable, problem.kinds))
+
+
+def light_only(problem: Problem) -> tuple[bool, ...]:
+    """Recomputable nodes that are not matmul, conv or pool."""
+    return tuple(r and k not in HEAVY_KINDS for r, k in zip(problem.recomputable, problem.kinds))
+
+
+def solve(problem: Problem, budget: int | None = None, policy: str = "budget") -> Schedule:
+    """A Schedule for `problem` (see the module docstring); InfeasibleBudget when no plan fits the budget."""
+    if policy == "cheap":
+        return greedy.least_peak(problem, cheap_only(problem))[0]
+    if policy == "sqrt":
+        from retrograd.passes.checkpoint.sqrt import sqrt_schedule
+
+        return sqrt_schedule(problem)
+    if policy != "budget":
+        raise ValueError(f"unknown checkpoint policy {policy!r} (one of {', '.join(POLICIES)})")
+    if budget is None:
+        return Schedule()
+    budget = int(budget)
+    plan = plan_budget(problem, budget)
+    if plan is None:
+        raise InfeasibleBudget(budget, least_feasible(problem))
+    return plan
+
+
+def _use_exact(problem: Problem) -> bool:
+    return problem.n <= EXACT_NODES and exact.available()
+
+
+def _exact_is_model(problem: Problem) -> bool:
+    """The MILP's memory is the simulator's (no aliases, no in-place candidates)."""
+    return all(a is None for a in problem.alias_of) and not any(problem.inplace)
+
+
+def plan_budget(problem: Problem, budget: int) -> Schedule | None:
+    """The "budget" policy's plan, or None when no solver finds one within the budget."""
+    ch = chain.detect(problem)
+    if ch is not None:
+        s = chain.solve_chain(problem, budget, ch)
+        if s is not None:
+            return s
+    found = []
+    if _use_exact(problem):
+        s = exact.exact_plan(problem, budget)
+        if s is not None:
+            if _exact_is_model(problem):
+                return s
+            found.append(s)
+    # Light kinds first, then everything: the descent recomputes a matmul only when the rest does not fit.
+    s = _descend(problem, budget, light_only(problem))
+    if s is not None:
+        found.append(s)
+    if not found:
+        return None
+    return min(found, key=lambda s: _rank(problem, s))
+
+
+def _rank(problem: Problem, schedule: Schedule):
+    sim = simulate(problem, schedule)
+    heavy = sum(problem.costs[v] for st in schedule.recompute for v in st if problem.kinds[v] in HEAVY_KINDS)
+    return (heavy > 0, sim.extra_cost, sim.peak_bytes)
+
+
+def _descend(problem: Problem, budget: int, light) -> Schedule | None:
+    pl = greedy.Planner(problem, light)
+    while pl.sim.peak_bytes > budget and pl.step():
+        pass
+    if pl.sim.peak_bytes > budget:
+        pl.allowed = problem.recomputable
+        while pl.sim.peak_bytes > budget and pl.step():
+            pass
+    return pl.schedule if pl.sim.peak_bytes <= budget else None
+
+
+def least_feasible(problem: Problem) -> int:
+    """The least budget `solve` meets: exact (MILP) on small problems without aliases or in-place
+    candidates, otherwise the lowest peak of the chain and greedy plans (an upper bound of the optimum)."""
+    best = None
+    if _use_exact(problem):
+        v = exact.exact_least_peak(problem)
+        if v is not None and _exact_is_model(problem):
+            return v
+        best = v
+    ch = chain.detect(problem)
+    if ch is not None:
+        p1 = simulate(problem, chain.chain_schedule(problem, ch, 1)).peak_bytes
+        best = p1 if best is None else min(best, p1)
+    pl = greedy.Planner(problem, light_only(problem))
+    low = pl.sim.peak_bytes
+    while pl.step():
+        low = min(low, pl.sim.peak_bytes)
+    pl.allowed = problem.recomputable
+    while pl.step():
+        low = min(low, pl.sim.peak_bytes)
+    return low if best is None else min(best, low)
