@@ -12,10 +12,9 @@ from retrograd.passes.checkpoint.problem import InfeasibleBudget, Schedule
 from retrograd.passes.checkpoint.report import PlanReport
 from retrograd.passes.checkpoint.rewrite import rewrite
 from retrograd.passes.checkpoint.simulate import simulate
-from retrograd.passes.checkpoint.solve import solve
+from retrograd.passes.checkpoint.policies import POLICIES, solve
 from retrograd.passes.infra import OptionError, module_pass, register_pass
 
-POLICIES = ("budget", "sqrt", "cheap")
 # Re-plans with a tighter budget when the rewritten function's own peak exceeds the plan's (a mismatch
 # between the schedule's model and the program it became); a handful always sufficed in tests.
 _MAX_REPLANS = 4
@@ -34,7 +33,7 @@ class Checkpoint:
     """Recompute values of `func_name` instead of keeping them, so that its peak of live bytes fits `budget`.
 
     budget: bytes (int), or text: "40%" of the function's unplanned peak, "12MiB", "1.5GB" (KB = 1000,
-    KiB = 1024); None lets the policy decide (policy "budget": the least feasible peak). policy:
+    KiB = 1024); None: no limit (policy "budget" then recomputes nothing). policy:
     "budget" (least recomputation cost within the budget), "sqrt" (Chen et al. 2016 segments), "cheap"
     (recompute only pointwise ops, views and reductions). After the pass, `last_report` holds the plan.
     """

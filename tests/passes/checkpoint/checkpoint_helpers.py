@@ -25,6 +25,17 @@ SMALL_MODELS = {
 }
 
 
+# Planned by the tests: adjoints of more than 48 bindings, where the planner uses its chain and greedy
+# solvers (its exact MILP, for smaller problems, can take minutes on a chain; see the planner's tests).
+PLAN_MODELS = {
+    "sin_chain": lambda: models.chain_text(16, width=8, batch=4),
+    "matmul_relu_chain": lambda: models.matmul_relu_chain_text(8, width=8, batch=4),
+    "mlp": lambda: models.mlp_text(6, width=8, batch=4, scalar_loss=True),
+    "transformer": lambda: models.transformer_text(2, seq=8, d=8),
+    "resnet": lambda: models.resnet_text(stages=2, blocks=2, channels=4, size=8, batch=1),
+}
+
+
 def adjoint_module(text: str):
     """The module with main and main_adjoint (Gradient with its default clean-up)."""
     return Gradient("main")(retrograd.parse(text))

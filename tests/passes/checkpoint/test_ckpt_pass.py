@@ -47,7 +47,7 @@ def test_fraction_resolves_against_the_unplanned_peak():
 
 @pytest.mark.parametrize("budget", ["917504", "100%", "12MiB", "1.5GB", "1MB"])
 def test_pipeline_accepts_every_budget_form(budget):
-    mod = retrograd.parse(models.chain_text(4, width=8, batch=4))
+    mod = retrograd.parse(models.chain_text(16, width=8, batch=4))
     pipeline = parse_pipeline(f"gradient(func=main), checkpoint(func=main_adjoint, budget={budget})")
     out = pipeline(mod)
     report = pipeline.passes[1].last_report
@@ -80,7 +80,7 @@ def test_unknown_function():
 
 
 def test_infeasible_budget_states_the_least_feasible_one():
-    mod = adjoint_module(models.chain_text(6, width=8, batch=4))
+    mod = adjoint_module(models.chain_text(16, width=8, batch=4))
     act = 8 * 4 * 4
     with pytest.raises(PassError, match=r"least feasible budget is (\d+) bytes") as info:
         plan_checkpoint(mod, "main_adjoint", act)
@@ -95,7 +95,7 @@ def test_infeasible_budget_states_the_least_feasible_one():
 
 
 def test_report_and_input_not_mutated():
-    mod = adjoint_module(models.chain_text(8, width=8, batch=4))
+    mod = adjoint_module(models.chain_text(16, width=8, batch=4))
     before = mod.script()
     new_mod, report = plan_checkpoint(mod, "main_adjoint", "100%")
     assert mod.script() == before
@@ -112,7 +112,7 @@ def test_report_and_input_not_mutated():
 
 def test_cli_plan_report_and_run_peak(tmp_path, capsys):
     path = tmp_path / "chain.py"
-    path.write_text(models.chain_text(6, width=8, batch=4))
+    path.write_text(models.chain_text(16, width=8, batch=4))
     pipe = "gradient(func=main), checkpoint(func=main_adjoint, budget=100%)"
     out_path = tmp_path / "planned.py"
     assert cli_main(["opt", str(path), "-p", pipe, "--plan-report", "-o", str(out_path)]) == 0
@@ -126,7 +126,7 @@ def test_cli_plan_report_and_run_peak(tmp_path, capsys):
 def test_a_model_mismatch_is_replanned_or_refused(monkeypatch):
     from retrograd.passes.checkpoint import pass_ as pass_module
 
-    mod = adjoint_module(models.chain_text(10, width=8, batch=4))
+    mod = adjoint_module(models.chain_text(16, width=8, batch=4))
     _, full = run(mod, "main_adjoint", inputs_for(mod["main_adjoint"]))
     seen = []
 
