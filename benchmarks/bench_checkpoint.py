@@ -74,20 +74,21 @@ def measure(mod, args) -> int:
 
 
 def time_ratio(base, other, args, repeat: int) -> float:
-    """Median over alternating runs of time(other) / time(base)."""
+    """time(other) / time(base): medians of per-call times over alternating samples of a few calls each."""
     fns = [retrograd.build(base)[FN], retrograd.build(other)[FN]]
+    t = time.perf_counter()
     for f in fns:
-        f(*args)  # warm-up
-    ratios = []
+        f(*args)  # warm-up, and the size of a sample
+    calls = max(1, int(0.05 / max(time.perf_counter() - t, 1e-6)))
+    samples: list[list[float]] = [[], []]
     for _ in range(repeat):
-        times = []
-        for f in fns:
+        for k, f in enumerate(fns):
             gc.collect()
             t = time.perf_counter()
-            f(*args)
-            times.append(time.perf_counter() - t)
-        ratios.append(times[1] / times[0])
-    return statistics.median(ratios)
+            for _ in range(calls):
+                f(*args)
+            samples[k].append((time.perf_counter() - t) / calls)
+    return statistics.median(samples[1]) / statistics.median(samples[0])
 
 
 def recomputed_ops(mod) -> dict:
