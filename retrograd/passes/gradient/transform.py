@@ -1,10 +1,8 @@
-"""Reverse-mode automatic differentiation: the Gradient pass adds `<func>_adjoint` to a module."""
+"""The Gradient pass: adds `<func>_adjoint` (and `<callee>_vjp` for called functions) to a module."""
 
 from __future__ import annotations
 
 from typing import Any
-
-import numpy as np
 
 from retrograd.errors import GradientError
 from retrograd.gc_pause import collector_paused
@@ -12,18 +10,18 @@ from retrograd.ir.block import DataflowBlock
 from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.expr import Constant, Expr, Function, GlobalVar, If, Tuple, Var, shape_expr
 from retrograd.ir.module import IRModule
-from retrograd.ir.struct_info import FuncStructInfo, TensorStructInfo, TupleStructInfo, describe_sinfo, is_float_dtype
+from retrograd.ir.struct_info import FuncStructInfo, TensorStructInfo, TupleStructInfo, describe_sinfo
 from retrograd.ops.registry import get as get_op
 from retrograd.passes.cse import eliminate_common_subexpressions
 from retrograd.passes.dce import eliminate_dead_code
 from retrograd.passes.fold_constant import fold_constants
+from retrograd.passes.gradient.activity import all_float, compute_active
+from retrograd.passes.gradient.sparse import SparseGrads
+from retrograd.passes.gradient.spec import GradientSpec, resolve_spec, return_fields, vjp_spec
+from retrograd.passes.gradient.sweep import Sweep
 from retrograd.passes.gradient_copy import copy_binding, copy_expr, fresh_var
-from retrograd.passes.gradient_sparse import SparseGrads
-from retrograd.passes.gradient_sweep import Sweep, all_float, compute_active
 from retrograd.passes.infra import module_pass, register_pass
 from retrograd.passes.simplify import simplify_function
-
-_SEED_KINDS = ("ones", "param")
 
 
 @module_pass(name="gradient")
@@ -71,7 +69,7 @@ class Gradient:
     def transform_module(self, mod: IRModule, ctx=None) -> IRModule:
         # Without the pause the pass was 1.5x slower at 50,000 bindings.
         with collector_paused():
-            return _ModuleAD(mod, self).run()
+            return ModuleAD(mod, self).run()
 
 
 register_pass("gradient", Gradient, aliases={"func": "func_name"})
@@ -85,7 +83,7 @@ def cleanup_function(func: Function) -> Function:
     return eliminate_dead_code(func)
 
 
-class _ModuleAD:
+class ModuleAD:
     """Differentiates one function of a module, and, on demand, the functions it calls."""
 
     def __init__(self, mod: IRModule, options: Gradient):
@@ -96,9 +94,10 @@ class _ModuleAD:
 
     def run(self) -> IRModule:
         name = self.options.func_name
+        o = self.options
         func = _lookup(self.mod, name, None)
-        ad = _FunctionAD(self, name, func)
-        ad.configure_from(self.options)
+        spec = resolve_spec(name, func, o.require_grads, o.target_index, o.seeds, o.sparse_grads, o.merge_duplicates)
+        ad = FunctionAD(self, spec)
         adjoint_name = f"{name}_adjoint"
         self.new_functions = {adjoint_name: ad.build(return_forward=True, new_name=adjoint_name), **self.new_functions}
         out = self.mod
@@ -108,12 +107,12 @@ class _ModuleAD:
             out = out.with_function(fname, f)
         return out
 
-    def vjp_function(self, callee: str, binding, caller: "_FunctionAD"):
+    def vjp_function(self, callee: str, binding, caller: FunctionAD):
         """The GlobalVar of `<callee>_vjp(params..., result_adjoint) -> grads of its float params`."""
         hit = self.vjps.get(callee)
         if hit is not None:
             return hit
-        func = _lookup(self.mod, callee, caller.func_name, binding)
+        func = _lookup(self.mod, callee, caller.spec.func_name, binding)
         indices = [k for k, p in enumerate(func.params) if all_float(p.struct_info)]
         vjp_name = f"{callee}_vjp"
         ret = func.ret_struct_info or func.body.struct_info
@@ -123,8 +122,7 @@ class _ModuleAD:
         gvar = GlobalVar(vjp_name, sig)
         self.vjps[callee] = (gvar, indices)
         if indices:
-            ad = _FunctionAD(self, callee, func)
-            ad.configure_vjp(indices)
+            ad = FunctionAD(self, vjp_spec(callee, func, indices))
             self.new_functions[vjp_name] = ad.build(return_forward=False, new_name=vjp_name, private=True)
         return self.vjps[callee]
 
@@ -141,23 +139,17 @@ def _lookup(mod: IRModule, name: str, caller: str | None, binding=None) -> Funct
     return func
 
 
-class _FunctionAD:
-    """The adjoint of one function: forward bindings copied with fresh vars, then the reverse sweep."""
+class FunctionAD:
+    """The adjoint of one function: forward bindings copied with fresh vars, then the reverse sweep.
+    It is the sweep's host (errors, callee vjps, sparse tables)."""
 
-    def __init__(self, parent: _ModuleAD, func_name: str, func: Function):
+    def __init__(self, parent: ModuleAD, spec: GradientSpec):
         self.parent = parent
-        self.func_name = func_name
-        self.func = func
-        self.required: list = []  # original vars
-        self.targets: list = []  # (index or None, seed kind or array)
-        self.sparse = SparseGrads(self)
+        self.spec = spec
+        self.sparse = SparseGrads(spec)
 
-    # -- errors -----------------------------------------------------------------
     def error(self, message: str, binding=None) -> GradientError:
-        if binding is not None:
-            message = f"binding '{binding.var.name_hint}': {message}"
-        span = getattr(binding, "span", None) or (self.func.span if binding is None else None)
-        return GradientError(f"in function '{self.func_name}': {message}", span)
+        return self.spec.error(message, binding)
 
     def vjp_function(self, callee: str, binding):
         return self.parent.vjp_function(callee, binding, self)
@@ -165,152 +157,10 @@ class _FunctionAD:
     def sparse_contribution(self, sweep, binding, call, adj) -> bool:
         return self.sparse.contribute(sweep, binding, call, adj)
 
-    # -- options ------------------------------------------------------------------
-    def configure_from(self, options: Gradient) -> None:
-        self.required = self._resolve_required(options.require_grads)
-        self.targets = self._resolve_targets(options.target_index, options.seeds)
-        self.sparse.configure(options.sparse_grads, options.merge_duplicates, self.required)
-
-    def configure_vjp(self, indices) -> None:
-        self.required = [self.func.params[k] for k in indices]
-        self.targets = [(None, "param")]
-
-    def _top_bindings(self):
-        for block in self.func.body.blocks:
-            yield from block.bindings
-
-    def _resolve_required(self, spec) -> list:
-        params = list(self.func.params)
-        if spec is None:
-            # Integer inputs (indices, targets) get no gradient unless explicitly asked for.
-            return [p for p in params if all_float(p.struct_info)]
-        items = list(spec) if isinstance(spec, list | tuple) else [spec]
-        bound = [b.var for b in self._top_bindings()]
-        out = []
-        for item in items:
-            var = self._resolve_one(item, params, bound)
-            if any(var is v for v in out):
-                raise self.error(f"require_grads lists '{var.name_hint}' twice")
-            if not all_float(var.struct_info):
-                raise self.error(
-                    f"require_grads: '{var.name_hint}' is not floating point ({describe_sinfo(var.struct_info)}); "
-                    "only float tensors (or tuples of them) have gradients"
-                )
-            out.append(var)
-        return out
-
-    def _resolve_one(self, item, params, bound) -> Var:
-        if isinstance(item, Var):
-            if any(item is p for p in params) or any(item is v for v in bound):
-                return item
-            raise self.error(
-                f"require_grads: variable '{item.name_hint}' is not a parameter or a top-level variable of the function"
-            )
-        if isinstance(item, bool) or not isinstance(item, int | str):
-            raise self.error(f"require_grads entries are Vars, names or parameter indices, got {item!r}")
-        if isinstance(item, int):
-            if not 0 <= item < len(params):
-                raise self.error(f"require_grads: parameter index {item} out of range ({len(params)} parameters)")
-            return params[item]
-        for p in params:
-            if p.name_hint == item:
-                return p
-        matches = [v for v in bound if v.name_hint == item]
-        if len(matches) == 1:
-            return matches[0]
-        if len(matches) > 1:
-            raise self.error(f"require_grads: name '{item}' is bound {len(matches)} times; pass the Var instead")
-        names = ", ".join(p.name_hint for p in params)
-        raise self.error(f"require_grads: no parameter or variable named '{item}' (parameters: {names})")
-
-    def _ret_fields(self):
-        """(number of fields of the returned tuple or None, the returned expression)."""
-        ret = self.func.body.body
-        if isinstance(ret, Tuple):
-            return len(ret.fields), ret
-        if isinstance(ret.struct_info, TupleStructInfo):
-            return len(ret.struct_info.fields), ret
-        return None, ret
-
-    def _resolve_targets(self, index, seeds) -> list:
-        if isinstance(seeds, dict):
-            if index not in (0, None) and sorted(_as_list(index)) != sorted(seeds):
-                raise self.error("give the targets either as target_index or as the keys of a seeds dict, not both")
-            indices, seed_list = list(seeds.keys()), list(seeds.values())
-        else:
-            indices = [None] if index is None else _as_list(index)
-            if isinstance(seeds, list | tuple) and not isinstance(seeds, np.ndarray):
-                if len(seeds) != len(indices):
-                    raise self.error(f"{len(seeds)} seeds given for {len(indices)} targets")
-                seed_list = list(seeds)
-            else:
-                seed_list = [seeds] * len(indices)
-        if not indices:
-            raise self.error("no differentiation target")
-        out = []
-        seen = set()
-        for i, seed in zip(indices, seed_list):
-            if i in seen:
-                raise self.error(f"target {i} is listed twice")
-            seen.add(i)
-            out.append((i, self._check_target(i, seed)))
-        return out
-
-    def _check_target(self, index, seed):
-        n, ret = self._ret_fields()
-        if index is None:
-            expr, sinfo = ret, ret.struct_info
-        else:
-            if isinstance(index, bool) or not isinstance(index, int):
-                raise self.error(f"target_index must be an integer, got {index!r}")
-            if n is None:
-                if index != 0:
-                    raise self.error(f"target_index {index} out of range: the function returns a single value")
-                expr, sinfo = ret, ret.struct_info
-            else:
-                if not 0 <= index < n:
-                    raise self.error(f"target_index {index} out of range: the function returns a tuple of {n} fields")
-                expr = ret.fields[index] if isinstance(ret, Tuple) else None
-                sinfo = ret.struct_info.fields[index]
-        if expr is not None and not isinstance(expr, Var | Tuple):
-            raise self.error(
-                f"the target (return field {index}) is a {type(expr).__name__}, not a variable; nothing to differentiate"
-            )
-        if seed is not None and not (isinstance(seed, str) and seed in _SEED_KINDS):
-            if isinstance(seed, str):
-                raise self.error(f"unknown seed {seed!r}: use 'ones', 'param' or an array")
-            return self._constant_seed(seed, sinfo)
-        what = "the target" if index is None else f"the target (return field {index})"
-        if isinstance(sinfo, TupleStructInfo):
-            if seed is None:
-                raise self.error(f"{what} is a tuple, not a tensor; give seeds='param' or seeds='ones' to use it")
-            return seed
-        if not isinstance(sinfo, TensorStructInfo):
-            raise self.error(f"{what} is not a tensor ({describe_sinfo(sinfo)})")
-        if not is_float_dtype(sinfo.dtype):
-            raise self.error(f"{what} is not floating point (dtype {sinfo.dtype or 'unknown'})")
-        if seed is None:
-            if sinfo.ndim != 0:
-                raise self.error(
-                    f"{what} is not a scalar ({describe_sinfo(sinfo)}); give seeds='param' for a vjp "
-                    "or seeds='ones' to differentiate the sum of its elements"
-                )
-            return "ones"
-        return seed
-
-    def _constant_seed(self, value, sinfo):
-        if not isinstance(sinfo, TensorStructInfo) or not sinfo.is_static or not sinfo.dtype:
-            raise self.error(f"an array seed needs a target tensor of static shape, got {describe_sinfo(sinfo)}")
-        try:
-            arr = np.broadcast_to(np.asarray(value, dtype=sinfo.dtype), sinfo.shape).copy()
-        except (ValueError, TypeError) as err:
-            raise self.error(f"seed of shape {np.shape(value)} does not fit the target {describe_sinfo(sinfo)}: {err}") from None
-        arr.setflags(write=False)
-        return Constant(arr, TensorStructInfo(arr.shape, str(arr.dtype)))
-
     # -- building -------------------------------------------------------------
     def build(self, return_forward: bool, new_name: str, private: bool | None = None) -> Function:
-        func = self.func
+        spec = self.spec
+        func = spec.func
         params = [fresh_var(p) for p in func.params]
         vmap = dict(zip(func.params, params))
         blocks = func.body.blocks
@@ -333,7 +183,7 @@ class _FunctionAD:
         if not merged:
             bb.begin_block(dataflow=not has_if)
         ret = copy_expr(func.body.body, vmap, promote=True)
-        required = [vmap[v] for v in self.required]
+        required = [vmap[v] for v in spec.required]
         self.sparse.bind(vmap, forward, ret)
 
         sweep = Sweep(self, bb, compute_active(forward, required))
@@ -367,15 +217,16 @@ class _FunctionAD:
 
     def _seed(self, sweep: Sweep, bb: BlockBuilder, ret: Expr) -> list:
         """Put each target's seed into the adjoint of the returned value; return new seed parameters."""
-        n, _ = self._ret_fields()
+        spec = self.spec
+        n, _ = return_fields(spec.func)
         params = []
-        for index, seed in self.targets:
+        for index, seed in spec.targets:
             if index is None:
                 target, sinfo = ret, ret.struct_info
             else:
                 sinfo = ret.struct_info.fields[index] if n is not None else ret.struct_info
                 target = ret.fields[index] if isinstance(ret, Tuple) else ret
-            name = target.name_hint if isinstance(target, Var) else f"{self.func_name}_ret{'' if index is None else index}"
+            name = target.name_hint if isinstance(target, Var) else f"{spec.func_name}_ret{'' if index is None else index}"
             if isinstance(seed, Constant):
                 value = seed
             elif seed == "param":
@@ -395,12 +246,5 @@ class _FunctionAD:
         if not isinstance(sinfo, TensorStructInfo) or sinfo.shape is None or not sinfo.dtype:
             raise self.error(f"cannot seed a target of unknown shape with ones ({describe_sinfo(sinfo)})")
         return bb.emit(get_op("relax.ones")(shape_expr(sinfo.shape), dtype=sinfo.dtype), f"{name}_adjoint")
-
-
-def _as_list(index) -> list:
-    if isinstance(index, list | tuple):
-        return list(index)
-    return [index]
-
 
 __all__ = ["Gradient", "cleanup_function"]
