@@ -58,7 +58,7 @@ class SparseGrads:
         if not self.vars or getattr(call.op, "name", None) != "relax.take" or call.args[0] not in self.vars:
             return False
         g = sweep.materialize(adj, binding.var.struct_info, binding.var)
-        self.vars[call.args[0]].append((call.args[1], g))
+        self.vars[call.args[0]].append((sweep.host.restore(call.args[1]), g))
         return True
 
     def result(self, sweep, var):

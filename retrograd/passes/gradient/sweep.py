@@ -33,6 +33,9 @@ class SweepHost(Protocol):
     def sparse_contribution(self, sweep: Sweep, binding: VarBinding, call: Call, adj) -> bool:
         """Take the gradient of a sparse table's row gather instead of the sweep (True if taken)."""
 
+    def restore(self, expr: Expr) -> Expr:
+        """`expr` as the backward part reads it: forward values that are not kept are recomputed."""
+
 
 class Sweep:
     """One reverse sweep over straight-line bindings. `adj` maps a var to its adjoint so far:
@@ -121,7 +124,7 @@ class Sweep:
             if sinfo.shape is not None and sinfo.dtype:
                 return self.bb.emit(get_op("relax.zeros")(shape_expr(sinfo.shape), dtype=sinfo.dtype), "lv")
             if like is not None:
-                return self.bb.emit(get_op("relax.zeros_like")(like), "lv")
+                return self.bb.emit(get_op("relax.zeros_like")(self.host.restore(like)), "lv")
         raise self.host.error(f"cannot build a zero gradient for a value of unknown shape or dtype ({sinfo})")
 
     def fit(self, expr: Expr, target_sinfo, like: Expr | None, name: str):
@@ -148,7 +151,7 @@ class Sweep:
         leaf = value if is_leaf(value) else self.bb.emit(value, "lv")
         if want.shape is None:
             # Unknown dims may still have been broadcast: sum back to the argument itself.
-            return self.bb.normalize(get_op("relax.collapse_sum_like")(leaf, like))
+            return self.bb.normalize(get_op("relax.collapse_sum_like")(leaf, self.host.restore(like)))
         target = shape_expr(want.shape)
         if got.shape is not None:
             joint = broadcast_shapes(got.shape, want.shape)
@@ -191,13 +194,9 @@ class Sweep:
 
     def _call_op(self, binding: VarBinding, call: Call, adj) -> None:
         op = call.op
-        name = getattr(op, "name", "?")
-        if name == _NO_GRAD:
+        if getattr(op, "name", None) == _NO_GRAD or not any(self.is_active(a) for a in call.args):
             return
-        if not any(self.is_active(a) for a in call.args):
-            return
-        sparse = self.host.sparse_contribution(self, binding, call, adj)
-        if sparse:
+        if self.host.sparse_contribution(self, binding, call, adj):
             return
         rule = getattr(op, "grad", None)
         if rule is None:
@@ -218,7 +217,8 @@ class Sweep:
                 if part is None or _is_no_grad(part) or not self.is_active(arg):
                     continue
                 hint = f"{arg.name_hint}_adjoint" if isinstance(arg, Var) and arg not in self.adj else "lv"
-                self.add(arg, self.fit(part, arg.struct_info, arg, hint))
+                # The forward values a partial reads, as the backward part has them: kept, or recomputed here.
+                self.add(arg, self.fit(self.host.restore(part), arg.struct_info, arg, hint))
         except GradientError:
             raise
         except DiagnosticError as err:
@@ -232,7 +232,8 @@ class Sweep:
             return
         var = binding.var
         g = self.materialize(adj, var.struct_info, var)
-        result = self.bb.emit(Call(vjp, tuple(call.args) + (g,)), "lv")
+        args = self.host.restore(call).args
+        result = self.bb.emit(Call(vjp, tuple(args) + (g,)), "lv")
         for j, k in enumerate(indices):
             arg = call.args[k]
             if not self.is_active(arg):
@@ -244,21 +245,20 @@ class Sweep:
         """Backward of `v = If(c, A, B)`: an If on the same condition whose branches recompute their
         forward bindings, sweep them backwards and return the adjoints of the outer variables used."""
         bb = self.bb
-        outer = []
-        seen: set = set()
-        for branch in (node.true_branch, node.false_branch):
-            for v in free_vars(branch):
-                if v in self.active and v not in seen:
-                    seen.add(v)
-                    outer.append(v)
+        free = dict.fromkeys(v for branch in (node.true_branch, node.false_branch) for v in free_vars(branch))
+        outer = [v for v in free if v in self.active]
         if not outer:
             return
         g = self.materialize(adj, binding.var.struct_info, binding.var)
+        # Restored out here: a recomputation emitted inside a branch would not be visible after it.
+        now = {v: self.host.restore(v) for v in free}
+        cond = self.host.restore(node.cond)
+        seeds = [now[v] for v in outer]
         branches = []
         for branch in (node.true_branch, node.false_branch):
             bb.begin_scope()
             bb.begin_block(dataflow=False)
-            vmap: dict = {}
+            vmap = dict(now)
             copied = []
             for block in branch.blocks:
                 for b in block.bindings:
@@ -266,12 +266,11 @@ class Sweep:
                     bb.emit_binding(new)
                     copied.append(new)
             body = copy_expr(branch.body, vmap, promote=True)
-            sub = Sweep(self.host, bb, compute_active(copied, outer))
+            sub = Sweep(self.host, bb, compute_active(copied, seeds))
             sub.add(body, g)
             sub.run(copied)
-            results = [sub.materialize(sub.adj.get(v), v.struct_info, v) for v in outer]
+            results = [sub.materialize(sub.adj.get(v), v.struct_info, v) for v in seeds]
             branches.append(bb.end_scope(results[0] if len(results) == 1 else Tuple(results)))
-        result = bb.emit(If(node.cond, branches[0], branches[1], span=node.span), "lv")
+        result = bb.emit(If(cond, branches[0], branches[1], span=node.span), "lv")
         for k, v in enumerate(outer):
             self.add(v, result if len(outer) == 1 else bb.emit(TupleGetItem(result, k), "lv"))
-

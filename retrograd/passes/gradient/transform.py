@@ -6,9 +6,9 @@ from typing import Any
 
 from retrograd.errors import GradientError
 from retrograd.gc_pause import collector_paused
-from retrograd.ir.block import DataflowBlock
+from retrograd.ir.block import DataflowBlock, VarBinding
 from retrograd.ir.builder import BlockBuilder
-from retrograd.ir.expr import Constant, Expr, Function, GlobalVar, If, Tuple, Var, shape_expr
+from retrograd.ir.expr import Constant, DataflowVar, Expr, Function, GlobalVar, If, Tuple, Var, shape_expr
 from retrograd.ir.module import IRModule
 from retrograd.ir.struct_info import FuncStructInfo, TensorStructInfo, TupleStructInfo, describe_sinfo
 from retrograd.ops.registry import get as get_op
@@ -16,6 +16,7 @@ from retrograd.passes.cse import eliminate_common_subexpressions
 from retrograd.passes.dce import eliminate_dead_code
 from retrograd.passes.fold_constant import fold_constants
 from retrograd.passes.gradient.activity import all_float, compute_active
+from retrograd.passes.gradient.checkpoint import Recompute, collect_checkpoints, marker_kind
 from retrograd.passes.gradient.sparse import SparseGrads
 from retrograd.passes.gradient.spec import GradientSpec, resolve_spec, return_fields, vjp_spec
 from retrograd.passes.gradient.sweep import Sweep
@@ -147,6 +148,7 @@ class FunctionAD:
         self.parent = parent
         self.spec = spec
         self.sparse = SparseGrads(spec)
+        self.recompute: Recompute | None = None
 
     def error(self, message: str, binding=None) -> GradientError:
         return self.spec.error(message, binding)
@@ -156,6 +158,9 @@ class FunctionAD:
 
     def sparse_contribution(self, sweep, binding, call, adj) -> bool:
         return self.sparse.contribute(sweep, binding, call, adj)
+
+    def restore(self, expr: Expr) -> Expr:
+        return expr if self.recompute is None else self.recompute.restore(expr)
 
     # -- building -------------------------------------------------------------
     def build(self, return_forward: bool, new_name: str, private: bool | None = None) -> Function:
@@ -170,12 +175,26 @@ class FunctionAD:
         merged = not has_if and bool(blocks) and isinstance(blocks[-1], DataflowBlock)
         bb = BlockBuilder(self.parent.mod)
         bb.begin_scope()
+        checkpoints = collect_checkpoints(func)
+        marks = checkpoints[1] if checkpoints else {}
         forward = []
         for k, block in enumerate(blocks):
             joins = merged and k == len(blocks) - 1
             bb.begin_block(dataflow=isinstance(block, DataflowBlock))
             for b in block.bindings:
-                nb = copy_binding(b, vmap, promote=not joins)
+                if b.var in marks:
+                    # The user's markers disappear: a marker var stands for the var it marks.
+                    value = vmap[marks[b.var]]
+                    if isinstance(b.var, DataflowVar) or not isinstance(value, DataflowVar):
+                        vmap[b.var] = value
+                        continue
+                    nb = VarBinding(fresh_var(b.var), value, span=b.span)  # an output of the block
+                    vmap[b.var] = nb.var
+                elif marker_kind(b.value):
+                    nb = VarBinding(fresh_var(b.var, not joins), copy_expr(b.value.args[0], vmap), span=b.span)
+                    vmap[b.var] = nb.var
+                else:
+                    nb = copy_binding(b, vmap, promote=not joins)
                 bb.emit_binding(nb)
                 forward.append(nb)
             if not joins:
@@ -185,6 +204,9 @@ class FunctionAD:
         ret = copy_expr(func.body.body, vmap, promote=True)
         required = [vmap[v] for v in spec.required]
         self.sparse.bind(vmap, forward, ret)
+        if checkpoints:
+            kept = {vmap[v] for v in checkpoints[0]} | {vmap[m] for m, v in marks.items() if v in checkpoints[0]}
+            self.recompute = Recompute(bb, forward, kept)
 
         sweep = Sweep(self, bb, compute_active(forward, required))
         seed_params = self._seed(sweep, bb, ret)
