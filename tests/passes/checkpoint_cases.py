@@ -168,6 +168,18 @@ BLOCKS = H + """    @R.function
             R.output(out)
         return out
 """
+TWO_GROUPS = H + """    @R.function
+    def main(x: R.Tensor((3,), "float32")) -> R.Tensor((), "float32"):
+        with R.dataflow():
+            s = R.grad.start_checkpoint(x)
+            a = R.exp(s)
+            b = R.sin(s)
+            ea = R.grad.end_checkpoint(a)
+            eb = R.grad.end_checkpoint(b)
+            gv = R.sum(R.multiply(ea, eb))
+            R.output(gv)
+        return gv
+"""
 
 
 def unmarked(text: str) -> str:

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import retrograd
-from checkpoint_cases import BLOCKS, CONSECUTIVE, DAG, H, IF_CALL, INTERMEDIATE, SEQ_API, SEQUENTIAL, TREE, TUPLE, chain, unmarked
+from checkpoint_cases import BLOCKS, CONSECUTIVE, DAG, H, IF_CALL, INTERMEDIATE, SEQ_API, SEQUENTIAL, TREE, TUPLE, TWO_GROUPS, chain, unmarked
 from gradient_helpers import check_gradient, random_inputs
 from retrograd.ir.expr import Call
 from retrograd.ir.module import IRModule
@@ -31,6 +31,7 @@ CASES = {
     "intermediate": (INTERMEDIATE, {"require_grads": "lv1_ecp"}),
     "if_call": (IF_CALL, {}),
     "blocks": (BLOCKS, {}),
+    "two_groups": (TWO_GROUPS, {}),  # x is the input of two recomputations, at two backward bindings
 }
 
 

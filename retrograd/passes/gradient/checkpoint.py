@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from retrograd.ir.expr import Call, Expr, Function, Tuple, TupleGetItem, Var
 from retrograd.ops.registry import get as get_op
+from retrograd.passes.dce import is_pure
 from retrograd.passes.gradient_copy import copy_expr, read_vars
 
 START = "relax.grad.start_checkpoint"
@@ -19,14 +20,15 @@ def marker_kind(value: Expr) -> str | None:
     return None
 
 
-def collect_checkpoints(func: Function) -> tuple[set, dict] | None:
+def collect_checkpoints(func: Function, mod=None) -> tuple[set, dict] | None:
     """TVM's CheckpointCollector over the top-level bindings of `func`: (the variables whose values the
     backward part keeps, marker var -> the var it marks), or None when `func` has no marker.
 
     Kept: the parameters; every var marked by start_checkpoint (a segment's input); and every other
     var whose value reads only kept vars or results of end_checkpoint. A value reading a
     start_checkpoint result is inside a segment and is recomputed, and so is what it flows into up to
-    the segment's end_checkpoint. Values only read constants are kept (nothing to recompute from)."""
+    the segment's end_checkpoint. Values only read constants are kept (nothing to recompute from), and
+    so are impure calls (running one twice is not the same)."""
     bindings = [b for block in func.body.blocks for b in block.bindings]
     if not any(marker_kind(b.value) for b in bindings):
         return None
@@ -47,7 +49,7 @@ def collect_checkpoints(func: Function) -> tuple[set, dict] | None:
             continue
         reads.clear()
         read_vars(b.value, reads)
-        if all(v in kept or v in ends for v in reads):
+        if all(v in kept or v in ends for v in reads) or not is_pure(b.value, mod):
             kept.add(b.var)
         if kind == END:
             ends.add(b.var)

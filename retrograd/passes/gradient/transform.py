@@ -175,7 +175,7 @@ class FunctionAD:
         merged = not has_if and bool(blocks) and isinstance(blocks[-1], DataflowBlock)
         bb = BlockBuilder(self.parent.mod)
         bb.begin_scope()
-        checkpoints = collect_checkpoints(func)
+        checkpoints = collect_checkpoints(func, self.parent.mod)
         marks = checkpoints[1] if checkpoints else {}
         forward = []
         for k, block in enumerate(blocks):
