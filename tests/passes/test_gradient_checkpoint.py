@@ -16,6 +16,7 @@ from gradient_helpers import check_gradient, random_inputs
 from retrograd.ir.expr import Call
 from retrograd.ir.module import IRModule
 from retrograd.passes import Gradient, parse_pipeline
+from retrograd.ir.well_formed import well_formed
 from retrograd.passes.gradient_copy import read_vars
 
 START, END = "relax.grad.start_checkpoint", "relax.grad.end_checkpoint"
@@ -52,6 +53,29 @@ def op_name(value):
 
 def top_bindings(func):
     return [b for block in func.body.blocks for b in block.bindings]
+
+
+def assert_barriers(adjoint) -> int:
+    """The barrier structure of `adjoint` (see test_recomputations_sit_behind_barriers); returns the
+    number of recomputed bindings."""
+    kind: dict = {}
+    for b in top_bindings(adjoint):
+        name_ = b.var.name_hint
+        op = op_name(b.value)
+        reads: list = []
+        read_vars(b.value, reads)
+        if op == START:
+            assert name_.endswith("_scp")
+            kind[b.var] = "scp"
+        elif op == END:
+            assert name_.endswith("_cp") and len(reads) == 1 and kind.get(reads[0]) in ("rc", "scp")
+            kind[b.var] = "cp"
+        elif name_.endswith("_rc"):
+            assert reads and all(kind.get(v) in ("rc", "scp") for v in reads), name_
+            kind[b.var] = "rc"
+        else:
+            assert not any(kind.get(v) in ("rc", "scp") for v in reads), f"{name_} reads inside a group"
+    return sum(1 for k in kind.values() if k == "rc")
 
 
 def test_if_and_call_inside_a_segment():
@@ -194,23 +218,7 @@ def test_recomputations_sit_behind_barriers(name, cleanup):
     binding reads no barrier input nor recomputed value: the user's markers are gone."""
     text, options = CASES[name]
     adjoint = Gradient("main", cleanup=cleanup, **options)(retrograd.parse(text))["main_adjoint"]
-    kind: dict = {}
-    for b in top_bindings(adjoint):
-        name_ = b.var.name_hint
-        op = op_name(b.value)
-        reads: list = []
-        read_vars(b.value, reads)
-        if op == START:
-            assert name_.endswith("_scp")
-            kind[b.var] = "scp"
-        elif op == END:
-            assert name_.endswith("_cp") and len(reads) == 1 and kind.get(reads[0]) in ("rc", "scp")
-            kind[b.var] = "cp"
-        elif name_.endswith("_rc"):
-            assert reads and all(kind.get(v) in ("rc", "scp") for v in reads), name_
-            kind[b.var] = "rc"
-        else:
-            assert not any(kind.get(v) in ("rc", "scp") for v in reads), f"{name_} reads inside a group"
+    assert_barriers(adjoint)
 
 
 def run_adjoint(text: str, args: list, **options):
@@ -362,3 +370,71 @@ def test_against_tvm(name):
     assert len(grads) == len(t_grads)
     for g, t in zip(grads, t_grads):
         np.testing.assert_allclose(g, t.numpy(), rtol=1e-5, atol=1e-5 * max(1.0, float(np.abs(g).max())))
+
+
+# -- random programs ---------------------------------------------------------------------------------
+
+UNARY = ("R.sin", "R.tanh", "R.sigmoid", "R.cos", "R.exp")
+BINARY = ("R.add", "R.multiply", "R.subtract", "R.maximum")
+
+
+def random_program(rng) -> str:
+    """A random DAG of element-wise ops over x, y (some results tupled and projected back), with random
+    start/end_checkpoint markers around reads and results, in one or two dataflow blocks."""
+    t = 'R.Tensor((4,), "float32")'
+    values, lines, blocks, k = ["x", "y"], [], [], 0
+
+    def read() -> str:
+        nonlocal k
+        v = values[int(rng.integers(max(0, len(values) - 4), len(values)))]
+        if rng.random() < 0.3:
+            k += 1
+            lines.append(f"m{k} = R.grad.start_checkpoint({v})")
+            return f"m{k}"
+        return v
+
+    for i in range(int(rng.integers(4, 14))):
+        if rng.random() < 0.1:
+            a, b = read(), read()
+            lines += [f"t{i} = ({a}, {b})", f"v{i} = t{i}[{int(rng.integers(0, 2))}]"]
+        elif rng.random() < 0.5:
+            lines.append(f"v{i} = {UNARY[int(rng.integers(len(UNARY)))]}({read()})")
+        else:
+            lines.append(f"v{i} = {BINARY[int(rng.integers(len(BINARY)))]}({read()}, {read()})")
+        values.append(f"v{i}")
+        if rng.random() < 0.3:
+            lines.append(f"e{i} = R.grad.end_checkpoint(v{i})")
+            values[-1] = f"e{i}"
+        if len(blocks) == 0 and i >= 3 and rng.random() < 0.2:
+            blocks.append((lines, list(values)))
+            lines = []
+    last = values[-1]
+    lines += [f"gv = R.sum(R.multiply({last}, {values[-2]}))", "R.output(gv)"]
+    text = H + f"    @R.function\n    def main(x: {t}, y: {t}) -> R.Tensor((), \"float32\"):\n"
+    for body, visible in blocks:
+        # every value the second block may read leaves the first one
+        outs = ", ".join(v for v in visible if v not in ("x", "y")) or "x"
+        text += "        with R.dataflow():\n" + "".join(f"            {line}\n" for line in body + [f"R.output({outs})"])
+    text += "        with R.dataflow():\n" + "".join(f"            {line}\n" for line in lines)
+    return text + "        return gv\n"
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_random_programs(seed):
+    """Random segments over random DAGs: well formed, input untouched, values bitwise those of the
+    unmarked adjoint (before and after the clean-up pipeline and a print/parse round trip), every
+    recomputation behind barriers."""
+    rng = np.random.default_rng(seed)
+    text = random_program(rng)
+    marked_mod = retrograd.parse(text)
+    before = marked_mod.script()
+    marked = Gradient("main")(marked_mod)
+    assert marked_mod.script() == before
+    assert well_formed(marked) == []
+    plain = Gradient("main")(retrograd.parse(unmarked(text)))
+    args = random_inputs(marked_mod, seed=seed)
+    want = retrograd.build(plain)["main_adjoint"](*args)
+    assert_bitwise(retrograd.build(marked)["main_adjoint"](*args), want)
+    assert_barriers(marked["main_adjoint"])
+    again = retrograd.parse(parse_pipeline("cse, simplify, fold-constant, dce")(marked).script())
+    assert_bitwise(retrograd.build(again)["main_adjoint"](*args), want)

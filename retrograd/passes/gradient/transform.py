@@ -34,6 +34,12 @@ class Gradient:
     default: every floating-point parameter). The target is the return value (or field
     `target_index` of a returned tuple) and must be a float scalar unless a seed is given.
 
+    Checkpoint markers (TVM 0.27's semantics): values computed inside an
+    `R.grad.start_checkpoint` / `R.grad.end_checkpoint` segment are not kept for the backward part,
+    which recomputes them from the kept values right before their first backward use (`<v>_cp`,
+    behind start/end_checkpoint barriers that clean-up passes leave alone); the markers themselves
+    disappear from the adjoint. Gradients are bitwise those of the unmarked function.
+
     Beyond TVM:
       - `target_index` may be a list of fields (their sum is differentiated) or None (the whole
         return value, tuples included);
