@@ -180,6 +180,22 @@ TWO_GROUPS = H + """    @R.function
             R.output(gv)
         return gv
 """
+SPARSE = H + """    @R.function
+    def main(x: R.Tensor((2, 4), "float32"), table: R.Tensor((5, 4), "float32"), idx: R.Tensor((2,), "int64")) -> R.Tuple(R.Tensor((), "float32"), R.Tensor((2, 4), "float32")):
+        with R.dataflow():
+            s = R.grad.start_checkpoint(x)
+            h = R.tanh(s)
+            rows = R.take(table, idx, axis=0)
+            i2 = R.grad.start_checkpoint(idx)
+            rows2 = R.take(table, i2, axis=0)
+            p = R.multiply(h, rows)
+            q = R.sigmoid(p)
+            e = R.grad.end_checkpoint(q)
+            f = R.multiply(e, rows2)
+            gv = R.sum(f)
+            R.output(gv, e)
+        return (gv, e)
+"""
 
 
 def unmarked(text: str) -> str:

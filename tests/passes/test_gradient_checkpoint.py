@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import retrograd
-from checkpoint_cases import BLOCKS, CONSECUTIVE, DAG, H, IF_CALL, INTERMEDIATE, SEQ_API, SEQUENTIAL, TREE, TUPLE, TWO_GROUPS, chain, unmarked
+from checkpoint_cases import BLOCKS, CONSECUTIVE, DAG, H, IF_CALL, INTERMEDIATE, SEQ_API, SEQUENTIAL, SPARSE, TREE, TUPLE, TWO_GROUPS, chain, unmarked
 from gradient_helpers import check_gradient, random_inputs
 from retrograd.ir.expr import Call
 from retrograd.ir.module import IRModule
@@ -33,6 +33,8 @@ CASES = {
     "if_call": (IF_CALL, {}),
     "blocks": (BLOCKS, {}),
     "two_groups": (TWO_GROUPS, {}),  # x is the input of two recomputations, at two backward bindings
+    "sparse": (SPARSE, {"sparse_grads": ["table"]}),  # the gathered rows' indices are read in a segment
+    "two_targets": (SPARSE, {"target_index": [0, 1], "seeds": "ones", "require_grads": ["x", "table"]}),
 }
 
 
