@@ -100,15 +100,15 @@ class ModuleAD:
         self.vjps: dict[str, tuple] = {}
 
     def run(self) -> IRModule:
-        name = self.options.func_name
         o = self.options
+        name = o.func_name
         func = _lookup(self.mod, name, None)
         spec = resolve_spec(name, func, o.require_grads, o.target_index, o.seeds, o.sparse_grads, o.merge_duplicates)
         ad = FunctionAD(self, spec)
         adjoint_name = f"{name}_adjoint"
         self.new_functions = {adjoint_name: ad.build(return_forward=True, new_name=adjoint_name), **self.new_functions}
         out = self.mod
-        if self.options.cleanup:
+        if o.cleanup:
             self.new_functions = {n: cleanup_function(f) for n, f in self.new_functions.items()}
         for fname, f in self.new_functions.items():
             out = out.with_function(fname, f)
@@ -183,28 +183,7 @@ class FunctionAD:
         bb.begin_scope()
         checkpoints = collect_checkpoints(func, self.parent.mod)
         marks = checkpoints[1] if checkpoints else {}
-        forward = []
-        for k, block in enumerate(blocks):
-            joins = merged and k == len(blocks) - 1
-            bb.begin_block(dataflow=isinstance(block, DataflowBlock))
-            for b in block.bindings:
-                if b.var in marks:
-                    # The user's markers disappear: a marker var stands for the var it marks.
-                    value = vmap[marks[b.var]]
-                    if isinstance(b.var, DataflowVar) or not isinstance(value, DataflowVar):
-                        vmap[b.var] = value
-                        continue
-                    nb = VarBinding(fresh_var(b.var), value, span=b.span)  # an output of the block
-                    vmap[b.var] = nb.var
-                elif marker_kind(b.value):
-                    nb = VarBinding(fresh_var(b.var, not joins), copy_expr(b.value.args[0], vmap), span=b.span)
-                    vmap[b.var] = nb.var
-                else:
-                    nb = copy_binding(b, vmap, promote=not joins)
-                bb.emit_binding(nb)
-                forward.append(nb)
-            if not joins:
-                bb.end_block()
+        forward = self._copy_forward(bb, vmap, merged, marks)
         if not merged:
             bb.begin_block(dataflow=not has_if)
         ret = copy_expr(func.body.body, vmap, promote=True)
@@ -242,6 +221,33 @@ class FunctionAD:
             attrs,
             span=func.span,
         )
+
+    def _copy_forward(self, bb: BlockBuilder, vmap: dict, merged: bool, marks: dict) -> list:
+        """Emit the forward bindings with fresh vars (vmap maps old to new) and return them. Checkpoint
+        markers disappear: a marker var stands for the var it marks."""
+        blocks = self.spec.func.body.blocks
+        forward = []
+        for k, block in enumerate(blocks):
+            joins = merged and k == len(blocks) - 1
+            bb.begin_block(dataflow=isinstance(block, DataflowBlock))
+            for b in block.bindings:
+                if b.var in marks:
+                    value = vmap[marks[b.var]]
+                    if isinstance(b.var, DataflowVar) or not isinstance(value, DataflowVar):
+                        vmap[b.var] = value
+                        continue
+                    nb = VarBinding(fresh_var(b.var), value, span=b.span)  # an output of the block
+                    vmap[b.var] = nb.var
+                elif marker_kind(b.value):  # of a constant or a tuple: bound as it is
+                    nb = VarBinding(fresh_var(b.var, not joins), copy_expr(b.value.args[0], vmap), span=b.span)
+                    vmap[b.var] = nb.var
+                else:
+                    nb = copy_binding(b, vmap, promote=not joins)
+                bb.emit_binding(nb)
+                forward.append(nb)
+            if not joins:
+                bb.end_block()
+        return forward
 
     def _seed(self, sweep: Sweep, bb: BlockBuilder, ret: Expr) -> list:
         """Put each target's seed into the adjoint of the returned value; return new seed parameters."""
