@@ -366,7 +366,10 @@ class _Driver:
     """The LALR loop over lark's parse table for grammar.lark, with actions flattened to ints.
 
     lark's own loop hashes Rule objects in Python on every reduction (~8 us a token here); this
-    one indexes plain dicts and lists, running lark's tree-building callbacks unchanged.
+    one indexes plain dicts and lists, running lark's tree-building callbacks unchanged. The table
+    is private to lark (`LALR_Parser._parse_table`, `_Parser.callbacks`, `ParseTable.states` /
+    `start_states` / `end_states`, `lalr_analysis.Shift`; pinned in pyproject.toml): `_driver()`
+    falls back to `_LarkLoop` when they are not found.
     """
 
     def __init__(self, lark: Lark):
@@ -454,26 +457,54 @@ class _Driver:
             push_state(nxt)
 
 
+class _LarkLoop:
+    """lark's own LALR loop through its public interactive parser: slower, for lark versions whose
+    private tables `_Driver` cannot find. Same lexer, callbacks and errors."""
+
+    def __init__(self, lark: Lark):
+        from lark.exceptions import UnexpectedToken
+
+        self.lark = lark
+        self.lexer = ScriptLexer(lark.lexer_conf)
+        self.unexpected = UnexpectedToken
+
+    def parse(self, text: str):
+        ip = self.lark.parse_interactive()
+        token = None
+        try:
+            for token in self.lexer.lex(text):
+                ip.feed_token(token)
+            return ip.feed_eof(token)
+        except self.unexpected as err:
+            tok = err.token
+            if tok.type == "$END":
+                tok = Tok("$END", "", len(text), 0, 0, 0, 0, len(text))
+            expected = {t for t in err.expected if t.isupper()}
+            raise _Unexpected(tok, expected) from None
+
+
 _LARK: Lark | None = None
-_DRIVER: _Driver | None = None
+_DRIVER: _Driver | _LarkLoop | None = None
 
 
 def _lark() -> Lark:
     global _LARK
     if _LARK is None:
-        options = dict(parser="lalr", lexer=ScriptLexer, transformer=_Build(), maybe_placeholders=True, start="start")
-        try:
-            # lark keeps the LALR analysis in a temp file keyed by the grammar: 0.14 s -> 0.03 s at import.
-            _LARK = Lark(GRAMMAR.read_text(), cache=True, **options)
-        except OSError:  # no writable temp dir: analyse every time
-            _LARK = Lark(GRAMMAR.read_text(), **options)
+        # No cache=True: lark would unpickle a predictably named file from the shared temp dir.
+        _LARK = Lark(
+            GRAMMAR.read_text(), parser="lalr", lexer=ScriptLexer, transformer=_Build(), maybe_placeholders=True,
+            start="start",
+        )
     return _LARK
 
 
-def _driver() -> _Driver:
+def _driver() -> _Driver | _LarkLoop:
     global _DRIVER
     if _DRIVER is None:
-        _DRIVER = _Driver(_lark())
+        try:
+            _DRIVER = _Driver(_lark())
+        except (AttributeError, KeyError, TypeError, ImportError):  # another lark: its private tables moved
+            _DRIVER = _LarkLoop(_lark())
     return _DRIVER
 
 
