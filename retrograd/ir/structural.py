@@ -27,13 +27,13 @@ from retrograd.ir.expr import (
 from retrograd.ir.module import IRModule
 from retrograd.ir.struct_info import (
     FuncStructInfo,
-    ObjectStructInfo,
     PrimStructInfo,
     ShapeStructInfo,
     StructInfo,
     TensorStructInfo,
     TupleStructInfo,
 )
+from retrograd.ir.text import brief, op_script_name
 
 __all__ = ["structural_equal", "structural_hash", "assert_structural_equal", "first_difference"]
 
@@ -80,96 +80,6 @@ def _enclosing_bindings(path):
         if isinstance(seg, tuple) and len(seg) == 4:
             return seg[2], seg[3]
     return None
-
-
-# -- brief one-line renderings for messages ---------------------------------
-
-
-def sinfo_script(s) -> str:
-    """A short text for a struct info (script-like)."""
-    if s is None:
-        return "<no struct info>"
-    if isinstance(s, TensorStructInfo):
-        dtype = f', "{s.dtype}"' if s.dtype else ""
-        if s.shape is not None:
-            dims = ", ".join(str(d) if isinstance(d, int) else f'"{d}"' for d in s.shape)
-            return f"R.Tensor(({dims}{',' if len(s.shape) == 1 else ''}){dtype})"
-        return f"R.Tensor(ndim={s.ndim}{dtype})"
-    if isinstance(s, TupleStructInfo):
-        return "R.Tuple(" + ", ".join(sinfo_script(f) for f in s.fields) + ")"
-    if isinstance(s, ShapeStructInfo):
-        return f"R.Shape({list(s.values)})" if s.values is not None else f"R.Shape(ndim={s.ndim})"
-    if isinstance(s, PrimStructInfo):
-        return f'R.Prim("{s.dtype}")' if s.value is None else f'R.Prim("{s.dtype}", value={s.value})'
-    if isinstance(s, ObjectStructInfo):
-        return "R.Object"
-    if isinstance(s, FuncStructInfo):
-        return "R.Callable((" + ", ".join(sinfo_script(p) for p in s.params) + f"), {sinfo_script(s.ret)})"
-    return repr(s)
-
-
-def _op_name(op) -> str:
-    if isinstance(op, GlobalVar):
-        return f"cls.{op.name_hint}"
-    name = getattr(op, "name", None)
-    if isinstance(name, str):
-        return "R." + name[len("relax.") :] if name.startswith("relax.") else name
-    return repr(op)
-
-
-def _brief(x, limit: int = 100) -> str:
-    """One line describing a node, for mismatch messages."""
-    text = _brief_full(x)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _brief_full(x) -> str:
-    if isinstance(x, Var):
-        return f"{'DataflowVar' if isinstance(x, DataflowVar) else 'Var'} '{x.name_hint}'"
-    if isinstance(x, GlobalVar):
-        return f"GlobalVar '{x.name_hint}'"
-    if isinstance(x, Constant):
-        data = np.asarray(x.data)
-        if data.ndim == 0:
-            return f'R.const({data.item()!r}, "{data.dtype}")'
-        head = ", ".join(repr(v) for v in data.ravel()[:4].tolist()) + (", ..." if data.size > 4 else "")
-        return f"Constant({data.dtype}{list(data.shape)}: [{head}])"
-    if isinstance(x, ShapeExpr):
-        return f"R.shape({list(x.values)})"
-    if isinstance(x, PrimValue):
-        return f'R.prim_value({x.value!r}, "{x.dtype}")'
-    if isinstance(x, StringImm):
-        return f"R.str({x.value!r})"
-    if isinstance(x, Tuple):
-        return "(" + ", ".join(_arg_text(f) for f in x.fields) + ("," if len(x.fields) == 1 else "") + ")"
-    if isinstance(x, TupleGetItem):
-        return f"{_arg_text(x.tuple_value)}[{x.index}]"
-    if isinstance(x, Call):
-        args = [_arg_text(a) for a in x.args] + [f"{k}={v!r}" for k, v in x.attrs.items()]
-        return f"{_op_name(x.op)}({', '.join(args)})"
-    if isinstance(x, If):
-        return f"if {_arg_text(x.cond)}: ... else: ..."
-    if isinstance(x, SeqExpr):
-        return f"SeqExpr({len(x.blocks)} blocks, result {_arg_text(x.body)})"
-    if isinstance(x, Function):
-        return "Function(" + ", ".join(p.name_hint for p in x.params) + ")"
-    if isinstance(x, IRModule):
-        return f"IRModule({', '.join(x.keys())})"
-    if isinstance(x, VarBinding):
-        return f"{x.var.name_hint}: {sinfo_script(x.var.struct_info)} = {_brief_full(x.value)}"
-    if isinstance(x, BindingBlock):
-        return f"{type(x).__name__} of {len(x.bindings)} bindings"
-    if isinstance(x, StructInfo):
-        return sinfo_script(x)
-    return repr(x)
-
-
-def _arg_text(x) -> str:
-    if isinstance(x, Var | GlobalVar):
-        return x.name_hint
-    if isinstance(x, Call):
-        return _brief_full(x)
-    return _brief_full(x)
 
 
 # -- attribute values -------------------------------------------------------
@@ -402,7 +312,7 @@ class _Comparer:
                 elif isinstance(xo, Var) and isinstance(yo, Var):
                     push((_NODE, xo, yo, (p, ".op")))
                 elif getattr(xo, "name", None) != getattr(yo, "name", None) or type(xo) is not type(yo):
-                    raise _Mismatch((p, ".op"), x, y, f"op {_op_name(xo)} vs {_op_name(yo)}")
+                    raise _Mismatch((p, ".op"), x, y, f"op {op_script_name(xo)} vs {op_script_name(yo)}")
             xa, ya = x.args, y.args
             if len(xa) != len(ya):
                 raise _Mismatch(p, x, y, f"{len(xa)} vs {len(ya)} arguments")
@@ -530,14 +440,14 @@ def first_difference(a, b, map_free_vars: bool = False) -> str | None:
 
 def _message(m: _Mismatch) -> str:
     path = _render_path(m.path)
-    head = f"{path}: {_brief(m.left)} vs {_brief(m.right)}"
+    head = f"{path}: {brief(m.left)} vs {brief(m.right)}"
     lines = [head]
     if m.reason:
         lines.append(f"  ({m.reason})")
     ctx = _enclosing_bindings(m.path)
     if ctx is not None:
-        lines.append(f"  left:  {_brief(ctx[0], 160)}")
-        lines.append(f"  right: {_brief(ctx[1], 160)}")
+        lines.append(f"  left:  {brief(ctx[0], 160)}")
+        lines.append(f"  right: {brief(ctx[1], 160)}")
     return "\n".join(lines)
 
 

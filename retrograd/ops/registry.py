@@ -8,7 +8,8 @@ import attrs
 
 from retrograd.errors import OpError, TypeInferenceError
 from retrograd.ir.expr import Call, Expr, Op
-from retrograd.ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo, describe_sinfo
+from retrograd.ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo
+from retrograd.ir.text import format_sinfo
 
 REQUIRED = object()
 
@@ -45,7 +46,7 @@ class InferCtx:
     def describe(self) -> str:
         parts = []
         for spec, s in zip(self.op.args, self.sinfo):
-            parts.append(f"{spec.name}: {describe_sinfo(s)}")
+            parts.append(f"{spec.name}: {format_sinfo(s, brief=True)}")
         return ", ".join(parts)
 
     def error(self, message: str, arg: int | None = None) -> TypeInferenceError:
@@ -57,13 +58,13 @@ class InferCtx:
     def tensor(self, i: int) -> TensorStructInfo:
         s = self.sinfo[i]
         if not isinstance(s, TensorStructInfo):
-            raise self.error(f"expected a tensor, got {describe_sinfo(s)}", i)
+            raise self.error(f"expected a tensor, got {format_sinfo(s, brief=True)}", i)
         return s
 
     def tuple(self, i: int) -> TupleStructInfo:
         s = self.sinfo[i]
         if not isinstance(s, TupleStructInfo):
-            raise self.error(f"expected a tuple, got {describe_sinfo(s)}", i)
+            raise self.error(f"expected a tuple, got {format_sinfo(s, brief=True)}", i)
         return s
 
 

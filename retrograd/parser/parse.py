@@ -40,11 +40,11 @@ from retrograd.ir.struct_info import (
     TupleStructInfo,
     is_base_of,
 )
+from retrograd.ir.text import format_sinfo
 from retrograd.ops.attr_types import DTYPES
 from retrograd.ops.registry import lookup
 from retrograd.parser import literals as lit
 from retrograd.parser.literals import Ctx, NotLiteral
-from retrograd.parser.printer import format_sinfo
 from retrograd.parser.syntax import (
     K_ARITH,
     K_ASSIGN,
