@@ -39,6 +39,13 @@ K_ASSIGN, K_RETURN, K_EXPR, K_PASS, K_WITH, K_IF = "assign", "return", "expr", "
 K_FUNC, K_CLASS, K_IMPORT, K_TOP_ASSIGN = "func", "class", "import", "top_assign"
 
 
+def callee_name(node: Node | None) -> str | None:
+    """`R.add` for a call node `R.add(...)` whose callee is a plain (dotted) name, else None."""
+    if node is not None and node.kind == K_CALL and node.value.kind == K_NAME:
+        return node.value.value
+    return None
+
+
 class Tok:
     """A token: what lark's Token carries, without its str subclassing cost."""
 
