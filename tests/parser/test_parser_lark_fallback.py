@@ -43,6 +43,8 @@ def _texts():
             yield f"{path.stem}#{i}", variant
     for case in CASES:
         yield case[0], case[1]
+    for i, edge in enumerate(["", "   \n", "# only a comment\n", "@R.function\n", "x = (\n"]):
+        yield f"edge{i}", edge
 
 
 def _without_private_tables(monkeypatch):
