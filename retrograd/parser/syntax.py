@@ -9,6 +9,7 @@ from lark import Lark, Transformer
 from lark.lexer import Lexer, PatternStr
 
 from retrograd.errors import ParseError, Span, UnsupportedError
+from retrograd.parser.grammar_cache import load_or_build
 
 GRAMMAR = Path(__file__).with_name("grammar.lark")
 
@@ -497,10 +498,9 @@ _DRIVER: _Driver | _LarkLoop | None = None
 def _lark() -> Lark:
     global _LARK
     if _LARK is None:
-        # No cache=True: lark would unpickle a predictably named file from the shared temp dir.
-        _LARK = Lark(
-            GRAMMAR.read_text(), parser="lalr", lexer=ScriptLexer, transformer=_Build(), maybe_placeholders=True,
-            start="start",
+        # Not lark's cache=True: it unpickles a predictably named file from the shared temp dir.
+        _LARK = load_or_build(
+            GRAMMAR.read_text(), ScriptLexer, _Build(), parser="lalr", maybe_placeholders=True, start="start"
         )
     return _LARK
 
