@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from retrograd.parser import grammar_cache, syntax
+from retrograd.parser.lexer import LexError
 
 CORPUS = sorted((Path(__file__).resolve().parents[1] / "corpus").glob("c*.py"))
 
@@ -36,7 +37,7 @@ def _syntax_of(lark_parser, text):
         return repr(syntax._Driver(lark_parser).parse(text))
     except syntax._Unexpected as err:
         return ("error", err.token.type, err.token.line, err.token.column, sorted(err.expected))
-    except syntax._LexError as err:
+    except LexError as err:
         return ("error", err.message, err.line, err.col)
 
 
