@@ -10,7 +10,8 @@ from retrograd.ir.block import DataflowBlock, VarBinding
 from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.expr import Constant, DataflowVar, Expr, Function, GlobalVar, If, Tuple, Var, shape_expr
 from retrograd.ir.module import IRModule
-from retrograd.ir.struct_info import FuncStructInfo, TensorStructInfo, TupleStructInfo, describe_sinfo
+from retrograd.ir.struct_info import FuncStructInfo, TensorStructInfo, TupleStructInfo
+from retrograd.ir.text import format_sinfo
 from retrograd.ops.registry import get as get_op
 from retrograd.passes.cse import eliminate_common_subexpressions
 from retrograd.passes.dce import eliminate_dead_code
@@ -278,7 +279,7 @@ class FunctionAD:
         if isinstance(sinfo, TupleStructInfo):
             return bb.normalize(Tuple([self._ones(bb, s, name) for s in sinfo.fields]))
         if not isinstance(sinfo, TensorStructInfo) or sinfo.shape is None or not sinfo.dtype:
-            raise self.error(f"cannot seed a target of unknown shape with ones ({describe_sinfo(sinfo)})")
+            raise self.error(f"cannot seed a target of unknown shape with ones ({format_sinfo(sinfo, brief=True)})")
         return bb.emit(get_op("relax.ones")(shape_expr(sinfo.shape), dtype=sinfo.dtype), f"{name}_adjoint")
 
 __all__ = ["Gradient", "cleanup_function"]
