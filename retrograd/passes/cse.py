@@ -22,7 +22,7 @@ from retrograd.ir.expr import (
 )
 from retrograd.ir.functor import ExprMutator
 from retrograd.ir.module import IRModule
-from retrograd.passes.infra import module_pass, register_pass
+from retrograd.passes.infra import function_pass
 
 # Constants larger than this are keyed by identity: hashing their bytes would cost more than it saves.
 _SMALL_CONSTANT = 64
@@ -125,18 +125,9 @@ def eliminate_common_subexpressions(func: Function, mod: IRModule | None = None)
     return _Eliminator(mod).visit_expr(func)
 
 
-@module_pass(name="cse")
+@function_pass(name="cse")
 class CommonSubexprElimination:
     """Bind each repeated pure op call or tuple projection once, in every function."""
 
-    def transform_module(self, mod: IRModule, ctx) -> IRModule:
-        out = mod
-        for name, func in mod.items():
-            if isinstance(func, Function):
-                new = eliminate_common_subexpressions(func, mod)
-                if new is not func:
-                    out = out.with_function(name, new)
-        return out
-
-
-register_pass("cse", CommonSubexprElimination)
+    def transform_function(self, func: Function, mod: IRModule, ctx) -> Function:
+        return eliminate_common_subexpressions(func, mod)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import attrs
+
 from retrograd.ir.block import VarBinding
 from retrograd.ir.expr import Call, Function, GlobalVar, If, SeqExpr
 from retrograd.ir.module import IRModule
 from retrograd.ir.struct_info import FuncStructInfo
-from retrograd.passes.gradient_copy import read_vars
-from retrograd.passes.infra import module_pass, register_pass
+from retrograd.ir.analysis import read_vars
+from retrograd.passes.infra import map_functions, module_pass
 
 
 def is_pure(value, mod: IRModule | None = None) -> bool:
@@ -34,7 +36,7 @@ def eliminate_dead_code(func: Function, mod: IRModule | None = None) -> Function
     body = _dce_seq(func.body, mod)
     if body is func.body:
         return func
-    return Function(func.params, body, func.ret_struct_info, func.is_pure, func.private, dict(func.attrs), span=func.span)
+    return attrs.evolve(func, body=body)
 
 
 def _dce_seq(seq: SeqExpr, mod) -> SeqExpr:
@@ -103,16 +105,10 @@ def _called_functions(func: Function) -> set:
 class DeadCodeElimination:
     """Remove unused pure bindings and empty blocks in every function, then private functions no public function reaches."""
 
-    def __init__(self, remove_unused_functions: bool = True):
-        self.remove_unused_functions = remove_unused_functions
+    remove_unused_functions: bool = True
 
     def transform_module(self, mod: IRModule, ctx) -> IRModule:
-        out = mod
-        for name, func in mod.items():
-            if isinstance(func, Function):
-                new = eliminate_dead_code(func, mod)
-                if new is not func:
-                    out = out.with_function(name, new)
+        out = map_functions(mod, lambda func: eliminate_dead_code(func, mod), self.name)
         if not self.remove_unused_functions:
             return out
         roots = [n for n, f in out.items() if not getattr(f, "private", False)]
@@ -130,6 +126,3 @@ class DeadCodeElimination:
             if name not in reached:
                 out = out.without(name)
         return out
-
-
-register_pass("dce", DeadCodeElimination)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import attrs
 import numpy as np
 
 from retrograd.ir.block import VarBinding
@@ -22,8 +23,8 @@ from retrograd.ir.expr import (
 )
 from retrograd.ir.module import IRModule
 from retrograd.ir.struct_info import TensorStructInfo
-from retrograd.passes.gradient_copy import substitute
-from retrograd.passes.infra import module_pass, register_pass
+from retrograd.ir.copy import substitute
+from retrograd.passes.infra import function_pass
 
 
 def _static_numel(sinfo) -> int | None:
@@ -138,26 +139,16 @@ def fold_constants(func: Function, grow: bool = False) -> Function:
     body = _Folder(grow).seq(func.body)
     if body is func.body:
         return func
-    return Function(func.params, body, func.ret_struct_info, func.is_pure, func.private, dict(func.attrs), span=func.span)
+    return attrs.evolve(func, body=body)
 
 
-@module_pass(name="fold-constant")
+@function_pass(name="fold-constant")
 class FoldConstant:
     """Evaluate pure op calls on constants at compile time and inline constant bindings."""
 
-    def __init__(self, grow: bool = False):
-        self.grow = grow
+    grow: bool = False
 
-    def transform_module(self, mod: IRModule, ctx) -> IRModule:
-        out = mod
-        for name, func in mod.items():
-            if isinstance(func, Function):
-                new = fold_constants(func, self.grow)
-                if new is not func:
-                    out = out.with_function(name, new)
-        return out
-
-
-register_pass("fold-constant", FoldConstant)
+    def transform_function(self, func: Function, mod: IRModule, ctx) -> Function:
+        return fold_constants(func, self.grow)
 
 __all__ = ["FoldConstant", "fold_constants"]

@@ -24,7 +24,8 @@ from retrograd.ir.expr import (
 from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, is_float_dtype
 from retrograd.ops.registry import get as get_op
 from retrograd.ops.shape_utils import broadcast_shapes
-from retrograd.passes.gradient_copy import copy_binding, copy_expr, free_vars, read_vars
+from retrograd.ir.analysis import free_vars, read_vars
+from retrograd.ir.copy import copy_binding, copy_expr
 
 _NO_GRAD = "relax.grad.no_grad"
 

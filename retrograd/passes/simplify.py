@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import attrs
+
 from retrograd.ir.block import DataflowBlock, VarBinding
 from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.expr import (
@@ -18,8 +20,9 @@ from retrograd.ir.expr import (
 from retrograd.ir.module import IRModule
 from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops.registry import get as get_op
-from retrograd.passes.gradient_copy import read_vars, substitute
-from retrograd.passes.infra import module_pass, register_pass
+from retrograd.ir.analysis import read_vars
+from retrograd.ir.copy import substitute
+from retrograd.passes.infra import function_pass
 
 _PERMUTE = "relax.permute_dims"
 _MATMUL = "relax.matmul"
@@ -287,21 +290,12 @@ def simplify_function(func: Function) -> Function:
     body = _demote(_Simplifier(func).seq(func.body))
     if body is func.body:
         return func
-    return Function(func.params, body, func.ret_struct_info, func.is_pure, func.private, dict(func.attrs), span=func.span)
+    return attrs.evolve(func, body=body)
 
 
-@module_pass(name="simplify")
+@function_pass(name="simplify")
 class Simplify:
     """Remove var-to-var and tuple-projection bindings, cancel transposes, rewrite transposed matmuls."""
 
-    def transform_module(self, mod: IRModule, ctx) -> IRModule:
-        out = mod
-        for name, func in mod.items():
-            if isinstance(func, Function):
-                new = simplify_function(func)
-                if new is not func:
-                    out = out.with_function(name, new)
-        return out
-
-
-register_pass("simplify", Simplify)
+    def transform_function(self, func: Function, mod: IRModule, ctx) -> Function:
+        return simplify_function(func)
