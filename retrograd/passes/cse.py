@@ -22,6 +22,7 @@ from retrograd.ir.expr import (
 )
 from retrograd.ir.functor import ExprMutator
 from retrograd.ir.module import IRModule
+from retrograd.passes.barriers import is_barrier
 from retrograd.passes.infra import function_pass
 
 # Constants larger than this are keyed by identity: hashing their bytes would cost more than it saves.
@@ -49,7 +50,8 @@ def _arg_key(arg: Expr):
 
 def _value_key(value: Expr):
     """A hashable key equal for two values that compute the same thing, or None if not eligible."""
-    if isinstance(value, Call) and isinstance(value.op, Op) and getattr(value.op, "pure", True):
+    # A barrier call is unique by definition: merging two recomputations would keep one alive.
+    if isinstance(value, Call) and isinstance(value.op, Op) and getattr(value.op, "pure", True) and not is_barrier(value):
         try:
             attrs = tuple(value.attrs.items())
             hash(attrs)

@@ -8,6 +8,7 @@ import attrs
 import numpy as np
 
 from retrograd.ir.block import VarBinding
+from retrograd.ir.copy import substitute
 from retrograd.ir.expr import (
     Call,
     Constant,
@@ -23,7 +24,7 @@ from retrograd.ir.expr import (
 )
 from retrograd.ir.module import IRModule
 from retrograd.ir.struct_info import TensorStructInfo
-from retrograd.ir.copy import substitute
+from retrograd.passes.barriers import is_barrier
 from retrograd.passes.infra import function_pass
 
 
@@ -79,6 +80,8 @@ class _Folder:
     def fold(self, call: Call) -> Constant | None:
         op = call.op
         if isinstance(op, GlobalVar) or not getattr(op, "pure", False) or getattr(op, "kernel", None) is None:
+            return None
+        if is_barrier(call):  # a checkpoint marker on constants is still a recomputation boundary
             return None
         if any(isinstance(a, Var) for a in call.args):
             return None
