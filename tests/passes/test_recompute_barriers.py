@@ -34,21 +34,11 @@ def main(a: R.Tensor((N,), "float32")):
 """.replace("N", str(N))
 
 # What a clean-up that saw through the markers would make of it: one sin, kept alive throughout.
-MERGED = """
-@R.function
-def main(a: R.Tensor((N,), "float32")):
-    x = R.sin(a)
-    y = R.exp(x)
-    p = R.multiply(y, y)
-    q = R.add(p, y)
-    r = R.multiply(q, p)
-    o = R.multiply(r, x)
-    s = R.exp(o)
-    t = R.multiply(s, s)
-    u = R.add(t, s)
-    h = R.multiply(u, x)
-    return h
-""".replace("N", str(N))
+MERGED = "\n".join(
+    line.replace("x_cp2", "x").replace("x_cp", "x")
+    for line in RECOMPUTED.splitlines()
+    if "checkpoint" not in line and not line.strip().startswith(("x_cp", "a_b"))
+)
 
 
 def _op_counts(mod):
