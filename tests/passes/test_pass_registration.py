@@ -6,11 +6,10 @@ import pathlib
 import attrs
 import numpy as np
 import pytest
+from test_infra import add_exp
 
 import retrograd
 from retrograd.errors import PassError
-from retrograd.ir.builder import BlockBuilder
-from retrograd.ops.api import R
 from retrograd.passes import function_pass, list_passes, module_pass, parse_pipeline, pass_factory, unregister_pass
 from retrograd.passes.infra import kebab_case
 
@@ -59,21 +58,6 @@ def test_every_registered_pass_comes_from_exactly_one_definition():
         assert not calls, path
 
 
-def _append_exp(func, times):
-    bb = BlockBuilder()
-    bb.begin_scope()
-    for block in func.body.blocks:
-        bb.begin_block(dataflow=False)
-        for b in block.bindings:
-            bb.emit_binding(b)
-        bb.end_block()
-    out = func.body.body
-    for _ in range(times):
-        out = bb.emit(R.exp(out))
-    body = bb.end_scope(out)
-    return attrs.evolve(func, body=body, ret_struct_info=body.struct_info, struct_info=None)
-
-
 @function_pass(name="test-append-exp", aliases={"n": "times"})
 class AppendExp:
     """Append `times` exp calls to every function's result (a user pass defined in a test file)."""
@@ -81,7 +65,9 @@ class AppendExp:
     times: int = 1
 
     def transform_function(self, func, mod, ctx):
-        return _append_exp(func, self.times)
+        for _ in range(self.times):
+            func = add_exp(func)
+        return func
 
 
 def teardown_module():
