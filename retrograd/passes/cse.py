@@ -69,6 +69,7 @@ class _Eliminator(ExprMutator):
     def __init__(self, mod: IRModule | None):
         super().__init__(mod)
         self.tables: list[dict] = [{}]
+        self._key = None  # the key of the binding being visited, set by rewrite_binding
 
     def _find(self, key):
         for table in reversed(self.tables):
@@ -92,27 +93,22 @@ class _Eliminator(ExprMutator):
                 del top[key]
         return changed
 
-    def visit_binding(self, binding: VarBinding) -> bool:
-        value = self.visit_expr(binding.value)
-        key = _value_key(value)
+    def rewrite_binding(self, binding: VarBinding):
+        value = super().rewrite_binding(binding)
+        key = self._key = _value_key(value)
         if key is not None:
             first = self._find(key)
             # An output var cannot be replaced by a dataflow var: uses after the block could not see it.
             if first is not None and (isinstance(binding.var, DataflowVar) or not isinstance(first, DataflowVar)):
                 if first.struct_info == binding.var.struct_info:
                     self.var_remap[binding.var] = first
-                    return True
-        if value is binding.value:
-            self.builder.emit_binding(binding)
-            changed = False
-        else:
-            value = self.builder.normalize(value)
-            var = binding.var
-            if value.struct_info != var.struct_info:
-                var = type(var)(var.name_hint, value.struct_info, span=var.span)
-                self.var_remap[binding.var] = var
-            self.builder.emit_binding(VarBinding(var, value, span=binding.span))
-            changed = True
+                    self._key = None
+                    return None
+        return value
+
+    def visit_binding(self, binding: VarBinding) -> bool:
+        changed = super().visit_binding(binding)
+        key = self._key
         if key is not None:
             var = self.var_remap.get(binding.var, binding.var)
             top = self.tables[-1]

@@ -15,7 +15,6 @@ from retrograd.ir.expr import (
     GlobalVar,
     If,
     PrimValue,
-    SeqExpr,
     ShapeExpr,
     StringImm,
     Tuple,
