@@ -57,7 +57,7 @@ def _pass_class(cls, wrapper_cls, method: str, pass_name: str, opt_level: int, r
         raise TypeError(f"a {wrapper_cls.__name__} class needs a '{method}' method")
     hints = None
     if cls.__init__ is object.__init__ and cls.__dict__.get("__annotations__"):
-        cls = attrs.define(cls, frozen=True, slots=False, eq=False)
+        cls = attrs.define(cls, frozen=True, slots=False, eq=False, repr=False)
         hints = _field_hints(cls)
     base_init = cls.__init__ if cls.__init__ is not object.__init__ else None
 
