@@ -49,7 +49,9 @@ class _Eliminator(ExprMutator):
     def rewrite_binding(self, binding: VarBinding):
         if id(binding) in self.dead:
             return None
-        return super().rewrite_binding(binding)
+        # Dropping bindings renames nothing: only nested scopes need a visit.
+        value = binding.value
+        return self.visit_if(value) if isinstance(value, If) else value
 
 
 def _find_dead(seq: SeqExpr, mod, dead: set) -> set:
