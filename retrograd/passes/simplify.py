@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import attrs
+
 from retrograd.ir.block import DataflowBlock, VarBinding
 from retrograd.ir.expr import (
     Call,
@@ -80,7 +82,7 @@ class _Simplifier(ExprMutator):
         for i in range(first + 1, len(out)):
             b = out[i]
             if _reads_any(b.value, self.promoted):
-                out[i] = VarBinding(b.var, substitute(b.value, self.promoted), span=b.span)
+                out[i] = attrs.evolve(b, value=substitute(b.value, self.promoted))
         return True
 
     def emit(self, binding: VarBinding) -> None:
@@ -100,7 +102,7 @@ class _Simplifier(ExprMutator):
         if value is b.value:
             self.emit(b)
             return False
-        self.emit(VarBinding(b.var, value, span=b.span))
+        self.emit(attrs.evolve(b, value=value))
         return True
 
     # -- aliases ----------------------------------------------------------------
@@ -120,7 +122,7 @@ class _Simplifier(ExprMutator):
             return False
         out = self.builder.current_bindings()
         old = out[pos]
-        out[pos] = VarBinding(var, old.value, span=old.span)
+        out[pos] = attrs.evolve(old, var=var)
         del self.position[target]
         self.position[var] = pos
         self.defs[var] = old.value
@@ -155,7 +157,7 @@ class _Simplifier(ExprMutator):
                 base = self.resolve(inner.args[0])
                 if composed == tuple(range(len(composed))):
                     return base
-                return Call(call.op, (base,), {**call.attrs, "axes": composed}, call.struct_info, span=call.span)
+                return attrs.evolve(call, args=(base,), attrs={**call.attrs, "axes": composed})
         if _op_name(inner) == _MATMUL and _swaps_last_two(axes) and self.uses.get(src, 0) == 1:
             return self.matmul_transpose(call, inner) or call
         return call
@@ -171,7 +173,7 @@ class _Simplifier(ExprMutator):
             return None
         new_b = tb if tb is not None else self.emit_transpose(b)
         new_a = ta if ta is not None else self.emit_transpose(a)
-        return Call(mm.op, (new_b, new_a), dict(mm.attrs), call.struct_info, span=call.span)
+        return attrs.evolve(call, op=mm.op, args=(new_b, new_a), attrs=dict(mm.attrs))
 
     def transposed_source(self, x):
         """y when x = permute_dims(y) swapping the last two axes."""
