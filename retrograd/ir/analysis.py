@@ -36,6 +36,31 @@ def used_vars(expr: Expr) -> set:
     return set(out)
 
 
+def use_counts(func: Function) -> dict:
+    """How many times each variable is read in `func` (nested If branches included), without recursion."""
+    uses: dict = {}
+    reads: list = []
+    stack = [func.body]
+    while stack:
+        seq = stack.pop()
+        for block in seq.blocks:
+            for b in block.bindings:
+                if isinstance(b.value, If):
+                    stack.extend((b.value.true_branch, b.value.false_branch))
+                    reads.clear()
+                    read_vars(b.value.cond, reads)
+                else:
+                    reads.clear()
+                    read_vars(b.value, reads)
+                for v in reads:
+                    uses[v] = uses.get(v, 0) + 1
+        reads.clear()
+        read_vars(seq.body, reads)
+        for v in reads:
+            uses[v] = uses.get(v, 0) + 1
+    return uses
+
+
 def bound_vars(seq: SeqExpr) -> list:
     """Variables bound by the bindings of a SeqExpr (not those of nested scopes), in order."""
     return [b.var for block in seq.blocks for b in block.bindings]

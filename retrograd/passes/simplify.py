@@ -20,7 +20,7 @@ from retrograd.ir.functor import ExprMutator
 from retrograd.ir.module import IRModule
 from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops.registry import get as get_op
-from retrograd.ir.analysis import read_vars, used_vars
+from retrograd.ir.analysis import read_vars, use_counts, used_vars
 from retrograd.ir.copy import substitute
 from retrograd.passes.infra import function_pass
 
@@ -55,7 +55,7 @@ class _Simplifier(ExprMutator):
     def __init__(self, func: Function):
         super().__init__()
         self.defs: dict = {}
-        self.uses: dict = _count_uses(func)
+        self.uses: dict = use_counts(func)
         self.position: dict = {}  # var -> index in the open block's bindings
         self.promoted: dict = {}  # dataflow var -> the output var now bound in its place
 
@@ -188,30 +188,6 @@ class _Simplifier(ExprMutator):
         var = (DataflowVar if self.builder.in_dataflow else Var)("lv", call.struct_info)
         self.emit(VarBinding(var, call))
         return var
-
-
-def _count_uses(func: Function) -> dict:
-    uses: dict = {}
-    reads: list = []
-    stack = [func.body]
-    while stack:
-        seq = stack.pop()
-        for block in seq.blocks:
-            for b in block.bindings:
-                if isinstance(b.value, If):
-                    stack.extend((b.value.true_branch, b.value.false_branch))
-                    reads.clear()
-                    read_vars(b.value.cond, reads)
-                else:
-                    reads.clear()
-                    read_vars(b.value, reads)
-                for v in reads:
-                    uses[v] = uses.get(v, 0) + 1
-        reads.clear()
-        read_vars(seq.body, reads)
-        for v in reads:
-            uses[v] = uses.get(v, 0) + 1
-    return uses
 
 
 def _reads_any(value, names: dict) -> bool:
