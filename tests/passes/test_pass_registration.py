@@ -113,3 +113,17 @@ def test_definitions_inside_functions_do_not_register():
             module_pass(name="test-local-registered", register=True)(lambda mod, ctx: mod)
     finally:
         unregister_pass("test-local-registered")
+
+
+def test_a_module_level_name_clash_warns_and_keeps_the_first(tmp_path, monkeypatch):
+    """Two files choosing the same derived name must both import; the first keeps the name."""
+    (tmp_path / "user_passes_clash.py").write_text(
+        "from retrograd.passes import module_pass\n\n"
+        "@module_pass\n"
+        "def simplify(mod, ctx):\n"
+        "    return mod\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.warns(RuntimeWarning, match="'simplify' is already registered by retrograd.passes.simplify"):
+        import user_passes_clash  # noqa: F401
+    assert pass_factory("simplify").__module__ == "retrograd.passes.simplify"

@@ -5,12 +5,13 @@ from __future__ import annotations
 import inspect
 import re
 import typing
+import warnings
 
 import attrs
 
 from retrograd.errors import PassError
 from retrograd.passes.infra.pass_base import FunctionPass, ModulePass, Pass, PassInfo
-from retrograd.passes.infra.registry import option_hints, register_pass
+from retrograd.passes.infra.registry import list_passes, option_hints, pass_factory, register_pass, same_definition
 
 
 def kebab_case(name: str) -> str:
@@ -37,9 +38,11 @@ def _make_decorator(kind: str, wrapper_cls, method: str):
                 made = wrapper_cls(target, PassInfo(pass_name, opt_level, required))
             else:
                 raise TypeError(f"{kind} decorates a function or a class, not {target!r}")
-            # A definition inside a function is made anew at every call: it names no single pass.
-            if register or (register is None and "<locals>" not in target.__qualname__):
+            if register:
                 register_pass(pass_name, made, aliases=aliases)
+            # A definition inside a function is made anew at every call: it names no single pass.
+            elif register is None and "<locals>" not in target.__qualname__:
+                _register_quietly(pass_name, made, aliases)
             return made
 
         if fn_or_cls is None:
@@ -48,6 +51,24 @@ def _make_decorator(kind: str, wrapper_cls, method: str):
 
     decorator.__name__ = kind
     return decorator
+
+
+def _register_quietly(name: str, made, aliases) -> None:
+    """Register a module-level definition unless its name is taken by another one, which then keeps
+    it (a warning says so): importing a module must not fail because two files chose the same name."""
+    if name in list_passes() and not same_definition(pass_factory(name), made):
+        warnings.warn(
+            f"pass '{name}' is already registered by {_origin(pass_factory(name))}; {_origin(made)} is not "
+            "registered (give it another name=, or register=True to make the clash an error)",
+            RuntimeWarning,
+            stacklevel=4,
+        )
+        return
+    register_pass(name, made, aliases=aliases)
+
+
+def _origin(factory) -> str:
+    return f"{getattr(factory, '__module__', '?')}.{getattr(factory, '__qualname__', '?')}"
 
 
 def _pass_class(cls, wrapper_cls, method: str, pass_name: str, opt_level: int, required):
@@ -123,7 +144,8 @@ module_pass.__doc__ = """Make and register a module pass from `fn(mod, ctx) -> m
 
 Usable bare (`@module_pass`) or with arguments (`@module_pass(name="dce", opt_level=1)`). The pass is
 registered under `name` (default: the kebab-case definition name) unless defined inside a function
-or `register=False`; `aliases` maps short option names to real ones (`{"func": "func_name"}`)."""
+or `register=False` (a name another definition holds is left to it, with a warning; `register=True`
+makes that an error); `aliases` maps short option names to real ones (`{"func": "func_name"}`)."""
 
 function_pass = _make_decorator("function_pass", FunctionPass, "transform_function")
 function_pass.__doc__ = """Make and register a pass applied to each function, from `fn(func, mod, ctx) -> func`

@@ -36,7 +36,7 @@ def register_pass(name: str, factory=None, *, aliases: dict[str, str] | None = N
     if not re.fullmatch(r"[a-z][a-z0-9]*(-[a-z0-9]+)*", name):
         raise ValueError(f"pass name {name!r} is not kebab-case")
     old = _REGISTRY.get(name)
-    if old is not None and not override and old.factory is not factory and not _same_definition(old.factory, factory):
+    if old is not None and not override and old.factory is not factory and not same_definition(old.factory, factory):
         raise ValueError(f"pass '{name}' registered twice")
     if not (isinstance(factory, Pass) or callable(factory)):
         raise TypeError(f"cannot register {factory!r} as a pass")
@@ -45,7 +45,7 @@ def register_pass(name: str, factory=None, *, aliases: dict[str, str] | None = N
     return factory
 
 
-def _same_definition(a, b) -> bool:
+def same_definition(a, b) -> bool:
     """Whether two factories come from the same source definition (a module executed again: reload, notebook)."""
     where = [(getattr(f, "__module__", None), getattr(f, "__qualname__", None)) for f in (a, b)]
     return where[0] == where[1] and None not in where[0]
