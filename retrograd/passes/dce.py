@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from retrograd.ir.analysis import read_vars, used_vars
 from retrograd.ir.block import VarBinding
 from retrograd.ir.expr import Call, Function, GlobalVar, If, SeqExpr
 from retrograd.ir.functor import ExprMutator
 from retrograd.ir.module import IRModule
 from retrograd.ir.struct_info import FuncStructInfo
-from retrograd.ir.analysis import read_vars, used_vars
 from retrograd.passes.infra import map_functions, module_pass
 
 

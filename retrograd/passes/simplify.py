@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import attrs
 
+from retrograd.ir.analysis import read_vars, use_counts, used_vars
 from retrograd.ir.block import DataflowBlock, VarBinding
+from retrograd.ir.copy import substitute
 from retrograd.ir.expr import (
     Call,
     DataflowVar,
@@ -20,8 +22,6 @@ from retrograd.ir.functor import ExprMutator
 from retrograd.ir.module import IRModule
 from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops.registry import get as get_op
-from retrograd.ir.analysis import read_vars, use_counts, used_vars
-from retrograd.ir.copy import substitute
 from retrograd.passes.infra import function_pass
 
 _PERMUTE = "relax.permute_dims"
