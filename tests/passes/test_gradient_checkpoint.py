@@ -13,11 +13,11 @@ import pytest
 import retrograd
 from checkpoint_cases import BLOCKS, CONSECUTIVE, DAG, H, IF_CALL, INTERMEDIATE, SEQ_API, SEQUENTIAL, SPARSE, TREE, TUPLE, TWO_GROUPS, chain, unmarked
 from gradient_helpers import check_gradient, random_inputs
+from retrograd.ir.analysis import read_vars
 from retrograd.ir.expr import Call
 from retrograd.ir.module import IRModule
-from retrograd.passes import Gradient, parse_pipeline
 from retrograd.ir.well_formed import well_formed
-from retrograd.passes.gradient_copy import read_vars
+from retrograd.passes import Gradient, parse_pipeline
 
 START, END = "relax.grad.start_checkpoint", "relax.grad.end_checkpoint"
 
@@ -196,6 +196,35 @@ def test_segments_across_blocks():
         return (out, (x_adjoint_out, y_adjoint_out))
 """
     check_gradient(BLOCKS, expected)
+
+
+def test_one_input_two_groups():
+    """x feeds two recomputations needed at the same backward binding (one by each partial of the
+    multiply): each group reads x through a start_checkpoint of its own, which clean-up keeps apart."""
+    expected = H + """    @R.function
+    def main_adjoint(x: R.Tensor((3,), dtype="float32")) -> R.Tuple(R.Tensor((), dtype="float32"), R.Tuple(R.Tensor((3,), dtype="float32"))):
+        with R.dataflow():
+            a: R.Tensor((3,), dtype="float32") = R.exp(x)
+            b: R.Tensor((3,), dtype="float32") = R.sin(x)
+            lv: R.Tensor((3,), dtype="float32") = R.multiply(a, b)
+            gv: R.Tensor((), dtype="float32") = R.sum(lv, axis=None, keepdims=False)
+            lv_adjoint: R.Tensor((3,), dtype="float32") = R.broadcast_to(R.const(1.0, "float32"), R.shape([3]))
+            x_scp: R.Tensor((3,), dtype="float32") = R.grad.start_checkpoint(x)
+            b_rc: R.Tensor((3,), dtype="float32") = R.sin(x_scp)
+            b_cp: R.Tensor((3,), dtype="float32") = R.grad.end_checkpoint(b_rc)
+            a_adjoint: R.Tensor((3,), dtype="float32") = R.multiply(lv_adjoint, b_cp)
+            x_scp_1: R.Tensor((3,), dtype="float32") = R.grad.start_checkpoint(x)
+            a_rc: R.Tensor((3,), dtype="float32") = R.exp(x_scp_1)
+            a_cp: R.Tensor((3,), dtype="float32") = R.grad.end_checkpoint(a_rc)
+            b_adjoint: R.Tensor((3,), dtype="float32") = R.multiply(lv_adjoint, a_cp)
+            lv_1: R.Tensor((3,), dtype="float32") = R.cos(x)
+            x_adjoint: R.Tensor((3,), dtype="float32") = R.multiply(b_adjoint, lv_1)
+            lv_2: R.Tensor((3,), dtype="float32") = R.multiply(a_adjoint, a_cp)
+            x_adjoint_out: R.Tensor((3,), dtype="float32") = R.add(x_adjoint, lv_2)
+            R.output(gv, x_adjoint_out)
+        return (gv, (x_adjoint_out,))
+"""
+    check_gradient(TWO_GROUPS, expected)
 
 
 @pytest.mark.parametrize("name", list(CASES))

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from retrograd.ir.analysis import read_vars
 from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, is_float_dtype
-from retrograd.passes.gradient_copy import read_vars
 
 
 def has_float(sinfo) -> bool:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from retrograd.ir.analysis import read_vars
+from retrograd.ir.copy import copy_expr
 from retrograd.ir.expr import Call, Expr, Function, Tuple, TupleGetItem, Var
 from retrograd.ops.registry import get as get_op
+from retrograd.passes.barriers import is_barrier
 from retrograd.passes.dce import is_pure
-from retrograd.passes.gradient_copy import copy_expr, read_vars
 
 START = "relax.grad.start_checkpoint"
 END = "relax.grad.end_checkpoint"
@@ -13,11 +15,7 @@ END = "relax.grad.end_checkpoint"
 
 def marker_kind(value: Expr) -> str | None:
     """START or END for a checkpoint marker call, else None."""
-    if isinstance(value, Call) and len(value.args) == 1:
-        name = getattr(value.op, "name", None)
-        if name == START or name == END:
-            return name
-    return None
+    return value.op.name if is_barrier(value) and len(value.args) == 1 else None
 
 
 def collect_checkpoints(func: Function, mod=None) -> tuple[set, dict] | None:

@@ -5,14 +5,15 @@ from __future__ import annotations
 from typing import Protocol
 
 from retrograd.errors import DiagnosticError, GradientError
+from retrograd.ir.analysis import free_vars
 from retrograd.ir.block import VarBinding
+from retrograd.ir.copy import copy_binding, copy_expr
 from retrograd.ir.expr import Call, Constant, Expr, Function, GlobalVar, If, PrimValue, SeqExpr, ShapeExpr, StringImm
 from retrograd.ir.expr import Tuple, TupleGetItem, Var, is_leaf, shape_expr
 from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo
 from retrograd.ops.registry import get as get_op
 from retrograd.ops.shape_utils import broadcast_shapes
 from retrograd.passes.gradient.activity import compute_active
-from retrograd.passes.gradient_copy import copy_binding, copy_expr, free_vars
 
 _NO_GRAD = "relax.grad.no_grad"
 

@@ -8,6 +8,7 @@ from retrograd.errors import GradientError
 from retrograd.gc_pause import collector_paused
 from retrograd.ir.block import DataflowBlock, VarBinding
 from retrograd.ir.builder import BlockBuilder
+from retrograd.ir.copy import copy_binding, copy_expr, fresh_var
 from retrograd.ir.expr import Constant, DataflowVar, Expr, Function, GlobalVar, If, Tuple, Var, shape_expr
 from retrograd.ir.module import IRModule
 from retrograd.ir.struct_info import FuncStructInfo, TensorStructInfo, TupleStructInfo
@@ -21,12 +22,11 @@ from retrograd.passes.gradient.checkpoint import Recompute, collect_checkpoints,
 from retrograd.passes.gradient.sparse import SparseGrads
 from retrograd.passes.gradient.spec import GradientSpec, resolve_spec, return_fields, vjp_spec
 from retrograd.passes.gradient.sweep import Sweep
-from retrograd.passes.gradient_copy import copy_binding, copy_expr, fresh_var
-from retrograd.passes.infra import module_pass, register_pass
+from retrograd.passes.infra import module_pass
 from retrograd.passes.simplify import simplify_function
 
 
-@module_pass(name="gradient")
+@module_pass(name="gradient", aliases={"func": "func_name"})
 class Gradient:
     """Reverse-mode AD, TVM Relax's `Gradient` and beyond.
 
@@ -79,8 +79,6 @@ class Gradient:
         with collector_paused():
             return ModuleAD(mod, self).run()
 
-
-register_pass("gradient", Gradient, aliases={"func": "func_name"})
 
 
 def cleanup_function(func: Function) -> Function:
