@@ -201,7 +201,7 @@ class _FunctionLowering:
             self.const_roots.add(id(root_of(data)))
             self.label_of[reg] = "const"
         elif isinstance(expr, PrimValue | StringImm):
-            reg = self.new_reg(expr.value, fixed=True)
+            reg = self.new_reg(_prim_scalar(expr), fixed=True)
             self.label_of[reg] = repr(expr.value)
         elif isinstance(expr, ShapeExpr):
             reg = self._shape_reg(expr, span)
@@ -432,3 +432,14 @@ def _checked(fn, var):
 
 
 __all__ = ["Block", "Info", "Program", "lower_module", "Mismatch"]
+
+
+def _prim_scalar(expr):
+    """A prim value as kernels receive it: a Python number, or a NumPy scalar when its dtype is one a
+    Python number does not carry (T.float32(1.0) stays float32 for R.one_hot's result dtype)."""
+    if isinstance(expr, PrimValue) and expr.dtype not in ("int64", "float64", "bool"):
+        try:
+            return np.dtype(expr.dtype).type(expr.value)
+        except TypeError:  # bfloat16: no NumPy dtype
+            pass
+    return expr.value

@@ -1,9 +1,11 @@
-"""OpCases for clip, the extra elementwise math, and the logical and bitwise ops."""
+"""OpCases for clip, the extra elementwise math, the logical and bitwise ops (and, imported, cases_shape's)."""
 
 from __future__ import annotations
 
 import numpy as np
 
+from cases_shape import CASES as SHAPE_CASES
+from cases_shape import ERRORS as SHAPE_ERRORS
 from op_case import OpCase, P, T
 from retrograd.errors import TypeInferenceError
 from retrograd.ir.struct_info import TensorStructInfo
@@ -132,7 +134,8 @@ def _logical_cases():
     return out
 
 
-CASES: list[OpCase] = _clip_cases() + _unary_cases() + _binary_cases() + _logical_cases()
+# With the creation, manipulation and indexing cases of cases_shape.py.
+CASES: list[OpCase] = _clip_cases() + _unary_cases() + _binary_cases() + _logical_cases() + SHAPE_CASES
 
 
 # (case, error kind, fragments of the message, whether TVM rejects the call too)
@@ -146,4 +149,4 @@ ERRORS = [
     (OpCase("relax.bitwise_and", [T(3), T(3)]), TypeInferenceError, ["R.bitwise_and", "integer or bool", "float32"], False),
     (OpCase("relax.bitwise_not", [T(3)]), TypeInferenceError, ["R.bitwise_not", "integer or bool"], False),
     (OpCase("relax.logical_or", [T(3, dtype="bool"), T(4, dtype="bool")]), TypeInferenceError, ["R.logical_or", "broadcast"], True),
-]
+] + SHAPE_ERRORS

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 
 
 def _elementwise(fn, out_dtype=None):
@@ -85,3 +86,180 @@ REFERENCES = {
     "bitwise_not": lambda a: _elementwise(lambda v: (not v) if a.dtype == bool else ~v & ((1 << a.dtype.itemsize * 8) - 1) if a.dtype.kind == "u" else ~v)(a),
     "left_shift": _shift(lambda a, s: a << s), "right_shift": _shift(lambda a, s: a >> s),
 }  # fmt: skip
+
+
+# -- creation ----------------------------------------------------------------------------------
+
+
+def _arange(start, end=None, step=None, dtype=None):
+    if end is None:
+        start, end = 0, start
+    step = 1 if step is None else step
+    if dtype is None:
+        dtype = "int64" if all(float(v).is_integer() and not isinstance(v, float) for v in (start, end, step)) else "float32"
+    out, v = [], start
+    while (step > 0 and v < end) or (step < 0 and v > end):
+        out.append(v)
+        v = start + len(out) * step
+    return np.array(out, dtype=dtype)
+
+
+def _eye(n, m=None, k=None, dtype="float32"):
+    m, k = n if m is None else m, 0 if k is None else k
+    out = np.zeros((n, m), dtype)
+    for i in range(n):
+        if 0 <= i + k < m:
+            out[i, i + k] = 1
+    return out
+
+
+def _hamming(window_size, periodic, alpha, beta, dtype):
+    if window_size == 1:
+        return np.ones(1, dtype)
+    n = window_size + 1 if periodic else window_size
+    return np.array([alpha - beta * math.cos(2 * math.pi * i / (n - 1)) for i in range(window_size)], dtype)
+
+
+def _meshgrid(tensors, indexing="ij"):
+    sizes = [len(t) for t in tensors]
+    shape = list(sizes)
+    if indexing == "xy" and len(shape) >= 2:
+        shape[0], shape[1] = shape[1], shape[0]
+    outs = []
+    for k, t in enumerate(tensors):
+        out = np.empty(shape, t.dtype)
+        for idx in np.ndindex(*shape):
+            ij = list(idx)
+            if indexing == "xy" and len(ij) >= 2:
+                ij[0], ij[1] = ij[1], ij[0]
+            out[idx] = t[ij[k]]
+        outs.append(out)
+    return tuple(outs)
+
+
+def _one_hot(indices, on_value, off_value, depth, axis=-1):
+    dtype = np.asarray(on_value).dtype
+    axis = axis % (indices.ndim + 1)
+    shape = indices.shape[:axis] + (depth,) + indices.shape[axis:]
+    out = np.full(shape, off_value, dtype)
+    for idx in np.ndindex(*indices.shape):
+        v = int(indices[idx])
+        if 0 <= v < depth:
+            out[idx[:axis] + (v,) + idx[axis:]] = on_value
+    return out
+
+
+# -- manipulation -------------------------------------------------------------------------------
+
+
+def _stack(tensors, axis=0):
+    torch = pytest.importorskip("torch")
+    return torch.stack([torch.from_numpy(t) for t in tensors], dim=axis).numpy()
+
+
+def _tile(data, repeats):
+    torch = pytest.importorskip("torch")
+    return torch.from_numpy(data).tile(tuple(repeats)).numpy()
+
+
+def _repeat(data, repeats, axis=None):
+    torch = pytest.importorskip("torch")
+    t = torch.from_numpy(data)
+    return (t.flatten() if axis is None else t).repeat_interleave(repeats, dim=0 if axis is None else axis).numpy()
+
+
+def _flip(data, axis):
+    out = np.empty_like(data)
+    n = data.shape[axis]
+    for idx in np.ndindex(*data.shape):
+        src = list(idx)
+        src[axis] = n - 1 - idx[axis]
+        out[idx] = data[tuple(src)]
+    return out
+
+
+def _reverse_sequence(data, seq_lengths, seq_axis=1, batch_axis=0):
+    out = data.copy()
+    n = data.shape[seq_axis]
+    for idx in np.ndindex(*data.shape):
+        length = min(max(int(seq_lengths[idx[batch_axis]]), 0), n)
+        p = idx[seq_axis]
+        if p < length:
+            src = list(idx)
+            src[seq_axis] = length - 1 - p
+            out[idx] = data[tuple(src)]
+    return out
+
+
+# -- gathers and scatters (ONNX semantics, written as loops) ----------------------------------------
+
+
+def _gather_elements(data, indices, axis=0):
+    out = np.empty(indices.shape, data.dtype)
+    for idx in np.ndindex(*indices.shape):
+        src = list(idx)
+        src[axis] = int(indices[idx]) % data.shape[axis]
+        out[idx] = data[tuple(src)]
+    return out
+
+
+def _gather_nd(data, indices, batch_dims=0):
+    lead = indices.shape[:-1]
+    m = indices.shape[-1]
+    out = np.empty(lead + data.shape[batch_dims + m :], data.dtype)
+    for idx in np.ndindex(*lead):
+        out[idx] = data[tuple(idx[:batch_dims]) + tuple(int(v) for v in indices[idx])]
+    return out
+
+
+def _combine(reduction, old, new, dtype):
+    if reduction == "update":
+        return new
+    if reduction == "add":
+        return old + new
+    if reduction == "mul":
+        return old * new
+    if reduction == "min":
+        return min(old, new)
+    if reduction == "max":
+        return max(old, new)
+    total = old + new  # mean: (old + new) / 2 at each step, truncating for integers as TIR does
+    return int(total / 2) if np.dtype(dtype).kind in "iu" else total / 2
+
+
+def _scatter_elements(data, indices, updates, axis=0, reduction="update"):
+    out = data.copy()
+    axis %= data.ndim
+    # TVM's loop order: for each position off the axis, k along the axis ascending.
+    others = [d for d in range(indices.ndim) if d != axis]
+    for rest in np.ndindex(*[indices.shape[d] for d in others]):
+        for k in range(indices.shape[axis]):
+            idx = list(rest)
+            idx.insert(axis, k)
+            idx = tuple(idx)
+            dst = list(idx)
+            dst[axis] = int(indices[idx]) % data.shape[axis]
+            dst = tuple(dst)
+            out[dst] = _combine(reduction, out[dst].item(), updates[idx].item(), data.dtype)
+    return out
+
+
+def _scatter_nd(data, indices, updates, reduction="update"):
+    out = data.copy()
+    for idx in np.ndindex(*indices.shape[:-1]):
+        dst = tuple(int(v) for v in indices[idx])
+        block = updates[idx]
+        if reduction == "update":
+            out[dst] = block
+        else:
+            ufunc = {"add": np.add, "mul": np.multiply, "min": np.minimum, "max": np.maximum}[reduction]
+            out[dst] = ufunc(out[dst], block)
+    return out
+
+
+REFERENCES.update(
+    arange=_arange, eye=_eye, eye_like=lambda x, k=None, dtype=None: _eye(x.shape[0], x.shape[1], k, dtype or x.dtype),
+    hamming_window=_hamming, meshgrid=_meshgrid, one_hot=_one_hot, stack=_stack, tile=_tile, repeat=_repeat,
+    flip=_flip, reverse_sequence=_reverse_sequence, gather_elements=_gather_elements, gather_nd=_gather_nd,
+    scatter_elements=_scatter_elements, scatter_nd=_scatter_nd,
+)
