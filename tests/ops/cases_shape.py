@@ -87,7 +87,23 @@ INDEX_CASES = [
     OpCase("relax.scatter_nd", [T(4, 3), ints([[0], [2]]), T(2, 3)], {"reduction": "min"}, differentiable_args=[], name="min"),
 ]
 
-CASES: list[OpCase] = CREATE_CASES + SHAPE_CASES + INDEX_CASES
+LINALG_CASES = [
+    OpCase("relax.einsum", [[T(3, 4), T(4, 5)]], {"subscripts": "ij,jk->ik"}, name="matmul"),
+    OpCase("relax.einsum", [[T(3, 4)]], {"subscripts": "ij->ji"}, name="transpose"),
+    OpCase("relax.einsum", [[T(3, 4)]], {"subscripts": "ij->"}, name="sum-all"),
+    OpCase("relax.einsum", [[T(2, 3), T(3, 4)]], {"subscripts": "ij,jk"}, name="implicit"),
+    OpCase("relax.einsum", [[T(2, 3, 4), T(2, 4, 5)]], {"subscripts": "bij,bjk->bik"}, name="batched"),
+    OpCase("relax.einsum", [[T(2, 3, 4), T(4, 5)]], {"subscripts": "...j,jk->...k"}, name="ellipsis"),
+    OpCase("relax.einsum", [[T(3), T(4), T(3, 4)]], {"subscripts": "i,j,ij->"}, name="three"),
+    OpCase("relax.einsum", [[T(3, 4), T(5)]], {"subscripts": "ij,k->ik"}, name="summed-away"),
+    OpCase("relax.einsum", [[T(3, 3)]], {"subscripts": "ii->i"}, differentiable_args=[], name="diagonal"),
+    OpCase("relax.einsum", [[T("n", 4), T(4, 2)]], {"subscripts": "ij,jk->ik"}, name="sym"),
+    OpCase("relax.outer", [T(3), T(4)], name="vectors"),
+    OpCase("relax.outer", [T(2, dtype="int32"), T(3, dtype="int32")], low=-5, high=5, name="int"),
+    OpCase("relax.outer", [T("n"), T(2)], name="sym"),
+]
+
+CASES: list[OpCase] = CREATE_CASES + SHAPE_CASES + INDEX_CASES + LINALG_CASES
 
 ERRORS = [
     (OpCase("relax.arange", [P(0), P(5), P(0)]), TypeInferenceError, ["R.arange (argument 'step')", "non-zero"], False),
@@ -110,5 +126,10 @@ ERRORS = [
     (OpCase("relax.scatter_elements", [T(3, 4), ints([[0, 1]]), T(1, 3)]), TypeInferenceError, ["R.scatter_elements (argument 'updates')", "same shape"], True),
     (OpCase("relax.scatter_elements", [T(3, 4), ints([[0, 1]]), T(1, 2, dtype="float64")]), TypeInferenceError, ["R.scatter_elements", "same dtype"], True),
     (OpCase("relax.scatter_nd", [T(4, 3), ints([[1], [3]]), T(2, 2)]), TypeInferenceError, ["R.scatter_nd (argument 'updates')", "indices.shape[:-1] + data.shape[k:]"], True),
+    (OpCase("relax.einsum", [[T(3, 4), T(5, 6)]], {"subscripts": "ij,jk->ik"}), TypeInferenceError, ["R.einsum", "subscript 'j' has sizes 4 and 5"], True),
+    (OpCase("relax.einsum", [[T(3, 4)]], {"subscripts": "ijk->i"}), TypeInferenceError, ["R.einsum", "3 letters but its operand has 2 dimensions"], True),
+    (OpCase("relax.einsum", [[T(3, 4), T(4)]], {"subscripts": "ij->i"}), TypeInferenceError, ["R.einsum", "name 1 operands, got 2"], True),
+    (OpCase("relax.einsum", [[T(3, 4), T(4, dtype="float64")]], {"subscripts": "ij,j->i"}), TypeInferenceError, ["R.einsum", "different dtypes"], True),
+    (OpCase("relax.outer", [T(3, 1), T(4)]), TypeInferenceError, ["R.outer", "two 1-D tensors"], True),
     (OpCase("relax.scatter_elements", [T(3), ints([0]), T(1)], {"reduction": "sum"}), OpError, ["R.scatter_elements: bad value 'sum' for attribute 'reduction'"], False),
 ]

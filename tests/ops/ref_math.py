@@ -263,3 +263,18 @@ REFERENCES.update(
     flip=_flip, reverse_sequence=_reverse_sequence, gather_elements=_gather_elements, gather_nd=_gather_nd,
     scatter_elements=_scatter_elements, scatter_nd=_scatter_nd,
 )
+
+
+def _einsum(operands, subscripts):
+    torch = pytest.importorskip("torch")
+    return torch.einsum(subscripts, *(torch.from_numpy(o) for o in operands)).numpy()
+
+
+def _outer(x1, x2):
+    out = np.empty((len(x1), len(x2)), x1.dtype)
+    for i, j in np.ndindex(*out.shape):
+        out[i, j] = x1[i] * x2[j]
+    return out
+
+
+REFERENCES.update(einsum=_einsum, outer=_outer)
