@@ -103,7 +103,72 @@ LINALG_CASES = [
     OpCase("relax.outer", [T("n"), T(2)], name="sym"),
 ]
 
-CASES: list[OpCase] = CREATE_CASES + SHAPE_CASES + INDEX_CASES + LINALG_CASES
+INDEX_CASES += [
+    OpCase("relax.index_tensor", [T(4, 3), [ints([0, 3, -1])]], name="rows"),
+    OpCase("relax.index_tensor", [T(4, 3), [ints([[0, 1], [3, 3]]), ints([2, 0], "int32")]], name="bcast-dup"),
+    OpCase("relax.index_tensor", [T(2, 3, 4), [ints([1, 0]), ints([2, 2])]], name="prefix"),
+    OpCase("relax.index_put", [T(4, 3), [ints([0, 3, 1]), ints([2, 0, 1])], T(3)], name="points"),
+    OpCase("relax.index_put", [T(4, 3), [ints([0, 3, 0]), ints([2, 0, 2])], T(3)], {"accumulate": True}, name="accumulate-dup"),
+    OpCase("relax.index_put", [T(3, 3), [ints([[0], [2]]), ints([0, 1, 2])], T()], name="bcast-scalar"),
+    OpCase("relax.slice_scatter", [T(6, 3), T(2, 3), P(1), P(5), P(2)], name="axis0-step2"),
+    OpCase("relax.slice_scatter", [T(3, 5), T(3, 3), P(0), P(3), P(1)], {"axis": 1}, name="axis1"),
+    OpCase("relax.slice_scatter", [T(3, 5), T(3, 0), P(2), P(2), P(1)], {"axis": -1}, name="empty"),
+    OpCase("relax.dynamic_strided_slice", [T(5, 6), ints([1, 5]), ints([4, 0]), ints([2, -2])], differentiable_args=[], name="static"),
+    OpCase("relax.dynamic_strided_slice", [T(4, 3), ints([-3, 0]), ints([100, 3]), ints([1, 1])], differentiable_args=[], name="clamped"),
+]
+
+REDUCE_CASES = []
+for _name in ("prod", "std", "median"):
+    _op = f"relax.{_name}"
+    REDUCE_CASES += [
+        OpCase(_op, [T(3, 4)], low=0.5, high=1.5, name="all"),
+        OpCase(_op, [T(3, 4)], {"axis": [1]}, low=0.5, high=1.5, name="axis1"),
+        OpCase(_op, [T(2, 3, 4)], {"axis": [-1], "keepdims": True}, low=0.5, high=1.5, name="keepdims"),
+        OpCase(_op, [T(2, 3, 4)], {"axis": [0, 2]}, low=0.5, high=1.5, name="two-axes"),
+        OpCase(_op, [T(2, 3)], {"keepdims": True}, low=0.5, high=1.5, name="all-keep"),
+        OpCase(_op, [T("n", 4)], {"axis": [1]}, name="sym"),
+    ]
+REDUCE_CASES += [
+    OpCase("relax.prod", [np.array([[2.0, 0.0, 3.0], [0.0, 0.0, 5.0], [1.5, 2.0, -1.0]], "float32")], {"axis": [1]}, name="zeros"),
+    OpCase("relax.prod", [T(2, 3, dtype="int32")], {"axis": [0]}, low=-4, high=4, name="int"),
+    OpCase("relax.median", [T(4, 4)], {"axis": [0]}, name="even"),
+    OpCase("relax.std", [T(3, 4, dtype="float64")], {"axis": [0]}, name="f64"),
+    OpCase("relax.cumprod", [T(2, 4)], {"axis": 1}, low=0.5, high=1.5, name="axis1"),
+    OpCase("relax.cumprod", [T(2, 3)], low=0.5, high=1.5, name="flat"),
+    OpCase("relax.cumprod", [T(2, 5)], {"axis": -1, "exclusive": True}, low=0.5, high=1.5, name="exclusive"),
+    OpCase("relax.cumprod", [T(3, 2)], {"axis": 0, "dtype": "float64"}, low=0.5, high=1.5, name="dtype"),
+    OpCase("relax.cumprod", [T(2, 4, dtype="int32")], {"axis": 1}, low=-3, high=3, name="int"),
+    OpCase("relax.cumprod", [T("n", 4)], {"axis": 0}, name="sym"),
+]
+
+SORT_CASES = [
+    OpCase("relax.sort", [T(3, 5)], name="last"),
+    OpCase("relax.sort", [T(4, 3)], {"axis": 0, "descending": True}, name="axis0-desc"),
+    OpCase("relax.sort", [np.array([3, 1, 2, 1, 3], "int32")], {"descending": True}, name="int-ties"),
+    OpCase("relax.sort", [T("n", 3)], name="sym"),
+    OpCase("relax.argsort", [T(3, 5)], differentiable_args=[], name="default-int32"),
+    OpCase("relax.argsort", [np.array([[2.0, 1.0, 2.0, 0.5], [1.0, 1.0, 1.0, 1.0]], "float32")], {"axis": 1, "descending": True, "dtype": "int64"}, name="ties-stable"),
+    OpCase("relax.argsort", [T(4, 2)], {"axis": 0, "dtype": None}, differentiable_args=[], name="dtype-of-data"),
+    OpCase("relax.topk", [T(3, 6)], {"k": 2}, name="both"),
+    OpCase("relax.topk", [T(5, 3)], {"k": 3, "axis": 0, "ret_type": "values", "largest": False}, name="values-smallest"),
+    OpCase("relax.topk", [T(3, 4)], {"k": 2, "ret_type": "indices", "dtype": "int64"}, differentiable_args=[], name="indices"),
+    OpCase("relax.topk", [T(2, 4)], {"k": 0}, name="k0-all"),
+    OpCase("relax.topk", [T(2, 3)], {"k": 7, "ret_type": "values"}, name="k-large"),
+    OpCase("relax.topk", [T("n", 5)], {"k": 2}, name="sym"),
+    OpCase("relax.argmax", [T(3, 4)], differentiable_args=[], name="all"),
+    OpCase("relax.argmax", [T(3, 4)], {"axis": 1}, differentiable_args=[], name="axis1"),
+    OpCase("relax.argmax", [T(3, 4)], {"axis": -2, "keepdims": True}, differentiable_args=[], name="keepdims"),
+    OpCase("relax.argmax", [T(2, 3)], {"keepdims": True}, differentiable_args=[], name="all-keep"),
+    OpCase("relax.argmax", [np.array([[1, 3, 3], [2, 2, 0]], "int32")], {"axis": 1}, name="ties-first"),
+    OpCase("relax.argmin", [T(3, 4)], {"axis": 0}, differentiable_args=[], name="axis0"),
+    OpCase("relax.argmin", [T(3, 4)], differentiable_args=[], name="all"),
+    OpCase("relax.argmin", [T("n", 4)], {"axis": 1}, differentiable_args=[], name="sym"),
+    OpCase("relax.bucketize", [T(3, 4), np.array([-0.5, 0.0, 0.25, 0.5], "float32")], differentiable_args=[], name="left"),
+    OpCase("relax.bucketize", [np.array([0.0, 0.5, 0.7, 2.0, -1.0], "float32"), np.array([0.0, 0.5, 1.0], "float32")], {"right": True}, name="right-equal"),
+    OpCase("relax.bucketize", [np.array([0.0, 0.5, 0.7], "float32"), np.array([0.0, 0.5, 1.0], "float32")], {"out_int32": True}, name="int32-equal"),
+]
+
+CASES: list[OpCase] = CREATE_CASES + SHAPE_CASES + INDEX_CASES + LINALG_CASES + REDUCE_CASES + SORT_CASES
 
 ERRORS = [
     (OpCase("relax.arange", [P(0), P(5), P(0)]), TypeInferenceError, ["R.arange (argument 'step')", "non-zero"], False),
@@ -131,5 +196,18 @@ ERRORS = [
     (OpCase("relax.einsum", [[T(3, 4), T(4)]], {"subscripts": "ij->i"}), TypeInferenceError, ["R.einsum", "name 1 operands, got 2"], True),
     (OpCase("relax.einsum", [[T(3, 4), T(4, dtype="float64")]], {"subscripts": "ij,j->i"}), TypeInferenceError, ["R.einsum", "different dtypes"], True),
     (OpCase("relax.outer", [T(3, 1), T(4)]), TypeInferenceError, ["R.outer", "two 1-D tensors"], True),
+    (OpCase("relax.index_tensor", [T(3), [ints([0]), ints([1])]]), TypeInferenceError, ["R.index_tensor (argument 'indices')", "2 index tensors for a tensor of ndim 1"], True),
+    (OpCase("relax.index_tensor", [T(3, 4), [np.zeros(2, "float32")]]), TypeInferenceError, ["R.index_tensor (argument 'indices')", "integer dtype"], True),
+    (OpCase("relax.index_put", [T(3, 4), [ints([0])], T(1)]), TypeInferenceError, ["R.index_put (argument 'indices')", "one index tensor per dimension"], True),
+    (OpCase("relax.index_put", [T(3, 4), [ints([0]), ints([1])], T(1, dtype="float64")]), TypeInferenceError, ["R.index_put (argument 'values')", "same dtype"], True),
+    (OpCase("relax.slice_scatter", [T(6, 3), T(3, 3), P(1), P(5), P(2)]), TypeInferenceError, ["R.slice_scatter (argument 'src')", "the slice 1:5:2 has 2"], True),
+    (OpCase("relax.slice_scatter", [T(6, 3), T(2, 3), P(1), P(5), P(0)]), TypeInferenceError, ["R.slice_scatter (argument 'step')", ">= 1"], True),
+    (OpCase("relax.slice_scatter", [T(6, 3), T(2, 3), P(1.0), P(5), P(2)]), TypeInferenceError, ["R.slice_scatter (argument 'start')", "integer"], True),
+    (OpCase("relax.dynamic_strided_slice", [T(3, 4), ints([0]), ints([1]), ints([1])]), TypeInferenceError, ["R.dynamic_strided_slice (argument 'begin')", "one value per dimension"], True),
+    (OpCase("relax.median", [T(3, 4)], {"axis": [2]}), TypeInferenceError, ["R.median", "axis 2 is out of range"], True),
+    (OpCase("relax.sort", [T(3, 4)], {"axis": 2}), TypeInferenceError, ["R.sort", "axis 2 is out of range"], False),
+    (OpCase("relax.topk", [T(3, 4)], {"ret_type": "all"}), OpError, ["R.topk: bad value 'all' for attribute 'ret_type'"], False),
+    (OpCase("relax.argmax", [T(3, 4)], {"axis": -3}), TypeInferenceError, ["R.argmax", "axis -3 is out of range"], True),
+    (OpCase("relax.bucketize", [T(3), T(2, 2)]), TypeInferenceError, ["R.bucketize (argument 'boundaries')", "1-D"], True),
     (OpCase("relax.scatter_elements", [T(3), ints([0]), T(1)], {"reduction": "sum"}), OpError, ["R.scatter_elements: bad value 'sum' for attribute 'reduction'"], False),
 ]

@@ -278,3 +278,149 @@ def _outer(x1, x2):
 
 
 REFERENCES.update(einsum=_einsum, outer=_outer)
+
+
+# -- advanced indexing and slice writes -----------------------------------------------------------
+
+
+def _wrap(idx, n):
+    return idx + n if idx < 0 else idx
+
+
+def _index_tensor(data, indices):
+    shape = np.broadcast_shapes(*(i.shape for i in indices))
+    wide = [np.broadcast_to(i, shape) for i in indices]
+    k = len(indices)
+    out = np.empty(shape + data.shape[k:], data.dtype)
+    for idx in np.ndindex(*shape):
+        out[idx] = data[tuple(_wrap(int(w[idx]), data.shape[a]) for a, w in enumerate(wide))]
+    return out
+
+
+def _index_put(data, indices, values, accumulate=False):
+    shape = np.broadcast_shapes(*(i.shape for i in indices))
+    wide = [np.broadcast_to(i, shape) for i in indices]
+    vals = np.broadcast_to(values, shape)
+    out = data.copy()
+    for idx in np.ndindex(*shape):
+        dst = tuple(_wrap(int(w[idx]), data.shape[a]) for a, w in enumerate(wide))
+        out[dst] = out[dst] + vals[idx] if accumulate else vals[idx]
+    return out
+
+
+def _slice_scatter(input_tensor, src, start, end, step, axis=0):
+    out = input_tensor.copy()
+    for k, pos in enumerate(range(start, end, step)):
+        dst = [slice(None)] * out.ndim
+        dst[axis] = pos
+        srci = [slice(None)] * out.ndim
+        srci[axis] = k
+        out[tuple(dst)] = src[tuple(srci)]
+    return out
+
+
+def _dynamic_strided_slice(x, begin, end, strides):
+    torch = pytest.importorskip("torch")
+    t = torch.from_numpy(x)
+    for axis, (b, e, s) in enumerate(zip(begin, end, strides)):
+        idx = list(range(x.shape[axis]))[slice(int(b), int(e), int(s))]
+        t = torch.index_select(t, axis, torch.tensor(idx, dtype=torch.long))
+    return t.numpy()
+
+
+# -- reductions, sorting, searching (PyTorch) -----------------------------------------------------
+
+
+def _torch_reduce(fn_all, fn_dims):
+    def ref(x, axis=None, keepdims=False):
+        torch = pytest.importorskip("torch")
+        t = torch.from_numpy(x)
+        axes = tuple(range(x.ndim)) if axis is None else tuple(a % x.ndim for a in axis)
+        out = fn_dims(t, axes, keepdims)
+        return out.numpy()
+
+    return ref
+
+
+def _prod(t, axes, keepdims):
+    out = t
+    for a in sorted(axes, reverse=True):
+        out = out.prod(dim=a, keepdim=keepdims, dtype=t.dtype)
+    return out
+
+
+def _std(t, axes, keepdims):
+    return t.std(dim=axes, unbiased=False, keepdim=keepdims) if axes else t.clone()
+
+
+def _median_ref(x, axis=None, keepdims=False):
+    torch = pytest.importorskip("torch")
+    t = torch.from_numpy(x)
+    if axis is not None and len(axis) == 1:
+        vals, idx = t.median(dim=axis[0], keepdim=keepdims)
+        return vals.numpy(), idx.numpy()
+    axes = tuple(range(x.ndim)) if axis is None else tuple(a % x.ndim for a in axis)
+    rest = [a for a in range(x.ndim) if a not in axes]
+    flat = t.permute(*rest, *axes).reshape(*[x.shape[a] for a in rest], -1)
+    vals = flat.median(dim=-1).values
+    if keepdims:
+        for a in sorted(axes):
+            vals = vals.unsqueeze(a)
+    return vals.numpy()
+
+
+def _cumprod(data, axis=None, dtype=None, exclusive=False):
+    torch = pytest.importorskip("torch")
+    t = torch.from_numpy(data)
+    if axis is None:
+        t, axis = t.flatten(), 0
+    if exclusive:
+        t = torch.cat([torch.ones_like(t.narrow(axis, 0, 1)), t.narrow(axis, 0, t.shape[axis] - 1)], dim=axis)
+    return torch.cumprod(t, dim=axis, dtype=getattr(torch, dtype) if dtype else t.dtype).numpy()
+
+
+def _sort(x, axis=-1, descending=False):
+    torch = pytest.importorskip("torch")
+    return torch.sort(torch.from_numpy(x), dim=axis, descending=descending, stable=True).values.numpy()
+
+
+def _argsort(data, axis=-1, descending=False, dtype="int32"):
+    torch = pytest.importorskip("torch")
+    order = torch.sort(torch.from_numpy(data), dim=axis, descending=descending, stable=True).indices
+    return order.numpy().astype(dtype or data.dtype)
+
+
+def _topk(data, k=1, axis=-1, ret_type="both", largest=True, dtype="int32"):
+    torch = pytest.importorskip("torch")
+    n = data.shape[axis]
+    k = k if 0 < k < n else n
+    # Distinct random values: PyTorch's topk order matches the stable one.
+    vals, idx = torch.topk(torch.from_numpy(data), k, dim=axis, largest=largest, sorted=True)
+    vals, idx = vals.numpy(), idx.numpy().astype(dtype or data.dtype)
+    return (vals, idx) if ret_type == "both" else vals if ret_type == "values" else idx
+
+
+def _arg_extremum(name):
+    def ref(x, axis=None, keepdims=False):
+        torch = pytest.importorskip("torch")
+        t = torch.from_numpy(x)
+        fn = getattr(torch, name)
+        if axis is None:
+            out = fn(t)  # first occurrence of the extremum of the flattened tensor
+            return out.reshape((1,) * x.ndim).numpy() if keepdims else out.numpy()
+        return fn(t, dim=axis, keepdim=keepdims).numpy()
+
+    return ref
+
+
+def _bucketize(input_tensor, boundaries, out_int32=False, right=False):
+    torch = pytest.importorskip("torch")
+    return torch.bucketize(torch.from_numpy(input_tensor), torch.from_numpy(boundaries), out_int32=out_int32, right=right).numpy()
+
+
+REFERENCES.update(
+    index_tensor=_index_tensor, index_put=_index_put, slice_scatter=_slice_scatter,
+    dynamic_strided_slice=_dynamic_strided_slice, prod=_torch_reduce(None, _prod), std=_torch_reduce(None, _std),
+    median=_median_ref, cumprod=_cumprod, sort=_sort, argsort=_argsort, topk=_topk,
+    argmax=_arg_extremum("argmax"), argmin=_arg_extremum("argmin"), bucketize=_bucketize,
+)

@@ -37,12 +37,6 @@ nn.avg_pool1d nn.avg_pool3d nn.batch_flatten nn.batch_norm nn.conv1d nn.conv1d_t
 nn.conv3d_transpose nn.dropout nn.gelu_tanh nn.group_norm nn.instance_norm nn.layer_norm nn.leakyrelu
 nn.max_pool1d nn.max_pool3d nn.pad nn.pixel_shuffle nn.prelu nn.rms_norm nn.selu nn.softplus
 """.split())
-# Still to do on this branch (ops-math).
-PENDING |= set("""
-argmax argmin argsort bucketize cumprod dynamic_strided_slice
-index_put index_tensor median prod 
-slice_scatter sort std topk
-""".split())
 
 # Ops of retrograd's own (not TVM's, so not printed for TVM), checked by their own tests.
 OWN_OPS = {"relax.grad.merge_sparse_rows"}  # test_op_definitions.py, tests/passes/test_gradient_sparse.py
