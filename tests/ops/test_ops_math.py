@@ -70,3 +70,12 @@ def test_round_and_mods_follow_tvm_by_hand():
 def test_kernel_errors(op, arrays, fragment):
     with pytest.raises(KernelError, match=re.escape(fragment)):
         retrograd.ops.get(f"relax.{op}").kernel(*arrays)
+
+
+@pytest.mark.parametrize("case", STATIC, ids=lambda c: c.id)
+def test_kernel_does_not_mutate_its_inputs(case):
+    values = case.make_inputs(seed=5)
+    before = [v.copy() for v in values]
+    case.run_kernel(values)
+    for a, b in zip(values, before):
+        np.testing.assert_array_equal(a, b, err_msg=case.id)
