@@ -8,7 +8,6 @@ from cases_shape import CASES as SHAPE_CASES
 from cases_shape import ERRORS as SHAPE_ERRORS
 from op_case import OpCase, P, T
 from retrograd.errors import TypeInferenceError
-from retrograd.ir.struct_info import TensorStructInfo
 
 # Domains where the functions are smooth (finite differences stay away from poles and branch points).
 _UNARY_RANGE = {
