@@ -35,10 +35,10 @@ from retrograd.ir.struct_info import (
     StructInfo,
     TensorStructInfo,
     TupleStructInfo,
-    describe_sinfo,
     is_base_of,
     unify,
 )
+from retrograd.ir.text import format_sinfo
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
@@ -243,7 +243,7 @@ class BlockBuilder:
         for i, (p, a) in enumerate(zip(fsig.params, call.args)):
             if not _match_param(p, a.struct_info, binding):
                 raise TypeInferenceError(
-                    f"argument {i} of call to '{name}' has type {describe_sinfo(a.struct_info)}, expected {describe_sinfo(p)}",
+                    f"argument {i} of call to '{name}' has type {format_sinfo(a.struct_info, brief=True)}, expected {format_sinfo(p, brief=True)}",
                     call.span,
                 )
         return substitute_dims(fsig.ret, binding)
