@@ -82,7 +82,7 @@ def _infer_einsum(ctx: InferCtx) -> TensorStructInfo:
 
 
 def _einsum(operands, subscripts):
-    out = np.asarray(np.einsum(subscripts, *operands, optimize=len(operands) > 2))
+    out = np.asarray(np.einsum(subscripts, *operands, optimize=True))  # BLAS-backed contraction paths
     # A pure transpose or diagonal comes back as a view: results own their memory.
     return out.copy() if any(np.may_share_memory(out, o) for o in operands) else out
 

@@ -92,10 +92,28 @@ def _infer_topk(ctx: InferCtx):
     return TupleStructInfo([vals, idxs]) if ret == "both" else vals if ret == "values" else idxs
 
 
+def _topk_order(data, k, axis, largest):
+    """Positions of the k largest (smallest) along axis, best first, ties by lower index (the stable
+    order). For small k, argpartition finds the k-th key and only k elements per row get sorted."""
+    n = data.shape[axis]
+    if 4 * k >= n:
+        return np.take(_order(data, axis, descending=largest), np.arange(k), axis=axis)
+    x = np.moveaxis(data, axis, -1)
+    # A key whose ascending order is the wanted order (~ reverses integers and bools without overflow).
+    key = (-x if x.dtype.kind == "f" else ~x) if largest else x
+    kth = np.take_along_axis(key, np.argpartition(key, k - 1, axis=-1)[..., k - 1 : k], -1)
+    better, tied = key < kth, key == kth
+    # Every element better than the k-th, then the first ties in index order: exactly k per row.
+    room = k - better.sum(-1, keepdims=True)
+    chosen = better | (tied & (np.cumsum(tied, axis=-1) <= room))
+    order = np.nonzero(chosen)[-1].reshape(x.shape[:-1] + (k,))
+    order = np.take_along_axis(order, np.argsort(np.take_along_axis(key, order, -1), axis=-1, kind="stable"), -1)
+    return np.moveaxis(order, -1, axis)
+
+
 def _topk(data, k=1, axis=-1, ret_type="both", largest=True, dtype="int32"):
     axis %= data.ndim
-    order = _order(data, axis, descending=largest)
-    idx = np.take(order, np.arange(_k_of(k, data.shape[axis])), axis=axis)
+    idx = _topk_order(data, _k_of(k, data.shape[axis]), axis, largest)
     vals = np.take_along_axis(data, idx, axis)
     idx = idx.astype(dtype or data.dtype)
     return (vals, idx) if ret_type == "both" else vals if ret_type == "values" else idx

@@ -3,6 +3,7 @@ every TVM 0.27 Relax tensor op is registered, except the ones still pending (nam
 
 from __future__ import annotations
 
+import pytest
 from all_cases import ALL_CASES
 
 from retrograd.ops.registry import all_ops, lookup
@@ -54,3 +55,14 @@ def test_every_tvm_tensor_op_is_registered_or_pending():
     landed = sorted(n for n in PENDING if lookup(f"relax.{n}") is not None)
     assert not landed, f"registered now: remove from PENDING {landed}"
     assert PENDING <= set(TVM_TENSOR_OPS)
+
+
+def test_the_op_list_names_real_tvm_ops():
+    tvm = pytest.importorskip("tvm")
+    unknown = []
+    for n in TVM_TENSOR_OPS:
+        try:
+            tvm.ir.Op.get(f"relax.{n}")
+        except Exception:  # noqa: BLE001 - TVM raises its own error type for unknown ops
+            unknown.append(n)
+    assert not unknown, f"not TVM 0.27 ops: {unknown}"

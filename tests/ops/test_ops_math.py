@@ -79,3 +79,26 @@ def test_kernel_does_not_mutate_its_inputs(case):
     case.run_kernel(values)
     for a, b in zip(values, before):
         np.testing.assert_array_equal(a, b, err_msg=case.id)
+
+
+def test_topk_with_many_ties_picks_the_lowest_indices_as_a_stable_sort():
+    rng = np.random.default_rng(11)
+    topk = retrograd.ops.get("relax.topk").kernel
+    for dtype in ("float32", "int32", "uint8", "bool"):
+        x = rng.integers(0, 3, size=(4, 40, 5)).astype(dtype)
+        for k in (1, 3, 9, 40):
+            for largest in (True, False):
+                _, idx = topk(x, k=k, axis=1, largest=largest, dtype="int64")
+                for b, c in np.ndindex(4, 5):
+                    col = [int(v) for v in x[b, :, c]]
+                    # Naive stable selection: best value first, lower index first among equals.
+                    want = sorted(range(40), key=lambda j: (-col[j] if largest else col[j], j))[:k]
+                    assert list(idx[b, :, c]) == want, (dtype, k, largest)
+
+
+def test_scatter_add_sums_duplicates_into_rows_and_elements():
+    data = np.zeros((3, 2), "float32")
+    out = retrograd.ops.get("relax.scatter_nd").kernel(data, np.array([[1], [1], [2]]), np.ones((3, 2), "float32"), reduction="add")
+    np.testing.assert_array_equal(out, [[0, 0], [2, 2], [1, 1]])
+    out = retrograd.ops.get("relax.scatter_elements").kernel(data, np.array([[1, 1], [1, 0]]), np.full((2, 2), 0.5, "float32"), axis=1, reduction="add")
+    np.testing.assert_array_equal(out, [[0, 1], [0.5, 0.5], [0, 0]])

@@ -53,9 +53,32 @@ def _halving_mean(out, coords, updates):
     return out
 
 
+def _scatter_add(out, coords, updates):
+    """out[coords] += updates with duplicates summed: bincount over flat positions (ufunc.at is ~10x
+    slower); integers keep ufunc.at, where float64 weights could round."""
+    if out.dtype.kind != "f":
+        np.add.at(out, coords, updates)
+        return
+    flat = np.ravel_multi_index(coords, out.shape[: len(coords)]).reshape(-1)
+    if flat.size == 0:
+        return
+    weights = np.broadcast_to(updates, np.broadcast_shapes(*(np.shape(c) for c in coords)) + out.shape[len(coords) :])
+    if len(coords) < out.ndim:
+        # Whole blocks per index (scatter_nd): sum blocks per target row, then add the rows.
+        block = int(np.prod(out.shape[len(coords) :]))
+        rows = out.reshape(-1, block)
+        order = np.argsort(flat, kind="stable")
+        targets, starts = np.unique(flat[order], return_index=True)
+        rows[targets] += np.add.reduceat(weights.reshape(-1, block)[order], starts, axis=0).astype(out.dtype)
+        return
+    out.reshape(-1)[:] += np.bincount(flat, weights.reshape(-1), minlength=out.size).astype(out.dtype)
+
+
 def _scatter(op, out, coords, updates, reduction):
     if reduction == "update":
         out[coords] = updates
+    elif reduction == "add":
+        _scatter_add(out, coords, updates)
     elif reduction == "mean":
         _halving_mean(out, coords, updates)
     elif reduction in _AT:
