@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from retrograd.errors import GradientError, KernelError
-from retrograd.ir.expr import Tuple, TupleGetItem, const, shape_expr
+from retrograd.ir.expr import PrimValue, Tuple, TupleGetItem, const, shape_expr
 from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, is_int_dtype
 from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
@@ -182,6 +182,8 @@ def _slice_scatter(input_tensor, src, start, end, step, axis=0):
 def _slice_scatter_grad(call, out, g):
     data, src, start, end, step = call.args
     axis = call.attrs["axis"]
+    if not all(isinstance(p, PrimValue) for p in (start, end, step)):
+        raise GradientError("R.slice_scatter: the gradient needs literal start, end and step", call.span)
     kept = R.slice_scatter(g, R.zeros_like(src), start, end, step, axis=axis)
     written = R.strided_slice(g, axes=[axis], begin=[start.value], end=[end.value], strides=[step.value])
     return [kept, written, None, None, None]

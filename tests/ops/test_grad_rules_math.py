@@ -92,3 +92,21 @@ def test_scatter_update_gradient_is_exact_where_pytorch_hands_g_to_every_duplica
     cot = np.array([0.3, 2.0, -1.0])
     _, d_updates = ours(case, case.make_inputs(), cot)
     np.testing.assert_array_equal(d_updates, [0.0, 2.0, -1.0])
+
+
+def test_clip_with_bounds_known_only_at_run_time():
+    mod = retrograd.parse('''
+@R.function
+def main(x: R.Tensor((5,), "float64"), lo: R.Prim("float64"), hi: R.Prim("float64")):
+    y = R.clip(x, lo, hi)
+    return y
+''')
+    x = np.array([-2.0, -0.5, 0.0, 0.5, 2.0])
+    cot = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+    out = retrograd.build(mod)["main"](x, -0.5, 0.5)
+    np.testing.assert_array_equal(out, np.clip(x, -0.5, 0.5))
+    adj = Gradient("main", [0], 0, seeds="param")(mod)
+    _, (gx,) = retrograd.build(adj)["main_adjoint"](x, -0.5, 0.5, cot)
+    t = torch.tensor(x, requires_grad=True)
+    torch.clamp(t, -0.5, 0.5).backward(torch.tensor(cot))
+    np.testing.assert_array_equal(gx, t.grad.numpy())
