@@ -13,7 +13,6 @@ from retrograd.ops.create_range import prim_arg
 from retrograd.ops.kernels.index import checked_indices
 from retrograd.ops.reduce import axes_of
 from retrograd.ops.registry import Arg, Attr, InferCtx, register
-from retrograd.ops.shape_utils import broadcast_shapes
 
 
 def _index_fields(ctx: InferCtx, i: int) -> list[TensorStructInfo]:
@@ -31,15 +30,24 @@ def _index_fields(ctx: InferCtx, i: int) -> list[TensorStructInfo]:
 
 
 def _broadcast_all(ctx: InferCtx, fields, arg: int):
-    """The broadcast shape of the index tensors, or None when some shape is unknown."""
+    """The broadcast shape of the index tensors; None when some shape is unknown or two symbolic dims
+    may differ (TVM then gives up on the shape too). Two different static sizes are an error."""
     if any(f.shape is None for f in fields):
         return None
-    shape = fields[0].shape
-    for f in fields[1:]:
-        shape = broadcast_shapes(shape, f.shape)
-        if shape is None:
-            raise ctx.error("index tensors cannot be broadcast together", arg)
-    return shape
+    out: list = [1] * max(len(f.shape) for f in fields)
+    for f in fields:
+        for k, d in enumerate(reversed(f.shape)):
+            i = len(out) - 1 - k
+            cur = out[i]
+            if cur == 1 or cur == d:
+                out[i] = d
+            elif d == 1:
+                continue
+            elif isinstance(cur, int) and isinstance(d, int):
+                raise ctx.error(f"index tensors cannot be broadcast together ({cur} vs {d} at axis {i})", arg)
+            else:
+                return None
+    return tuple(out)
 
 
 def _coords(op, data, indices):
@@ -106,8 +114,11 @@ def _infer_index_put(ctx: InferCtx) -> TensorStructInfo:
     if data.dtype and values.dtype and data.dtype != values.dtype:
         raise ctx.error(f"data and values must have the same dtype, got {data.dtype} and {values.dtype}", 2)
     shape = _broadcast_all(ctx, fields, 1)
-    if shape is not None and values.shape is not None and broadcast_shapes(shape, values.shape) != tuple(shape):
-        raise ctx.error(f"values of shape {list(values.shape)} do not broadcast to the indexed shape {list(shape)}", 2)
+    if shape is not None and values.shape is not None:
+        pairs = list(zip(reversed(shape), reversed(values.shape)))
+        static_clash = any(isinstance(d, int) and isinstance(v, int) and v not in (1, d) for d, v in pairs)
+        if static_clash or len(values.shape) > len(shape):
+            raise ctx.error(f"values of shape {list(values.shape)} do not broadcast to the indexed shape {list(shape)}", 2)
     return data
 
 
