@@ -44,24 +44,20 @@ def _one(x):
     return scalar(1, x)
 
 
-def _sqrt_of(v):
-    return R.sqrt(v)
-
-
 acos = _unary(
     "acos", _guarded(np.arccos),
-    lambda c, o, g: [R.negative(R.divide(g, _sqrt_of(R.subtract(_one(o), R.multiply(c.args[0], c.args[0])))))],
+    lambda c, o, g: [R.negative(R.divide(g, R.sqrt(R.subtract(_one(o), R.multiply(c.args[0], c.args[0])))))],
 )
 acosh = _unary(
     "acosh", _guarded(np.arccosh),
-    lambda c, o, g: [R.divide(g, _sqrt_of(R.subtract(R.multiply(c.args[0], c.args[0]), _one(o))))],
+    lambda c, o, g: [R.divide(g, R.sqrt(R.subtract(R.multiply(c.args[0], c.args[0]), _one(o))))],
 )
 asin = _unary(
     "asin", _guarded(np.arcsin),
-    lambda c, o, g: [R.divide(g, _sqrt_of(R.subtract(_one(o), R.multiply(c.args[0], c.args[0]))))],
+    lambda c, o, g: [R.divide(g, R.sqrt(R.subtract(_one(o), R.multiply(c.args[0], c.args[0]))))],
 )
 asinh = _unary(
-    "asinh", _wrap(np.arcsinh), lambda c, o, g: [R.divide(g, _sqrt_of(R.add(R.multiply(c.args[0], c.args[0]), _one(o))))]
+    "asinh", _wrap(np.arcsinh), lambda c, o, g: [R.divide(g, R.sqrt(R.add(R.multiply(c.args[0], c.args[0]), _one(o))))]
 )
 atan = _unary("atan", _wrap(np.arctan), lambda c, o, g: [R.divide(g, R.add(_one(o), R.multiply(c.args[0], c.args[0])))])
 atanh = _unary(
