@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from retrograd.errors import GradientError, KernelError
@@ -9,6 +11,7 @@ from retrograd.ir.expr import PrimValue, Tuple, TupleGetItem, const, shape_expr
 from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, is_int_dtype
 from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
+from retrograd.ops.elementwise import scalar
 from retrograd.ops.create_range import prim_arg
 from retrograd.ops.kernels.index import checked_indices
 from retrograd.ops.reduce import axes_of
@@ -133,11 +136,23 @@ def _index_put(data, indices, values, accumulate=False):
 
 
 def _index_put_grad(call, out, g):
-    """values read g where they were written (PyTorch's rule: with duplicate indices and
-    accumulate=False every duplicate gets it); data keeps g except where it was overwritten."""
+    """values read g where they were written; data keeps g except where it was overwritten. Without
+    accumulate, of duplicate indices only the last write lands and only it gets g (PyTorch hands g to
+    every duplicate; we keep that rule only when the indexed shape is symbolic)."""
     data, indices, values = call.args
-    d = g if call.attrs["accumulate"] else R.index_put(g, indices, R.zeros_like(values), accumulate=False)
-    return [d, None, R.index_tensor(g, indices)]
+    landed = R.index_tensor(g, indices)
+    if call.attrs["accumulate"]:
+        return [g, None, landed]
+    kept = R.index_put(g, indices, R.zeros_like(values), accumulate=False)
+    s = indices.struct_info
+    shapes = [f.shape for f in (s.fields if isinstance(s, TupleStructInfo) else [s])]
+    if all(sh is not None and all(isinstance(d, int) for d in sh) for sh in shapes):
+        shape = np.broadcast_shapes(*(tuple(sh) for sh in shapes))
+        # Write each position's id, read the ids back: a write landed where it reads its own id.
+        ids = const(np.arange(1, math.prod(shape) + 1).reshape(shape), data.struct_info.dtype)
+        won = R.equal(R.index_tensor(R.index_put(R.zeros_like(data), indices, ids), indices), ids)
+        landed = R.where(won, landed, scalar(0, g))
+    return [kept, None, landed]
 
 
 index_put = register(

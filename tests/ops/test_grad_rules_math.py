@@ -110,3 +110,11 @@ def main(x: R.Tensor((5,), "float64"), lo: R.Prim("float64"), hi: R.Prim("float6
     t = torch.tensor(x, requires_grad=True)
     torch.clamp(t, -0.5, 0.5).backward(torch.tensor(cot))
     np.testing.assert_array_equal(gx, t.grad.numpy())
+
+
+def test_index_put_gradient_goes_to_the_write_that_lands():
+    case = differentiate_floats(OpCase("relax.index_put", [np.zeros(3), [ints([1, 1, 2])], np.array([5.0, 6.0, 7.0])]))
+    cot = np.array([0.3, 2.0, -1.0])
+    d_data, d_values = ours(case, case.make_inputs(), cot)
+    np.testing.assert_array_equal(d_data, [0.3, 0.0, 0.0])
+    np.testing.assert_array_equal(d_values, [0.0, 2.0, -1.0])
