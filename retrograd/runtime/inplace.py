@@ -4,6 +4,9 @@ This is NumPy's own temporary elision, applied across bindings: when the input's
 its register and the closure itself (`sys.getrefcount`), nothing else can see it change — not a view,
 not the caller (parameters), not the module (constants), not another register — so writing the result
 over it is safe and saves an allocation (a page fault per call for tensors past malloc's mmap threshold).
+The input may itself be a view (a kernel's reshaped temporary, a transposed value) when the array it
+views is referenced by nothing but that view: the rule is about the memory, so that which kernels hand
+back views of their own temporaries does not matter (retrograd.analysis predicts it from the buffers).
 Only ops whose registered kernel is exactly this ufunc on floats are listed.
 """
 
@@ -13,7 +16,6 @@ from sys import getrefcount
 
 import numpy as np
 
-from retrograd.ir.struct_info import TensorStructInfo, is_float_dtype
 
 ndarray = np.ndarray
 
@@ -37,15 +39,6 @@ UFUNCS = {
 }
 
 
-def candidates(op_name: str, srcs, arg_sinfo, out_sinfo) -> list[int]:
-    """Positions of arguments whose buffer could hold the result (same static shape and float dtype)."""
-    if op_name not in UFUNCS or not all(isinstance(s, int) for s in srcs) or len(srcs) > 2:
-        return []
-    if not (isinstance(out_sinfo, TensorStructInfo) and out_sinfo.is_static and is_float_dtype(out_sinfo.dtype)):
-        return []
-    return [i for i, s in enumerate(arg_sinfo) if s == out_sinfo]
-
-
 def make(op_name: str, srcs, target: int, fallback):
     """regs -> result: the ufunc into srcs[target]'s array when nothing else references it, else fallback."""
     uf = UFUNCS[op_name]
@@ -54,9 +47,12 @@ def make(op_name: str, srcs, target: int, fallback):
 
         def run_unary(r):
             a = r[t]
-            # 3 references: the register, `a`, and getrefcount's argument.
-            if type(a) is ndarray and a.base is None and getrefcount(a) == 3 and a.flags.writeable:
-                return uf(a, out=a)
+            # 3 references: the register, `a`, and getrefcount's argument; for the viewed array:
+            # the view's base, `b`, and getrefcount's argument.
+            if type(a) is ndarray and getrefcount(a) == 3 and a.flags.writeable:
+                b = a.base
+                if b is None or (type(b) is ndarray and b.base is None and getrefcount(b) == 3):
+                    return uf(a, out=a)
             return fallback(r)
 
         return run_unary
@@ -64,8 +60,10 @@ def make(op_name: str, srcs, target: int, fallback):
 
     def run_binary(r):
         a = r[t]
-        if type(a) is ndarray and a.base is None and getrefcount(a) == 3 and a.flags.writeable:
-            return uf(r[s0], r[s1], out=a)
+        if type(a) is ndarray and getrefcount(a) == 3 and a.flags.writeable:
+            b = a.base
+            if b is None or (type(b) is ndarray and b.base is None and getrefcount(b) == 3):
+                return uf(r[s0], r[s1], out=a)
         return fallback(r)
 
     return run_binary

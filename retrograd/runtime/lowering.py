@@ -7,6 +7,7 @@ from operator import itemgetter
 
 import numpy as np
 
+from retrograd.analysis.liveness import release_points
 from retrograd.errors import NameError_, UnsupportedError
 from retrograd.gc_pause import collector_paused
 from retrograd.ir.expr import (
@@ -24,7 +25,7 @@ from retrograd.ir.expr import (
     TupleGetItem,
     Var,
 )
-from retrograd.runtime.inplace import candidates as inplace_candidates
+from retrograd.analysis.layout import inplace_candidates
 from retrograd.runtime.inplace import make as make_inplace
 from retrograd.runtime.interp import make_call, make_if, root_of
 from retrograd.runtime.signature import (
@@ -378,27 +379,10 @@ class _FunctionLowering:
         Registers last read by an If are released inside the branches (at their last use there), so a
         branch does not keep alive what only the other branch needs.
         """
-        n = len(pb.ins)
-        last: dict[int, int] = {}
-        for i, ins in enumerate(pb.ins):
-            for r in ins.reads:
-                last[r] = i
-        defined_at = {ins.out: i for i, ins in enumerate(pb.ins)}
-        frees: list[list[int]] = [[] for _ in range(n)]
-        dying: list[set[int]] = [set() for _ in range(n)]
-        prefree, endfree = [], []
-        for r in sorted(owned):
-            if r in pb.result_regs:
-                endfree.append(r)
-                continue
-            i = last.get(r)
-            if i is None:
-                d = defined_at.get(r)
-                (prefree if d is None else frees[d]).append(r)
-            elif pb.ins[i].branches is not None:
-                dying[i].add(r)
-            else:
-                frees[i].append(r)
+        frees, dying, prefree, endfree = release_points(
+            [ins.reads for ins in pb.ins], [ins.out for ins in pb.ins],
+            [ins.branches is not None for ins in pb.ins], pb.result_regs, owned,
+        )
         code = []
         for i, ins in enumerate(pb.ins):
             fn = ins.fn

@@ -1,0 +1,36 @@
+"""Where the executor releases each register of a block: after its last read, at an If, or at the end."""
+
+from __future__ import annotations
+
+
+def release_points(reads: list, outs: list, branching: list, result_regs: set, owned) -> tuple:
+    """(frees, dying, prefree, endfree) for a block's instructions.
+
+    reads[i]: registers instruction i reads; outs[i]: the one it defines; branching[i]: it is an If.
+    frees[i]: released right after instruction i; dying[i]: last read by If i, so released inside its
+    branches at their own last use (a branch does not keep alive what only the other one needs);
+    prefree: owned but never read, released before the block runs; endfree: the block's result,
+    released once the result is read. A register defined but never read dies right after its definition.
+    """
+    n = len(reads)
+    last: dict[int, int] = {}
+    for i, rs in enumerate(reads):
+        for r in rs:
+            last[r] = i
+    defined_at = {out: i for i, out in enumerate(outs)}
+    frees: list[list[int]] = [[] for _ in range(n)]
+    dying: list[set[int]] = [set() for _ in range(n)]
+    prefree, endfree = [], []
+    for r in sorted(owned):
+        if r in result_regs:
+            endfree.append(r)
+            continue
+        i = last.get(r)
+        if i is None:
+            d = defined_at.get(r)
+            (prefree if d is None else frees[d]).append(r)
+        elif branching[i]:
+            dying[i].add(r)
+        else:
+            frees[i].append(r)
+    return frees, dying, prefree, endfree
