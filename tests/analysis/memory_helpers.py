@@ -32,7 +32,7 @@ def argument(sinfo, rng, flag: bool):
     if isinstance(sinfo, ShapeStructInfo):
         return tuple(sinfo.values) if sinfo.values is not None else (1,) * max(sinfo.ndim, 0)
     if isinstance(sinfo, PrimStructInfo):
-        return 1
+        return 1 if sinfo.value is None else sinfo.value
     assert isinstance(sinfo, ObjectStructInfo), sinfo
     return "object"
 
