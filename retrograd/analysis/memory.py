@@ -17,6 +17,7 @@ import attrs
 import numpy as np
 
 from retrograd.errors import UnsupportedError
+from retrograd.gc_pause import collector_paused
 from retrograd.ir.expr import (
     Call,
     Constant,
@@ -34,10 +35,10 @@ from retrograd.ir.expr import (
 )
 from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, describe_sinfo
 from retrograd.analysis.liveness import release_points
-from retrograd.analysis.layout import Layout, Same, View, c_strides, inplace_candidates, results
+from retrograd.analysis.layout import RULES, Layout, Same, View, c_strides, inplace_candidates, results
 
 MAX_PATHS = 4096
-MAX_CALL_DEPTH = 200
+MAX_CALL_DEPTH = 64
 
 
 @attrs.frozen
@@ -71,6 +72,12 @@ def peak_memory(mod, func_name: str) -> int:
 
 def memory_timeline(mod, func_name: str) -> MemoryTimeline:
     """Per top-level binding of `func_name`: live bytes during and after it, and where the peak is."""
+    # The collector would rescan the module's many IR nodes over and over while plans are made.
+    with collector_paused():
+        return _timeline(mod, func_name)
+
+
+def _timeline(mod, func_name: str) -> MemoryTimeline:
     plans = _Plans(mod)
     main = plans.get(func_name)
     best = None
@@ -98,7 +105,7 @@ def memory_timeline(mod, func_name: str) -> MemoryTimeline:
 
 
 class _Ins:
-    __slots__ = ("kind", "out", "srcs", "reads", "frees", "call", "var", "branches", "callee", "target", "index", "binding")
+    __slots__ = ("kind", "out", "srcs", "reads", "frees", "call", "var", "branches", "callee", "target", "index", "binding", "fresh")
 
     def __init__(self, kind, out, srcs, reads, var, binding, **extra):
         self.kind = kind  # "op", "call", "if", "item"
@@ -111,7 +118,8 @@ class _Ins:
         self.call = extra.get("call")
         self.callee = extra.get("callee")
         self.branches = extra.get("branches")
-        self.index = extra.get("index")
+        self.index = extra.get("index")  # of the tuple element an "item" takes
+        self.fresh = extra.get("fresh")  # [(nbytes, C-order layout)] of an op's outputs
         self.target = None  # in-place argument position
 
 
@@ -168,6 +176,7 @@ class _Planner:
         plan.name = self.name
         params = []
         for p in self.func.params:
+            _param_value(p.struct_info, f"{self.name}: parameter '{p.name_hint}'", p.span)
             reg = self.new_reg()
             self.src_of[p] = reg
             params.append((reg, p))
@@ -235,7 +244,9 @@ class _Planner:
             if isinstance(value.op, GlobalVar):
                 ins = _Ins("call", self.new_reg(), srcs, reads, var, k, callee=value.op.name_hint)
             elif isinstance(value.op, Op):
-                ins = _Ins("op", self.new_reg(), srcs, reads, var, k, call=value)
+                shapes = _static_shapes(var.struct_info, f"{self.name}: binding '{var.name_hint}'", span)
+                fresh = [_c_layout(shape, dtype) for shape, dtype in shapes]
+                ins = _Ins("op", self.new_reg(), srcs, reads, var, k, call=value, fresh=fresh)
             else:
                 raise self.error(f"binding '{var.name_hint}' calls a {type(value.op).__name__}", span)
             self.add(blk, ins)
@@ -333,17 +344,18 @@ def _static_shapes(sinfo, what: str, span=None) -> list:
     raise UnsupportedError(f"{what} has struct info {describe_sinfo(sinfo)}: the memory model needs tensors", span)
 
 
-def _fresh(shape, dtype: str, kind: str = "fresh") -> _Arr:
+def _c_layout(shape, dtype: str) -> tuple[int, Layout]:
     size = _itemsize(dtype)
-    return _Arr(_Buf(math.prod(shape) * size, kind), Layout(shape, dtype, c_strides(shape, size)))
+    return math.prod(shape) * size, Layout(shape, dtype, c_strides(shape, size))
 
 
-def _param_value(sinfo, what: str):
+def _param_value(sinfo, what: str, span=None):
     if isinstance(sinfo, TensorStructInfo):
-        (shape, dtype), = _static_shapes(sinfo, what)
-        return _fresh(shape, dtype, "param")
+        (shape, dtype), = _static_shapes(sinfo, what, span)
+        nbytes, layout = _c_layout(shape, dtype)
+        return _Arr(_Buf(nbytes, "param"), layout)
     if isinstance(sinfo, TupleStructInfo):
-        return tuple(_param_value(f, what) for f in sinfo.fields)
+        return tuple(_param_value(f, what, span) for f in sinfo.fields)
     return None  # shapes, prim values, strings: no memory
 
 
@@ -359,6 +371,7 @@ class _Sim:
         self.taken: list[bool] = []
         self.refs: dict[_Buf, int] = {}
         self.pins: dict[_Buf, int] = {}
+        self.decided: dict[_Buf, bool] = {}
         self.cur = 0
         self.peak = 0
         self.window = 0
@@ -408,7 +421,7 @@ class _Sim:
 
     # functions and blocks
     def run_top(self, plan: _Plan) -> None:
-        args = [_param_value(p.struct_info, f"parameter '{p.name_hint}' of {plan.name}") for _, p in plan.params]
+        args = [_param_value(p.struct_info, f"{plan.name}: parameter '{p.name_hint}'", p.span) for _, p in plan.params]
         n = len(plan.names)
         self.during = [0] * n
         self.after = [0] * n
@@ -476,9 +489,14 @@ class _Sim:
         cond = regs[ins.srcs[0]]
         known = cond.known if isinstance(cond, _Arr) else None
         if known is None:
+            # A condition tested again (the same buffer) goes the same way: only new ones are choices.
+            known = self.decided.get(cond.buf) if isinstance(cond, _Arr) else None
+        if known is None:
             i = len(self.taken)
             known = self.prefix[i] if i < len(self.prefix) else True
             self.taken.append(known)
+            if isinstance(cond, _Arr):
+                self.decided[cond.buf] = known
         # The executor holds the condition in a local while the branch runs: it is not free to overwrite.
         pinned = cond.buf if isinstance(cond, _Arr) else None
         if pinned is not None:
@@ -499,20 +517,22 @@ class _Sim:
                 and not self.pins.get(a.buf)
             ):
                 return a
+        fresh = ins.fresh
         call = ins.call
-        var = ins.var
-        shapes = _static_shapes(var.struct_info, f"{plan.name}: binding '{var.name_hint}'", var.span)
-        args = [_read(regs, s) for s in ins.srcs]
-        layouts = [a.layout if isinstance(a, _Arr) else None for a in args]
-        outs = []
-        for (shape, dtype), r in zip(shapes, results(call.op.name, call.attrs, layouts, [s for s, _ in shapes])):
-            if isinstance(r, Same):
-                outs.append(args[r.arg])
-            elif isinstance(r, View):
-                outs.append(_Arr(args[r.arg].buf, r.layout))
-            else:
-                outs.append(_fresh(shape, dtype))
-        return tuple(outs) if isinstance(var.struct_info, TupleStructInfo) else outs[0]
+        if call.op.name not in RULES:
+            outs = [_Arr(_Buf(n, "fresh"), layout) for n, layout in fresh]
+        else:
+            args = [_read(regs, s) for s in ins.srcs]
+            layouts = [a.layout if isinstance(a, _Arr) else None for a in args]
+            outs = []
+            for (n, layout), r in zip(fresh, results(call.op.name, call.attrs, layouts, [lay.shape for _, lay in fresh])):
+                if isinstance(r, Same):
+                    outs.append(args[r.arg])
+                elif isinstance(r, View):
+                    outs.append(_Arr(args[r.arg].buf, r.layout))
+                else:
+                    outs.append(_Arr(_Buf(n, "fresh"), layout))
+        return tuple(outs) if isinstance(ins.var.struct_info, TupleStructInfo) else outs[0]
 
 
 def _read(regs: list, src):

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
@@ -203,6 +204,7 @@ def test_random_view_functions_and_their_adjoints(mod):
         check(adj, "main_adjoint")
 
 
+@pytest.mark.filterwarnings("ignore::hypothesis.errors.NonInteractiveExampleWarning")
 def test_view_functions_have_adjoints():
     # The adjoint half of the property above is exercised, not skipped.
     mods = [view_functions().example() for _ in range(20)]
