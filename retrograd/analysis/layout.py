@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from retrograd.ir.struct_info import TensorStructInfo, is_float_dtype
 
 
 class Layout(NamedTuple):
@@ -83,8 +82,9 @@ def nocopy_reshape(shape, strides, newshape) -> tuple | None:
 
 
 # -- per-op rules: (attrs, argument layouts, output shapes) -> Fresh | Same | View per output ---------
-# Until the OpDef itself carries these facts, they live here, next to nothing else; every op not
-# listed returns a fresh buffer (its kernel's tests check that it is C-contiguous and unshared).
+# Which ops may share an argument's buffer is the op's own declaration (`OpDef.aliases`); how they share
+# it (the object itself, or a view with which strides) is here, one rule per such op (a test checks the
+# two agree and runs every kernel against its rule). The result of any other op is a fresh buffer.
 
 
 def _same(attrs, args, outs):
@@ -165,25 +165,8 @@ RULES = {
 }
 
 
-def results(op_name: str, attrs: dict, args: list, outs: list) -> list:
-    """Fresh/Same/View for each output array of a call (`outs`: output shapes; `args`: Layout or None)."""
-    rule = RULES.get(op_name)
-    if rule is None:
+def results(op, attrs: dict, args: list, outs: list) -> list:
+    """Fresh/Same/View for each output array of a call of `op` (`outs`: output shapes; `args`: Layout or None)."""
+    if not getattr(op, "aliases", ()):
         return [FRESH] * len(outs)
-    return rule(attrs, args, outs)
-
-
-# The ops the executor may compute into a dying argument's buffer (retrograd/runtime/inplace.py).
-INPLACE_OPS = frozenset(
-    ["relax.add", "relax.subtract", "relax.multiply", "relax.maximum", "relax.minimum", "relax.negative",
-     "relax.abs", "relax.tanh", "relax.sin", "relax.cos", "relax.nn.relu"]
-)
-
-
-def inplace_candidates(op_name: str, srcs, arg_sinfo, out_sinfo) -> list[int]:
-    """Positions of arguments whose buffer could hold the result (the executor's own test, mirrored)."""
-    if op_name not in INPLACE_OPS or not all(isinstance(s, int) for s in srcs) or len(srcs) > 2:
-        return []
-    if not (isinstance(out_sinfo, TensorStructInfo) and out_sinfo.is_static and is_float_dtype(out_sinfo.dtype)):
-        return []
-    return [i for i, s in enumerate(arg_sinfo) if s == out_sinfo]
+    return RULES[op.name](attrs, args, outs)

@@ -1,4 +1,5 @@
-"""Where the executor releases each register of a block: after its last read, at an If, or at the end."""
+"""Where the executor releases each register of a block (after its last read, at an If, at the end), and
+which arguments an op may overwrite there."""
 
 from __future__ import annotations
 
@@ -34,3 +35,12 @@ def release_points(reads: list, outs: list, branching: list, result_regs: set, o
         else:
             frees[i].append(r)
     return frees, dying, prefree, endfree
+
+
+def inplace_positions(call, srcs, out_sinfo) -> list[int]:
+    """Arguments of an op call whose buffer the executor may compute the result into (when that
+    argument's register is released at the call and nothing else refers to it at run time)."""
+    op = call.op
+    if getattr(op, "inplace", None) is None or not all(isinstance(s, int) for s in srcs):
+        return []
+    return op.inplace_candidates([getattr(a, "struct_info", None) for a in call.args], out_sinfo)

@@ -34,8 +34,8 @@ from retrograd.ir.expr import (
     Var,
 )
 from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, describe_sinfo
-from retrograd.analysis.liveness import release_points
-from retrograd.analysis.layout import RULES, Layout, Same, View, c_strides, inplace_candidates, results
+from retrograd.analysis.layout import Layout, Same, View, c_strides, results
+from retrograd.analysis.liveness import inplace_positions, release_points
 
 MAX_PATHS = 4096
 MAX_CALL_DEPTH = 64
@@ -277,9 +277,7 @@ class _Planner:
                 for b in ins.branches:
                     self.assign(b, dying[i] | b.defined)
             elif ins.kind == "op":
-                call = ins.call
-                arg_sinfo = [getattr(a, "struct_info", None) for a in call.args]
-                positions = inplace_candidates(call.op.name, ins.srcs, arg_sinfo, ins.var.struct_info)
+                positions = inplace_positions(ins.call, ins.srcs, ins.var.struct_info)
                 dying_here = [p for p in positions if ins.srcs[p] in frees[i]]
                 if dying_here:
                     ins.target = dying_here[0]
@@ -519,13 +517,13 @@ class _Sim:
                 return a
         fresh = ins.fresh
         call = ins.call
-        if call.op.name not in RULES:
+        if not getattr(call.op, "aliases", ()):
             outs = [_Arr(_Buf(n, "fresh"), layout) for n, layout in fresh]
         else:
             args = [_read(regs, s) for s in ins.srcs]
             layouts = [a.layout if isinstance(a, _Arr) else None for a in args]
             outs = []
-            for (n, layout), r in zip(fresh, results(call.op.name, call.attrs, layouts, [lay.shape for _, lay in fresh])):
+            for (n, layout), r in zip(fresh, results(call.op, call.attrs, layouts, [lay.shape for _, lay in fresh])):
                 if isinstance(r, Same):
                     outs.append(args[r.arg])
                 elif isinstance(r, View):

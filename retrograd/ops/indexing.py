@@ -118,8 +118,9 @@ strided_slice = register(
     infer=_infer_strided_slice,
     kernel=_strided_slice,
     grad=_strided_slice_grad,
+    print_positional=("axes", "begin", "end", "strides"),
+    aliases=(0,),  # a basic slice: a NumPy view of x
 )
-strided_slice.print_positional = ("axes", "begin", "end", "strides")
 
 # -- take and where -----------------------------------------------------------------------------
 

@@ -1,13 +1,15 @@
-"""Elementwise ops the executor may compute into the buffer of an input that dies at that op.
+"""Writing an elementwise result over the buffer of an input that dies at that op, when nothing else sees it.
 
-This is NumPy's own temporary elision, applied across bindings: when the input's only references are
-its register and the closure itself (`sys.getrefcount`), nothing else can see it change — not a view,
-not the caller (parameters), not the module (constants), not another register — so writing the result
-over it is safe and saves an allocation (a page fault per call for tensors past malloc's mmap threshold).
+This is NumPy's own temporary elision, applied across bindings. Which ops may do it, and which of their
+arguments could hold the result, is decided statically by the op (`OpDef.inplace`,
+`OpDef.inplace_candidates`); lowering picks the first candidate whose register is released at that
+instruction. At run time the buffer is reused only when the input's only references are its register
+and the closure itself (`sys.getrefcount`): then nothing else can see it change — not a view, not the
+caller (parameters), not the module (constants), not another register (an identity op's result) — and
+writing over it saves an allocation (a page fault per call for tensors past malloc's mmap threshold).
 The input may itself be a view (a kernel's reshaped temporary, a transposed value) when the array it
-views is referenced by nothing but that view: the rule is about the memory, so that which kernels hand
-back views of their own temporaries does not matter (retrograd.analysis predicts it from the buffers).
-Only ops whose registered kernel is exactly this ufunc on floats are listed.
+views is referenced by nothing but that view: the test is about the memory, so whether a kernel hands
+back its own temporary or a view of it does not matter (retrograd.analysis predicts it from buffers).
 """
 
 from __future__ import annotations
@@ -16,32 +18,11 @@ from sys import getrefcount
 
 import numpy as np
 
-
 ndarray = np.ndarray
 
 
-def _relu(x, out):
-    return np.maximum(x, x.dtype.type(0), out=out)
-
-
-UFUNCS = {
-    "relax.add": np.add,
-    "relax.subtract": np.subtract,
-    "relax.multiply": np.multiply,
-    "relax.maximum": np.maximum,
-    "relax.minimum": np.minimum,
-    "relax.negative": np.negative,
-    "relax.abs": np.absolute,
-    "relax.tanh": np.tanh,
-    "relax.sin": np.sin,
-    "relax.cos": np.cos,
-    "relax.nn.relu": _relu,
-}
-
-
-def make(op_name: str, srcs, target: int, fallback):
-    """regs -> result: the ufunc into srcs[target]'s array when nothing else references it, else fallback."""
-    uf = UFUNCS[op_name]
+def make(into, srcs, target: int, fallback):
+    """regs -> result: `into(*inputs, out=srcs[target]'s array)` when nothing else references it, else fallback."""
     t = srcs[target]
     if len(srcs) == 1:
 
@@ -52,7 +33,7 @@ def make(op_name: str, srcs, target: int, fallback):
             if type(a) is ndarray and getrefcount(a) == 3 and a.flags.writeable:
                 b = a.base
                 if b is None or (type(b) is ndarray and b.base is None and getrefcount(b) == 3):
-                    return uf(a, out=a)
+                    return into(a, out=a)
             return fallback(r)
 
         return run_unary
@@ -63,7 +44,7 @@ def make(op_name: str, srcs, target: int, fallback):
         if type(a) is ndarray and getrefcount(a) == 3 and a.flags.writeable:
             b = a.base
             if b is None or (type(b) is ndarray and b.base is None and getrefcount(b) == 3):
-                return uf(r[s0], r[s1], out=a)
+                return into(r[s0], r[s1], out=a)
         return fallback(r)
 
     return run_binary

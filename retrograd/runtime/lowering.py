@@ -7,7 +7,7 @@ from operator import itemgetter
 
 import numpy as np
 
-from retrograd.analysis.liveness import release_points
+from retrograd.analysis.liveness import inplace_positions, release_points
 from retrograd.errors import NameError_, UnsupportedError
 from retrograd.gc_pause import collector_paused
 from retrograd.ir.expr import (
@@ -25,7 +25,6 @@ from retrograd.ir.expr import (
     TupleGetItem,
     Var,
 )
-from retrograd.analysis.layout import inplace_candidates
 from retrograd.runtime.inplace import make as make_inplace
 from retrograd.runtime.interp import make_call, make_if, root_of
 from retrograd.runtime.signature import (
@@ -79,7 +78,7 @@ class _PreIns:
     def __init__(self, fn, out, reads, special, info, branches=None, make=None, inplace=None):
         self.fn, self.out, self.reads, self.special, self.info = fn, out, reads, special, info
         self.branches, self.make = branches, make
-        self.inplace = inplace  # (op name, sources, candidate argument positions) for elementwise ops
+        self.inplace = inplace  # (in-place kernel, sources, candidate argument positions) for elementwise ops
 
 
 class _PreBlock:
@@ -350,11 +349,9 @@ class _FunctionLowering:
         label = f"{script}({', '.join(arg_labels + ([attr_text] if attr_text else []))})"
         info = Info(self.name, name, label, arg_info, span, script)
         inplace = None
-        if not self.check:
-            arg_sinfo = [getattr(a, "struct_info", None) for a in call.args]
-            positions = inplace_candidates(op.name, srcs, arg_sinfo, var.struct_info)
-            if positions:
-                inplace = (op.name, srcs, positions)
+        positions = [] if self.check else inplace_positions(call, srcs, var.struct_info)
+        if positions:
+            inplace = (op.inplace, srcs, positions)
         self._add(pb, _kernel_fn(kernel, call.attrs, srcs), self.new_reg(), reads, False, info, var, inplace=inplace)
 
     def _lower_if(self, var, node: If, span, pb) -> None:
@@ -389,10 +386,10 @@ class _FunctionLowering:
             if ins.branches is not None:
                 fn = ins.make([self.assign(b, dying[i] | b.defined) for b in ins.branches])
             elif ins.inplace is not None:
-                op_name, srcs, positions = ins.inplace
+                into, srcs, positions = ins.inplace
                 dying_here = [p for p in positions if srcs[p] in frees[i]]
                 if dying_here:
-                    fn = make_inplace(op_name, srcs, dying_here[0], fn)
+                    fn = make_inplace(into, srcs, dying_here[0], fn)
             code.append((fn, ins.out, tuple(frees[i]), ins.special, ins.info))
         return Block(tuple(code), tuple(prefree), tuple(endfree), reader(pb.result_src))
 

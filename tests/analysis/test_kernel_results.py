@@ -13,8 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from retrograd.analysis.layout import Layout, Same, View, results
+from retrograd.analysis.layout import RULES, Layout, Same, View, results
 from retrograd.ir.struct_info import ShapeStructInfo, TensorStructInfo, TupleStructInfo, is_float_dtype
+from retrograd.ops.registry import all_ops
 from retrograd.runtime.interp import coerce, root_of
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ops"))
@@ -86,7 +87,7 @@ def test_kernel_results_match_the_layout_rules(case):
         out = coerce(out, mod["main"].body.blocks[0].bindings[0].var.struct_info)
         outs = list(out) if isinstance(out, tuple) else [out]
         shapes = [tuple(s.shape) for s in out_sinfo]
-        rules = results(call.op.name, call.attrs, [layout_of(a) for a in args], shapes)
+        rules = results(call.op, call.attrs, [layout_of(a) for a in args], shapes)
         roots = [root_of(a) for a in args if isinstance(a, np.ndarray)]
         for o, s, rule in zip(outs, out_sinfo, rules, strict=True):
             where = f"{case.id}: input {k} as {name}"
@@ -105,3 +106,8 @@ def test_kernel_results_match_the_layout_rules(case):
                 assert r.nbytes == o.nbytes, f"{where}: buffer of {r.nbytes} bytes for {o.nbytes}"
                 assert o.base is None or (type(o.base) is np.ndarray and o.base.base is None), where
     assert tried
+
+
+def test_every_op_that_declares_aliases_has_a_layout_rule_and_no_other():
+    declared = {op.name for op in all_ops() if op.aliases}
+    assert declared == set(RULES)

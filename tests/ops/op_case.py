@@ -120,6 +120,24 @@ class OpCase:
         func = Function(params, body, body.struct_info, attrs={"global_symbol": "main"})
         return IRModule({"main": func})
 
+    # -- kernels ----------------------------------------------------------------------------
+    def kernel_args(self, values: list) -> list:
+        """The kernel's positional arguments: arrays, tuples of arrays, shapes as tuples of ints."""
+        it = iter(values)
+        out = []
+        for inp in self.inputs:
+            if isinstance(inp, ShapeStructInfo):
+                out.append(tuple(inp.values))
+            elif isinstance(inp, list):
+                out.append(tuple(next(it) for _ in inp))
+            else:
+                out.append(next(it))
+        return out
+
+    def run_kernel(self, values: list):
+        """The op's kernel called directly on `values` (one array per parameter input)."""
+        return self.opdef.kernel(*self.kernel_args(values), **self.opdef.normalize_attrs(self.attrs))
+
     # -- data -------------------------------------------------------------------------------
     def make_inputs(self, seed: int = 0) -> list[np.ndarray]:
         rng = np.random.default_rng(seed)
