@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from retrograd.analysis.layout import RULES, Layout, Same, View, results
-from retrograd.ir.struct_info import ShapeStructInfo, TensorStructInfo, TupleStructInfo, is_float_dtype
+from retrograd.ir.struct_info import TupleStructInfo, is_float_dtype
 from retrograd.ops.registry import all_ops
 from retrograd.runtime.interp import coerce, root_of
 
@@ -43,19 +43,6 @@ def layout_of(a) -> Layout | None:
     return Layout(a.shape, str(a.dtype), a.strides, bool(a.flags.writeable))
 
 
-def kernel_args(case, leaves):
-    it = iter(leaves)
-    args = []
-    for inp in case.inputs:
-        if isinstance(inp, ShapeStructInfo):
-            args.append(tuple(inp.values))
-        elif isinstance(inp, list):
-            args.append(tuple(next(it) for _ in inp))
-        else:
-            args.append(next(it))
-    return args
-
-
 def out_tensors(sinfo):
     if isinstance(sinfo, TupleStructInfo):
         return [f for f in sinfo.fields]
@@ -78,7 +65,7 @@ def test_kernel_results_match_the_layout_rules(case):
         leaves = list(base)
         if va is not None:
             leaves[k] = va
-        args = kernel_args(case, leaves)
+        args = case.kernel_args(leaves)
         try:
             out = case.opdef.kernel(*args, **call.attrs)
         except Exception:
