@@ -4,6 +4,16 @@ which arguments an op may overwrite there."""
 from __future__ import annotations
 
 
+def flat_registers(src, out: set) -> set:
+    """Add the registers of a source (a register, or a nested tuple of sources) to `out`."""
+    if isinstance(src, int):
+        out.add(src)
+    else:
+        for s in src:
+            flat_registers(s, out)
+    return out
+
+
 def release_points(reads: list, outs: list, branching: list, result_regs: set, owned) -> tuple:
     """(frees, dying, prefree, endfree) for a block's instructions.
 

@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from retrograd.analysis.layout import Layout, c_strides
-from retrograd.analysis.liveness import inplace_positions, release_points
+from retrograd.analysis.liveness import flat_registers, inplace_positions, release_points
 from retrograd.errors import UnsupportedError
 from retrograd.ir.expr import (
     Call,
@@ -143,7 +143,7 @@ class _Planner:
                 self.binding(binding, blk, k if top else None)
                 k += 1
         blk.result = self.source(seq.body, seq.span)
-        blk.result_regs = flat(blk.result, set()) - self.fixed
+        blk.result_regs = flat_registers(blk.result, set()) - self.fixed
         reads = set(blk.result_regs)
         for ins in blk.ins:
             reads |= ins.reads
@@ -167,7 +167,7 @@ class _Planner:
             srcs = [self.source(a, span) for a in value.args]
             reads = set()
             for s in srcs:
-                flat(s, reads)
+                flat_registers(s, reads)
             if isinstance(value.op, GlobalVar):
                 ins = Ins("call", self.new_reg(), srcs, reads, var, k, callee=value.op.name_hint)
             elif isinstance(value.op, Op):
@@ -209,15 +209,6 @@ class _Planner:
                 if dying_here:
                     ins.target = dying_here[0]
         blk.prefree, blk.endfree = tuple(prefree), tuple(endfree)
-
-
-def flat(src, out: set) -> set:
-    if isinstance(src, int):
-        out.add(src)
-    else:
-        for s in src:
-            flat(s, out)
-    return out
 
 
 # -- abstract values ------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from operator import itemgetter
 
 import numpy as np
 
-from retrograd.analysis.liveness import inplace_positions, release_points
+from retrograd.analysis.liveness import flat_registers, inplace_positions, release_points
 from retrograd.errors import NameError_, UnsupportedError
 from retrograd.gc_pause import collector_paused
 from retrograd.ir.expr import (
@@ -92,15 +92,6 @@ def lower_module(mod, check: bool = False) -> dict[str, Program]:
         for name, prog in programs.items():
             _FunctionLowering(name, mod[name], programs, check).lower(prog)
     return programs
-
-
-def _flat(src, out: set) -> set:
-    if isinstance(src, int):
-        out.add(src)
-    else:
-        for s in src:
-            _flat(s, out)
-    return out
 
 
 def reader(src):
@@ -279,7 +270,7 @@ class _FunctionLowering:
             for binding in block.bindings:
                 self.lower_binding(binding, pb)
         pb.result_src = self.source(seq.body, seq.span)
-        pb.result_regs = _flat(pb.result_src, set()) - self.fixed
+        pb.result_regs = flat_registers(pb.result_src, set()) - self.fixed
         reads = set(pb.result_regs)
         for ins in pb.ins:
             reads |= ins.reads
@@ -326,7 +317,7 @@ class _FunctionLowering:
         srcs = [self.source(a, span) for a in call.args]
         reads = set()
         for s in srcs:
-            _flat(s, reads)
+            flat_registers(s, reads)
         arg_labels = [self.describe_src(s) for s in srcs]
         arg_info = [(lab, reader(s)) for lab, s in zip(arg_labels, srcs)]
         if isinstance(call.op, GlobalVar):
