@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
+import numpy as np
+
 
 
 class Layout(NamedTuple):
@@ -44,15 +46,29 @@ def c_strides(shape, itemsize: int) -> tuple:
     return tuple(reversed(out))
 
 
-def nocopy_reshape(shape, strides, newshape) -> tuple | None:
+def is_c_contiguous(shape, strides, itemsize: int) -> bool:
+    """NumPy's C-contiguity flag: strides of size-1 axes do not matter, an empty array always is."""
+    if math.prod(shape) == 0:
+        return True
+    step = itemsize
+    for d, s in zip(reversed(shape), reversed(strides)):
+        if d != 1:
+            if s != step:
+                return False
+            step *= d
+    return True
+
+
+def nocopy_reshape(shape, strides, newshape, itemsize: int) -> tuple | None:
     """The strides NumPy gives `reshape(newshape)` as a view, or None when it must copy.
 
-    A port of NumPy's _attempt_nocopy_reshape (C order); arrays of the same shape are always viewed.
+    C-contiguous arrays (empty ones included) and same-shape reshapes are always viewed; otherwise this
+    is a port of NumPy's _attempt_nocopy_reshape (C order).
     """
     if tuple(shape) == tuple(newshape):
         return tuple(strides)
-    if math.prod(shape) == 0:
-        return None
+    if is_c_contiguous(shape, strides, itemsize):
+        return c_strides(newshape, itemsize)
     old = [(d, s) for d, s in zip(shape, strides) if d != 1]
     olddims = [d for d, _ in old]
     oldstrides = [s for _, s in old]
@@ -75,7 +91,7 @@ def nocopy_reshape(shape, strides, newshape) -> tuple | None:
             newstrides[nk - 1] = newstrides[nk] * newshape[nk]
         ni, nj = nj, nj + 1
         oi, oj = oj, oj + 1
-    last = newstrides[ni - 1] if ni >= 1 else 1
+    last = newstrides[ni - 1] if ni >= 1 else itemsize
     for nk in range(ni, len(newshape)):
         newstrides[nk] = last
     return tuple(newstrides)
@@ -93,7 +109,7 @@ def _same(attrs, args, outs):
 
 def _reshape(attrs, args, outs):
     x = args[0]
-    strides = nocopy_reshape(x.shape, x.strides, outs[0])
+    strides = nocopy_reshape(x.shape, x.strides, outs[0], np.dtype(x.dtype).itemsize)
     return [FRESH] if strides is None else [View(0, Layout(outs[0], x.dtype, strides, x.writeable))]
 
 

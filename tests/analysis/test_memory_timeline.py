@@ -130,3 +130,18 @@ class Module:
 ''')
     with pytest.raises(UnsupportedError, match="binding 'r'.*depends on the data"):
         peak_memory(mod, "main")
+
+
+def test_a_reshaped_empty_slice_keeps_its_buffer_alive():
+    # An empty slice is a view of e; NumPy reshapes empty arrays as views, so r still holds e's buffer
+    # when y is computed (a copy would have let it go).
+    mod = parse('''
+@R.function
+def main(x: R.Tensor((N,), "float32")):
+    e = R.exp(x)
+    s = R.strided_slice(e, axes=[0], begin=[N], end=[N])
+    r = R.reshape(s, R.shape([0, 2]))
+    y = R.exp(x)
+    return (r, y)
+''')
+    assert peak_memory(mod, "main") == measured(mod, "main", np.ones(N, "float32")) == 3 * KB4
