@@ -82,7 +82,7 @@ class _Draw:
     def step(self):
         kind = self.draw(st.sampled_from(
             ["unary", "unary", "binary", "binary", "matmul", "permute", "reshape", "slice", "split",
-             "broadcast", "squeeze", "marker", "tuple", "sum"]
+             "broadcast", "squeeze", "marker", "tuple", "sum", "astype", "concat", "collapse"]
         ))
         getattr(self, kind)()
 
@@ -129,7 +129,8 @@ class _Draw:
         axis = self.draw(st.integers(0, a.struct_info.ndim - 1))
         n = a.struct_info.shape[axis]
         step = self.draw(st.sampled_from([1, 2, -1]))
-        begin, end = (n - 1, -n - 1) if step < 0 else (self.draw(st.integers(0, max(n - 1, 0))), n)
+        # begin == n: an empty slice, still a view that keeps the whole buffer alive.
+        begin, end = (n - 1, -n - 1) if step < 0 else (self.draw(st.integers(0, n)), n)
         self.emit(R.strided_slice(a, axes=[axis], begin=[begin], end=[end], strides=[step]))
 
     def split(self):
@@ -160,6 +161,24 @@ class _Draw:
         t = self.emit(Tuple([a, b]), "tup")
         if t is not None:
             self.emit(TupleGetItem(t, self.draw(st.integers(0, 1))), "item")
+
+    def astype(self):
+        a = self.pick()
+        # The same dtype hands back the argument itself; another dtype a fresh buffer.
+        self.emit(R.astype(a, self.draw(st.sampled_from(["float32", "float32", "float64"]))))
+
+    def concat(self):
+        a = self.pick(lambda s: s.ndim >= 1)
+        b = self.pick(lambda s: s.ndim == a.struct_info.ndim and s.dtype == a.struct_info.dtype
+                      and tuple(s.shape[1:]) == tuple(a.struct_info.shape[1:]))
+        self.emit(R.concat(Tuple([a, b]), axis=0))
+
+    def collapse(self):
+        a = self.pick(lambda s: s.ndim >= 1)
+        shape = tuple(a.struct_info.shape)
+        # Summing nothing hands back the argument itself; summing leading or unit axes, a fresh buffer.
+        target = self.draw(st.sampled_from([shape, shape[1:], tuple(1 if i == 0 else d for i, d in enumerate(shape))]))
+        self.emit(R.collapse_sum_to(a, shape_expr(list(target))))
 
     def sum(self):
         a = self.pick(lambda s: s.ndim >= 1)
