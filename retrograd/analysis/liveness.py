@@ -1,5 +1,4 @@
-"""Where the executor releases each register of a block (after its last read, at an If, at the end), and
-which arguments an op may overwrite there."""
+"""Register liveness shared by the lowering and the memory model: release points, in-place arguments."""
 
 from __future__ import annotations
 

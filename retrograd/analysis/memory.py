@@ -1,13 +1,4 @@
-"""The executor's peak live bytes, predicted from struct info and liveness alone (static shapes).
-
-The model replays what `retrograd.build(mod)[name](*args)` does to its memory meter (see
-retrograd/runtime/interp.py and docs/memory.md), on abstract arrays: a buffer (parameter, constant or
-fresh, with its size) and a layout over it (shape, strides, writeable). Registers, release points and
-in-place targets are assigned exactly as the lowering assigns them; what each kernel returns (a fresh
-buffer, an input itself, a view of it) comes from retrograd.analysis.layout. Arguments are taken to be
-distinct arrays owning their memory. Where an If's condition depends on the data, every path is
-followed and the worst one reported (at most MAX_PATHS paths).
-"""
+"""The executor's peak live bytes, predicted from struct info and liveness alone (docs/memory.md)."""
 
 from __future__ import annotations
 
@@ -48,7 +39,14 @@ class MemoryTimeline:
 
 
 def peak_memory(mod, func_name: str) -> int:
-    """The `ex.stats.peak_live_bytes` that `retrograd.build(mod)[func_name](*args)` measures."""
+    """The `ex.stats.peak_live_bytes` that `retrograd.build(mod)[func_name](*args)` measures.
+
+    The executor's meter is replayed on abstract arrays (a buffer: parameter, constant or fresh, with
+    its size; a layout over it), with registers, release points and in-place targets assigned as the
+    lowering assigns them and kernel results as retrograd.analysis.layout describes them. Shapes must
+    be static; arguments are taken to be distinct arrays owning their memory. Where an If's condition
+    depends on the data every path is followed (at most MAX_PATHS) and the worst one is reported.
+    """
     return memory_timeline(mod, func_name).peak
 
 
@@ -81,7 +79,6 @@ def _timeline(mod, func_name: str) -> MemoryTimeline:
     during, peak = tuple(best.during), best.peak
     index = next((i for i, d in enumerate(during) if d == peak), None) if peak > best.param_bytes else None
     return MemoryTimeline(func_name, main.names, during, tuple(best.after), best.param_bytes, peak, index)
-
 
 
 # -- the simulation -----------------------------------------------------------------------------------

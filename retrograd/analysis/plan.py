@@ -1,5 +1,4 @@
-"""The model's view of a function: the lowering's registers, release points and in-place targets, over
-abstract values (a buffer with its size and kind, and a layout over it) instead of kernels."""
+"""A function as the memory model runs it: the lowering's registers and release points, abstract values."""
 
 from __future__ import annotations
 
@@ -32,6 +31,8 @@ from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, describe
 
 
 class Ins:
+    """One instruction of the lowered code: what it reads, the register it fills, what it releases."""
+
     __slots__ = ("kind", "out", "srcs", "reads", "frees", "call", "var", "branches", "callee", "target", "index", "binding", "fresh")
 
     def __init__(self, kind, out, srcs, reads, var, binding, **extra):
@@ -51,10 +52,14 @@ class Ins:
 
 
 class Block:
+    """A function body or If branch: instructions, result source, and registers released around them."""
+
     __slots__ = ("ins", "result", "result_regs", "defined", "outer_reads", "prefree", "endfree")
 
 
 class Plan:
+    """A planned function: parameter registers, the register template (constants filled), its body."""
+
     __slots__ = ("name", "params", "template", "block", "names")
 
 
@@ -225,6 +230,8 @@ class Buf:
 
 
 class Arr:
+    """An array value: the buffer it refers to and its layout over it."""
+
     __slots__ = ("buf", "layout", "known")
 
     def __init__(self, buf: Buf, layout: Layout, known=None):
