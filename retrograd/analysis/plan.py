@@ -93,6 +93,7 @@ class _Planner:
         self.src_of: dict = {}
         self.consts: dict[int, int] = {}
         self.top = True
+        self.fresh: dict = {}  # struct info -> [(nbytes, C-order layout)]: few distinct ones per function
 
     def error(self, message, span=None):
         return UnsupportedError(f"{self.name}: {message}", span)
@@ -176,8 +177,10 @@ class _Planner:
             if isinstance(value.op, GlobalVar):
                 ins = Ins("call", self.new_reg(), srcs, reads, var, k, callee=value.op.name_hint)
             elif isinstance(value.op, Op):
-                shapes = static_shapes(var.struct_info, f"{self.name}: binding '{var.name_hint}'", span)
-                fresh = [c_layout(shape, dtype) for shape, dtype in shapes]
+                fresh = self.fresh.get(var.struct_info)
+                if fresh is None:
+                    shapes = static_shapes(var.struct_info, f"{self.name}: binding '{var.name_hint}'", span)
+                    fresh = self.fresh[var.struct_info] = [c_layout(shape, dtype) for shape, dtype in shapes]
                 ins = Ins("op", self.new_reg(), srcs, reads, var, k, call=value, fresh=fresh)
             else:
                 raise self.error(f"binding '{var.name_hint}' calls a {type(value.op).__name__}", span)
