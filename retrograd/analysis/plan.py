@@ -24,7 +24,8 @@ from retrograd.ir.expr import (
     TupleGetItem,
     Var,
 )
-from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, describe_sinfo
+from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo
+from retrograd.ir.text import format_sinfo
 
 
 # -- plans: the lowering's registers and release points, without kernels ------------------------------
@@ -259,7 +260,7 @@ def static_shapes(sinfo, what: str, span=None) -> list:
     if isinstance(sinfo, TensorStructInfo):
         if not sinfo.is_static or not sinfo.dtype:
             raise UnsupportedError(
-                f"{what} has struct info {describe_sinfo(sinfo)}: the memory model needs static shapes and dtypes", span
+                f"{what} has struct info {format_sinfo(sinfo, brief=True)}: the memory model needs static shapes and dtypes", span
             )
         return [(tuple(sinfo.shape), sinfo.dtype)]
     if isinstance(sinfo, TupleStructInfo):
@@ -267,7 +268,7 @@ def static_shapes(sinfo, what: str, span=None) -> list:
         for f in sinfo.fields:
             out.extend(static_shapes(f, what, span))
         return out
-    raise UnsupportedError(f"{what} has struct info {describe_sinfo(sinfo)}: the memory model needs tensors", span)
+    raise UnsupportedError(f"{what} has struct info {format_sinfo(sinfo, brief=True)}: the memory model needs tensors", span)
 
 
 def c_layout(shape, dtype: str) -> tuple[int, Layout]:
