@@ -94,3 +94,12 @@ def test_mlps_and_their_adjoints(layers, transposed):
     timeline = memory_timeline(adj, "main_adjoint")
     assert timeline.peak == peak == max(timeline.during)
     assert timeline.during[timeline.peak_index] == peak
+
+
+@pytest.mark.parametrize("make", ["forward_module", "step_module", "adjoint_module"])
+def test_bench_step_modules(make):
+    # The step benchmark's forward, hand-written step and Gradient adjoint (64x256 MLP, int64 labels).
+    bench = _load(TESTS.parent / "benchmarks" / "bench_step.py", "bench_step")
+    mod = getattr(bench, make)()
+    for name, _ in mod.items():
+        check(mod, name)
