@@ -13,6 +13,7 @@ import pytest
 import retrograd
 from checkpoint_cases import BLOCKS, CONSECUTIVE, DAG, H, IF_CALL, INTERMEDIATE, SEQ_API, SEQUENTIAL, SPARSE, TREE, TUPLE, TWO_GROUPS, chain, unmarked
 from gradient_helpers import check_gradient, random_inputs
+from retrograd.analysis import peak_memory
 from retrograd.ir.analysis import read_vars
 from retrograd.ir.expr import Call
 from retrograd.ir.module import IRModule
@@ -253,8 +254,11 @@ def test_recomputations_sit_behind_barriers(name, cleanup):
 
 
 def run_adjoint(text: str, args: list, **options):
-    fn = retrograd.build(Gradient("main", **options)(retrograd.parse(text)))["main_adjoint"]
+    """Outputs and run statistics of the adjoint, which the static memory model must predict exactly."""
+    mod = Gradient("main", **options)(retrograd.parse(text))
+    fn = retrograd.build(mod)["main_adjoint"]
     out = fn(*args)
+    assert peak_memory(mod, "main_adjoint") == fn.exe.stats.peak_live_bytes
     return out, fn.exe.stats
 
 
@@ -263,7 +267,7 @@ def test_marked_chain_peak_memory(matmul):
     """32 layers with a segment every 8: the unmarked adjoint keeps every layer's output for the
     backward part (32 activations at least); the marked one keeps the 3 segment inputs h7, h15, h23
     and recomputes one segment at a time (8 activations) next to a few adjoints. Measured by the
-    executor, with gradients bitwise equal."""
+    executor (and predicted exactly by the static memory model), with gradients bitwise equal."""
     layers, batch, width = 32, 256, 64
     act = batch * width * 4
     rng = np.random.default_rng(0)
@@ -454,7 +458,7 @@ def random_program(rng) -> str:
 def test_random_programs(seed):
     """Random segments over random DAGs: well formed, input untouched, values bitwise those of the
     unmarked adjoint (before and after the clean-up pipeline and a print/parse round trip), every
-    recomputation behind barriers."""
+    recomputation behind barriers, the measured peak predicted exactly by the memory model."""
     rng = np.random.default_rng(seed)
     text = random_program(rng)
     marked_mod = retrograd.parse(text)
@@ -465,7 +469,9 @@ def test_random_programs(seed):
     plain = Gradient("main")(retrograd.parse(unmarked(text)))
     args = random_inputs(marked_mod, seed=seed)
     want = retrograd.build(plain)["main_adjoint"](*args)
-    assert_bitwise(retrograd.build(marked)["main_adjoint"](*args), want)
+    fn = retrograd.build(marked)["main_adjoint"]
+    assert_bitwise(fn(*args), want)
+    assert peak_memory(marked, "main_adjoint") == fn.exe.stats.peak_live_bytes
     assert_barriers(marked["main_adjoint"])
     again = retrograd.parse(parse_pipeline("cse, simplify, fold-constant, dce")(marked).script())
     assert_bitwise(retrograd.build(again)["main_adjoint"](*args), want)
