@@ -10,7 +10,8 @@ import attrs
 
 from retrograd.errors import OpError, TypeInferenceError
 from retrograd.ir.expr import Call, Expr, Op
-from retrograd.ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo, describe_sinfo, is_float_dtype
+from retrograd.ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo, is_float_dtype
+from retrograd.ir.text import format_sinfo
 
 REQUIRED = object()
 
@@ -47,7 +48,7 @@ class InferCtx:
     def describe(self) -> str:
         parts = []
         for spec, s in zip(self.op.args, self.sinfo):
-            parts.append(f"{spec.name}: {describe_sinfo(s)}")
+            parts.append(f"{spec.name}: {format_sinfo(s, brief=True)}")
         return ", ".join(parts)
 
     def error(self, message: str, arg: int | None = None) -> TypeInferenceError:
@@ -59,13 +60,13 @@ class InferCtx:
     def tensor(self, i: int) -> TensorStructInfo:
         s = self.sinfo[i]
         if not isinstance(s, TensorStructInfo):
-            raise self.error(f"expected a tensor, got {describe_sinfo(s)}", i)
+            raise self.error(f"expected a tensor, got {format_sinfo(s, brief=True)}", i)
         return s
 
     def tuple(self, i: int) -> TupleStructInfo:
         s = self.sinfo[i]
         if not isinstance(s, TupleStructInfo):
-            raise self.error(f"expected a tuple, got {describe_sinfo(s)}", i)
+            raise self.error(f"expected a tuple, got {format_sinfo(s, brief=True)}", i)
         return s
 
 
@@ -98,7 +99,8 @@ class OpDef(Op):
       share: the very object (identity markers such as grad.no_grad, astype to the same dtype) or a
       NumPy view (reshape, permute_dims, strided_slice, ...); each registration says when. The result
       of an op not listing an argument never shares memory with it (a test runs every kernel to check
-      this). The executor counts a shared buffer once, and never writes in place over a view.
+      this). The executor counts a shared buffer once; retrograd/analysis/layout.py says how each
+      listed op shares it (the object, or a view with which strides).
     """
 
     name: str

@@ -22,10 +22,11 @@ from retrograd.ir.expr import (
     TupleGetItem,
     Var,
 )
-from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, describe_sinfo
+from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo
+from retrograd.ir.text import format_sinfo
 from retrograd.passes.checkpoint.cost import op_cost
 from retrograd.passes.checkpoint.problem import Problem
-from retrograd.passes.gradient_copy import read_vars
+from retrograd.ir.analysis import read_vars
 
 # Which ops may return their first argument's buffer is the op's own declaration (`OpDef.aliases`); when
 # they do is below. Views whose result is not C-contiguous in general: a later reshape of them copies.
@@ -48,7 +49,7 @@ def static_bytes(sinfo, what: str, span=None) -> int:
     if isinstance(sinfo, TensorStructInfo):
         if sinfo.shape is None or not all(isinstance(d, int) for d in sinfo.shape) or not sinfo.dtype:
             raise PassError(
-                f"checkpoint: {what} has struct info {describe_sinfo(sinfo)}; planning needs static shapes and dtypes",
+                f"checkpoint: {what} has struct info {format_sinfo(sinfo, brief=True)}; planning needs static shapes and dtypes",
                 span,
             )
         return prod(sinfo.shape) * (1 if sinfo.dtype == "bool" else np.dtype(sinfo.dtype).itemsize)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from retrograd.analysis import peak_memory
 from retrograd.errors import PassError
 from retrograd.gc_pause import collector_paused
 from retrograd.ir.expr import Function
@@ -13,7 +14,7 @@ from retrograd.passes.checkpoint.report import PlanReport
 from retrograd.passes.checkpoint.rewrite import rewrite
 from retrograd.passes.checkpoint.simulate import simulate
 from retrograd.passes.checkpoint.policies import POLICIES, solve
-from retrograd.passes.infra import OptionError, module_pass, register_pass
+from retrograd.passes.infra import OptionError, module_pass
 
 # Re-plans with a tighter budget when the rewritten function's own peak exceeds the plan's (a mismatch
 # between the schedule's model and the program it became); a handful always sufficed in tests.
@@ -28,7 +29,7 @@ class InfeasibleBudgetError(PassError):
         self.least_feasible = least_feasible
 
 
-@module_pass(name="checkpoint")
+@module_pass(name="checkpoint", aliases={"func": "func_name"})
 class Checkpoint:
     """Recompute values of `func_name` instead of keeping them, so that its peak of live bytes fits `budget`.
 
@@ -53,8 +54,6 @@ class Checkpoint:
         new_mod, self.last_report = plan_checkpoint(mod, self.func_name, self.budget, self.policy)
         return new_mod
 
-
-register_pass("checkpoint", Checkpoint, aliases={"func": "func_name"})
 
 
 def plan_checkpoint(mod: IRModule, func_name: str, budget=None, policy: str = "budget") -> tuple[IRModule, PlanReport]:
@@ -109,9 +108,8 @@ def _plan(mod: IRModule, func: Function, func_name: str, parsed, policy: str) ->
 
 
 def _measure(mod: IRModule, func_name: str, new_func: Function, planned: int) -> int:
-    """The rewritten function's peak. The schedule's simulation equals the executor's measurement on every
-    model the tests run (tests/passes/checkpoint); the exact static model replaces it once it exists."""
-    return planned
+    """The rewritten function's peak by the exact static memory model (what the executor will measure)."""
+    return peak_memory(mod.with_function(func_name, new_func), func_name)
 
 
 def _report(ex, schedule: Schedule, func_name, policy, target, unplanned, peak, replans) -> PlanReport:

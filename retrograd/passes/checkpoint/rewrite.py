@@ -18,7 +18,8 @@ from retrograd.ops.registry import get as get_op
 from retrograd.passes.checkpoint.extract import Extraction
 from retrograd.passes.checkpoint.problem import Schedule
 from retrograd.passes.checkpoint.simulate import events
-from retrograd.passes.gradient_copy import copy_expr, read_vars
+from retrograd.ir.analysis import read_vars
+from retrograd.ir.copy import copy_expr
 
 _START = get_op("relax.grad.start_checkpoint")
 _END = get_op("relax.grad.end_checkpoint")
