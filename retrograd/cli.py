@@ -116,7 +116,7 @@ def cmd_run(args) -> int:
     _print_value(result, "result")
     stats = getattr(ex, "stats", None)
     if stats is not None and getattr(stats, "peak_live_bytes", None) is not None:
-        from retrograd.runtime.stats import human_bytes
+        from retrograd.ir.text import human_bytes
 
         print(
             f"peak live bytes: {stats.peak_live_bytes} ({human_bytes(stats.peak_live_bytes)}; "
