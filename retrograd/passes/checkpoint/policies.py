@@ -4,7 +4,8 @@ policy "budget": the least recomputation cost whose simulated peak fits the budg
 the lower peak (with FLOP costs a matmul or conv costs more than the cheap ops that could replace it;
 the greedy descent also tries everything else before them). Exact (MILP) for problems of up to EXACT_NODES nodes when scipy is importable, Revolve on
 uniform chain adjoints, the greedy descent otherwise. policy "sqrt": Chen et al.'s segmentation.
-policy "cheap": recompute only cheap kinds, to the least peak that gives, no budget.
+policy "cheap": recompute only cheap kinds, each from values live where it is needed (no chains
+of recomputation), to the least peak that gives; no budget (PyTorch's default partitioner's choice).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from retrograd.passes.checkpoint.problem import CHEAP_KINDS, HEAVY_KINDS, Infeas
 from retrograd.passes.checkpoint.simulate import simulate
 
 EXACT_NODES = 48
+SEGMENTS = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 POLICIES = ("budget", "sqrt", "cheap")
 
 
@@ -29,7 +31,7 @@ def light_only(problem: Problem) -> tuple[bool, ...]:
 def solve(problem: Problem, budget: int | None = None, policy: str = "budget") -> Schedule:
     """A Schedule for `problem` (see the module docstring); InfeasibleBudget when no plan fits the budget."""
     if policy == "cheap":
-        return greedy.least_peak(problem, cheap_only(problem))[0]
+        return greedy.least_peak(problem, cheap_only(problem), single=True)[0]
     if policy == "sqrt":
         from retrograd.passes.checkpoint.sqrt import sqrt_schedule
 
@@ -72,6 +74,15 @@ def plan_budget(problem: Problem, budget: int) -> Schedule | None:
     s = _descend(problem, budget, light_only(problem))
     if s is not None:
         found.append(s)
+    if problem.n > greedy.BATCH_NODES:
+        # Chen-style segmentations of several lengths: plans fixed in advance, taken when they fit better.
+        from retrograd.passes.checkpoint.sqrt import segment_schedule
+
+        base = greedy.Planner(problem)
+        for size in SEGMENTS:
+            s = segment_schedule(problem, size, base)
+            if s.recompute and simulate(problem, s, check=False).peak_bytes <= budget:
+                found.append(s)
     if not found:
         return None
     return min(found, key=lambda s: _rank(problem, s))
@@ -107,6 +118,15 @@ def least_feasible(problem: Problem) -> int:
     if ch is not None:
         p1 = simulate(problem, chain.chain_schedule(problem, ch, 1)).peak_bytes
         best = p1 if best is None else min(best, p1)
+    if problem.n > greedy.BATCH_NODES:
+        from retrograd.passes.checkpoint.sqrt import segment_schedule
+
+        base = greedy.Planner(problem)
+        for size in SEGMENTS:
+            s = segment_schedule(problem, size, base)
+            if s.recompute:
+                p1 = simulate(problem, s, check=False).peak_bytes
+                best = p1 if best is None else min(best, p1)
     pl = greedy.Planner(problem, light_only(problem))
     low = pl.sim.peak_bytes
     while pl.step():

@@ -35,7 +35,7 @@ def _invalid(msg: str) -> Simulation:
     return Simulation(valid=False, error=msg)
 
 
-def events(problem: Problem, schedule: Schedule | None):
+def events(problem: Problem, schedule: Schedule | None, check: bool = True):
     """(nodes, stages, reads, last_use) of the schedule's computations in order, or an error message.
 
     reads[e]: the event index of the instance read for each dep of event e; last_use[e]: the last
@@ -54,9 +54,10 @@ def events(problem: Problem, schedule: Schedule | None):
     stages: list[int] = []
     reads: list[tuple] = []
     last_use: list[int] = []
+    e = 0
     for t in range(n):
         extra = rec[t] if t < len(rec) else ()
-        if extra:
+        if extra and check:
             seen: dict[int, int] = {}
             for k, v in enumerate(extra):
                 if not 0 <= v < t:
@@ -74,28 +75,38 @@ def events(problem: Problem, schedule: Schedule | None):
                             f"stage {t}: recomputations out of order: {names[v]} (#{v}) reads {names[d]} (#{d}), "
                             f"which is recomputed after it"
                         )
-            todo = (*extra, t)
-        else:
-            todo = (t,)
-        for v in todo:
-            e = len(nodes)
-            r = tuple(cur[d] for d in deps[v])
-            for i in r:
-                last_use[i] = e
-            nodes.append(v)
-            stages.append(t)
-            reads.append(r)
-            last_use.append(e)
-            cur[v] = e
+        if extra:
+            for v in extra:
+                r = [cur[d] for d in deps[v]]
+                for i in r:
+                    last_use[i] = e
+                nodes.append(v)
+                stages.append(t)
+                reads.append(r)
+                last_use.append(e)
+                cur[v] = e
+                e += 1
+        r = [cur[d] for d in deps[t]]
+        for i in r:
+            last_use[i] = e
+        nodes.append(t)
+        stages.append(t)
+        reads.append(r)
+        last_use.append(e)
+        cur[t] = e
+        e += 1
     end = len(nodes)
     for o in p.outputs:
         last_use[cur[o]] = end
     return nodes, stages, reads, last_use
 
 
-def simulate(problem: Problem, schedule: Schedule | None = None, stage_peaks: bool = False) -> Simulation:
-    """Peak live bytes (parameters included), extra cost and validity of running `problem` with `schedule`."""
-    ev = events(problem, schedule)
+def simulate(problem: Problem, schedule: Schedule | None = None, stage_peaks: bool = False, check: bool = True) -> Simulation:
+    """Peak live bytes (parameters included), extra cost and validity of running `problem` with `schedule`.
+
+    check=False skips the validity checks, for schedules built valid by the solvers.
+    """
+    ev = events(problem, schedule, check)
     if isinstance(ev, str):
         return _invalid(ev)
     nodes, stages, reads, last_use = ev
