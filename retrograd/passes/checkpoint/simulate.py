@@ -75,26 +75,16 @@ def events(problem: Problem, schedule: Schedule | None, check: bool = True):
                             f"stage {t}: recomputations out of order: {names[v]} (#{v}) reads {names[d]} (#{d}), "
                             f"which is recomputed after it"
                         )
-        if extra:
-            for v in extra:
-                r = [cur[d] for d in deps[v]]
-                for i in r:
-                    last_use[i] = e
-                nodes.append(v)
-                stages.append(t)
-                reads.append(r)
-                last_use.append(e)
-                cur[v] = e
-                e += 1
-        r = [cur[d] for d in deps[t]]
-        for i in r:
-            last_use[i] = e
-        nodes.append(t)
-        stages.append(t)
-        reads.append(r)
-        last_use.append(e)
-        cur[t] = e
-        e += 1
+        for v in extra + (t,) if extra else (t,):
+            r = [cur[d] for d in deps[v]]
+            for i in r:
+                last_use[i] = e
+            nodes.append(v)
+            stages.append(t)
+            reads.append(r)
+            last_use.append(e)
+            cur[v] = e
+            e += 1
     end = len(nodes)
     for o in p.outputs:
         last_use[cur[o]] = end

@@ -9,7 +9,7 @@ import pytest
 from ckpt_helpers import chain_problem, random_problem
 
 from retrograd.passes.checkpoint import InfeasibleBudget, Problem, Schedule, least_feasible, simulate, solve
-from retrograd.passes.checkpoint.problem import HEAVY_KINDS
+from retrograd.passes.checkpoint.problem import HEAVY_KINDS, Builder
 
 
 def sweep(p: Problem, points: int = 12):
@@ -83,31 +83,20 @@ def test_sqrt_on_a_chain_is_chen():
 
 def _matmul_cos_chain(layers: int) -> tuple[Problem, int]:
     """cos(x) then `layers` times cos(x @ w), and its backward (gradient nodes of size 0)."""
-    sizes, costs, deps, kinds, rec, outs = [], [], [], [], [], []
-
-    def add(size, cost, ds, kind, r=True, out=False):
-        sizes.append(size)
-        costs.append(cost)
-        deps.append(tuple(ds))
-        kinds.append(kind)
-        rec.append(r)
-        if out:
-            outs.append(len(sizes) - 1)
-        return len(sizes) - 1
-
+    b = Builder()
+    add = b.add
     c = add(4, 1, (), "elementwise")
     mms, coss = [], [c]
     for _ in range(layers):
         mms.append(add(4, 100, (coss[-1],), "matmul"))
         coss.append(add(4, 1, (mms[-1],), "elementwise"))
-    add(0, 1, (coss[-1],), "reduce", out=True)
+    add(0, 1, (coss[-1],), "reduce", output=True)
     gc = add(0, 1, (), "other", False)
     for i in range(layers - 1, -1, -1):
         gm = add(0, 1, (mms[i], gc), "other", False)
         add(0, 100, (coss[i], gm), "other", False, True)
         gc = add(0, 100, (gm,), "other", False)
-    p = Problem(sizes=sizes, costs=costs, deps=deps, recomputable=rec, outputs=outs, kinds=kinds)
-    return p, layers
+    return b.build(), layers
 
 
 def test_cheap_keeps_matmul_outputs_and_recomputes_the_rest():
