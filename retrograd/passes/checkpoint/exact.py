@@ -2,10 +2,11 @@
 
 Stage t computes node t, preceded by recomputations R[t,k] (k < t, in node order); S[t,k] says that
 node k's value is live entering stage t; FREE[t,i,k] releases i right after event (t,k) when no later
-event of stage t reads it and it is not kept into stage t+1. The memory after each event, before its
-frees, is the simulator's; aliases are charged their root's size and in-place reuse is ignored, so the
-model's memory is an upper bound of the simulated one (exact on problems without either). scipy is
-optional: without it `available()` is False and the planner uses its heuristics.
+event of stage t reads it and it is not kept into stage t+1; IP[t,k,d] says event k reuses the
+buffer of its dying in-place dep d. The memory after each event, before its frees, is the
+simulator's; aliases are charged their root's size, so the model's memory is an upper bound of the
+simulated one (exact on problems without aliases). scipy is optional: without it `available()` is
+False and the planner uses its heuristics.
 """
 
 from __future__ import annotations
@@ -148,10 +149,38 @@ class _Model:
                         const = 0
                 else:
                     const = 0
-                self.mem_rows.append((dict(acc), const))
+                row = dict(acc)
+                for ip in self._inplace(k, frees_after[k], rows):
+                    row[ip] = -float(self.size[k])
+                self.mem_rows.append((row, const))
                 for f, i in frees_after[k]:
                     acc[f] = acc.get(f, 0.0) - self.size[i]
         self.rows = rows
+
+    def _inplace(self, k: int, frees: list, rows: list) -> list[int]:
+        """IP variables: event k writes into the buffer of the in-place dep that dies there (the executor
+        tries the first dying candidate only), so it allocates nothing."""
+        p = self.p
+        if not p.inplace[k] or p.alias_of[k] is not None:
+            return []
+        free_of = {i: f for f, i in frees}
+        cands = []
+        for pos in p.inplace[k]:
+            d = p.deps[k][pos]
+            if d not in cands:
+                cands.append(d)
+        out = []
+        for n, d in enumerate(cands):
+            f = free_of.get(d)
+            if f is None or p.alias_of[d] is not None or self.size[d] != self.size[k]:
+                continue
+            ip = self._new()
+            rows.append(({ip: 1.0, f: -1.0}, -float("inf"), 0.0))
+            for e in cands[:n]:
+                if e in free_of:
+                    rows.append(({ip: 1.0, free_of[e]: 1.0}, -float("inf"), 1.0))
+            out.append(ip)
+        return out
 
     def _root(self, i: int) -> int:
         while self.p.alias_of[i] is not None:

@@ -2,8 +2,9 @@
 
 policy "budget": the least recomputation cost whose simulated peak fits the budget, ties broken by
 the lower peak (with FLOP costs a matmul or conv costs more than the cheap ops that could replace it;
-the greedy descent also tries everything else before them). Exact (MILP) for problems of up to EXACT_NODES nodes when scipy is importable, Revolve on
-uniform chain adjoints, the greedy descent otherwise. policy "sqrt": Chen et al.'s segmentation.
+the greedy descent also tries everything else before them). Revolve on uniform chain adjoints; exact
+(MILP) for problems of up to EXACT_NODES nodes when scipy is importable; otherwise the greedy
+descent, and on large problems Chen-style segmentations of several lengths, the best that fits. policy "sqrt": Chen et al.'s segmentation.
 policy "cheap": recompute only cheap kinds, each from values live where it is needed (no chains
 of recomputation), to the least peak that gives; no budget (PyTorch's default partitioner's choice).
 """
@@ -52,8 +53,8 @@ def _use_exact(problem: Problem) -> bool:
 
 
 def _exact_is_model(problem: Problem) -> bool:
-    """The MILP's memory is the simulator's (no aliases, no in-place candidates)."""
-    return all(a is None for a in problem.alias_of) and not any(problem.inplace)
+    """The MILP's memory is the simulator's (no aliases)."""
+    return all(a is None for a in problem.alias_of)
 
 
 def plan_budget(problem: Problem, budget: int) -> Schedule | None:
