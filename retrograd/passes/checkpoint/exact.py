@@ -11,6 +11,7 @@ False and the planner uses its heuristics.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from math import gcd
 
 from retrograd.passes.checkpoint.problem import Problem, Schedule
@@ -191,8 +192,13 @@ class _Model:
         self.nvar += 1
         return self.nvar - 1
 
-    def solve(self, budget: int | None, max_cost: float | None = None, minimize_peak: bool = False, forbid=()):
-        """(schedule, objective) of the best plan, or None when infeasible / not solved within the node limit."""
+    def solve(self, budget: int | None, max_cost: float | None = None, minimize_peak: bool = False, forbid=(),
+              peak_weight: float = 0.0):
+        """(schedule, objective) of the best plan, or None when infeasible / not solved within the node limit.
+
+        The objective is the extra cost (plus peak_weight times the peak in units), or the peak in
+        units when minimize_peak.
+        """
         import numpy as np
         from scipy.optimize import Bounds, LinearConstraint, milp
         from scipy.sparse import coo_matrix
@@ -233,6 +239,7 @@ class _Model:
             c[peak] = 1.0
         else:
             c[:] = cost
+            c[peak] = peak_weight
         ub = np.ones(nv)
         for (t, k), v in self.R.items():
             if k in forbid:
@@ -262,11 +269,31 @@ def model(problem: Problem) -> _Model:
     return _Model(problem)
 
 
+def _unit_costs(problem: Problem) -> float | None:
+    """A cost unit dividing every recomputable cost exactly (so that a weight below it breaks ties), or None."""
+    g = 0
+    for c, r in zip(problem.costs, problem.recomputable):
+        if r:
+            if c != int(c) or c > 2**52:
+                return None
+            g = gcd(g, int(c))
+    return float(g or 1)
+
+
 def exact_plan(problem: Problem, budget: int, forbid=()) -> Schedule | None:
-    """The least-cost plan within `budget` (ties: the lowest peak), or None when the model has none."""
+    """The least-cost plan within `budget` (ties: the lowest peak), or None when the model has none.
+
+    With integral costs one MILP does both: cost / unit + peak / (peak bound + 1) orders plans by cost,
+    then peak. Otherwise a second MILP minimises the peak among the least-cost plans.
+    """
     from retrograd.passes.checkpoint.simulate import simulate
 
     m = model(problem)
+    unit = _unit_costs(problem)
+    bound = (budget - problem.pinned_bytes) // m.unit + 1
+    if unit is not None and bound * sum(problem.costs) / unit < 1e9:
+        res = m.solve(budget, forbid=forbid, peak_weight=unit / bound)
+        return None if res is None else res[0]
     first = m.solve(budget, forbid=forbid)
     if first is None:
         return None
@@ -280,6 +307,7 @@ def exact_plan(problem: Problem, budget: int, forbid=()) -> Schedule | None:
     return best
 
 
+@lru_cache(maxsize=8)
 def exact_least_peak(problem: Problem) -> int | None:
     """The least peak (bytes) of the model over all plans, or None when not solved."""
     m = model(problem)

@@ -65,16 +65,19 @@ def plan_budget(problem: Problem, budget: int) -> Schedule | None:
         if s is not None:
             return s
     found = []
-    if _use_exact(problem):
-        s = exact.exact_plan(problem, budget)
-        if s is not None:
-            if _exact_is_model(problem):
-                return s
-            found.append(s)
     # Light kinds first, then everything: the descent recomputes a matmul only when the rest does not fit.
-    s = _descend(problem, budget, light_only(problem))
-    if s is not None:
-        found.append(s)
+    descent = _descend(problem, budget, light_only(problem))
+    if _use_exact(problem):
+        # Proving a MILP infeasible is slow; the least peak, when the descent found nothing, is not.
+        least = exact.exact_least_peak(problem) if descent is None else None
+        if least is None or budget >= least or not _exact_is_model(problem):
+            s = exact.exact_plan(problem, budget)
+            if s is not None:
+                if _exact_is_model(problem):
+                    return s
+                found.append(s)
+    if descent is not None:
+        found.append(descent)
     if problem.n > greedy.BATCH_NODES:
         # Chen-style segmentations of several lengths: plans fixed in advance, taken when they fit better.
         from retrograd.passes.checkpoint.sqrt import segment_schedule
