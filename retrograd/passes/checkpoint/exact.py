@@ -16,7 +16,10 @@ from math import gcd
 
 from retrograd.passes.checkpoint.problem import Problem, Schedule
 
-NODE_LIMIT = 20000  # deterministic cut-off (a time limit would make plans depend on the machine)
+# Past either limit the heuristics plan. The node limit is the deterministic cut-off; the time limit
+# is a safety net for hard instances (HiGHS can spend minutes on a 30-node problem's least peak).
+NODE_LIMIT = 1000
+TIME_LIMIT = 4.0
 
 
 def available() -> bool:
@@ -253,7 +256,7 @@ class _Model:
             constraints=LinearConstraint(a, lo, hi),
             integrality=integrality,
             bounds=Bounds(np.zeros(nv), ub),
-            options={"node_limit": NODE_LIMIT, "mip_rel_gap": 1e-9, "presolve": True},
+            options={"node_limit": NODE_LIMIT, "time_limit": TIME_LIMIT, "mip_rel_gap": 1e-9, "presolve": True},
         )
         if res.status != 0 or res.x is None:
             return None
@@ -308,10 +311,10 @@ def exact_plan(problem: Problem, budget: int, forbid=()) -> Schedule | None:
 
 
 @lru_cache(maxsize=8)
-def exact_least_peak(problem: Problem) -> int | None:
-    """The least peak (bytes) of the model over all plans, or None when not solved."""
+def exact_least_peak(problem: Problem) -> tuple[int, Schedule] | None:
+    """(least peak of the model in bytes, a plan reaching it), or None when not solved within the limits."""
     m = model(problem)
     res = m.solve(None, minimize_peak=True)
     if res is None:
         return None
-    return problem.pinned_bytes + round(res[1]) * m.unit
+    return problem.pinned_bytes + round(res[1]) * m.unit, res[0]

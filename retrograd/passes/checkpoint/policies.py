@@ -11,11 +11,13 @@ of recomputation), to the least peak that gives; no budget (PyTorch's default pa
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from retrograd.passes.checkpoint import chain, exact, greedy
 from retrograd.passes.checkpoint.problem import CHEAP_KINDS, HEAVY_KINDS, InfeasibleBudget, Problem, Schedule
 from retrograd.passes.checkpoint.simulate import simulate
 
-EXACT_NODES = 48
+EXACT_NODES = 32
 SEGMENTS = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 POLICIES = ("budget", "sqrt", "cheap")
 
@@ -64,18 +66,23 @@ def plan_budget(problem: Problem, budget: int) -> Schedule | None:
         s = chain.solve_chain(problem, budget, ch)
         if s is not None:
             return s
+    if budget < lower_bound(problem):
+        return None
     found = []
     # Light kinds first, then everything: the descent recomputes a matmul only when the rest does not fit.
     descent = _descend(problem, budget, light_only(problem))
     if _use_exact(problem):
         # Proving a MILP infeasible is slow; the least peak, when the descent found nothing, is not.
         least = exact.exact_least_peak(problem) if descent is None else None
-        if least is None or budget >= least or not _exact_is_model(problem):
-            s = exact.exact_plan(problem, budget)
-            if s is not None:
-                if _exact_is_model(problem):
-                    return s
-                found.append(s)
+        if least is not None and budget < least[0] and _exact_is_model(problem):
+            return None
+        s = exact.exact_plan(problem, budget)
+        if s is not None:
+            if _exact_is_model(problem):
+                return s
+            found.append(s)
+        elif least is not None and simulate(problem, least[1]).peak_bytes <= budget:
+            found.append(least[1])
     if descent is not None:
         found.append(descent)
     if problem.n > greedy.BATCH_NODES:
@@ -110,14 +117,15 @@ def _descend(problem: Problem, budget: int, light) -> Schedule | None:
 
 
 def least_feasible(problem: Problem) -> int:
-    """The least budget `solve` meets: exact (MILP) on small problems without aliases or in-place
-    candidates, otherwise the lowest peak of the chain and greedy plans (an upper bound of the optimum)."""
+    """The least budget `solve` meets: exact (MILP) on small problems without aliases (or when the
+    descent reaches the lower bound), otherwise the lowest peak of the plans tried (an upper bound)."""
     best = None
-    if _use_exact(problem):
-        v = exact.exact_least_peak(problem)
-        if v is not None and _exact_is_model(problem):
-            return v
-        best = v
+    if _use_exact(problem) and lower_bound(problem) < greedy_least(problem):
+        least = exact.exact_least_peak(problem)
+        if least is not None:
+            if _exact_is_model(problem):
+                return least[0]
+            best = simulate(problem, least[1]).peak_bytes
     ch = chain.detect(problem)
     if ch is not None:
         p1 = simulate(problem, chain.chain_schedule(problem, ch, 1)).peak_bytes
@@ -131,6 +139,13 @@ def least_feasible(problem: Problem) -> int:
             if s.recompute:
                 p1 = simulate(problem, s, check=False).peak_bytes
                 best = p1 if best is None else min(best, p1)
+    low = greedy_least(problem)
+    return low if best is None else min(best, low)
+
+
+@lru_cache(maxsize=8)
+def greedy_least(problem: Problem) -> int:
+    """The lowest peak of the descent (light kinds first, then all)."""
     pl = greedy.Planner(problem, light_only(problem))
     low = pl.sim.peak_bytes
     while pl.step():
@@ -138,4 +153,20 @@ def least_feasible(problem: Problem) -> int:
     pl.allowed = problem.recomputable
     while pl.step():
         low = min(low, pl.sim.peak_bytes)
-    return low if best is None else min(best, low)
+    return low
+
+
+def lower_bound(problem: Problem) -> int:
+    """No plan's peak is lower: parameters, plus each node's distinct input buffers and its own
+    (unless it may reuse an input's) while it is computed."""
+    p = problem
+    root = list(range(p.n))
+    for v in range(p.n):
+        if p.alias_of[v] is not None:
+            root[v] = root[p.alias_of[v]]
+    best = 0
+    for v in range(p.n):
+        need = sum(p.sizes[r] for r in {root[d] for d in p.deps[v]})
+        own = 0 if p.alias_of[v] is not None or p.inplace[v] else p.sizes[v]
+        best = max(best, need + own)
+    return p.pinned_bytes + best

@@ -118,3 +118,26 @@ def test_budget_recomputes_no_matmul_while_cheap_ops_fit():
         assert not any(p.kinds[v] in HEAVY_KINDS for st in s.recompute for v in st)
     s = solve(p, cheap_peak - 12)
     assert any(p.kinds[v] in HEAVY_KINDS for st in s.recompute for v in st)
+
+
+def test_without_scipy_the_heuristics_plan(monkeypatch):
+    """scipy is optional: without it the exact solver is off and the greedy plans, within budget."""
+    import sys
+
+    from retrograd.passes.checkpoint import exact
+
+    monkeypatch.setitem(sys.modules, "scipy.optimize", None)
+    assert not exact.available()
+    for seed in range(30):
+        rng = random.Random(300 + seed)
+        p = random_problem(rng, rng.randint(4, 14), extras=seed % 3 == 0)
+        high = simulate(p).peak_bytes
+        for budget in (high, (high + p.pinned_bytes) // 2):
+            try:
+                s = solve(p, budget)
+            except InfeasibleBudget as err:
+                assert err.least_feasible > budget
+                assert simulate(p, solve(p, err.least_feasible)).peak_bytes <= err.least_feasible
+                continue
+            sim = simulate(p, s)
+            assert sim.valid and sim.peak_bytes <= budget
