@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib
 
 from retrograd import ops  # noqa: F401  (registers every op)
+from retrograd import parser as _parser  # noqa: F401  (installs the printer behind IRModule.script)
 from retrograd.errors import DiagnosticError
 from retrograd.ir import IRModule
 
@@ -46,7 +47,7 @@ def build(mod: IRModule, **options):
     return _build(mod, **options)
 
 
-_LAZY = ("passes", "runtime", "parser", "testing", "ir", "cli")
+_LAZY = ("passes", "runtime", "parser", "testing", "ir", "cli", "analysis")
 
 
 def __getattr__(name: str):

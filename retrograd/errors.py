@@ -60,6 +60,15 @@ class DiagnosticError(Exception):
     def __str__(self) -> str:
         return self.render()
 
+    def located(self, span: Span) -> "DiagnosticError":
+        """The same error kind, message and notes, located at `span`."""
+        new = type(self).__new__(type(self))
+        for key, value in vars(self).items():
+            setattr(new, key, value)
+        new.span = span
+        Exception.__init__(new, new.render())
+        return new
+
 
 class ParseError(DiagnosticError):
     """The text does not follow the script grammar."""

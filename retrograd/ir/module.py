@@ -2,9 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Callable, Iterator
 
 from retrograd.ir.expr import Function, GlobalVar
+
+# The printer lives in the parser package, above the IR: it installs itself here when imported
+# (`import retrograd` imports it), so the IR never imports upward.
+_printer: Callable[["IRModule"], str] | None = None
+
+
+def set_printer(printer: Callable[["IRModule"], str]) -> None:
+    """Install the function behind `IRModule.script()`."""
+    global _printer
+    _printer = printer
 
 
 class IRModule:
@@ -68,9 +78,9 @@ class IRModule:
 
     # -- text ---------------------------------------------------------------
     def script(self) -> str:
-        from retrograd.parser.printer import print_module  # printing lives with the parser
-
-        return print_module(self)
+        if _printer is None:  # pragma: no cover - `import retrograd` installs the parser's printer
+            raise RuntimeError("no printer installed: import retrograd.parser")
+        return _printer(self)
 
     def __str__(self) -> str:
         return self.script()

@@ -111,18 +111,6 @@ def sinfo_of_value(value) -> StructInfo:
     return TensorStructInfo(arr.shape, str(arr.dtype))
 
 
-def describe_sinfo(s: StructInfo | None) -> str:
-    """A short text for error messages: `Tensor((3, 4), float32)`, `Tuple(...)`."""
-    if isinstance(s, TensorStructInfo):
-        if s.shape is not None:
-            dims = ", ".join(str(d) for d in s.shape)
-            return f"Tensor(({dims}{',' if len(s.shape) == 1 else ''}), {s.dtype or '?'})"
-        return f"Tensor(ndim={s.ndim}, {s.dtype or '?'})"
-    if isinstance(s, TupleStructInfo):
-        return "Tuple(" + ", ".join(describe_sinfo(f) for f in s.fields) + ")"
-    return type(s).__name__.replace("StructInfo", "") if s is not None else "?"
-
-
 def is_base_of(base: StructInfo, derived: StructInfo) -> bool:
     """True when every value described by `derived` is also described by `base` (annotation check)."""
     if isinstance(base, ObjectStructInfo):

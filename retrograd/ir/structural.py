@@ -1,14 +1,10 @@
-"""Structural equality and hashing of IR modulo variable renaming, naming the path of the first difference."""
+"""Structural equality of IR modulo variable renaming, naming the path of the first difference."""
 
 from __future__ import annotations
 
-import functools
-import math
-import re
-
 import numpy as np
 
-from retrograd.ir.block import BindingBlock, DataflowBlock, VarBinding
+from retrograd.ir.block import BindingBlock, VarBinding
 from retrograd.ir.expr import (
     Call,
     Constant,
@@ -27,30 +23,19 @@ from retrograd.ir.expr import (
 from retrograd.ir.module import IRModule
 from retrograd.ir.struct_info import (
     FuncStructInfo,
-    ObjectStructInfo,
     PrimStructInfo,
     ShapeStructInfo,
     StructInfo,
     TensorStructInfo,
     TupleStructInfo,
 )
+from retrograd.ir.structural_hash import array_equal, dim_tokens, is_dim_name, structural_hash, value_equal
+from retrograd.ir.text import brief, op_script_name
 
 __all__ = ["structural_equal", "structural_hash", "assert_structural_equal", "first_difference"]
 
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_TOKEN = re.compile(r"[A-Za-z_][A-Za-z0-9_]*|\d+|\S")
-
 # Work-item kinds of the explicit stacks (no recursion over bindings: 100,000-binding functions).
 _NODE, _DEF, _SINFO, _BLOCK, _BINDING, _ENTER_FUNC, _EXIT_FUNC = range(7)
-
-
-@functools.lru_cache(maxsize=4096)
-def _tokens(dim: str) -> tuple[str, ...]:
-    return tuple(_TOKEN.findall(dim))
-
-
-def _is_ident(dim: str) -> bool:
-    return _IDENT.fullmatch(dim) is not None
 
 
 # -- paths ------------------------------------------------------------------
@@ -80,151 +65,6 @@ def _enclosing_bindings(path):
         if isinstance(seg, tuple) and len(seg) == 4:
             return seg[2], seg[3]
     return None
-
-
-# -- brief one-line renderings for messages ---------------------------------
-
-
-def sinfo_script(s) -> str:
-    """A short text for a struct info (script-like)."""
-    if s is None:
-        return "<no struct info>"
-    if isinstance(s, TensorStructInfo):
-        dtype = f', "{s.dtype}"' if s.dtype else ""
-        if s.shape is not None:
-            dims = ", ".join(str(d) if isinstance(d, int) else f'"{d}"' for d in s.shape)
-            return f"R.Tensor(({dims}{',' if len(s.shape) == 1 else ''}){dtype})"
-        return f"R.Tensor(ndim={s.ndim}{dtype})"
-    if isinstance(s, TupleStructInfo):
-        return "R.Tuple(" + ", ".join(sinfo_script(f) for f in s.fields) + ")"
-    if isinstance(s, ShapeStructInfo):
-        return f"R.Shape({list(s.values)})" if s.values is not None else f"R.Shape(ndim={s.ndim})"
-    if isinstance(s, PrimStructInfo):
-        return f'R.Prim("{s.dtype}")' if s.value is None else f'R.Prim("{s.dtype}", value={s.value})'
-    if isinstance(s, ObjectStructInfo):
-        return "R.Object"
-    if isinstance(s, FuncStructInfo):
-        return "R.Callable((" + ", ".join(sinfo_script(p) for p in s.params) + f"), {sinfo_script(s.ret)})"
-    return repr(s)
-
-
-def _op_name(op) -> str:
-    if isinstance(op, GlobalVar):
-        return f"cls.{op.name_hint}"
-    name = getattr(op, "name", None)
-    if isinstance(name, str):
-        return "R." + name[len("relax.") :] if name.startswith("relax.") else name
-    return repr(op)
-
-
-def _brief(x, limit: int = 100) -> str:
-    """One line describing a node, for mismatch messages."""
-    text = _brief_full(x)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _brief_full(x) -> str:
-    if isinstance(x, Var):
-        return f"{'DataflowVar' if isinstance(x, DataflowVar) else 'Var'} '{x.name_hint}'"
-    if isinstance(x, GlobalVar):
-        return f"GlobalVar '{x.name_hint}'"
-    if isinstance(x, Constant):
-        data = np.asarray(x.data)
-        if data.ndim == 0:
-            return f'R.const({data.item()!r}, "{data.dtype}")'
-        head = ", ".join(repr(v) for v in data.ravel()[:4].tolist()) + (", ..." if data.size > 4 else "")
-        return f"Constant({data.dtype}{list(data.shape)}: [{head}])"
-    if isinstance(x, ShapeExpr):
-        return f"R.shape({list(x.values)})"
-    if isinstance(x, PrimValue):
-        return f'R.prim_value({x.value!r}, "{x.dtype}")'
-    if isinstance(x, StringImm):
-        return f"R.str({x.value!r})"
-    if isinstance(x, Tuple):
-        return "(" + ", ".join(_arg_text(f) for f in x.fields) + ("," if len(x.fields) == 1 else "") + ")"
-    if isinstance(x, TupleGetItem):
-        return f"{_arg_text(x.tuple_value)}[{x.index}]"
-    if isinstance(x, Call):
-        args = [_arg_text(a) for a in x.args] + [f"{k}={v!r}" for k, v in x.attrs.items()]
-        return f"{_op_name(x.op)}({', '.join(args)})"
-    if isinstance(x, If):
-        return f"if {_arg_text(x.cond)}: ... else: ..."
-    if isinstance(x, SeqExpr):
-        return f"SeqExpr({len(x.blocks)} blocks, result {_arg_text(x.body)})"
-    if isinstance(x, Function):
-        return "Function(" + ", ".join(p.name_hint for p in x.params) + ")"
-    if isinstance(x, IRModule):
-        return f"IRModule({', '.join(x.keys())})"
-    if isinstance(x, VarBinding):
-        return f"{x.var.name_hint}: {sinfo_script(x.var.struct_info)} = {_brief_full(x.value)}"
-    if isinstance(x, BindingBlock):
-        return f"{type(x).__name__} of {len(x.bindings)} bindings"
-    if isinstance(x, StructInfo):
-        return sinfo_script(x)
-    return repr(x)
-
-
-def _arg_text(x) -> str:
-    if isinstance(x, Var | GlobalVar):
-        return x.name_hint
-    if isinstance(x, Call):
-        return _brief_full(x)
-    return _brief_full(x)
-
-
-# -- attribute values -------------------------------------------------------
-
-
-def _value_equal(x, y) -> bool:
-    """Attribute / literal values: bools differ from ints, NaN equals NaN, lists equal tuples."""
-    if isinstance(x, list | tuple) and isinstance(y, list | tuple):
-        return len(x) == len(y) and all(_value_equal(a, b) for a, b in zip(x, y))
-    if isinstance(x, dict) and isinstance(y, dict):
-        return x.keys() == y.keys() and all(_value_equal(x[k], y[k]) for k in x)
-    if isinstance(x, bool) or isinstance(y, bool):
-        return type(x) is type(y) and x == y
-    if isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y):
-        return True
-    if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
-        return _array_equal(np.asarray(x), np.asarray(y))
-    try:
-        return bool(x == y)
-    except Exception:  # noqa: BLE001 - exotic values: fall back to identity
-        return x is y
-
-
-def _value_key(x):
-    """A hashable key consistent with _value_equal."""
-    if isinstance(x, list | tuple):
-        return ("seq",) + tuple(_value_key(v) for v in x)
-    if isinstance(x, dict):
-        return ("dict",) + tuple(sorted((str(k), _value_key(v)) for k, v in x.items()))
-    if isinstance(x, bool):
-        return ("bool", x)
-    if isinstance(x, float) and math.isnan(x):
-        return "nan"
-    if isinstance(x, np.ndarray):
-        return _array_key(x)
-    try:
-        return hash(x)
-    except TypeError:
-        return type(x).__name__
-
-
-def _array_equal(a: np.ndarray, b: np.ndarray) -> bool:
-    if a.dtype != b.dtype or a.shape != b.shape:
-        return False
-    if a.dtype.kind in "fc":
-        return bool(np.array_equal(a, b, equal_nan=True))
-    return bool(np.array_equal(a, b))
-
-
-def _array_key(a: np.ndarray):
-    a = np.asarray(a)
-    if a.dtype.kind in "fc":
-        # Equal arrays must hash alike: one NaN pattern, and -0.0 folded into 0.0.
-        a = np.where(np.isnan(a), np.nan, a + 0)
-    return (str(a.dtype), a.shape, hash(np.ascontiguousarray(a).tobytes()))
 
 
 # -- equality ---------------------------------------------------------------
@@ -318,13 +158,13 @@ class _Comparer:
 
     def dim(self, x, y) -> bool:
         if isinstance(x, str) and isinstance(y, str):
-            if _is_ident(x) and _is_ident(y):
+            if is_dim_name(x) and is_dim_name(y):
                 return self.ident(x, y)
-            tx, ty = _tokens(x), _tokens(y)
+            tx, ty = dim_tokens(x), dim_tokens(y)
             if len(tx) != len(ty):
                 return False
             for a, b in zip(tx, ty):
-                if _is_ident(a) and _is_ident(b):
+                if is_dim_name(a) and is_dim_name(b):
                     if not self.ident(a, b):
                         return False
                 elif a != b:
@@ -359,7 +199,7 @@ class _Comparer:
             if x.ndim != y.ndim or not self.dims(x.values, y.values):
                 raise _Mismatch(p, x, y)
         elif isinstance(x, PrimStructInfo):
-            if x.dtype != y.dtype or not _value_equal(x.value, y.value):
+            if x.dtype != y.dtype or not value_equal(x.value, y.value):
                 raise _Mismatch(p, x, y)
         elif isinstance(x, FuncStructInfo):
             if len(x.params) != len(y.params) or x.purity != y.purity:
@@ -402,11 +242,11 @@ class _Comparer:
                 elif isinstance(xo, Var) and isinstance(yo, Var):
                     push((_NODE, xo, yo, (p, ".op")))
                 elif getattr(xo, "name", None) != getattr(yo, "name", None) or type(xo) is not type(yo):
-                    raise _Mismatch((p, ".op"), x, y, f"op {_op_name(xo)} vs {_op_name(yo)}")
+                    raise _Mismatch((p, ".op"), x, y, f"op {op_script_name(xo)} vs {op_script_name(yo)}")
             xa, ya = x.args, y.args
             if len(xa) != len(ya):
                 raise _Mismatch(p, x, y, f"{len(xa)} vs {len(ya)} arguments")
-            if x.attrs is not y.attrs and not _value_equal(x.attrs, y.attrs):
+            if x.attrs is not y.attrs and not value_equal(x.attrs, y.attrs):
                 raise _Mismatch((p, ".attrs"), x, y, _attrs_reason(x.attrs, y.attrs))
             for i in range(len(xa) - 1, -1, -1):
                 push((_NODE, xa[i], ya[i], (p, ("args", i))))
@@ -421,7 +261,7 @@ class _Comparer:
             push((_NODE, x.tuple_value, y.tuple_value, (p, ".tuple_value")))
         elif tx is Constant:
             a, b = np.asarray(x.data), np.asarray(y.data)
-            if not _array_equal(a, b):
+            if not array_equal(a, b):
                 raise _Mismatch(p, x, y, _const_reason(a, b))
         elif tx is GlobalVar:
             if x.name_hint != y.name_hint:
@@ -430,7 +270,7 @@ class _Comparer:
             if not self.dims(tuple(x.values), tuple(y.values)):
                 raise _Mismatch(p, x, y)
         elif tx is PrimValue:
-            if x.dtype != y.dtype or not _value_equal(x.value, y.value):
+            if x.dtype != y.dtype or not value_equal(x.value, y.value):
                 raise _Mismatch(p, x, y)
         elif tx is StringImm:
             if x.value != y.value:
@@ -452,7 +292,7 @@ class _Comparer:
                 raise _Mismatch(p, x, y, f"pure={x.is_pure} vs pure={y.is_pure}")
             if x.private != y.private:
                 raise _Mismatch(p, x, y, f"private={x.private} vs private={y.private}")
-            if not _value_equal(x.attrs, y.attrs):
+            if not value_equal(x.attrs, y.attrs):
                 raise _Mismatch((p, ".attrs"), x, y, _attrs_reason(x.attrs, y.attrs))
             push((_EXIT_FUNC, None, None, p))
             push((_NODE, x.body, y.body, (p, ".body")))
@@ -465,7 +305,7 @@ class _Comparer:
                 only_a = sorted(set(x.keys()) - set(y.keys()))
                 only_b = sorted(set(y.keys()) - set(x.keys()))
                 raise _Mismatch(p, x, y, f"functions only on the left: {only_a}, only on the right: {only_b}")
-            if not _value_equal(x.attrs, y.attrs):
+            if not value_equal(x.attrs, y.attrs):
                 raise _Mismatch((p, ".attrs"), x, y, _attrs_reason(x.attrs, y.attrs))
             names = list(x.keys())
             for name in reversed(names):
@@ -483,7 +323,7 @@ class _Comparer:
                 raise _Mismatch(p, x, y, f"{len(x)} vs {len(y)} items")
             for i in range(len(x) - 1, -1, -1):
                 push((_NODE, x[i], y[i], (p, ("items", i))))
-        elif not _value_equal(x, y):
+        elif not value_equal(x, y):
             raise _Mismatch(p, x, y)
 
 
@@ -493,7 +333,7 @@ def _attrs_reason(a: dict, b: dict) -> str:
             return f"attribute '{key}' only on the right"
         if key not in b:
             return f"attribute '{key}' only on the left"
-        if not _value_equal(a[key], b[key]):
+        if not value_equal(a[key], b[key]):
             return f"attribute '{key}': {a[key]!r} vs {b[key]!r}"
     return "attributes differ"
 
@@ -530,14 +370,14 @@ def first_difference(a, b, map_free_vars: bool = False) -> str | None:
 
 def _message(m: _Mismatch) -> str:
     path = _render_path(m.path)
-    head = f"{path}: {_brief(m.left)} vs {_brief(m.right)}"
+    head = f"{path}: {brief(m.left)} vs {brief(m.right)}"
     lines = [head]
     if m.reason:
         lines.append(f"  ({m.reason})")
     ctx = _enclosing_bindings(m.path)
     if ctx is not None:
-        lines.append(f"  left:  {_brief(ctx[0], 160)}")
-        lines.append(f"  right: {_brief(ctx[1], 160)}")
+        lines.append(f"  left:  {brief(ctx[0], 160)}")
+        lines.append(f"  right: {brief(ctx[1], 160)}")
     return "\n".join(lines)
 
 
@@ -555,157 +395,3 @@ def assert_structural_equal(a, b, map_free_vars: bool = False) -> None:
     diff = first_difference(a, b, map_free_vars)
     if diff is not None:
         raise AssertionError("structural mismatch at " + diff)
-
-
-# -- hashing ----------------------------------------------------------------
-
-
-class _Hasher:
-    """Mirrors _Comparer: vars hash by definition order, symbolic dim names by first appearance."""
-
-    def __init__(self):
-        self.vids: dict[Var, int] = {}
-        self.dids: dict[str, int] = {}
-        self.dim_scopes: list[dict] = []
-        self.out: list = []
-
-    def var(self, v: Var) -> None:
-        vid = self.vids.get(v)
-        if vid is None:
-            vid = self.vids[v] = len(self.vids)
-        self.out.append(("v", vid))
-
-    def dim(self, d):
-        if not isinstance(d, str):
-            return d
-        parts = []
-        for tok in _tokens(d):
-            if _is_ident(tok):
-                did = self.dids.get(tok)
-                if did is None:
-                    did = self.dids[tok] = len(self.dids)
-                parts.append(did)
-            else:
-                parts.append(tok)
-        return ("d",) + tuple(parts)
-
-    def dims(self, ds):
-        return None if ds is None else tuple(self.dim(d) for d in ds)
-
-    def sinfo_key(self, s):
-        if s is None:
-            return None
-        if isinstance(s, TensorStructInfo):
-            return ("T", s.dtype, s.ndim, self.dims(s.shape))
-        if isinstance(s, TupleStructInfo):
-            return ("U",) + tuple(self.sinfo_key(f) for f in s.fields)
-        if isinstance(s, ShapeStructInfo):
-            return ("S", s.ndim, self.dims(s.values))
-        if isinstance(s, PrimStructInfo):
-            return ("P", s.dtype, _value_key(s.value))
-        if isinstance(s, FuncStructInfo):
-            return ("F", s.purity, tuple(self.sinfo_key(p) for p in s.params), self.sinfo_key(s.ret))
-        return (type(s).__name__,)
-
-    def run(self, root) -> int:
-        out = self.out
-        emit = out.append
-        stack = [(_NODE, root)]
-        push = stack.append
-        while stack:
-            kind, x = stack.pop()
-            if kind == _DEF:
-                self.var(x)
-                emit(type(x) is DataflowVar)
-                emit(self.sinfo_key(x.struct_info))
-                continue
-            if kind == _SINFO:
-                emit(self.sinfo_key(x))
-                continue
-            if kind == _ENTER_FUNC:
-                self.dim_scopes.append(dict(self.dids))
-                continue
-            if kind == _EXIT_FUNC:
-                self.dids = self.dim_scopes.pop()
-                continue
-            if kind == _BLOCK:
-                emit((type(x) is DataflowBlock, len(x.bindings)))
-                for b in reversed(x.bindings):
-                    push((_BINDING, b))
-                continue
-            if kind == _BINDING:
-                push((_DEF, x.var))
-                push((_NODE, x.value))
-                continue
-            tx = type(x)
-            if tx is Var or tx is DataflowVar:
-                emit(tx is DataflowVar)
-                self.var(x)
-            elif tx is Call:
-                op = x.op
-                if isinstance(op, GlobalVar):
-                    emit(("gcall", op.name_hint, len(x.args)))
-                elif isinstance(op, Var):
-                    emit(("vcall", len(x.args)))
-                    push((_NODE, op))
-                else:
-                    emit(("call", getattr(op, "name", repr(op)), len(x.args), _value_key(x.attrs)))
-                for a in reversed(x.args):
-                    push((_NODE, a))
-            elif tx is Tuple:
-                emit(("tuple", len(x.fields)))
-                for f in reversed(x.fields):
-                    push((_NODE, f))
-            elif tx is TupleGetItem:
-                emit(("getitem", x.index))
-                push((_NODE, x.tuple_value))
-            elif tx is Constant:
-                emit(("const",) + _array_key(x.data))
-            elif tx is GlobalVar:
-                emit(("gvar", x.name_hint))
-            elif tx is ShapeExpr:
-                emit(("shape", self.dims(tuple(x.values))))
-            elif tx is PrimValue:
-                emit(("prim", x.dtype, _value_key(x.value)))
-            elif tx is StringImm:
-                emit(("str", x.value))
-            elif tx is SeqExpr:
-                emit(("seq", len(x.blocks)))
-                push((_NODE, x.body))
-                for blk in reversed(x.blocks):
-                    push((_BLOCK, blk))
-            elif tx is If:
-                emit("if")
-                push((_NODE, x.false_branch))
-                push((_NODE, x.true_branch))
-                push((_NODE, x.cond))
-            elif tx is Function:
-                emit(("func", len(x.params), x.is_pure, x.private, _value_key(x.attrs)))
-                push((_EXIT_FUNC, None))
-                push((_NODE, x.body))
-                push((_SINFO, x.ret_struct_info))
-                for prm in reversed(x.params):
-                    push((_DEF, prm))
-                push((_ENTER_FUNC, None))
-            elif issubclass(tx, BindingBlock):
-                push((_BLOCK, x))
-            elif tx is VarBinding:
-                push((_BINDING, x))
-            elif isinstance(x, StructInfo):
-                emit(self.sinfo_key(x))
-            elif isinstance(x, list | tuple):
-                emit(("items", len(x)))
-                for item in reversed(x):
-                    push((_NODE, item))
-            else:
-                emit(_value_key(x))
-        return hash(tuple(out))
-
-
-def structural_hash(x) -> int:
-    """A hash consistent with structural_equal (equal objects hash alike, for any map_free_vars)."""
-    if isinstance(x, IRModule):
-        # Order-insensitive over functions, as equality is; each function hashed on its own.
-        parts = sorted((name, _Hasher().run(func)) for name, func in x.items())
-        return hash(("module", tuple(parts), _value_key(x.attrs)))
-    return _Hasher().run(x)

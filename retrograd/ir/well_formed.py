@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 from retrograd.errors import DiagnosticError, WellFormedError
 from retrograd.ir.block import BindingBlock, DataflowBlock, VarBinding
 from retrograd.ir.builder import BlockBuilder
@@ -33,7 +35,10 @@ from retrograd.ir.struct_info import (
     is_float_dtype,
     unify,
 )
-from retrograd.ir.structural import _brief, sinfo_script
+from retrograd.ir.text import brief, format_sinfo, op_script_name
+
+# Messages write the dtype positionally, TVM's short form: `R.Tensor((3,), "float32")`.
+_sinfo_text = functools.partial(format_sinfo, dtype_keyword=False)
 
 __all__ = ["well_formed", "verify"]
 
@@ -137,8 +142,8 @@ class _Checker:
             if not is_base_of(func.ret_struct_info, body.struct_info):
                 self.problem(
                     where,
-                    f"return annotation {sinfo_script(func.ret_struct_info)} contradicts "
-                    f"the body's {sinfo_script(body.struct_info)}",
+                    f"return annotation {_sinfo_text(func.ret_struct_info)} contradicts "
+                    f"the body's {_sinfo_text(body.struct_info)}",
                 )
         stack.append((_SEQ, body, name, "return value"))
 
@@ -148,13 +153,13 @@ class _Checker:
         stack.append((_SEQ_END, defined))
         where = self.where(fname, label, seq.body.span if hasattr(seq.body, "span") else None)
         if not is_leaf(seq.body):
-            self.problem(where, f"result {_brief(seq.body)} is not a variable, constant or tuple of them")
+            self.problem(where, f"result {brief(seq.body)} is not a variable, constant or tuple of them")
         if self.check_sinfo and seq.struct_info is not None and seq.body.struct_info is not None:
             if not is_base_of(seq.struct_info, seq.body.struct_info):
                 self.problem(
                     where,
-                    f"struct info {sinfo_script(seq.struct_info)} contradicts the result's "
-                    f"{sinfo_script(seq.body.struct_info)}",
+                    f"struct info {_sinfo_text(seq.struct_info)} contradicts the result's "
+                    f"{_sinfo_text(seq.body.struct_info)}",
                 )
         stack.append((_EXPR, seq.body, fname, where, True))
         for block in reversed(seq.blocks):
@@ -213,8 +218,8 @@ class _Checker:
             if not is_base_of(var.struct_info, value.struct_info):
                 self.problem(
                     where,
-                    f"annotation {sinfo_script(var.struct_info)} contradicts the value's "
-                    f"{sinfo_script(value.struct_info)}",
+                    f"annotation {_sinfo_text(var.struct_info)} contradicts the value's "
+                    f"{_sinfo_text(value.struct_info)}",
                 )
         if self.declare(var, fname, where, dataflow):
             (local if isinstance(var, DataflowVar) and dataflow else seq_defined).append(var)
@@ -257,13 +262,13 @@ class _Checker:
             self.use(e, fname, where)
             return
         if e.struct_info is None and not isinstance(e, Function | SeqExpr):
-            self.problem(where, f"{_brief(e, 60)} has no struct info")
+            self.problem(where, f"{brief(e, 60)} has no struct info")
         if isinstance(e, Call):
             self.call(e, fname, where, stack)
         elif isinstance(e, Tuple):
             for i, f in enumerate(e.fields):
                 if not is_leaf(f):
-                    self.problem(where, f"tuple field {i} is {_brief(f, 60)}, not a variable (not in A-normal form)")
+                    self.problem(where, f"tuple field {i} is {brief(f, 60)}, not a variable (not in A-normal form)")
             for f in reversed(e.fields):
                 stack.append((_EXPR, f, fname, where, False))
             if self.check_sinfo and isinstance(e.struct_info, TupleStructInfo):
@@ -271,11 +276,11 @@ class _Checker:
                 if len(fields) != len(e.struct_info.fields) or not all(
                     s is None or is_base_of(a, s) for a, s in zip(e.struct_info.fields, fields)
                 ):
-                    self.problem(where, f"tuple struct info {sinfo_script(e.struct_info)} contradicts its fields")
+                    self.problem(where, f"tuple struct info {_sinfo_text(e.struct_info)} contradicts its fields")
         elif isinstance(e, TupleGetItem):
             self.getitem(e, where)
             if not is_leaf(e.tuple_value):
-                self.problem(where, f"indexes {_brief(e.tuple_value, 60)}, not a variable (not in A-normal form)")
+                self.problem(where, f"indexes {brief(e.tuple_value, 60)}, not a variable (not in A-normal form)")
             stack.append((_EXPR, e.tuple_value, fname, where, False))
         elif isinstance(e, If):
             self.if_(e, fname, where, stack)
@@ -294,7 +299,7 @@ class _Checker:
                 shape, dtype = tuple(e.data.shape), str(e.data.dtype)
                 if (s.shape is not None and s.shape != shape) or (s.dtype and s.dtype != dtype):
                     self.problem(
-                        where, f"constant of shape {shape} and dtype {dtype} annotated {sinfo_script(s)}"
+                        where, f"constant of shape {shape} and dtype {dtype} annotated {_sinfo_text(s)}"
                     )
         elif isinstance(e, ShapeExpr | PrimValue | StringImm):
             pass
@@ -306,7 +311,7 @@ class _Checker:
         if s is None or isinstance(s, ObjectStructInfo):
             return
         if not isinstance(s, TupleStructInfo):
-            self.problem(where, f"indexes a non-tuple value of type {sinfo_script(s)}")
+            self.problem(where, f"indexes a non-tuple value of type {_sinfo_text(s)}")
             return
         n = len(s.fields)
         if not -n <= e.index < n:
@@ -315,17 +320,17 @@ class _Checker:
         if self.check_sinfo and e.struct_info is not None and not is_base_of(e.struct_info, s.fields[e.index]):
             self.problem(
                 where,
-                f"struct info {sinfo_script(e.struct_info)} of item {e.index} contradicts the tuple's "
-                f"{sinfo_script(s.fields[e.index])}",
+                f"struct info {_sinfo_text(e.struct_info)} of item {e.index} contradicts the tuple's "
+                f"{_sinfo_text(s.fields[e.index])}",
             )
 
     def if_(self, e: If, fname: str, where: str, stack) -> None:
         cond = e.cond
         if not is_leaf(cond):
-            self.problem(where, f"If condition {_brief(cond, 60)} is not a variable (not in A-normal form)")
+            self.problem(where, f"If condition {brief(cond, 60)} is not a variable (not in A-normal form)")
         s = cond.struct_info
         if s is not None and not _bool_scalar(s):
-            self.problem(where, f"If condition has type {sinfo_script(s)}, expected a boolean scalar")
+            self.problem(where, f"If condition has type {_sinfo_text(s)}, expected a boolean scalar")
         for branch, label in ((e.false_branch, "false branch"), (e.true_branch, "true branch")):
             if not isinstance(branch, SeqExpr):
                 self.problem(where, f"If {label} is a {type(branch).__name__}, expected a SeqExpr")
@@ -338,8 +343,8 @@ class _Checker:
             if not is_base_of(e.struct_info, unify(tb, fb)):
                 self.problem(
                     where,
-                    f"If struct info {sinfo_script(e.struct_info)} contradicts its branches "
-                    f"({sinfo_script(tb)}, {sinfo_script(fb)})",
+                    f"If struct info {_sinfo_text(e.struct_info)} contradicts its branches "
+                    f"({_sinfo_text(tb)}, {_sinfo_text(fb)})",
                 )
 
     def call(self, call: Call, fname: str, where: str, stack) -> None:
@@ -348,7 +353,7 @@ class _Checker:
         for i, a in enumerate(call.args):
             if not is_leaf(a):
                 self.problem(
-                    where, f"argument {i} of {label} is {_brief(a, 60)}, not a variable (not in A-normal form)"
+                    where, f"argument {i} of {label} is {brief(a, 60)}, not a variable (not in A-normal form)"
                 )
         for a in reversed(call.args):
             stack.append((_EXPR, a, fname, where, False))
@@ -367,7 +372,7 @@ class _Checker:
         elif isinstance(op, Var):
             self.use(op, fname, where)
             if op.struct_info is not None and not isinstance(op.struct_info, FuncStructInfo | ObjectStructInfo):
-                self.problem(where, f"calls '{op.name_hint}' of type {sinfo_script(op.struct_info)}, not a function")
+                self.problem(where, f"calls '{op.name_hint}' of type {_sinfo_text(op.struct_info)}, not a function")
             return
         elif isinstance(op, Op):
             ok = self.op_signature(call, op, label, where)
@@ -426,19 +431,16 @@ class _Checker:
         if recorded is not None and inferred is not None and not is_base_of(recorded, inferred):
             self.problem(
                 where,
-                f"{label} is annotated {sinfo_script(recorded)} but inference gives {sinfo_script(inferred)}",
+                f"{label} is annotated {_sinfo_text(recorded)} but inference gives {_sinfo_text(inferred)}",
             )
 
 
 def _op_label(op) -> str:
     if isinstance(op, GlobalVar):
         return f"call to '{op.name_hint}'"
-    name = getattr(op, "name", None)
-    if isinstance(name, str) and name.startswith("relax."):
-        return "R." + name[len("relax.") :]
     if isinstance(op, Var):
         return f"call of '{op.name_hint}'"
-    return str(name or op)
+    return op_script_name(op)
 
 
 def _bool_scalar(s) -> bool:

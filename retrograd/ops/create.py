@@ -8,7 +8,7 @@ from retrograd.errors import KernelError
 from retrograd.ir.struct_info import ShapeStructInfo, TensorStructInfo
 from retrograd.ops.api import R
 from retrograd.ops.attr_types import to_dtype, to_opt_dtype
-from retrograd.ops.registry import Arg, Attr, InferCtx, register
+from retrograd.ops.registry import Arg, Attr, InferCtx, no_gradient, register
 
 
 def shape_arg(ctx: InferCtx, i: int, allow_minus_one: bool = False) -> ShapeStructInfo:
@@ -96,14 +96,10 @@ def _fill_grad(call, out, g):
     return [None, total]
 
 
-def _no_grad(call, out, g):
-    return [None] * len(call.args)
-
-
 _SHAPE = Arg("shape", kind="shape")
 
-zeros = register("relax.zeros", (_SHAPE,), (Attr("dtype", to_dtype),), infer=_infer_const_shape, kernel=_zeros, grad=_no_grad)
-ones = register("relax.ones", (_SHAPE,), (Attr("dtype", to_dtype),), infer=_infer_const_shape, kernel=_ones, grad=_no_grad)
+zeros = register("relax.zeros", (_SHAPE,), (Attr("dtype", to_dtype),), infer=_infer_const_shape, kernel=_zeros, grad=no_gradient)
+ones = register("relax.ones", (_SHAPE,), (Attr("dtype", to_dtype),), infer=_infer_const_shape, kernel=_ones, grad=no_gradient)
 full = register(
     "relax.full",
     (_SHAPE, "fill_value"),
@@ -113,10 +109,10 @@ full = register(
     grad=_fill_grad,
 )
 zeros_like = register(
-    "relax.zeros_like", ("x",), (Attr("dtype", to_opt_dtype, None),), infer=_infer_like, kernel=_zeros_like, grad=_no_grad
+    "relax.zeros_like", ("x",), (Attr("dtype", to_opt_dtype, None),), infer=_infer_like, kernel=_zeros_like, grad=no_gradient
 )
 ones_like = register(
-    "relax.ones_like", ("x",), (Attr("dtype", to_opt_dtype, None),), infer=_infer_like, kernel=_ones_like, grad=_no_grad
+    "relax.ones_like", ("x",), (Attr("dtype", to_opt_dtype, None),), infer=_infer_like, kernel=_ones_like, grad=no_gradient
 )
 full_like = register(
     "relax.full_like",

@@ -8,7 +8,7 @@ from retrograd.errors import GradientError, KernelError
 from retrograd.ir.expr import Expr, ShapeExpr, const, shape_expr
 from retrograd.ir.struct_info import TensorStructInfo, is_float_dtype, is_int_dtype
 from retrograd.ops.api import R
-from retrograd.ops.registry import InferCtx, register
+from retrograd.ops.registry import InferCtx, no_gradient, register
 from retrograd.ops.shape_utils import broadcast_shapes, same_dtype
 
 # -- helpers shared by the gradient rules of every core family ----------------------------------
@@ -65,10 +65,14 @@ def _infer_float_unary(ctx: InferCtx) -> TensorStructInfo:
 
 
 def _wrap(ufunc):
-    """NumPy returns scalars for 0-d inputs; kernels return arrays of the input dtype."""
+    """NumPy returns scalars for 0-d inputs; kernels return arrays of the input dtype.
+
+    Results are in C order whatever the inputs' layout (NumPy's default follows the inputs), so that
+    whether a later reshape can view them is known statically (retrograd.analysis).
+    """
 
     def kernel(*arrays):
-        return np.asarray(ufunc(*arrays))
+        return np.asarray(ufunc(*arrays, order="C"))
 
     kernel.__name__ = ufunc.__name__
     return kernel
@@ -79,24 +83,24 @@ def _divide(a, b):
         # TVM integer division truncates toward zero (C semantics), unlike NumPy's floor division.
         if np.any(b == 0):
             raise KernelError("R.divide: integer division by zero")
-        q = np.floor_divide(a, b)
+        q = np.floor_divide(a, b, order="C")
         q += ((np.remainder(a, b) != 0) & ((a < 0) ^ (b < 0))).astype(q.dtype)
         return np.asarray(q)
     with np.errstate(divide="ignore", invalid="ignore"):  # x/0 is inf or nan, as in TVM
-        return np.asarray(np.divide(a, b))
+        return np.asarray(np.divide(a, b, order="C"))
 
 
 def _power(a, b):
     if is_int_dtype(str(a.dtype)) and np.any(b < 0):
         raise KernelError("R.power: negative exponent for an integer tensor")
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # nan for (-2) ** 0.5, as in TVM
-        return np.asarray(np.power(a, b))
+        return np.asarray(np.power(a, b, order="C"))
 
 
 def _sigmoid(x):
     # exp(-x) overflows to inf for very negative x, giving the correct limit 0: silence the warning.
     with np.errstate(over="ignore"):
-        return np.asarray(1.0 / (1.0 + np.exp(-x)), dtype=x.dtype)
+        return np.asarray(np.divide(1.0, 1.0 + np.exp(-x), order="C"), dtype=x.dtype)
 
 
 def _guarded(ufunc):
@@ -104,17 +108,13 @@ def _guarded(ufunc):
 
     def kernel(x):
         with np.errstate(divide="ignore", invalid="ignore"):
-            return np.asarray(ufunc(x))
+            return np.asarray(ufunc(x, order="C"))
 
     kernel.__name__ = ufunc.__name__
     return kernel
 
 
 # -- gradient rules (call, out, g) -> one entry per argument; the driver un-broadcasts ----------
-
-
-def _no_grad(call, out, g):
-    return [None] * len(call.args)
 
 
 def _max_min_grad(compare: str):
@@ -129,17 +129,27 @@ def _max_min_grad(compare: str):
     return grad
 
 
-def _binary(name, kernel, grad=_no_grad, out_dtype=None):
-    return register(f"relax.{name}", ("x1", "x2"), infer=_infer_binary(out_dtype), kernel=_wrap(kernel), grad=grad)
+def _binary(name, ufunc, grad=no_gradient, out_dtype=None, inplace=False):
+    """`inplace`: the kernel is exactly `ufunc`, so the executor may write it over a dying float input."""
+    return register(
+        f"relax.{name}",
+        ("x1", "x2"),
+        infer=_infer_binary(out_dtype),
+        kernel=_wrap(ufunc),
+        grad=grad,
+        inplace=ufunc if inplace else None,
+    )
 
 
-def _unary(name, kernel, grad, infer=_infer_float_unary):
-    return register(f"relax.{name}", ("x",), infer=infer, kernel=kernel, grad=grad)
+def _unary(name, kernel, grad, infer=_infer_float_unary, inplace=None):
+    return register(f"relax.{name}", ("x",), infer=infer, kernel=kernel, grad=grad, inplace=inplace)
 
 
-add = _binary("add", np.add, lambda c, o, g: [g, g])
-subtract = _binary("subtract", np.subtract, lambda c, o, g: [g, R.negative(g)])
-multiply = _binary("multiply", np.multiply, lambda c, o, g: [R.multiply(g, c.args[1]), R.multiply(g, c.args[0])])
+add = _binary("add", np.add, lambda c, o, g: [g, g], inplace=True)
+subtract = _binary("subtract", np.subtract, lambda c, o, g: [g, R.negative(g)], inplace=True)
+multiply = _binary(
+    "multiply", np.multiply, lambda c, o, g: [R.multiply(g, c.args[1]), R.multiply(g, c.args[0])], inplace=True
+)
 divide = register(
     "relax.divide",
     ("x1", "x2"),
@@ -158,8 +168,8 @@ power = register(
         R.multiply(R.multiply(g, o), R.log(c.args[0])),
     ],
 )
-maximum = _binary("maximum", np.maximum, _max_min_grad("greater_equal"))
-minimum = _binary("minimum", np.minimum, _max_min_grad("less_equal"))
+maximum = _binary("maximum", np.maximum, _max_min_grad("greater_equal"), inplace=True)
+minimum = _binary("minimum", np.minimum, _max_min_grad("less_equal"), inplace=True)
 equal = _binary("equal", np.equal, out_dtype="bool")
 not_equal = _binary("not_equal", np.not_equal, out_dtype="bool")
 greater = _binary("greater", np.greater, out_dtype="bool")
@@ -172,14 +182,17 @@ abs = _unary(
     _wrap(np.abs),
     lambda c, o, g: [R.multiply(g, R.where(R.less(c.args[0], scalar(0, o)), scalar(-1, o), scalar(1, o)))],
     infer=_infer_unary,
+    inplace=np.absolute,
 )
-negative = _unary("negative", _wrap(np.negative), lambda c, o, g: [R.negative(g)], infer=_infer_unary)
-cos = _unary("cos", _wrap(np.cos), lambda c, o, g: [R.negative(R.multiply(g, R.sin(c.args[0])))])
-sin = _unary("sin", _wrap(np.sin), lambda c, o, g: [R.multiply(g, R.cos(c.args[0]))])
+negative = _unary("negative", _wrap(np.negative), lambda c, o, g: [R.negative(g)], infer=_infer_unary, inplace=np.negative)
+cos = _unary("cos", _wrap(np.cos), lambda c, o, g: [R.negative(R.multiply(g, R.sin(c.args[0])))], inplace=np.cos)
+sin = _unary("sin", _wrap(np.sin), lambda c, o, g: [R.multiply(g, R.cos(c.args[0]))], inplace=np.sin)
 exp = _unary("exp", _guarded(np.exp), lambda c, o, g: [R.multiply(g, o)])
 log = _unary("log", _guarded(np.log), lambda c, o, g: [R.divide(g, c.args[0])])
 sqrt = _unary("sqrt", _guarded(np.sqrt), lambda c, o, g: [R.divide(R.multiply(scalar(0.5, o), g), o)])
-tanh = _unary("tanh", _wrap(np.tanh), lambda c, o, g: [R.multiply(g, R.subtract(scalar(1, o), R.multiply(o, o)))])
+tanh = _unary(
+    "tanh", _wrap(np.tanh), lambda c, o, g: [R.multiply(g, R.subtract(scalar(1, o), R.multiply(o, o)))], inplace=np.tanh
+)
 sigmoid = _unary(
     "sigmoid", _sigmoid, lambda c, o, g: [R.multiply(R.multiply(g, o), R.subtract(scalar(1, o), o))]
 )

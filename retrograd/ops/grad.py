@@ -14,7 +14,7 @@ from retrograd.ops.kernels import pool as pool_kernels
 from retrograd.ops.kernels.window import Window2d, to_layout
 from retrograd.ops.nn_loss import NLL_ATTRS, nll_output
 from retrograd.ops.nn_pool import POOL_ATTRS, POOL_POSITIONAL, canonical_pool_attrs, pool_attrs, pool_output
-from retrograd.ops.registry import Arg, Attr, InferCtx, register
+from retrograd.ops.registry import Arg, Attr, InferCtx, no_gradient, register
 from retrograd.ops.shape_utils import normalize_axis
 
 # -- markers ------------------------------------------------------------------
@@ -25,7 +25,7 @@ def _identity_infer(ctx: InferCtx):
 
 
 def _identity_kernel(x):
-    # Markers only matter to passes; at run time the value passes through (no copy).
+    # Markers only matter to passes; at run time the value passes through (no copy: `aliases`).
     return x
 
 
@@ -35,7 +35,8 @@ no_grad = register(
     infer=_identity_infer,
     kernel=_identity_kernel,
     # Stops the gradient: nothing flows back into the input.
-    grad=lambda call, out, g: [None],
+    grad=no_gradient,
+    aliases=(0,),
 )
 start_checkpoint = register(
     "relax.grad.start_checkpoint",
@@ -44,6 +45,7 @@ start_checkpoint = register(
     kernel=_identity_kernel,
     # Checkpoint markers are identities for differentiation; the checkpoint pass gives them meaning.
     grad=lambda call, out, g: [g],
+    aliases=(0,),
 )
 end_checkpoint = register(
     "relax.grad.end_checkpoint",
@@ -51,6 +53,7 @@ end_checkpoint = register(
     infer=_identity_infer,
     kernel=_identity_kernel,
     grad=lambda call, out, g: [g],
+    aliases=(0,),
 )
 
 # -- shared checks --------------------------------------------------------------
@@ -261,6 +264,6 @@ take_backward = register(
     infer=_take_backward_infer,
     kernel=_take_backward_kernel,
     grad=_take_backward_grad,
+    # TVM prints mode="" but its parser rejects the keyword: leave it out so our text loads in TVM.
+    print_omit={"mode": ""},
 )
-# TVM prints mode="" but its parser rejects the keyword: leave it out so our text loads in TVM.
-take_backward.print_omit = {"mode": ""}

@@ -118,8 +118,9 @@ strided_slice = register(
     infer=_infer_strided_slice,
     kernel=_strided_slice,
     grad=_strided_slice_grad,
+    print_positional=("axes", "begin", "end", "strides"),
+    aliases=(0,),  # a basic slice: a NumPy view of x
 )
-strided_slice.print_positional = ("axes", "begin", "end", "strides")
 
 # -- take and where -----------------------------------------------------------------------------
 
@@ -186,6 +187,6 @@ where = register(
     "relax.where",
     ("condition", "x1", "x2"),
     infer=_infer_where,
-    kernel=lambda condition, x1, x2: np.asarray(np.where(condition, x1, x2)),
+    kernel=lambda condition, x1, x2: np.asarray(np.where(condition, x1, x2), order="C"),
     grad=_where_grad,
 )

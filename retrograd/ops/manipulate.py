@@ -22,10 +22,6 @@ from retrograd.ops.shape_utils import dim_add, dims_product, from_monomial, mono
 _SHAPE = Arg("shape", kind="shape")
 
 
-def _no_grad(call, out, g):
-    return [None] * len(call.args)
-
-
 def _reshape_back(call, out, g):
     """expand_dims/squeeze/flatten/reshape: the gradient is g reshaped to the input's shape."""
     return [R.reshape(g, shape_of(call.args[0], call))] + [None] * (len(call.args) - 1)
@@ -66,6 +62,7 @@ permute_dims = register(
     infer=_infer_permute,
     kernel=lambda x, axes=None: np.transpose(x, axes),
     grad=_permute_grad,
+    aliases=(0,),  # always a view of x
 )
 
 # -- concat and split ---------------------------------------------------------------------------
@@ -185,7 +182,8 @@ concat = register(
     (Arg("tensors", kind="tuple"),),
     (Attr("axis", at.to_opt_int, 0),),
     infer=_infer_concat,
-    kernel=lambda tensors, axis=0: np.concatenate(tensors, axis=0 if axis is None else axis),
+    # C order whatever the inputs' layout (NumPy's follows them): see retrograd/analysis/layout.py.
+    kernel=lambda tensors, axis=0: np.asarray(np.concatenate(tensors, axis=0 if axis is None else axis), order="C"),
     grad=_concat_grad,
 )
 split = register(
@@ -195,6 +193,7 @@ split = register(
     infer=_infer_split,
     kernel=_split,
     grad=_split_grad,
+    aliases=(0,),  # every field is a view of x
 )
 
 # -- expand_dims, squeeze, flatten, reshape -----------------------------------------------------
@@ -303,6 +302,7 @@ expand_dims = register(
     infer=_infer_expand_dims,
     kernel=lambda x, axis: np.expand_dims(x, tuple(axis)),
     grad=lambda call, out, g: [R.squeeze(g, axis=list(call.attrs["axis"]))],
+    aliases=(0,),  # always a view of x
 )
 squeeze = register(
     "relax.squeeze",
@@ -311,9 +311,15 @@ squeeze = register(
     infer=_infer_squeeze,
     kernel=_squeeze,
     grad=_reshape_back,
+    aliases=(0,),  # always a view of x
 )
-flatten = register("relax.flatten", ("x",), infer=_infer_flatten, kernel=lambda x: x.reshape(-1), grad=_reshape_back)
-reshape = register("relax.reshape", ("x", _SHAPE), infer=_infer_reshape, kernel=_reshape, grad=_reshape_back)
+# flatten and reshape give a view of x when NumPy can (always for a contiguous x), else a copy.
+flatten = register(
+    "relax.flatten", ("x",), infer=_infer_flatten, kernel=lambda x: x.reshape(-1), grad=_reshape_back, aliases=(0,)
+)
+reshape = register(
+    "relax.reshape", ("x", _SHAPE), infer=_infer_reshape, kernel=_reshape, grad=_reshape_back, aliases=(0,)
+)
 
 # -- broadcast_to and collapse_sum --------------------------------------------------------------
 
@@ -386,10 +392,21 @@ def _broadcast_grad(call, out, g):
 
 
 broadcast_to = register(
-    "relax.broadcast_to", ("x", _SHAPE), infer=_infer_broadcast_to, kernel=_broadcast_to, grad=_broadcast_grad
+    "relax.broadcast_to",
+    ("x", _SHAPE),
+    infer=_infer_broadcast_to,
+    kernel=_broadcast_to,
+    grad=_broadcast_grad,
+    aliases=(0,),  # always a (read-only) view of x
 )
+# collapse_sum_to/like return data itself when nothing is summed (the shapes are equal).
 collapse_sum_to = register(
-    "relax.collapse_sum_to", ("data", _SHAPE), infer=_infer_collapse, kernel=collapse_sum, grad=_collapse_back
+    "relax.collapse_sum_to",
+    ("data", _SHAPE),
+    infer=_infer_collapse,
+    kernel=collapse_sum,
+    grad=_collapse_back,
+    aliases=(0,),
 )
 collapse_sum_like = register(
     "relax.collapse_sum_like",
@@ -397,6 +414,7 @@ collapse_sum_like = register(
     infer=_infer_collapse,
     kernel=lambda data, target: collapse_sum(data, target.shape),
     grad=_collapse_back,
+    aliases=(0,),
 )
 
 # -- astype, triu, tril -------------------------------------------------------------------------
@@ -409,13 +427,20 @@ def _astype_grad(call, out, g):
     return [R.astype(g, x.struct_info.dtype)]
 
 
+def _astype(x, dtype):
+    # The input itself when the dtype is unchanged; otherwise a C-order copy (NumPy's keeps the layout).
+    dt = np_dtype(dtype, "R.astype")
+    return x if x.dtype == dt else np.asarray(x.astype(dt, order="C"))
+
+
 astype = register(
     "relax.astype",
     ("x",),
     (Attr("dtype", at.to_dtype),),
     infer=lambda ctx: TensorStructInfo(ctx.tensor(0).shape, ctx.attrs["dtype"], ctx.tensor(0).ndim),
-    kernel=lambda x, dtype: np.asarray(x.astype(np_dtype(dtype, "R.astype"), copy=False)),
+    kernel=_astype,
     grad=_astype_grad,
+    aliases=(0,),  # x itself when the dtype is unchanged
 )
 
 
@@ -427,16 +452,15 @@ def _infer_tri(ctx: InferCtx) -> TensorStructInfo:
 
 
 def _tri(name, kernel):
-    op = register(
+    return register(
         f"relax.{name}",
         ("x",),
         (Attr("k", at.to_int, 0),),
         infer=_infer_tri,
-        kernel=lambda x, k=0: kernel(x, k),
+        kernel=lambda x, k=0: np.asarray(kernel(x, k), order="C"),
         grad=lambda call, out, g: [getattr(R, name)(g, k=call.attrs["k"])],
+        print_positional=("k",),
     )
-    op.print_positional = ("k",)
-    return op
 
 
 triu = _tri("triu", np.triu)

@@ -42,14 +42,20 @@ def _infer_softmax(ctx: InferCtx) -> TensorStructInfo:
 
 def _relu_kernel(x):
     x = np.asarray(x)
-    return np.maximum(x, x.dtype.type(0))
+    return np.maximum(x, x.dtype.type(0), order="C")
+
+
+def _relu_into(x, out):
+    # The kernel's computation into `out`: the executor may pass a dying input's buffer.
+    return np.maximum(x, x.dtype.type(0), out=out)
 
 
 def _relu_grad(call, out, g):
-    # g where x > 0, else 0: PyTorch's convention at x == 0 (TVM passes g through at 0).
-    x = call.args[0]
-    zero = _c(0, x)
-    return [R.where(R.greater(x, zero), g, zero)]
+    # g where x > 0, else 0: PyTorch's convention at x == 0 (TVM passes g through at 0). Read from the
+    # result (relu(x) > 0 exactly where x > 0, NaN included) so the input can die at the relu, which
+    # then overwrites it: a store-all adjoint keeps one activation per layer, not two.
+    zero = _c(0, out)
+    return [R.where(R.greater(out, zero), g, zero)]
 
 
 def _silu_grad(call, out, g):
@@ -86,7 +92,7 @@ def _erf_grad(call, out, g):
     return [R.multiply(g, R.multiply(R.exp(R.negative(R.multiply(x, x))), _c(2 / math.sqrt(math.pi), x)))]
 
 
-relu = register("relax.nn.relu", ("data",), infer=_infer_any, kernel=_relu_kernel, grad=_relu_grad)
+relu = register("relax.nn.relu", ("data",), infer=_infer_any, kernel=_relu_kernel, grad=_relu_grad, inplace=_relu_into)
 silu = register("relax.nn.silu", ("data",), infer=_infer_float, kernel=act_kernels.silu, grad=_silu_grad)
 gelu = register("relax.nn.gelu", ("data",), infer=_infer_float, kernel=act_kernels.gelu, grad=_gelu_grad)
 softmax = register(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from retrograd.ir.struct_info import Dim, TensorStructInfo
+from retrograd.ops.kernels.window import window_positions
 from retrograd.ops.registry import InferCtx
 
 
@@ -40,29 +41,20 @@ def affine(d: Dim, mul: int, add: int) -> Dim:
 
 
 def window_count(ctx: InferCtx, size: Dim, k: int, s: int, p0: int, p1: int, d: int, ceil_mode: bool = False) -> Dim | None:
-    """Number of window positions along one axis (TVM's rule); None when symbolic with ceil_mode.
-
-    A window that does not fit even the padded input is an error (TVM would infer a size of 0 or less).
-    """
-    extent = d * (k - 1) + 1
+    """Number of window positions along one axis (kernels.window.window_positions, symbolic dims
+    spelled as TVM does); None when symbolic with ceil_mode. A misfit window is an inference error."""
     if isinstance(size, str):
         if ceil_mode:
             # TVM spells this dim with T.if_then_else, which our dims do not express.
             return None
-        c = p0 + p1 - extent
+        c = p0 + p1 - (d * (k - 1) + 1)
         if s == 1:
             return affine(size, 1, c + 1)
         return f"{_wrap(affine(size, 1, c))} // {s} + 1"
-    span = size + p0 + p1 - extent
-    if span < 0:
-        raise ctx.error(f"window of extent {extent} does not fit the padded input of extent {size + p0 + p1}")
-    if not ceil_mode:
-        return span // s + 1
-    n = -(-span // s) + 1
-    # As in TVM and PyTorch: the last window must start inside the input or its leading padding.
-    if (n - 1) * s >= size + p0:
-        n -= 1
-    return n
+    try:
+        return window_positions(size, k, s, p0, p1, d, ceil_mode)
+    except ValueError as err:
+        raise ctx.error(str(err)) from None
 
 
 def transposed_size(size: Dim, k: int, s: int, p0: int, p1: int, d: int, output_padding: int) -> Dim:

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, Callable
 
 import attrs
 
 from retrograd.errors import OpError, TypeInferenceError
 from retrograd.ir.expr import Call, Expr, Op
-from retrograd.ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo, describe_sinfo
+from retrograd.ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo, is_float_dtype
+from retrograd.ir.text import format_sinfo
 
 REQUIRED = object()
 
@@ -45,7 +48,7 @@ class InferCtx:
     def describe(self) -> str:
         parts = []
         for spec, s in zip(self.op.args, self.sinfo):
-            parts.append(f"{spec.name}: {describe_sinfo(s)}")
+            parts.append(f"{spec.name}: {format_sinfo(s, brief=True)}")
         return ", ".join(parts)
 
     def error(self, message: str, arg: int | None = None) -> TypeInferenceError:
@@ -57,50 +60,85 @@ class InferCtx:
     def tensor(self, i: int) -> TensorStructInfo:
         s = self.sinfo[i]
         if not isinstance(s, TensorStructInfo):
-            raise self.error(f"expected a tensor, got {describe_sinfo(s)}", i)
+            raise self.error(f"expected a tensor, got {format_sinfo(s, brief=True)}", i)
         return s
 
     def tuple(self, i: int) -> TupleStructInfo:
         s = self.sinfo[i]
         if not isinstance(s, TupleStructInfo):
-            raise self.error(f"expected a tuple, got {describe_sinfo(s)}", i)
+            raise self.error(f"expected a tuple, got {format_sinfo(s, brief=True)}", i)
         return s
 
 
+def _frozen_map(value) -> MappingProxyType:
+    return MappingProxyType(dict(value))
+
+
+@attrs.frozen(eq=False, repr=False)
 class OpDef(Op):
-    """A registered operator. Calling it builds an (unnormalized) Call with attributes checked."""
+    """A registered operator: every property of an op, fixed at `register` (instances cannot change).
 
-    # Attributes TVM prints positionally after the arguments, a trailing None left out
-    # (strided_slice's axes/begin/end/strides as tuples, triu's k); the rest print as keywords.
-    print_positional: tuple[str, ...] = ()
-    # Attributes left out of the printed call when they hold this value: TVM prints take_backward's
-    # mode="" but its parser rejects it, so text with it would not load in TVM.
-    print_omit: dict = {}
+    Calling it builds an (unnormalized) Call with attributes checked. Properties:
 
-    def __init__(
-        self,
-        name: str,
-        args: tuple[Arg, ...],
-        attrs_schema: tuple[Attr, ...],
-        infer: Callable[[InferCtx], StructInfo],
-        kernel: Callable | None = None,
-        grad: Callable | None = None,
-        pure: bool = True,
-        canonicalize: Callable[[dict], dict] | None = None,
-        positional_attrs: tuple[str, ...] | None = None,
-    ):
-        self.name = name
-        self.args = tuple(args)
-        self.attrs_schema = tuple(attrs_schema)
-        self._attr_index = {a.name: a for a in self.attrs_schema}
-        self.infer = infer
-        self.kernel = kernel
-        self.grad = grad
-        self.pure = pure
-        # Attributes that depend on each other (out_layout defaults to layout) are settled here.
-        self.canonicalize = canonicalize
-        # TVM's Python signature may order attributes differently from how it prints them (pooling).
-        self.positional_attrs = tuple(positional_attrs or (a.name for a in self.attrs_schema))
+    - `name`, `args` (Arg specs), `attrs_schema` (Attr specs), `infer(InferCtx) -> StructInfo`;
+    - `kernel(*arrays, **attrs)`: the NumPy implementation (None: the op cannot run);
+    - `grad(call, out, g) -> [one gradient or None per argument]`: the reverse-mode rule (None: no
+      rule; `no_gradient` for ops whose arguments receive none);
+    - `pure`; `canonicalize(attrs) -> attrs`, run after per-attribute conversion to settle attributes
+      that depend on each other (out_layout defaults to layout);
+    - `positional_attrs`: the order positional attributes bind in (default: schema order, which is
+      also the printed order; TVM's Python signature may differ, as for pooling);
+    - `print_positional`: attributes TVM prints positionally after the arguments, stopping at the
+      first None (strided_slice's axes/begin/end/strides, triu's k); the rest print as keywords;
+    - `print_omit`: attributes left out of the printed call when they hold the given value (TVM
+      prints take_backward's mode="" but its parser rejects it);
+    - `inplace(*arrays, out=array) -> out`: the kernel computing its result into `out`, where the
+      executor may pass the buffer of a dying argument (see `inplace_candidates`). Only for ops whose
+      kernel is exactly this computation on floats, elementwise, with at most two arguments;
+    - `aliases`: positions of the arguments whose buffer the kernel's result (or a field of it) may
+      share: the very object (identity markers such as grad.no_grad, astype to the same dtype) or a
+      NumPy view (reshape, permute_dims, strided_slice, ...); each registration says when. The result
+      of an op not listing an argument never shares memory with it (a test runs every kernel to check
+      this). The executor counts a shared buffer once; retrograd/analysis/layout.py says how each
+      listed op shares it (the object, or a view with which strides).
+    """
+
+    name: str
+    args: tuple[Arg, ...] = attrs.field(converter=tuple)
+    attrs_schema: tuple[Attr, ...] = attrs.field(converter=tuple)
+    infer: Callable[[InferCtx], StructInfo]
+    kernel: Callable | None = None
+    grad: Callable | None = None
+    pure: bool = True
+    canonicalize: Callable[[dict], dict] | None = None
+    positional_attrs: tuple[str, ...] | None = None
+    print_positional: tuple[str, ...] = attrs.field(default=(), converter=tuple)
+    print_omit: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_map)
+    inplace: Callable | None = None
+    aliases: tuple[int, ...] = attrs.field(default=(), converter=tuple)
+    _attr_index: Mapping[str, Attr] = attrs.field(init=False)
+
+    def __attrs_post_init__(self):
+        # Derived once at construction (frozen afterwards).
+        object.__setattr__(self, "_attr_index", {a.name: a for a in self.attrs_schema})
+        names = self.positional_attrs or (a.name for a in self.attrs_schema)
+        object.__setattr__(self, "positional_attrs", tuple(names))
+        if any(not 0 <= i < len(self.args) for i in self.aliases):
+            raise ValueError(f"op {self.name}: aliases {self.aliases} name no argument of {len(self.args)}")
+
+    def inplace_candidates(self, arg_sinfo, out_sinfo) -> list[int]:
+        """Positions of the arguments whose buffer could hold the result of a call with this struct info.
+
+        The op must have an `inplace` form and at most two arguments; the result must be a static float
+        tensor, and a candidate argument must have exactly the result's struct info. The executor then
+        takes the first candidate whose register is released at this call (its last use), and reuses
+        its buffer if, at run time, nothing else references it (see runtime/inplace.py).
+        """
+        if self.inplace is None or len(arg_sinfo) > 2:
+            return []
+        if not (isinstance(out_sinfo, TensorStructInfo) and out_sinfo.is_static and is_float_dtype(out_sinfo.dtype)):
+            return []
+        return [i for i, s in enumerate(arg_sinfo) if s == out_sinfo]
 
     @property
     def script_name(self) -> str:
@@ -219,18 +257,40 @@ def register(
     pure: bool = True,
     canonicalize: Callable[[dict], dict] | None = None,
     positional_attrs: tuple[str, ...] | None = None,
+    print_positional: tuple[str, ...] = (),
+    print_omit: Mapping[str, Any] | None = None,
+    inplace: Callable | None = None,
+    aliases: tuple[int, ...] = (),
 ) -> OpDef:
     """Register an op; `args` items are names or Arg. Registering a name twice is an error.
 
-    `canonicalize(attrs) -> attrs` runs after per-attribute conversion; `positional_attrs` is the
-    order positional attributes bind in (default: schema order, which is also the printed order).
+    The keywords are the OpDef properties (see OpDef for their meaning).
     """
     if name in _REGISTRY:
         raise ValueError(f"op {name} registered twice")
     arg_specs = tuple(a if isinstance(a, Arg) else Arg(a) for a in args)
-    op = OpDef(name, arg_specs, tuple(attrs_schema), infer, kernel, grad, pure, canonicalize, positional_attrs)
+    op = OpDef(
+        name,
+        arg_specs,
+        tuple(attrs_schema),
+        infer,
+        kernel,
+        grad,
+        pure,
+        canonicalize,
+        positional_attrs,
+        print_positional=print_positional,
+        print_omit=print_omit or {},
+        inplace=inplace,
+        aliases=aliases,
+    )
     _REGISTRY[name] = op
     return op
+
+
+def no_gradient(call, out, g) -> list:
+    """The gradient rule of ops none of whose arguments receives a gradient (comparisons, creation)."""
+    return [None] * len(call.args)
 
 
 def get(name: str) -> OpDef:
@@ -251,11 +311,3 @@ def lookup(name: str) -> OpDef | None:
 
 def all_ops() -> list[OpDef]:
     return list(_REGISTRY.values())
-
-
-def set_kernel(name: str, kernel: Callable) -> None:
-    get(name).kernel = kernel
-
-
-def set_grad(name: str, grad: Callable) -> None:
-    get(name).grad = grad

@@ -26,14 +26,7 @@ from retrograd.ir.expr import (
     TupleGetItem,
     Var,
 )
-from retrograd.ir.struct_info import (
-    FuncStructInfo,
-    ObjectStructInfo,
-    PrimStructInfo,
-    ShapeStructInfo,
-    TensorStructInfo,
-    TupleStructInfo,
-)
+from retrograd.ir.text import format_sinfo, op_script_name
 
 __all__ = ["print_module", "print_function", "print_expr", "format_sinfo", "format_value", "METADATA_KEY"]
 
@@ -131,48 +124,6 @@ def const_text(data: np.ndarray) -> str:
 # -- struct info ------------------------------------------------------------------------------
 
 
-def _dim(d, quote_names: bool) -> str:
-    if isinstance(d, str):
-        # A plain name in a parameter is quoted: that is where TVM defines the symbolic var.
-        return f'"{d}"' if quote_names and _IDENT.match(d) else d
-    return str(d)
-
-
-def _dims(dims, quote_names: bool = False) -> str:
-    items = [_dim(d, quote_names) for d in dims]
-    return ", ".join(items) + ("," if len(items) == 1 else "")
-
-
-def format_sinfo(s, quote_names: bool = False) -> str:
-    """Struct info as an annotation: `R.Tensor((3, n), dtype="float32")`, `R.Tuple(...)`, ..."""
-    if isinstance(s, TensorStructInfo):
-        parts = []
-        if s.shape is not None:
-            parts.append(f"({_dims(s.shape, quote_names)})")
-        if s.dtype:
-            parts.append(f'dtype="{s.dtype}"')
-        if s.shape is None and s.ndim != -1:
-            parts.append(f"ndim={s.ndim}")
-        return f"R.Tensor({', '.join(parts)})" if parts else "R.Tensor"
-    if isinstance(s, TupleStructInfo):
-        if not s.fields:
-            return "R.Tuple"
-        return "R.Tuple(" + ", ".join(format_sinfo(f, quote_names) for f in s.fields) + ")"
-    if isinstance(s, ShapeStructInfo):
-        if s.values is not None:
-            return f"R.Shape([{', '.join(_dim(d, quote_names) for d in s.values)}])"
-        return f"R.Shape(ndim={s.ndim})" if s.ndim != -1 else "R.Shape"
-    if isinstance(s, PrimStructInfo):
-        return f'R.Prim("{s.dtype}")'
-    if isinstance(s, FuncStructInfo):
-        params = ", ".join(format_sinfo(p, quote_names) for p in s.params)
-        pure = "" if s.purity else ", purity=False"
-        return f"R.Callable([{params}], {format_sinfo(s.ret, quote_names)}{pure})"
-    if isinstance(s, ObjectStructInfo) or s is None:
-        return "R.Object"
-    raise UnsupportedError(f"cannot print struct info {s!r}")
-
-
 def _needs_tir(text: str) -> bool:
     return "T." in text
 
@@ -214,9 +165,7 @@ class _ModulePrinter:
     def op_name(self, op) -> str:
         name = self.op_names.get(op)
         if name is None:
-            full = op.name
-            name = "R." + full[len("relax.") :] if full.startswith("relax.") else full
-            self.op_names[op] = name
+            name = self.op_names[op] = op_script_name(op)
         return name
 
 

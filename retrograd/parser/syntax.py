@@ -1,4 +1,4 @@
-"""Text -> syntax nodes: the lark LALR parser over grammar.lark, a fast indentation-aware lexer, plain-word errors."""
+"""Text -> syntax nodes: the lark LALR parser over grammar.lark (tokens from lexer.py), plain-word errors."""
 
 from __future__ import annotations
 
@@ -6,9 +6,11 @@ import re
 from pathlib import Path
 
 from lark import Lark, Transformer
-from lark.lexer import Lexer, PatternStr
+from lark.lexer import PatternStr
 
 from retrograd.errors import ParseError, Span, UnsupportedError
+from retrograd.parser.grammar_cache import load_or_build
+from retrograd.parser.lexer import LexError, ScriptLexer, Tok
 
 GRAMMAR = Path(__file__).with_name("grammar.lark")
 
@@ -39,151 +41,11 @@ K_ASSIGN, K_RETURN, K_EXPR, K_PASS, K_WITH, K_IF = "assign", "return", "expr", "
 K_FUNC, K_CLASS, K_IMPORT, K_TOP_ASSIGN = "func", "class", "import", "top_assign"
 
 
-class Tok:
-    """A token: what lark's Token carries, without its str subclassing cost."""
-
-    __slots__ = ("type", "value", "start_pos", "line", "column", "end_line", "end_column", "end_pos")
-
-    def __init__(self, type, value, start_pos, line, column, end_line, end_column, end_pos):
-        self.type = type
-        self.value = value
-        self.start_pos = start_pos
-        self.line = line
-        self.column = column
-        self.end_line = end_line
-        self.end_column = end_column
-        self.end_pos = end_pos
-
-    def __str__(self) -> str:
-        return self.value
-
-    def __repr__(self) -> str:
-        return f"Tok({self.type}, {self.value!r} @{self.line}:{self.column})"
-
-
-class _LexError(Exception):
-    def __init__(self, message: str, line: int, col: int, width: int = 1):
-        super().__init__(message)
-        self.message, self.line, self.col, self.width = message, line, col, width
-
-
-class ScriptLexer(Lexer):
-    """One compiled regex built from the grammar's terminals, plus Python's indentation rules.
-
-    Measured on the benchmark's scripts, lark's contextual lexer + Indenter took ~5 us a token, this
-    one ~2 us. It can stay context-free: the only terminal collisions are keywords (resolved by a
-    lookup after NAME) and "-" (one MINUS terminal, unary or binary by the grammar).
-    """
-
-    OPEN = frozenset(("LPAR", "LSQB", "LBRACE"))
-    CLOSE = frozenset(("RPAR", "RSQB", "RBRACE"))
-
-    def __init__(self, lexer_conf):
-        terminals = list(lexer_conf.terminals)
-        name_re = re.compile(next(t.pattern.to_regexp() for t in terminals if t.name == "NAME"))
-        self.keywords = {}
-        patterns = []
-        for t in terminals:
-            if isinstance(t.pattern, PatternStr) and name_re.fullmatch(t.pattern.value):
-                self.keywords[t.pattern.value] = t.name
-                continue
-            if t.name.startswith("__IGNORE"):
-                continue
-            is_str = isinstance(t.pattern, PatternStr)
-            # Priority first, then longer literals before their prefixes ("->" before "-").
-            patterns.append((-t.priority, 0 if is_str else 1, -len(t.pattern.value) if is_str else 0, t))
-        patterns.sort(key=lambda p: p[:3])
-        groups = [f"(?P<{t.name}>{t.pattern.to_regexp()})" for *_, t in patterns]
-        ignore = "|".join(
-            t.pattern.to_regexp() for t in terminals if t.name in lexer_conf.ignore or t.name.startswith("__IGNORE")
-        )
-        self.regex = re.compile(f"(?:{ignore})*(?:" + "|".join(groups) + ")", re.M)
-        self.skip = re.compile(f"(?:{ignore})*")
-
-    def lex(self, text: str):
-        match = self.regex.match
-        skip = self.skip.match
-        keywords = self.keywords
-        open_, close = self.OPEN, self.CLOSE
-        find = text.find
-        pos, n = 0, len(text)
-        line, line_start = 1, 0
-        paren = 0
-        indents: list[int] | None = None  # set by the first token: a uniformly indented script is fine
-        last_type = "_NL"
-        new_token = Tok
-        while True:
-            m = match(text, pos)
-            if m is None:
-                end = skip(text, pos).end()
-                nl = find("\n", pos, end)
-                while nl != -1:  # a backslash continuation before the end
-                    line, line_start = line + 1, nl + 1
-                    nl = find("\n", nl + 1, end)
-                pos = end
-                if pos >= n:
-                    break
-                raise _LexError(f"unexpected character {text[pos]!r}", line, pos - line_start + 1)
-            kind = m.lastgroup
-            start = m.start(kind)
-            end = m.end()
-            if start > pos:
-                nl = find("\n", pos, start)
-                while nl != -1:  # backslash continuations inside the skipped whitespace
-                    line, line_start = line + 1, nl + 1
-                    nl = find("\n", nl + 1, start)
-            value = m.group(kind)
-            pos = end
-            if kind == "_NL":
-                nl = value.count("\n")
-                tok_line, tok_col = line, start - line_start + 1
-                if nl:
-                    line += nl
-                    line_start = start + value.rindex("\n") + 1
-                if paren > 0 or last_type == "_NL":
-                    continue
-                yield new_token("_NL", value, start, tok_line, tok_col, line, 1, end)
-                last_type = "_NL"
-                if not nl or end >= n:
-                    continue
-                indent_str = value[value.rindex("\n") + 1 :]
-                indent = indent_str.count(" ") + 8 * indent_str.count("\t")
-                if indent > indents[-1]:
-                    indents.append(indent)
-                    yield new_token("_INDENT", indent_str, end, line, 1, line, indent + 1, end)
-                else:
-                    while indent < indents[-1]:
-                        indents.pop()
-                        yield new_token("_DEDENT", indent_str, end, line, 1, line, indent + 1, end)
-                    if indent != indents[-1]:
-                        raise _LexError("unindent does not match any outer indentation level", line, 1, indent or 1)
-                continue
-            tok_line, tok_col = line, start - line_start + 1
-            if indents is None:
-                indents = [tok_col - 1]
-            if kind == "NAME":
-                kind = keywords.get(value, "NAME")
-            elif kind in open_:
-                paren += 1
-            elif kind in close:
-                paren -= 1
-                if paren < 0:
-                    raise _LexError(f"unmatched {value!r}", line, tok_col)
-            if kind == "LONG_STRING" and "\n" in value:
-                line += value.count("\n")
-                line_start = start + value.rindex("\n") + 1
-                end_col = end - line_start + 1
-            else:
-                end_col = tok_col + (end - start)
-            yield new_token(kind, value, start, tok_line, tok_col, line, end_col, end)
-            last_type = kind
-        if paren > 0:
-            raise _LexError("unexpected end of input: a bracket is never closed", line, max(1, n - line_start + 1))
-        if last_type != "_NL":
-            yield new_token("_NL", "\n", n, line, n - line_start + 1, line + 1, 1, n)
-        while indents is not None and len(indents) > 1:
-            indents.pop()
-            yield new_token("_DEDENT", "", n, line + 1, 1, line + 1, 1, n)
+def callee_name(node: Node | None) -> str | None:
+    """`R.add` for a call node `R.add(...)` whose callee is a plain (dotted) name, else None."""
+    if node is not None and node.kind == K_CALL and node.value.kind == K_NAME:
+        return node.value.value
+    return None
 
 
 def _node(kind, value, items, first, last) -> Node:
@@ -366,7 +228,10 @@ class _Driver:
     """The LALR loop over lark's parse table for grammar.lark, with actions flattened to ints.
 
     lark's own loop hashes Rule objects in Python on every reduction (~8 us a token here); this
-    one indexes plain dicts and lists, running lark's tree-building callbacks unchanged.
+    one indexes plain dicts and lists, running lark's tree-building callbacks unchanged. The table
+    is private to lark (`LALR_Parser._parse_table`, `_Parser.callbacks`, `ParseTable.states` /
+    `start_states` / `end_states`, `lalr_analysis.Shift`; pinned in pyproject.toml): `_driver()`
+    falls back to `_LarkLoop` when they are not found.
     """
 
     def __init__(self, lark: Lark):
@@ -454,26 +319,53 @@ class _Driver:
             push_state(nxt)
 
 
+class _LarkLoop:
+    """lark's own LALR loop through its public interactive parser: slower, for lark versions whose
+    private tables `_Driver` cannot find. Same lexer, callbacks and errors."""
+
+    def __init__(self, lark: Lark):
+        from lark.exceptions import UnexpectedToken
+
+        self.lark = lark
+        self.lexer = ScriptLexer(lark.lexer_conf)
+        self.unexpected = UnexpectedToken
+
+    def parse(self, text: str):
+        ip = self.lark.parse_interactive()
+        token = None
+        try:
+            for token in self.lexer.lex(text):
+                ip.feed_token(token)
+            return ip.feed_eof(token)
+        except self.unexpected as err:
+            tok = err.token
+            if tok.type == "$END":
+                tok = Tok("$END", "", len(text), 0, 0, 0, 0, len(text))
+            expected = {t for t in err.expected if t.isupper()}
+            raise _Unexpected(tok, expected) from None
+
+
 _LARK: Lark | None = None
-_DRIVER: _Driver | None = None
+_DRIVER: _Driver | _LarkLoop | None = None
 
 
 def _lark() -> Lark:
     global _LARK
     if _LARK is None:
-        options = dict(parser="lalr", lexer=ScriptLexer, transformer=_Build(), maybe_placeholders=True, start="start")
-        try:
-            # lark keeps the LALR analysis in a temp file keyed by the grammar: 0.14 s -> 0.03 s at import.
-            _LARK = Lark(GRAMMAR.read_text(), cache=True, **options)
-        except OSError:  # no writable temp dir: analyse every time
-            _LARK = Lark(GRAMMAR.read_text(), **options)
+        # Not lark's cache=True: it unpickles a predictably named file from the shared temp dir.
+        _LARK = load_or_build(
+            GRAMMAR.read_text(), ScriptLexer, _Build(), parser="lalr", maybe_placeholders=True, start="start"
+        )
     return _LARK
 
 
-def _driver() -> _Driver:
+def _driver() -> _Driver | _LarkLoop:
     global _DRIVER
     if _DRIVER is None:
-        _DRIVER = _Driver(_lark())
+        try:
+            _DRIVER = _Driver(_lark())
+        except (AttributeError, KeyError, TypeError, ImportError):  # another lark: its private tables moved
+            _DRIVER = _LarkLoop(_lark())
     return _DRIVER
 
 
@@ -493,7 +385,7 @@ def parse_syntax(text: str, source_name: str) -> list[Node]:
         )
     try:
         return _driver().parse(text)
-    except _LexError as err:
+    except LexError as err:
         span = Span(source_name, err.line, err.col, err.line, err.col + err.width, text)
         raise ParseError(err.message, span) from None
     except _Unexpected as err:

@@ -10,23 +10,24 @@ from retrograd.errors import GradientError
 from retrograd.gc_pause import collector_paused
 from retrograd.ir.block import DataflowBlock
 from retrograd.ir.builder import BlockBuilder
+from retrograd.ir.copy import copy_binding, copy_expr, fresh_var
 from retrograd.ir.expr import Constant, Expr, Function, GlobalVar, If, Tuple, Var, shape_expr
 from retrograd.ir.module import IRModule
-from retrograd.ir.struct_info import FuncStructInfo, TensorStructInfo, TupleStructInfo, describe_sinfo, is_float_dtype
+from retrograd.ir.struct_info import FuncStructInfo, TensorStructInfo, TupleStructInfo, is_float_dtype
+from retrograd.ir.text import format_sinfo
 from retrograd.ops.registry import get as get_op
 from retrograd.passes.cse import eliminate_common_subexpressions
 from retrograd.passes.dce import eliminate_dead_code
 from retrograd.passes.fold_constant import fold_constants
-from retrograd.passes.gradient_copy import copy_binding, copy_expr, fresh_var
 from retrograd.passes.gradient_sparse import SparseGrads
 from retrograd.passes.gradient_sweep import Sweep, all_float, compute_active
-from retrograd.passes.infra import module_pass, register_pass
+from retrograd.passes.infra import module_pass
 from retrograd.passes.simplify import simplify_function
 
 _SEED_KINDS = ("ones", "param")
 
 
-@module_pass(name="gradient")
+@module_pass(name="gradient", aliases={"func": "func_name"})
 class Gradient:
     """Reverse-mode AD, TVM Relax's `Gradient` and beyond.
 
@@ -72,9 +73,6 @@ class Gradient:
         # Without the pause the pass was 1.5x slower at 50,000 bindings.
         with collector_paused():
             return _ModuleAD(mod, self).run()
-
-
-register_pass("gradient", Gradient, aliases={"func": "func_name"})
 
 
 def cleanup_function(func: Function) -> Function:
@@ -193,7 +191,7 @@ class _FunctionAD:
                 raise self.error(f"require_grads lists '{var.name_hint}' twice")
             if not all_float(var.struct_info):
                 raise self.error(
-                    f"require_grads: '{var.name_hint}' is not floating point ({describe_sinfo(var.struct_info)}); "
+                    f"require_grads: '{var.name_hint}' is not floating point ({format_sinfo(var.struct_info, brief=True)}); "
                     "only float tensors (or tuples of them) have gradients"
                 )
             out.append(var)
@@ -286,13 +284,13 @@ class _FunctionAD:
                 raise self.error(f"{what} is a tuple, not a tensor; give seeds='param' or seeds='ones' to use it")
             return seed
         if not isinstance(sinfo, TensorStructInfo):
-            raise self.error(f"{what} is not a tensor ({describe_sinfo(sinfo)})")
+            raise self.error(f"{what} is not a tensor ({format_sinfo(sinfo, brief=True)})")
         if not is_float_dtype(sinfo.dtype):
             raise self.error(f"{what} is not floating point (dtype {sinfo.dtype or 'unknown'})")
         if seed is None:
             if sinfo.ndim != 0:
                 raise self.error(
-                    f"{what} is not a scalar ({describe_sinfo(sinfo)}); give seeds='param' for a vjp "
+                    f"{what} is not a scalar ({format_sinfo(sinfo, brief=True)}); give seeds='param' for a vjp "
                     "or seeds='ones' to differentiate the sum of its elements"
                 )
             return "ones"
@@ -300,11 +298,11 @@ class _FunctionAD:
 
     def _constant_seed(self, value, sinfo):
         if not isinstance(sinfo, TensorStructInfo) or not sinfo.is_static or not sinfo.dtype:
-            raise self.error(f"an array seed needs a target tensor of static shape, got {describe_sinfo(sinfo)}")
+            raise self.error(f"an array seed needs a target tensor of static shape, got {format_sinfo(sinfo, brief=True)}")
         try:
             arr = np.broadcast_to(np.asarray(value, dtype=sinfo.dtype), sinfo.shape).copy()
         except (ValueError, TypeError) as err:
-            raise self.error(f"seed of shape {np.shape(value)} does not fit the target {describe_sinfo(sinfo)}: {err}") from None
+            raise self.error(f"seed of shape {np.shape(value)} does not fit the target {format_sinfo(sinfo, brief=True)}: {err}") from None
         arr.setflags(write=False)
         return Constant(arr, TensorStructInfo(arr.shape, str(arr.dtype)))
 
@@ -393,7 +391,7 @@ class _FunctionAD:
         if isinstance(sinfo, TupleStructInfo):
             return bb.normalize(Tuple([self._ones(bb, s, name) for s in sinfo.fields]))
         if not isinstance(sinfo, TensorStructInfo) or sinfo.shape is None or not sinfo.dtype:
-            raise self.error(f"cannot seed a target of unknown shape with ones ({describe_sinfo(sinfo)})")
+            raise self.error(f"cannot seed a target of unknown shape with ones ({format_sinfo(sinfo, brief=True)})")
         return bb.emit(get_op("relax.ones")(shape_expr(sinfo.shape), dtype=sinfo.dtype), f"{name}_adjoint")
 
 

@@ -1,10 +1,15 @@
-"""Elementwise ops the executor may compute into the buffer of an input that dies at that op.
+"""Writing an elementwise result over the buffer of an input that dies at that op, when nothing else sees it.
 
-This is NumPy's own temporary elision, applied across bindings: when the input's only references are
-its register and the closure itself (`sys.getrefcount`), nothing else can see it change — not a view,
-not the caller (parameters), not the module (constants), not another register — so writing the result
-over it is safe and saves an allocation (a page fault per call for tensors past malloc's mmap threshold).
-Only ops whose registered kernel is exactly this ufunc on floats are listed.
+This is NumPy's own temporary elision, applied across bindings. Which ops may do it, and which of their
+arguments could hold the result, is decided statically by the op (`OpDef.inplace`,
+`OpDef.inplace_candidates`); lowering picks the first candidate whose register is released at that
+instruction. At run time the buffer is reused only when the input's only references are its register
+and the closure itself (`sys.getrefcount`): then nothing else can see it change — not a view, not the
+caller (parameters), not the module (constants), not another register (an identity op's result) — and
+writing over it saves an allocation (a page fault per call for tensors past malloc's mmap threshold).
+The input may itself be a view (a kernel's reshaped temporary, a transposed value) when the array it
+views is referenced by nothing but that view: the test is about the memory, so whether a kernel hands
+back its own temporary or a view of it does not matter (retrograd.analysis predicts it from buffers).
 """
 
 from __future__ import annotations
@@ -13,50 +18,22 @@ from sys import getrefcount
 
 import numpy as np
 
-from retrograd.ir.struct_info import TensorStructInfo, is_float_dtype
-
 ndarray = np.ndarray
 
 
-def _relu(x, out):
-    return np.maximum(x, x.dtype.type(0), out=out)
-
-
-UFUNCS = {
-    "relax.add": np.add,
-    "relax.subtract": np.subtract,
-    "relax.multiply": np.multiply,
-    "relax.maximum": np.maximum,
-    "relax.minimum": np.minimum,
-    "relax.negative": np.negative,
-    "relax.abs": np.absolute,
-    "relax.tanh": np.tanh,
-    "relax.sin": np.sin,
-    "relax.cos": np.cos,
-    "relax.nn.relu": _relu,
-}
-
-
-def candidates(op_name: str, srcs, arg_sinfo, out_sinfo) -> list[int]:
-    """Positions of arguments whose buffer could hold the result (same static shape and float dtype)."""
-    if op_name not in UFUNCS or not all(isinstance(s, int) for s in srcs) or len(srcs) > 2:
-        return []
-    if not (isinstance(out_sinfo, TensorStructInfo) and out_sinfo.is_static and is_float_dtype(out_sinfo.dtype)):
-        return []
-    return [i for i, s in enumerate(arg_sinfo) if s == out_sinfo]
-
-
-def make(op_name: str, srcs, target: int, fallback):
-    """regs -> result: the ufunc into srcs[target]'s array when nothing else references it, else fallback."""
-    uf = UFUNCS[op_name]
+def make(into, srcs, target: int, fallback):
+    """regs -> result: `into(*inputs, out=srcs[target]'s array)` when nothing else references it, else fallback."""
     t = srcs[target]
     if len(srcs) == 1:
 
         def run_unary(r):
             a = r[t]
-            # 3 references: the register, `a`, and getrefcount's argument.
-            if type(a) is ndarray and a.base is None and getrefcount(a) == 3 and a.flags.writeable:
-                return uf(a, out=a)
+            # 3 references: the register, `a`, and getrefcount's argument; for the viewed array:
+            # the view's base, `b`, and getrefcount's argument.
+            if type(a) is ndarray and getrefcount(a) == 3 and a.flags.writeable:
+                b = a.base
+                if b is None or (type(b) is ndarray and b.base is None and getrefcount(b) == 3):
+                    return into(a, out=a)
             return fallback(r)
 
         return run_unary
@@ -64,8 +41,10 @@ def make(op_name: str, srcs, target: int, fallback):
 
     def run_binary(r):
         a = r[t]
-        if type(a) is ndarray and a.base is None and getrefcount(a) == 3 and a.flags.writeable:
-            return uf(r[s0], r[s1], out=a)
+        if type(a) is ndarray and getrefcount(a) == 3 and a.flags.writeable:
+            b = a.base
+            if b is None or (type(b) is ndarray and b.base is None and getrefcount(b) == 3):
+                return into(r[s0], r[s1], out=a)
         return fallback(r)
 
     return run_binary

@@ -18,8 +18,8 @@ from retrograd.ir.struct_info import (
     StructInfo,
     TensorStructInfo,
     TupleStructInfo,
-    describe_sinfo,
 )
+from retrograd.ir.text import format_sinfo
 
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ndarray = np.ndarray
@@ -136,7 +136,7 @@ class _Binder:
 
 def compile_checker(sinfo: StructInfo, path: str, build_error) -> Callable:
     """checker(value, binder) -> value (Python scalars become 0-d arrays); raises Mismatch."""
-    expected = describe_sinfo(sinfo)
+    expected = format_sinfo(sinfo, brief=True)
     if isinstance(sinfo, ObjectStructInfo):
         return lambda value, binder: value
     if isinstance(sinfo, TensorStructInfo):
@@ -237,7 +237,7 @@ def _tensor_checker(sinfo: TensorStructInfo, path: str, expected: str):
 
 
 def _shape_checker(sinfo: ShapeStructInfo, path: str):
-    expected = f"Shape({list(sinfo.values) if sinfo.values is not None else f'ndim={sinfo.ndim}'})"
+    expected = format_sinfo(sinfo, brief=True)
     values = sinfo.values
     ndim = sinfo.ndim
 
@@ -267,7 +267,7 @@ def _shape_checker(sinfo: ShapeStructInfo, path: str):
 
 
 def _prim_checker(sinfo: PrimStructInfo, path: str):
-    expected = f"Prim({sinfo.dtype})"
+    expected = format_sinfo(sinfo, brief=True)
 
     def check_prim(value, binder):
         if isinstance(value, _ndarray | np.generic) and np.ndim(value) == 0:

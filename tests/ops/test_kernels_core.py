@@ -13,28 +13,10 @@ import retrograd
 from retrograd.errors import DiagnosticError, ExecutionError, KernelError
 from retrograd.ir import BlockBuilder, Function, IRModule, TupleGetItem, Var
 from retrograd.ir.expr import Tuple, shape_expr
-from retrograd.ir.struct_info import ShapeStructInfo, TensorStructInfo, TupleStructInfo
+from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo
 from retrograd.ops.api import R
 
 STATIC = [c for c in CASES if c.is_static]
-
-
-def kernel_args(case: OpCase, values: list) -> list:
-    """The kernel's positional arguments: arrays, tuples of arrays, shapes as tuples of ints."""
-    it = iter(values)
-    out = []
-    for inp in case.inputs:
-        if isinstance(inp, ShapeStructInfo):
-            out.append(tuple(inp.values))
-        elif isinstance(inp, list):
-            out.append(tuple(next(it) for _ in inp))
-        else:
-            out.append(next(it))
-    return out
-
-
-def run_kernel(case: OpCase, values: list):
-    return case.opdef.kernel(*kernel_args(case, values), **case.opdef.normalize_attrs(case.attrs))
 
 
 # -- PyTorch references -------------------------------------------------------------------------
@@ -64,7 +46,7 @@ def torch_reference(case: OpCase, values: list):
         tuple(torch.from_numpy(np.array(v)) for v in a) if isinstance(a, tuple) and a and isinstance(a[0], np.ndarray)
         else torch.from_numpy(np.array(a)) if isinstance(a, np.ndarray)
         else a
-        for a in kernel_args(case, values)
+        for a in case.kernel_args(values)
     ]
     x = args[0]
     tdt = lambda d: getattr(torch, d)  # noqa: E731
@@ -211,7 +193,7 @@ def test_kernels_do_not_mutate_inputs():
     for case in STATIC[::3]:
         values = case.make_inputs(seed=5)
         before = [v.copy() for v in values]
-        run_kernel(case, values)
+        case.run_kernel(values)
         for a, b in zip(values, before):
             np.testing.assert_array_equal(a, b, err_msg=case.id)
 
@@ -336,7 +318,7 @@ def rule_module(case: OpCase) -> IRModule:
 
 
 def _loss(case, values, gs):
-    out = run_kernel(case, values)
+    out = case.run_kernel(values)
     outs = out if isinstance(out, tuple) else (out,)
     return sum(float(np.sum(np.asarray(o, np.float64) * gv)) for o, gv in zip(outs, gs))
 

@@ -50,3 +50,15 @@ def check_gradient(before: str, expected: str, func: str = "main", numeric: bool
             )
             assert report.ok, str(report)
     return after
+
+
+def redefine_op(monkeypatch, name: str, **changes):
+    """For one test, registry lookups of op `name` (hence modules parsed afterwards) get a copy of its
+    definition with `changes` (OpDefs are frozen: a test swaps the registered definition instead)."""
+    import attrs
+
+    from retrograd.ops import registry
+
+    op = attrs.evolve(registry.get(name), **changes)
+    monkeypatch.setitem(registry._REGISTRY, name, op)
+    return op

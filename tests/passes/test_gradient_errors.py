@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from gradient_helpers import redefine_op
 
 import retrograd
 from retrograd.errors import GradientError
 from retrograd.ir.module import IRModule
-from retrograd.ops.registry import get as get_op
 from retrograd.passes.gradient import Gradient
 
 HEAD = "@I.ir_module\nclass Module:\n"
@@ -113,19 +113,21 @@ def test_seed_errors(mod):
     assert "target 0 is listed twice" in _error(mod, "main", target_index=[0, 0])
 
 
-def test_op_without_rule_on_the_path_names_op_and_binding(mod, monkeypatch):
-    monkeypatch.setattr(get_op("relax.exp"), "grad", None)
-    text = _error(mod, "main")
+def test_op_without_rule_on_the_path_names_op_and_binding(monkeypatch):
+    redefine_op(monkeypatch, "relax.exp", grad=None)
+    text = _error(retrograd.parse(MAIN, source_name="model.py"), "main")
     assert "binding 'b': R.exp has no gradient rule" in text
     # Located at the binding, with the source line and a caret.
     assert text.startswith("model.py:8:")
     assert "b = R.exp(a)" in text and "^" in text
 
 
-def test_op_without_rule_off_the_path_is_fine(mod, monkeypatch):
-    monkeypatch.setattr(get_op("relax.exp"), "grad", None)
+def test_op_without_rule_off_the_path_is_fine(monkeypatch):
+    redefine_op(monkeypatch, "relax.exp", grad=None)
     # The gradient of b (an intermediate) needs nothing upstream of b: exp is never differentiated.
-    Gradient("main", require_grads=["b"])(mod)
+    Gradient("main", require_grads=["b"])(retrograd.parse(MAIN, source_name="model.py"))
+    # max on integers is not on the gradient path (no float data flows through it).
+    redefine_op(monkeypatch, "relax.max", grad=None)
     ints = retrograd.parse(HEAD + '''
     @R.function
     def main(x: R.Tensor((3,), "float32"), idx: R.Tensor((2,), "int64")) -> R.Tensor((), "float32"):
@@ -136,14 +138,12 @@ def test_op_without_rule_off_the_path_is_fine(mod, monkeypatch):
             R.output(gv)
         return gv
 ''')
-    # max on integers is not on the gradient path (no float data flows through it).
-    monkeypatch.setattr(get_op("relax.max"), "grad", None)
     Gradient("main")(ints)
 
 
-def test_bad_rule_output_is_reported(mod, monkeypatch):
-    monkeypatch.setattr(get_op("relax.exp"), "grad", lambda call, out, g: [g, g])
-    assert "returned 2 entries for 1 arguments" in _error(mod, "main")
+def test_bad_rule_output_is_reported(monkeypatch):
+    redefine_op(monkeypatch, "relax.exp", grad=lambda call, out, g: [g, g])
+    assert "returned 2 entries for 1 arguments" in _error(retrograd.parse(MAIN, source_name="model.py"), "main")
 
 
 def test_sparse_grads_errors(mod):

@@ -43,20 +43,31 @@ def padding4(op: str, value) -> tuple[int, int, int, int]:
     return vals
 
 
-def out_size(op: str, size: int, k: int, s: int, p0: int, p1: int, d: int, ceil_mode: bool = False) -> int:
-    """Number of window positions along one axis (TVM's and PyTorch's rule, ceil_mode included)."""
-    span = size + p0 + p1 - d * (k - 1) - 1
+def window_positions(size: int, k: int, s: int, p0: int, p1: int, d: int, ceil_mode: bool = False) -> int:
+    """Number of window positions along one axis (TVM's and PyTorch's rule, ceil_mode included).
+
+    The one formula behind both the kernels and shape inference. Raises ValueError when a window does
+    not fit even the padded input (TVM would infer a size of 0 or less).
+    """
+    extent = d * (k - 1) + 1
+    span = size + p0 + p1 - extent
     if span < 0:
-        raise KernelError(
-            f"{op}: window of extent {d * (k - 1) + 1} does not fit the padded input of extent {size + p0 + p1}"
-        )
+        raise ValueError(f"window of extent {extent} does not fit the padded input of extent {size + p0 + p1}")
     if not ceil_mode:
         return span // s + 1
     n = -(-span // s) + 1
-    # The last window must start inside the input or the leading padding.
+    # As in TVM and PyTorch: the last window must start inside the input or its leading padding.
     if (n - 1) * s >= size + p0:
         n -= 1
     return n
+
+
+def out_size(op: str, size: int, k: int, s: int, p0: int, p1: int, d: int, ceil_mode: bool = False) -> int:
+    """window_positions for a kernel: a misfit is a KernelError of `op`."""
+    try:
+        return window_positions(size, k, s, p0, p1, d, ceil_mode)
+    except ValueError as err:
+        raise KernelError(f"{op}: {err}") from None
 
 
 def check_ndim(op: str, name: str, x: np.ndarray, ndim: int) -> None:
