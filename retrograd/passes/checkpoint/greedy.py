@@ -17,7 +17,7 @@ from retrograd.passes.checkpoint.simulate import Simulation, simulate
 
 
 BATCH_NODES = 400
-BATCH_FRACTION = 16
+BATCH_FRACTION = 12
 
 
 class Planner:

@@ -18,7 +18,7 @@ from retrograd.passes.checkpoint.problem import CHEAP_KINDS, HEAVY_KINDS, Infeas
 from retrograd.passes.checkpoint.simulate import simulate
 
 EXACT_NODES = 32
-SEGMENTS = (2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+SEGMENTS = (2, 3, 4, 6, 8, 16, 32)
 POLICIES = ("budget", "sqrt", "cheap")
 
 
@@ -83,7 +83,9 @@ def plan_budget(problem: Problem, budget: int) -> Schedule | None:
             found.append(s)
         elif least is not None and simulate(problem, least[1]).peak_bytes <= budget:
             found.append(least[1])
+    sims = {}
     if descent is not None:
+        descent, sims[id(descent)] = descent
         found.append(descent)
     if problem.n > greedy.BATCH_NODES:
         # Chen-style segmentations of several lengths: plans fixed in advance, taken when they fit better.
@@ -92,20 +94,23 @@ def plan_budget(problem: Problem, budget: int) -> Schedule | None:
         base = greedy.Planner(problem)
         for size in SEGMENTS:
             s = segment_schedule(problem, size, base)
-            if s.recompute and simulate(problem, s, check=False).peak_bytes <= budget:
-                found.append(s)
+            if s.recompute:
+                sims[id(s)] = sim = simulate(problem, s, check=False)
+                if sim.peak_bytes <= budget:
+                    found.append(s)
     if not found:
         return None
-    return min(found, key=lambda s: _rank(problem, s))
+    return min(found, key=lambda s: _rank(problem, s, sims.get(id(s))))
 
 
-def _rank(problem: Problem, schedule: Schedule):
-    sim = simulate(problem, schedule)
+def _rank(problem: Problem, schedule: Schedule, sim=None):
+    sim = sim or simulate(problem, schedule, check=False)
     heavy = sum(problem.costs[v] for st in schedule.recompute for v in st if problem.kinds[v] in HEAVY_KINDS)
     return (heavy > 0, sim.extra_cost, sim.peak_bytes)
 
 
-def _descend(problem: Problem, budget: int, light) -> Schedule | None:
+def _descend(problem: Problem, budget: int, light):
+    """(schedule, simulation) of the descent's first plan that fits, or None."""
     pl = greedy.Planner(problem, light)
     while pl.sim.peak_bytes > budget and pl.step():
         pass
@@ -113,7 +118,7 @@ def _descend(problem: Problem, budget: int, light) -> Schedule | None:
         pl.allowed = problem.recomputable
         while pl.sim.peak_bytes > budget and pl.step():
             pass
-    return pl.schedule if pl.sim.peak_bytes <= budget else None
+    return (pl.schedule, pl.sim) if pl.sim.peak_bytes <= budget else None
 
 
 def least_feasible(problem: Problem) -> int:
