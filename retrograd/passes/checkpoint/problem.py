@@ -40,7 +40,8 @@ class Problem:
     (or the same object as) node alias_of[i], which must be one of its deps; the buffer is counted once,
     while any alias lives. inplace[i]: positions in deps[i] whose buffer the executor may reuse for
     node i's result when that dep dies at node i (the first dying one is tried; it is reused when the
-    dep owns its buffer and no other live value holds it). kinds[i]: op class (see KINDS).
+    dep owns its buffer, of node i's size, and no other live value holds it; like the executor's
+    lowering, list no position after a parameter that could die there). kinds[i]: op class (see KINDS).
     """
 
     sizes: tuple = attrs.field(converter=_ints)

@@ -5,7 +5,7 @@ instance is live from its computation to its last use (outputs: to the end; unus
 after it is computed); the peak is taken after a node's result is stored and before its dying inputs
 are released; an alias counts its root buffer once, for as long as any holder lives; an in-place node
 (runtime/inplace.py) reuses the buffer of the first of its in-place deps that dies there, when that
-dep owns its buffer and no other live value holds it.
+dep owns its buffer, of the result's size, and no other live value holds it.
 """
 
 from __future__ import annotations
@@ -127,8 +127,9 @@ def simulate(problem: Problem, schedule: Schedule | None = None, stage_peaks: bo
                 i = r[pos]
                 if last_use[i] == e:
                     # The executor tries the first dying candidate only.
-                    if alias_of[nodes[i]] is None and refs[buf[i]] == 1:
-                        b = buf[i]
+                    k = buf[i]
+                    if alias_of[nodes[i]] is None and refs[k] == 1 and nbytes[k] == sizes[v] > 0:
+                        b = k
                     break
         if b == e:
             nbytes[e] = s = sizes[v]
