@@ -19,7 +19,7 @@ from retrograd.passes.checkpoint.problem import Problem, Schedule
 # Past either limit the heuristics plan. The node limit is the deterministic cut-off; the time limit
 # is a safety net for hard instances (HiGHS can spend minutes on a 30-node problem's least peak).
 NODE_LIMIT = 1000
-TIME_LIMIT = 4.0
+TIME_LIMIT = 20.0
 
 
 def available() -> bool:
@@ -195,7 +195,7 @@ class _Model:
         self.nvar += 1
         return self.nvar - 1
 
-    def solve(self, budget: int | None, max_cost: float | None = None, minimize_peak: bool = False, forbid=(),
+    def solve(self, budget: int | None, max_cost: float | None = None, minimize_peak: bool = False,
               peak_weight: float = 0.0):
         """(schedule, objective) of the best plan, or None when infeasible / not solved within the node limit.
 
@@ -244,9 +244,6 @@ class _Model:
             c[:] = cost
             c[peak] = peak_weight
         ub = np.ones(nv)
-        for (t, k), v in self.R.items():
-            if k in forbid:
-                ub[v] = 0.0
         ub[peak] = cap if cap != float("inf") else sum(self.size) + 1
         integrality = np.ones(nv)
         integrality[peak] = 0
@@ -283,7 +280,7 @@ def _unit_costs(problem: Problem) -> float | None:
     return float(g or 1)
 
 
-def exact_plan(problem: Problem, budget: int, forbid=()) -> Schedule | None:
+def exact_plan(problem: Problem, budget: int) -> Schedule | None:
     """The least-cost plan within `budget` (ties: the lowest peak), or None when the model has none.
 
     With integral costs one MILP does both: cost / unit + peak / (peak bound + 1) orders plans by cost,
@@ -295,14 +292,14 @@ def exact_plan(problem: Problem, budget: int, forbid=()) -> Schedule | None:
     unit = _unit_costs(problem)
     bound = (budget - problem.pinned_bytes) // m.unit + 1
     if unit is not None and bound * sum(problem.costs) / unit < 1e9:
-        res = m.solve(budget, forbid=forbid, peak_weight=unit / bound)
+        res = m.solve(budget, peak_weight=unit / bound)
         return None if res is None else res[0]
-    first = m.solve(budget, forbid=forbid)
+    first = m.solve(budget)
     if first is None:
         return None
     best = first[0]
     cost = first[1]
-    second = m.solve(budget, max_cost=cost + 1e-7 * max(1.0, abs(cost)), minimize_peak=True, forbid=forbid)
+    second = m.solve(budget, max_cost=cost + 1e-7 * max(1.0, abs(cost)), minimize_peak=True)
     if second is not None:
         a, b = simulate(problem, first[0]), simulate(problem, second[0])
         if b.valid and b.peak_bytes <= budget and b.extra_cost <= a.extra_cost + 1e-9 * max(1.0, a.extra_cost):

@@ -163,20 +163,29 @@ class Planner:
         return True
 
 
-def descend(problem: Problem, budget: int | None, allowed=None, max_steps: int | None = None):
-    """(schedule, simulation) of the first plan of the descent whose peak fits `budget` (None: the last plan),
-    and the least peak seen (the heuristic's least feasible budget) when no plan fits."""
-    pl = Planner(problem, allowed)
-    best = pl.sim.peak_bytes
-    steps = 0
-    while budget is None or pl.sim.peak_bytes > budget:
-        if max_steps is not None and steps >= max_steps:
-            break
-        if not pl.step():
-            break
-        steps += 1
-        best = min(best, pl.sim.peak_bytes)
-    return pl.schedule, pl.sim, best
+def descend(problem: Problem, budget: int, light):
+    """(schedule, simulation) of the first plan that fits of the descent recomputing the `light` nodes
+    first, then every recomputable one; None when none fits."""
+    pl = Planner(problem, light)
+    while pl.sim.peak_bytes > budget and pl.step():
+        pass
+    if pl.sim.peak_bytes > budget:
+        pl.allowed = problem.recomputable
+        while pl.sim.peak_bytes > budget and pl.step():
+            pass
+    return (pl.schedule, pl.sim) if pl.sim.peak_bytes <= budget else None
+
+
+def lowest(problem: Problem, light) -> int:
+    """The lowest peak along the same descent."""
+    pl = Planner(problem, light)
+    low = pl.sim.peak_bytes
+    while pl.step():
+        low = min(low, pl.sim.peak_bytes)
+    pl.allowed = problem.recomputable
+    while pl.step():
+        low = min(low, pl.sim.peak_bytes)
+    return low
 
 
 def least_peak(problem: Problem, allowed=None, single: bool = False) -> tuple[Schedule, Simulation]:

@@ -70,7 +70,7 @@ def plan_budget(problem: Problem, budget: int) -> Schedule | None:
         return None
     found = []
     # Light kinds first, then everything: the descent recomputes a matmul only when the rest does not fit.
-    descent = _descend(problem, budget, light_only(problem))
+    descent = greedy.descend(problem, budget, light_only(problem))
     if _use_exact(problem):
         # Proving a MILP infeasible is slow; the least peak, when the descent found nothing, is not.
         least = exact.exact_least_peak(problem) if descent is None else None
@@ -109,18 +109,6 @@ def _rank(problem: Problem, schedule: Schedule, sim=None):
     return (heavy > 0, sim.extra_cost, sim.peak_bytes)
 
 
-def _descend(problem: Problem, budget: int, light):
-    """(schedule, simulation) of the descent's first plan that fits, or None."""
-    pl = greedy.Planner(problem, light)
-    while pl.sim.peak_bytes > budget and pl.step():
-        pass
-    if pl.sim.peak_bytes > budget:
-        pl.allowed = problem.recomputable
-        while pl.sim.peak_bytes > budget and pl.step():
-            pass
-    return (pl.schedule, pl.sim) if pl.sim.peak_bytes <= budget else None
-
-
 def least_feasible(problem: Problem) -> int:
     """The least budget `solve` meets: exact (MILP) on small problems without aliases (or when the
     descent reaches the lower bound), otherwise the lowest peak of the plans tried (an upper bound)."""
@@ -150,15 +138,7 @@ def least_feasible(problem: Problem) -> int:
 
 @lru_cache(maxsize=8)
 def greedy_least(problem: Problem) -> int:
-    """The lowest peak of the descent (light kinds first, then all)."""
-    pl = greedy.Planner(problem, light_only(problem))
-    low = pl.sim.peak_bytes
-    while pl.step():
-        low = min(low, pl.sim.peak_bytes)
-    pl.allowed = problem.recomputable
-    while pl.step():
-        low = min(low, pl.sim.peak_bytes)
-    return low
+    return greedy.lowest(problem, light_only(problem))
 
 
 def lower_bound(problem: Problem) -> int:
