@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from retrograd.ir.struct_info import FLOAT_DTYPES, INT_DTYPES
 
-DTYPES = FLOAT_DTYPES + INT_DTYPES + ("bool",)
+# bfloat16 is a Relax dtype without a NumPy one: refused where a script names it, not deep in a kernel.
+UNSUPPORTED_DTYPES = {"bfloat16": "bfloat16 is not supported: NumPy, which runs retrograd's kernels, has no bfloat16"}
+DTYPES = tuple(d for d in FLOAT_DTYPES + INT_DTYPES + ("bool",) if d not in UNSUPPORTED_DTYPES)
 
 
 def to_int(v) -> int:
@@ -53,6 +55,8 @@ def to_opt_str(v) -> str | None:
 
 
 def to_dtype(v) -> str:
+    if isinstance(v, str) and v in UNSUPPORTED_DTYPES:
+        raise ValueError(UNSUPPORTED_DTYPES[v])
     if not isinstance(v, str) or v not in DTYPES:
         raise ValueError(f"expected a dtype among {', '.join(DTYPES)}")
     return v

@@ -35,6 +35,19 @@ class LexError(Exception):
         self.message, self.line, self.col, self.width = message, line, col, width
 
 
+def indent_width(prefix: str) -> int:
+    """Python's indentation width: a tab advances to the next multiple of 8."""
+    width = 0
+    for c in prefix:
+        width = (width // 8 + 1) * 8 if c == "\t" else width + 1
+    return width
+
+
+# Brackets (and unary minus signs in a row) nest at most this deep; the parser recurses on expressions.
+# Python's own limit is 200 brackets.
+MAX_NESTING = 200
+
+
 class ScriptLexer(Lexer):
     """One compiled regex built from the grammar's terminals, plus Python's indentation rules.
 
@@ -65,8 +78,11 @@ class ScriptLexer(Lexer):
         ignore = "|".join(
             t.pattern.to_regexp() for t in terminals if t.name in lexer_conf.ignore or t.name.startswith("__IGNORE")
         )
-        self.regex = re.compile(f"(?:{ignore})*(?:" + "|".join(groups) + ")", re.M)
-        self.skip = re.compile(f"(?:{ignore})*")
+        # Possessive: whitespace runs are never re-split on a failed match (that backtracking was
+        # exponential in the run's length).
+        # ASCII: \\d would read "٣" as the digit 3.
+        self.regex = re.compile(f"(?:{ignore})*+(?:" + "|".join(groups) + ")", re.M | re.ASCII)
+        self.skip = re.compile(f"(?:{ignore})*+")
 
     def lex(self, text: str):
         match = self.regex.match
@@ -77,6 +93,7 @@ class ScriptLexer(Lexer):
         pos, n = 0, len(text)
         line, line_start = 1, 0
         paren = 0
+        minus_run = 1
         indents: list[int] | None = None  # set by the first token: a uniformly indented script is fine
         last_type = "_NL"
         new_token = Tok
@@ -115,7 +132,7 @@ class ScriptLexer(Lexer):
                 if not nl or end >= n:
                     continue
                 indent_str = value[value.rindex("\n") + 1 :]
-                indent = indent_str.count(" ") + 8 * indent_str.count("\t")
+                indent = indent_width(indent_str)
                 if indent > indents[-1]:
                     indents.append(indent)
                     yield new_token("_INDENT", indent_str, end, line, 1, line, indent + 1, end)
@@ -128,11 +145,17 @@ class ScriptLexer(Lexer):
                 continue
             tok_line, tok_col = line, start - line_start + 1
             if indents is None:
-                indents = [tok_col - 1]
+                indents = [indent_width(text[line_start:start])]
             if kind == "NAME":
                 kind = keywords.get(value, "NAME")
             elif kind in open_:
                 paren += 1
+                if paren > MAX_NESTING:
+                    raise LexError(f"brackets are nested too deeply (more than {MAX_NESTING} levels)", line, tok_col)
+            elif kind == "MINUS" and last_type == "MINUS":
+                minus_run += 1
+                if minus_run > MAX_NESTING:
+                    raise LexError(f"unary minus signs are nested too deeply (more than {MAX_NESTING} in a row)", line, tok_col)
             elif kind in close:
                 paren -= 1
                 if paren < 0:
@@ -144,6 +167,8 @@ class ScriptLexer(Lexer):
             else:
                 end_col = tok_col + (end - start)
             yield new_token(kind, value, start, tok_line, tok_col, line, end_col, end)
+            if kind != last_type:
+                minus_run = 1
             last_type = kind
         if paren > 0:
             raise LexError("unexpected end of input: a bracket is never closed", line, max(1, n - line_start + 1))

@@ -26,6 +26,7 @@ from retrograd.ir.expr import (
     TupleGetItem,
     Var,
 )
+from retrograd.ir.strings import quote as _quote
 from retrograd.ir.text import format_sinfo, op_script_name
 
 __all__ = ["print_module", "print_function", "print_expr", "format_sinfo", "format_value", "METADATA_KEY"]
@@ -42,11 +43,6 @@ _RESERVED = frozenset(keyword.kwlist) | {"R", "T", "I", "cls", "metadata", "Modu
 
 
 # -- values -----------------------------------------------------------------------------------
-
-
-def _quote(s: str) -> str:
-    out = s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
-    return f'"{out}"'
 
 
 def _float_text(x: float) -> str:
