@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from retrograd.errors import DiagnosticError, OpError, Span, TypeInferenceError, UnsupportedError
+from retrograd.errors import DiagnosticError, OpError, ParseError, Span, TypeInferenceError, UnsupportedError
 from retrograd.gc_pause import collector_paused
 from retrograd.ir.module import IRModule
 from retrograd.parser import literals as lit
