@@ -46,10 +46,13 @@ class DiagnosticError(Exception):
         super().__init__(self.render())
 
     def render(self) -> str:
+        message = self.message
+        if len(message) > _MESSAGE_WIDTH:  # a message quoting a 10,000-character name, say
+            message = message[: _MESSAGE_WIDTH - 1000] + " ... " + message[-995:]
         if self.span is None:
-            head = f"{self.kind}: {self.message}"
+            head = f"{self.kind}: {message}"
             return "\n".join([head] + [f"  note: {n}" for n in self.notes])
-        out = [f"{self.span}: {self.kind}: {self.message}"]
+        out = [f"{self.span}: {self.kind}: {message}"]
         text = self.span.source_line()
         if text is not None:
             width = 1
@@ -77,6 +80,8 @@ class DiagnosticError(Exception):
         return new
 
 
+# Messages longer than this are cut in the middle.
+_MESSAGE_WIDTH = 10000
 # Quoted lines longer than this are cut around the caret (a 25,000-parameter signature is 1 MB).
 _QUOTE_WIDTH = 160
 
