@@ -46,6 +46,8 @@ def indent_width(prefix: str) -> int:
 # Brackets (and unary minus signs in a row) nest at most this deep; the parser recurses on expressions.
 # Python's own limit is 200 brackets.
 MAX_NESTING = 200
+# Python's tokenizer refuses deeper indentation; TVM, which reads scripts with it, does too.
+MAX_INDENTS = 100
 
 
 class ScriptLexer(Lexer):
@@ -135,6 +137,8 @@ class ScriptLexer(Lexer):
                 indent = indent_width(indent_str)
                 if indent > indents[-1]:
                     indents.append(indent)
+                    if len(indents) > MAX_INDENTS:
+                        raise LexError(f"too many levels of indentation (at most {MAX_INDENTS}, as in Python)", line, 1, indent or 1)
                     yield new_token("_INDENT", indent_str, end, line, 1, line, indent + 1, end)
                 else:
                     while indent < indents[-1]:
