@@ -9,9 +9,15 @@ UNSUPPORTED_DTYPES = {"bfloat16": "bfloat16 is not supported: NumPy, which runs 
 DTYPES = tuple(d for d in FLOAT_DTYPES + INT_DTYPES + ("bool",) if d not in UNSUPPORTED_DTYPES)
 
 
+_INT64 = (-(2**63), 2**63 - 1)
+
+
 def to_int(v) -> int:
+    """An integer attribute: int64, as TVM stores them."""
     if isinstance(v, bool) or not isinstance(v, int):
         raise TypeError("expected an integer")
+    if not _INT64[0] <= v <= _INT64[1]:
+        raise ValueError("out of the int64 range")
     return v
 
 
@@ -36,7 +42,7 @@ def to_str(v) -> str:
 def to_ints(v) -> tuple[int, ...]:
     """A list of ints; a single int becomes a 1-tuple."""
     if isinstance(v, int) and not isinstance(v, bool):
-        return (v,)
+        return (to_int(v),)
     if not isinstance(v, list | tuple):
         raise TypeError("expected a list of integers")
     return tuple(to_int(x) for x in v)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
@@ -154,7 +155,7 @@ def prim_value(ctx: Ctx, value, dtype: str, node: Node):
             raise OpError(f"{value} is out of range for {dtype} [{info.min}, {info.max}]", ctx.span(node))
         return int(value)
     value = float(value)
-    if np.isfinite(value) and abs(value) > np.finfo(dtype).max:
+    if math.isfinite(value) and abs(value) > float(np.finfo(dtype).max):
         raise OpError(f"{value!r} is out of range for {dtype}", ctx.span(node))
     return value
 
