@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import zipfile
 
 import numpy as np
 
@@ -123,7 +124,7 @@ def _load_inputs(path: str, names: list[str]) -> dict:
             raise ValueError("not an .npz archive (write one with np.savez(path, x=..., w=...))")
         with data:
             arrays = {k: data[k] for k in data.files}
-    except (OSError, ValueError, EOFError) as err:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
         raise DiagnosticError(f"cannot read inputs from {path}: {err}") from None
     unknown = sorted(set(arrays) - set(names))
     if unknown:

@@ -25,8 +25,10 @@ def _replace(m: re.Match) -> str:
     s = m.group(1)
     if s in _SIMPLE:
         return _SIMPLE[s]
-    head = s[:1]
-    if head.isdigit():  # octal, [0-7] only by the pattern
+    if s == "":
+        raise EscapeError("a string ends with a lone backslash", m.start())
+    head = s[0]
+    if head in "01234567":  # octal; str.isdigit() would also take "¹", an unknown escape
         return chr(int(s, 8))
     if head in _WIDTH:
         if len(s) != 1 + _WIDTH[head]:
@@ -42,8 +44,6 @@ def _replace(m: re.Match) -> str:
             return unicodedata.lookup(s[2:-1])
         except KeyError:
             raise EscapeError(f"unknown Unicode character name in \\{s}", m.start()) from None
-    if s == "":
-        raise EscapeError("a string ends with a lone backslash", m.start())
     return "\\" + s  # an unknown escape stays as written, as in Python
 
 

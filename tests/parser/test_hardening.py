@@ -106,7 +106,7 @@ def test_reshape_keeps_its_inferred_minus_one():
 
 @pytest.mark.parametrize(
     "literal",
-    [r'"\101\a\U0001F600"', r'"\x41\u00e9\N{BULLET}\0\7\777"', r'"a\qb"', r"'\''", r'"\t\v\f\b\r"'],
+    [r'"\¹\8\9"', r'"\101\a\U0001F600"', r'"\x41\u00e9\N{BULLET}\0\7\777"', r'"a\qb"', r"'\''", r'"\t\v\f\b\r"'],
 )
 def test_string_escapes_read_as_python_reads_them(literal):
     mod = parse(fn(f"y = R.str({literal})\nreturn y"))
