@@ -47,7 +47,7 @@ class Sequential(Pass):
 
 
 _PIPE_TOKEN = re.compile(
-    r"""\s*(?:
+    r"""\s*+(?:
         (?P<str>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')
       | (?P<num>[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![A-Za-z_]))
       | (?P<word>[A-Za-z_][A-Za-z0-9_.\-]*)
