@@ -143,6 +143,9 @@ def _random_like(value, rng):
     if isinstance(value, tuple):
         return tuple(_random_like(v, rng) for v in value)
     arr = np.asarray(value)
+    if arr.dtype.kind not in "fc":
+        # Integer fields of a tuple target (topk's or median's indices) take no cotangent.
+        return np.zeros(arr.shape, arr.dtype)
     return rng.standard_normal(arr.shape).astype(np.float64)
 
 

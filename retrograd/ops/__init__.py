@@ -1,6 +1,8 @@
 """The operator set: importing this package registers every op."""
 
-from retrograd.ops import elementwise  # noqa: F401  (registers ops)
+from retrograd.ops import elementwise, elementwise_math, logical  # noqa: F401  (registers ops)
+from retrograd.ops import create_range, einsum, gather_scatter, stack_repeat  # noqa: F401  (registers ops)
+from retrograd.ops import index_put, reduce_more, sorting  # noqa: F401  (registers ops)
 from retrograd.ops import create, indexing, linalg, manipulate, reduce  # noqa: F401  (registers the core families)
 from retrograd.ops import nn_activation, nn_conv, nn_loss, nn_pool  # noqa: F401  (registers nn.* ops)
 from retrograd.ops import grad  # noqa: F401  (registers grad.* ops)
