@@ -50,6 +50,15 @@ MAX_NESTING = 200
 MAX_INDENTS = 100
 
 
+def _possessive(t) -> str:
+    """A terminal's regex; `_NL`'s repetition made possessive: its alternatives never overlap, and
+    the backtracking states a plain `+` keeps made 10,000 blank lines superlinear."""
+    regex = t.pattern.to_regexp()
+    if t.name == "_NL" and regex.endswith(")+") and regex.startswith("(?:"):
+        regex += "+"
+    return regex
+
+
 class ScriptLexer(Lexer):
     """One compiled regex built from the grammar's terminals, plus Python's indentation rules.
 
@@ -76,7 +85,7 @@ class ScriptLexer(Lexer):
             # Priority first, then longer literals before their prefixes ("->" before "-").
             patterns.append((-t.priority, 0 if is_str else 1, -len(t.pattern.value) if is_str else 0, t))
         patterns.sort(key=lambda p: p[:3])
-        groups = [f"(?P<{t.name}>{t.pattern.to_regexp()})" for *_, t in patterns]
+        groups = [f"(?P<{t.name}>{_possessive(t)})" for *_, t in patterns]
         ignore = "|".join(
             t.pattern.to_regexp() for t in terminals if t.name in lexer_conf.ignore or t.name.startswith("__IGNORE")
         )
