@@ -59,10 +59,20 @@ def load_corpus() -> list[str]:
     return texts
 
 
-def _op_names() -> list[str]:
+def _ops() -> list:
     from retrograd.ops.registry import all_ops
 
-    return sorted(op.script_name for op in all_ops())
+    return sorted(all_ops(), key=lambda op: op.script_name)
+
+
+# Values that often fit an attribute of this name: the call then reaches inference and the kernel.
+PLAUSIBLE = {
+    "axis": ["-1", "0", "1", "None"], "axes": ["[0]", "[-1]", "[0, 1]", "None"], "dtype": ['"float32"', '"int64"'],
+    "keepdims": ["True", "False"], "pool_size": ["[2, 2]", "[1, 1]"], "strides": ["[1, 1]", "[2, 2]"],
+    "padding": ["[0, 0]", "[1, 1, 1, 1]"], "dilation": ["[1, 1]"], "indices_or_sections": ["2", "[1, 3]"],
+    "reduction": ['"mean"', '"sum"', '"none"'], "mode": ['"clip"', '"wrap"', '"fast"'], "out_dtype": ['"float32"', "None"],
+    "begin": ["[0]", "[1]"], "end": ["[2]", "[-1]"], "ceil_mode": ["True", "False"], "layout": ['"NCHW"', '"NHWC"'],
+}
 
 
 def _attr_values(rng: random.Random) -> str:
@@ -90,7 +100,7 @@ class Mutator:
     def __init__(self, corpus: list[str], seed: int):
         self.corpus = corpus
         self.rng = random.Random(seed)
-        self.ops = _op_names()
+        self.ops = _ops()
         self.kinds = [
             self.delete_token, self.duplicate_token, self.swap_tokens, self.random_bytes, self.deep_nesting,
             self.long_identifier, self.lookalike, self.line_break, self.special_literal, self.op_call,
@@ -185,22 +195,28 @@ class Mutator:
         return text[: t.start()] + self.rng.choice(SPECIAL_LITERALS) + text[t.end() :]
 
     def op_call(self, text):
-        """A random op call on a parameter, with random attributes, before a function's return."""
+        """A call of a random op on the function's parameters, with attributes from its schema (plausible
+        or random values), inserted before a return."""
         rng = self.rng
-        returns = [m for m in re.finditer(r"^([ \t]*)return (\w+)", text, re.M)]
+        returns = [m for m in re.finditer(r"^([ \t]*)return \S", text, re.M)]
         params = re.findall(r"[(,]\s*(\w+): R\.Tensor", text)
         if not returns or not params:
             return text
         m = rng.choice(returns)
         op = rng.choice(self.ops)
-        args = [rng.choice(params) for _ in range(rng.randrange(0, 4))]
+        required = [a for a in op.args if not a.optional]
+        count = len(required) if rng.random() < 0.8 else rng.randrange(0, len(op.args) + 2)
+        args = [rng.choice(params) if (i >= len(op.args) or op.args[i].kind != "shape") else "R.shape([2, 3])"
+                for i in range(count)]
         attrs = []
-        for _ in range(rng.randrange(0, 4)):
-            key = rng.choice(["axis", "axes", "strides", "pool_size", "padding", "dilation", "indices_or_sections",
-                              "dtype", "shape", "reduction", "mode", "keepdims", "begin", "end", "groups",
-                              "ceil_mode", "out_dtype", "ignore_index", "layout", "fill_value", "k"])
-            attrs.append(f"{key}={_attr_values(rng)}")
-        line = f"{m.group(1)}zz_fuzz = {op}({', '.join(args + attrs)})\n"
+        for a in op.attrs_schema:
+            if rng.random() < 0.5:
+                plausible = PLAUSIBLE.get(a.name)
+                value = rng.choice(plausible) if plausible and rng.random() < 0.7 else _attr_values(rng)
+                attrs.append(f"{a.name}={value}")
+        if rng.random() < 0.05:
+            attrs.append(f"nope={_attr_values(rng)}")
+        line = f"{m.group(1)}zz_fuzz = {op.script_name}({', '.join(args + attrs)})\n"
         return text[: m.start()] + line + text[m.start() :]
 
     def payload(self, text):
