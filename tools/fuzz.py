@@ -387,6 +387,10 @@ class WorkerPool:
         self.proc.join(5)
 
 
+# The run stage checks behaviour, not capacity: results over 256 MiB are refused (a located error).
+LIMIT_VAR, FUZZ_LIMIT = "RETROGRAD_MAX_ALLOCATION_BYTES", str(1 << 28)
+
+
 def run(inputs: int, seed: int, timeout: float = 5.0, in_process: bool = False, save_dir: Path | None = None,
         progress: bool = False) -> dict:
     """Fuzz `inputs` mutated scripts; returns the counts per outcome and the first findings."""
@@ -396,6 +400,8 @@ def run(inputs: int, seed: int, timeout: float = 5.0, in_process: bool = False, 
     mutator = Mutator(load_corpus(), seed)
     counts = {k: 0 for k in OUTCOMES}
     findings: list[tuple[str, str, str, str]] = []
+    saved_limit = os.environ.get(LIMIT_VAR)
+    os.environ[LIMIT_VAR] = FUZZ_LIMIT
     pool = None if in_process else WorkerPool(timeout)
     start = time.time()
     try:
@@ -413,6 +419,10 @@ def run(inputs: int, seed: int, timeout: float = 5.0, in_process: bool = False, 
     finally:
         if pool is not None:
             pool.close()
+        if saved_limit is None:
+            os.environ.pop(LIMIT_VAR, None)
+        else:
+            os.environ[LIMIT_VAR] = saved_limit
     counts["inputs"] = inputs
     counts["seconds"] = round(time.time() - start, 1)
     counts["payload_executed"] = SENTINEL.exists()
@@ -429,6 +439,7 @@ def main(argv=None) -> int:
     ap.add_argument("--replay", type=Path, help="check one saved input and print the outcome")
     args = ap.parse_args(argv)
     if args.replay:
+        os.environ[LIMIT_VAR] = FUZZ_LIMIT
         outcome, detail = check(args.replay.read_text(encoding="utf-8", errors="surrogatepass"))
         print(outcome, detail)
         return 0 if outcome in ("accepted", "located") else 1

@@ -393,7 +393,7 @@ class _FunctionLowering:
 
 # Results beyond this many bytes are refused before their kernel runs (NumPy would try, or raise
 # MemoryError after a long wait). Set RETROGRAD_MAX_ALLOCATION_BYTES to change it.
-DEFAULT_ALLOCATION_LIMIT = 1 << 34
+DEFAULT_ALLOCATION_LIMIT = 1 << 32
 
 
 def allocation_limit() -> int:
