@@ -48,3 +48,12 @@ def test_the_checker_classifies_known_outcomes(fuzz):
     assert fuzz.check(ok)[0] == "accepted"
     assert fuzz.check(ok.replace("return x", "return y"))[0] == "located"
     assert fuzz.check_in_process("x = (" + "\n" * 10, 5.0)[0] == "located"
+
+
+def test_a_slow_input_is_reported_as_a_hang(fuzz, monkeypatch):
+    import time
+
+    monkeypatch.setattr(fuzz, "check", lambda text: time.sleep(5) or ("accepted", ""))
+    t0 = time.perf_counter()
+    assert fuzz.check_in_process("x", 0.2)[0] == "hang"
+    assert time.perf_counter() - t0 < 3
