@@ -168,6 +168,7 @@ def _named(cases: list[OpCase]) -> list[OpCase]:
 CASES: list[OpCase] = _named(ACTIVATION_CASES + LOSS_CASES + CONV_CASES + POOL_CASES + GRAD_CASES + SYMBOLIC_CASES)
 
 # New op families keep their cases in their own files; every shared test runs them through CASES.
+from cases_nn_attention import CASES as _ATTENTION_CASES  # noqa: E402
 from cases_nn_norm import CASES as _NORM_CASES  # noqa: E402
 
-CASES += _named(_NORM_CASES)
+CASES += _named(_NORM_CASES + _ATTENTION_CASES)
