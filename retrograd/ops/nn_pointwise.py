@@ -8,23 +8,17 @@ slope; softplus switches to the identity where beta * x > threshold.
 from __future__ import annotations
 
 from retrograd.ir.expr import const, shape_expr
-from retrograd.ir.struct_info import TensorStructInfo, is_float_dtype
+from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
 from retrograd.ops.kernels import pointwise as pw
+from retrograd.ops.nn_activation import _infer_float
 from retrograd.ops.registry import Attr, InferCtx, register
 from retrograd.ops.shape_utils import normalize_axis
 
 
 def _c(value: float, like):
     return const(value, like.struct_info.dtype)
-
-
-def _infer_float(ctx: InferCtx) -> TensorStructInfo:
-    x = ctx.tensor(0)
-    if x.dtype and not is_float_dtype(x.dtype):
-        raise ctx.error(f"requires a float tensor, got dtype {x.dtype}", 0)
-    return x
 
 
 def _positive(x):
