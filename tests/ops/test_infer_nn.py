@@ -72,7 +72,7 @@ def tvm_infer(op: str, inputs, attrs):
         tvm_attrs[k] = val
     # TVM's grad.* wrappers store padding as given; (1, 1) means (1, 1, 1, 1) there too.
     pad = tvm_attrs.get("padding")
-    if pad is not None and len(pad) in (1, 2):
+    if pad is not None and len(pad) in (1, 2) and op.startswith("relax.grad."):
         tvm_attrs["padding"] = pad * 4 if len(pad) == 1 else pad * 2
     return _tvm_sinfo(v.ty), tvm_attrs
 

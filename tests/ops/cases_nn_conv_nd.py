@@ -1,0 +1,27 @@
+"""OpCases for the 1-D and 3-D convolutions (every attribute, layouts, groups) and their pools."""
+
+from __future__ import annotations
+
+from op_case import OpCase, T
+
+CONV_ND_CASES = [
+    OpCase("relax.nn.conv1d", [T(2, 3, 9), T(4, 3, 3)]),
+    OpCase("relax.nn.conv1d", [T(2, 4, 9), T(6, 2, 3)], {"strides": 2, "padding": 1, "groups": 2}),
+    OpCase("relax.nn.conv1d", [T(1, 2, 10), T(3, 2, 3)], {"strides": 3, "padding": (1, 2), "dilation": 2}),
+    OpCase("relax.nn.conv1d", [T(2, 7, 3), T(3, 3, 4)], {"data_layout": "NWC", "kernel_layout": "WIO"}),
+    OpCase("relax.nn.conv1d_transpose", [T(1, 3, 5), T(3, 2, 3)]),
+    OpCase("relax.nn.conv1d_transpose", [T(2, 4, 5), T(4, 3, 3)], {"strides": 2, "padding": 1, "output_padding": 1, "groups": 2}),
+    OpCase("relax.nn.conv1d_transpose", [T(1, 2, 4), T(2, 2, 2)], {"strides": 3, "dilation": 2, "padding": (0, 1)}),
+    OpCase("relax.nn.conv3d", [T(1, 2, 4, 5, 4), T(3, 2, 2, 3, 2)]),
+    OpCase("relax.nn.conv3d", [T(1, 4, 5, 5, 4), T(4, 2, 3, 3, 2)], {"strides": 2, "padding": 1, "groups": 2}),
+    OpCase("relax.nn.conv3d", [T(1, 2, 5, 4, 6), T(2, 2, 2, 2, 3)], {"strides": (2, 1, 2), "padding": (1, 0, 2), "dilation": (2, 1, 1)}),
+    OpCase("relax.nn.conv3d_transpose", [T(1, 2, 3, 3, 2), T(2, 3, 2, 2, 2)]),
+    OpCase("relax.nn.conv3d_transpose", [T(1, 4, 3, 2, 3), T(4, 1, 3, 2, 2)], {"strides": 2, "padding": 1, "output_padding": 1, "groups": 2}),
+]
+
+SYMBOLIC_CONV_ND_CASES = [
+    OpCase("relax.nn.conv1d", [T("n", 4, "w"), T(6, 4, 3)], {"strides": 2, "padding": 1}, differentiable_args=[]),
+    OpCase("relax.nn.conv1d", [T("n", 4, 9), T(6, 4, 3)], {"padding": 1}),
+]
+
+CASES = CONV_ND_CASES + SYMBOLIC_CONV_ND_CASES

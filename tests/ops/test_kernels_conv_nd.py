@@ -1,0 +1,46 @@
+"""1-D and 3-D convolutions and their transposes against PyTorch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from retrograd.ops.kernels import conv_nd
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+RNG = np.random.default_rng(0)
+
+
+@pytest.mark.parametrize("s,p,d,g", [(1, 0, 1, 1), (2, 1, 1, 2), (3, 2, 2, 1), (1, 3, 3, 4)])
+def test_conv1d_and_its_transpose_match_torch(s, p, d, g):
+    x, w = RNG.normal(size=(2, 4, 17)), RNG.normal(size=(8, 4 // g, 3))
+    got = conv_nd.conv1d(x, w, strides=s, padding=p, dilation=d, groups=g)
+    np.testing.assert_allclose(got, F.conv1d(torch.tensor(x), torch.tensor(w), None, s, p, d, g).numpy(), rtol=1e-10, atol=1e-12)
+    op = s - 1
+    wt = RNG.normal(size=(4, 6 // g, 3))
+    got = conv_nd.conv1d_transpose(x, wt, strides=s, padding=p, output_padding=op, dilation=d, groups=g)
+    want = F.conv_transpose1d(torch.tensor(x), torch.tensor(wt), None, s, p, op, g, d).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
+def test_conv1d_channels_last_and_asymmetric_padding():
+    x, w = RNG.normal(size=(2, 9, 3)), RNG.normal(size=(3, 3, 5))  # NWC data, WIO weight
+    got = conv_nd.conv1d(x, w, padding=(1, 2), data_layout="NWC", kernel_layout="WIO")
+    xt = F.pad(torch.tensor(x.transpose(0, 2, 1)), (1, 2))
+    want = F.conv1d(xt, torch.tensor(w.transpose(2, 1, 0))).numpy().transpose(0, 2, 1)
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("s,p,d,g", [((1, 1, 1), 0, 1, 1), ((2, 1, 2), 1, 1, 2), ((1, 2, 1), (2, 0, 1), (2, 1, 1), 1)])
+def test_conv3d_and_its_transpose_match_torch(s, p, d, g):
+    x, w = RNG.normal(size=(2, 4, 7, 6, 5)), RNG.normal(size=(6, 4 // g, 3, 2, 3))
+    pt = p if isinstance(p, tuple) else (p,) * 3
+    got = conv_nd.conv3d(x, w, strides=s, padding=pt, dilation=d, groups=g)
+    want = F.conv3d(torch.tensor(x), torch.tensor(w), None, s, pt, d, g).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+    op = tuple(si - 1 for si in s)
+    wt = RNG.normal(size=(4, 6 // g, 3, 2, 3))
+    got = conv_nd.conv3d_transpose(x, wt, strides=s, padding=pt, output_padding=op, dilation=d, groups=g)
+    want = F.conv_transpose3d(torch.tensor(x), torch.tensor(wt), None, s, pt, op, g, d).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
