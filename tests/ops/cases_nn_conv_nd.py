@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from cases_nn import tie_free
 from op_case import OpCase, T
 
 CONV_ND_CASES = [
@@ -19,9 +20,23 @@ CONV_ND_CASES = [
     OpCase("relax.nn.conv3d_transpose", [T(1, 4, 3, 2, 3), T(4, 1, 3, 2, 2)], {"strides": 2, "padding": 1, "output_padding": 1, "groups": 2}),
 ]
 
+POOL_ND_CASES = [
+    OpCase("relax.nn.max_pool1d", [tie_free(2, 3, 9)], {"pool_size": 3, "strides": 2, "padding": 1}, differentiable_args=[0]),
+    OpCase("relax.nn.max_pool1d", [tie_free(1, 2, 10, seed=1)], {"pool_size": 2, "strides": 3, "dilation": 2, "ceil_mode": True}, differentiable_args=[0]),
+    OpCase("relax.nn.max_pool1d", [tie_free(2, 8, 3, seed=2)], {"pool_size": 2, "strides": 2, "layout": "NWC"}, differentiable_args=[0]),
+    OpCase("relax.nn.avg_pool1d", [T(2, 3, 9)], {"pool_size": 3, "strides": 2, "padding": 1}),
+    OpCase("relax.nn.avg_pool1d", [T(2, 3, 9)], {"pool_size": 3, "strides": 2, "padding": (1, 0), "count_include_pad": False, "ceil_mode": True}),
+    OpCase("relax.nn.max_pool3d", [tie_free(1, 2, 5, 5, 4, seed=3)], {"pool_size": 2, "strides": 2}, differentiable_args=[0]),
+    OpCase("relax.nn.max_pool3d", [tie_free(1, 2, 5, 4, 5, seed=4)], {"pool_size": (3, 2, 2), "strides": (2, 1, 2), "padding": 1, "ceil_mode": True}, differentiable_args=[0]),
+    OpCase("relax.nn.avg_pool3d", [T(1, 2, 5, 4, 5)], {"pool_size": 2, "strides": 2, "padding": 1}),
+    OpCase("relax.nn.avg_pool3d", [T(1, 2, 5, 4, 5)], {"pool_size": (3, 2, 2), "strides": 2, "padding": (1, 0, 1), "count_include_pad": False, "ceil_mode": True}),
+    OpCase("relax.grad.max_pool3d_backward", [T(1, 2, 2, 2, 2), tie_free(1, 2, 5, 5, 4, seed=5)], {"pool_size": 2, "strides": 2}, differentiable_args=[], tvm=False),
+    OpCase("relax.grad.avg_pool3d_backward", [T(1, 2, 3, 3, 3), T(1, 2, 5, 4, 5)], {"pool_size": 2, "strides": 2, "padding": 1, "count_include_pad": True}, differentiable_args=[0], tvm=False),
+]
+
 SYMBOLIC_CONV_ND_CASES = [
     OpCase("relax.nn.conv1d", [T("n", 4, "w"), T(6, 4, 3)], {"strides": 2, "padding": 1}, differentiable_args=[]),
     OpCase("relax.nn.conv1d", [T("n", 4, 9), T(6, 4, 3)], {"padding": 1}),
 ]
 
-CASES = CONV_ND_CASES + SYMBOLIC_CONV_ND_CASES
+CASES = CONV_ND_CASES + POOL_ND_CASES + SYMBOLIC_CONV_ND_CASES

@@ -44,3 +44,36 @@ def test_conv3d_and_its_transpose_match_torch(s, p, d, g):
     got = conv_nd.conv3d_transpose(x, wt, strides=s, padding=pt, output_padding=op, dilation=d, groups=g)
     want = F.conv_transpose3d(torch.tensor(x), torch.tensor(wt), None, s, pt, op, g, d).numpy()
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+
+
+# -- 1-D and 3-D pools ---------------------------------------------------------------------------------
+
+from retrograd.ops.kernels import pool_nd  # noqa: E402
+
+
+@pytest.mark.parametrize("k,s,p,ceil", [(3, 2, 1, False), (2, 2, 0, True), (3, 1, 1, False)])
+def test_pools_1d_3d_and_backward_match_torch(k, s, p, ceil):
+    x1 = RNG.normal(size=(2, 3, 11))
+    got = pool_nd.pool1d("max", x1, pool_size=k, strides=s, padding=p, ceil_mode=ceil)
+    np.testing.assert_array_equal(got, F.max_pool1d(torch.tensor(x1), k, s, p, ceil_mode=ceil).numpy())
+    got = pool_nd.pool1d("avg", x1, pool_size=k, strides=s, padding=p, ceil_mode=ceil, count_include_pad=True)
+    np.testing.assert_allclose(got, F.avg_pool1d(torch.tensor(x1), k, s, p, ceil_mode=ceil).numpy(), rtol=1e-12)
+    x = RNG.normal(size=(2, 3, 7, 6, 5))
+    for include in (True, False):
+        xt = torch.tensor(x, requires_grad=True)
+        y = F.avg_pool3d(xt, k, s, p, ceil_mode=ceil, count_include_pad=include)
+        got = pool_nd.avg_pool3d(x, pool_size=k, strides=s, padding=p, ceil_mode=ceil, count_include_pad=include)
+        np.testing.assert_allclose(got, y.detach().numpy(), rtol=1e-12)
+        g = RNG.normal(size=got.shape)
+        y.backward(torch.tensor(g))
+        back = pool_nd.avg_pool3d_backward(g, x, pool_size=k, strides=s, padding=p, ceil_mode=ceil, count_include_pad=include)
+        np.testing.assert_allclose(back, xt.grad.numpy(), rtol=1e-12, atol=1e-14)
+    # rounded values make ties: the gradient goes to the first maximum in (d, h, w) order, as PyTorch's
+    xr = np.round(x, 0)
+    xt = torch.tensor(xr, requires_grad=True)
+    y = F.max_pool3d(xt, k, s, p, ceil_mode=ceil)
+    np.testing.assert_array_equal(pool_nd.max_pool3d(xr, pool_size=k, strides=s, padding=p, ceil_mode=ceil), y.detach().numpy())
+    g = RNG.normal(size=tuple(y.shape))
+    y.backward(torch.tensor(g))
+    back = pool_nd.max_pool3d_backward(g, xr, pool_size=k, strides=s, padding=p, ceil_mode=ceil)
+    np.testing.assert_allclose(back, xt.grad.numpy(), rtol=1e-12)
