@@ -34,9 +34,20 @@ POOL_ND_CASES = [
     OpCase("relax.grad.avg_pool3d_backward", [T(1, 2, 3, 3, 3), T(1, 2, 5, 4, 5)], {"pool_size": 2, "strides": 2, "padding": 1, "count_include_pad": True}, differentiable_args=[0], tvm=False),
 ]
 
+ADAPTIVE_CASES = [
+    OpCase("relax.nn.adaptive_avg_pool1d", [T(2, 3, 10)], {"output_size": 4}),
+    OpCase("relax.nn.adaptive_avg_pool1d", [T(2, 3, 5)]),
+    OpCase("relax.nn.adaptive_avg_pool2d", [T(2, 3, 7, 9)], {"output_size": (3, 4)}),
+    OpCase("relax.nn.adaptive_avg_pool2d", [T(2, 3, 7, 9)], {"output_size": 1}),
+    OpCase("relax.nn.adaptive_avg_pool2d", [T(2, 7, 6, 3)], {"output_size": (3, 6), "layout": "NHWC"}),
+    OpCase("relax.nn.adaptive_avg_pool2d", [T(2, 3, 7, 9)], {"output_size": (2, 2), "out_layout": "NHWC"}),
+    OpCase("relax.nn.adaptive_avg_pool3d", [T(1, 2, 5, 6, 7)], {"output_size": (2, 3, 4)}),
+]
+
 SYMBOLIC_CONV_ND_CASES = [
+    OpCase("relax.nn.adaptive_avg_pool2d", [T("n", 3, 7, 9)], {"output_size": 2}),
     OpCase("relax.nn.conv1d", [T("n", 4, "w"), T(6, 4, 3)], {"strides": 2, "padding": 1}, differentiable_args=[]),
     OpCase("relax.nn.conv1d", [T("n", 4, 9), T(6, 4, 3)], {"padding": 1}),
 ]
 
-CASES = CONV_ND_CASES + POOL_ND_CASES + SYMBOLIC_CONV_ND_CASES
+CASES = CONV_ND_CASES + POOL_ND_CASES + ADAPTIVE_CASES + SYMBOLIC_CONV_ND_CASES

@@ -77,3 +77,16 @@ def test_pools_1d_3d_and_backward_match_torch(k, s, p, ceil):
     y.backward(torch.tensor(g))
     back = pool_nd.max_pool3d_backward(g, xr, pool_size=k, strides=s, padding=p, ceil_mode=ceil)
     np.testing.assert_allclose(back, xt.grad.numpy(), rtol=1e-12)
+
+
+# -- adaptive average pools ----------------------------------------------------------------------------
+
+from retrograd.ops.kernels import adaptive  # noqa: E402
+
+
+@pytest.mark.parametrize("shape,out", [((2, 3, 10), (4,)), ((2, 3, 7, 9), (3, 4)), ((2, 3, 7, 9), (7, 2)), ((1, 2, 5, 6, 7), (2, 3, 4))])
+def test_adaptive_avg_pools_match_torch(shape, out):
+    x = RNG.normal(size=shape)
+    fn = {1: F.adaptive_avg_pool1d, 2: F.adaptive_avg_pool2d, 3: F.adaptive_avg_pool3d}[len(out)]
+    got = adaptive.adaptive_avg_pool(x, output_size=out, layout="NC" + "DHW"[3 - len(out):], spatial="DHW"[3 - len(out):])
+    np.testing.assert_allclose(got, fn(torch.tensor(x), out).numpy(), rtol=1e-12)
