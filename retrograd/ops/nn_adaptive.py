@@ -53,34 +53,42 @@ def _infer(n: int, ctx: InferCtx) -> TensorStructInfo:
     return TensorStructInfo(to_layout((b, c, *out), "NC" + sp, a["out_layout"]), x.dtype)
 
 
-def _grad(n: int, call, out, g):
-    # dx = g contracted with each axis's averaging matrix (transposed): one matmul per resized axis.
-    a = call.attrs
-    sp = SPATIAL[n]
-    x = call.args[0]
-    s = x.struct_info
-    dims = from_layout(s.shape, a["layout"], "NC" + sp) if s.shape is not None else None
+def spatial_dims(call, layout: str, n: int) -> tuple:
+    """The static spatial dims of the call's data (laid out as `layout`); a clear error otherwise."""
+    s = call.args[0].struct_info
+    dims = from_layout(s.shape, layout, "NC" + SPATIAL[n]) if s.shape is not None else None
     if dims is None or not all(isinstance(d, int) for d in dims[2:]):
         raise GradientError(f"{call.op.script_name}: the gradient needs static spatial dims, got {s}", call.span)
-    sizes = dims[2:]
-    outs = sizes if a["output_size"] is None else a["output_size"]
-    canon = "NC" + sp
-    if a["out_layout"] != canon:
-        g = R.permute_dims(g, axes=[a["out_layout"].index(ch) for ch in canon])
-    dtype = s.dtype
-    for j, (size, o) in enumerate(zip(sizes, outs)):
-        if size == o:
+    return dims[2:]
+
+
+def contract_back(g, mats, n: int, layout: str, out_layout: str, dtype: str):
+    """The adjoint of contracting each spatial axis j with mats[j] (out_j, in_j) (None: identity):
+    g (laid out as out_layout) contracted with the transposed matrices, laid out as `layout`."""
+    canon = "NC" + SPATIAL[n]
+    if out_layout != canon:
+        g = R.permute_dims(g, axes=[out_layout.index(ch) for ch in canon])
+    last = n + 1
+    for j, m in enumerate(mats):
+        if m is None:
             continue
-        axis = 2 + j
-        last = n + 1
         perm = list(range(n + 2))
-        perm[axis], perm[last] = perm[last], perm[axis]
-        moved = R.permute_dims(g, axes=perm) if axis != last else g
-        moved = R.matmul(moved, const(adaptive.averaging_matrix(size, o, dtype), dtype))
-        g = R.permute_dims(moved, axes=perm) if axis != last else moved
-    if a["layout"] != canon:
-        g = R.permute_dims(g, axes=[canon.index(ch) for ch in a["layout"]])
-    return [g]
+        perm[2 + j], perm[last] = perm[last], perm[2 + j]
+        moved = g if 2 + j == last else R.permute_dims(g, axes=perm)
+        moved = R.matmul(moved, const(m.astype(dtype), dtype))
+        g = moved if 2 + j == last else R.permute_dims(moved, axes=perm)
+    if layout != canon:
+        g = R.permute_dims(g, axes=[canon.index(ch) for ch in layout])
+    return g
+
+
+def _grad(n: int, call, out, g):
+    # Linear: dx = g contracted with each axis's averaging matrix (transposed), constants in the IR.
+    a = call.attrs
+    sizes = spatial_dims(call, a["layout"], n)
+    outs = sizes if a["output_size"] is None else a["output_size"]
+    mats = [None if s == o else adaptive.averaging_matrix(s, o) for s, o in zip(sizes, outs)]
+    return [contract_back(g, mats, n, a["layout"], a["out_layout"], call.args[0].struct_info.dtype)]
 
 
 def _register(n: int):

@@ -66,7 +66,7 @@ def rule_gradients(case, arrays, seed_grad):
     emitted = [None if e is None else bb.emit(e, "grad") for e in grads]
     seq = bb.end_scope(Tuple([v for v in emitted if v is not None]))
     env = dict(zip(params, arrays))
-    env[out] = _as_value(get(case.op).kernel(*arrays, **call.attrs))
+    env[out] = _as_value(get(case.op).kernel(*case.kernel_args(arrays), **call.attrs))
     env[g] = seed_grad
     for block in seq.blocks:
         for binding in block.bindings:
@@ -82,7 +82,7 @@ def directional_fd(case, call, arrays, i, direction, seed_grad, h=1e-6):
     def loss(t):
         xs = list(arrays)
         xs[i] = arrays[i] + t * direction
-        return _vdot(seed_grad, _as_value(kernel(*xs, **call.attrs)))
+        return _vdot(seed_grad, _as_value(kernel(*case.kernel_args(xs), **call.attrs)))
 
     return (loss(h) - loss(-h)) / (2 * h)
 

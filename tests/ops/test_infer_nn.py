@@ -11,11 +11,11 @@ from cases_nn import CASES
 from retrograd.errors import OpError, TypeInferenceError
 from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.expr import Var
-from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo
+from retrograd.ir.struct_info import ShapeStructInfo, TensorStructInfo, TupleStructInfo
 from retrograd.ops.registry import get
 
 def sinfo_of(inp) -> TensorStructInfo:
-    if isinstance(inp, TensorStructInfo):
+    if isinstance(inp, TensorStructInfo | ShapeStructInfo):
         return inp
     arr = np.asarray(inp)
     return TensorStructInfo(arr.shape, str(arr.dtype))
@@ -220,7 +220,7 @@ STATIC_CASES = [c for c in CASES if c.is_static]
 def test_kernel_matches_inferred_struct_info(case):
     call = infer(case.op, case.inputs, case.attrs)
     arrays = case.make_inputs()
-    result = get(case.op).kernel(*arrays, **call.attrs)
+    result = get(case.op).kernel(*case.kernel_args(arrays), **call.attrs)
     sinfos = call.struct_info.fields if isinstance(call.struct_info, TupleStructInfo) else (call.struct_info,)
     results = result if isinstance(call.struct_info, TupleStructInfo) else (result,)
     assert len(results) == len(sinfos)

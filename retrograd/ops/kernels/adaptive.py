@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from retrograd.errors import KernelError
+from retrograd.ops.kernels.resample import apply_axes
 from retrograd.ops.kernels.window import check_float, to_layout
 
 
@@ -30,12 +31,8 @@ def adaptive_avg_pool(data, *, output_size=None, layout, out_layout=None, spatia
         sizes = sizes * len(spatial)
     if len(sizes) != len(spatial) or min(sizes, default=1) < 1:
         raise KernelError(f"{op}: output_size must be {len(spatial)} positive ints, got {output_size!r}")
-    for j, o in enumerate(sizes):
-        axis = 2 + j
-        if o == y.shape[axis]:
-            continue  # identity bins
-        m = averaging_matrix(y.shape[axis], o, y.dtype)
-        y = np.moveaxis(np.tensordot(y, m, axes=([axis], [1])), -1, axis)
+    # Equal sizes are identity bins: no contraction.
+    y = apply_axes(y, [None if o == n else averaging_matrix(n, o, y.dtype) for n, o in zip(y.shape[2:], sizes)])
     out = to_layout(op, y, canon, out_layout or layout)
     # Never the data itself (all bins the identity): the result owns its buffer.
     return np.array(out, order="C", copy=True) if np.shares_memory(out, x) else np.ascontiguousarray(out)

@@ -1,0 +1,115 @@
+"""Separable resampling: image resizing (nearest, linear, cubic; TVM's coordinate transformations) as one
+(out, in) interpolation matrix per spatial axis, applied by contraction (adaptive pooling shares this)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from retrograd.errors import KernelError
+from retrograd.ops.kernels.window import check_float, to_layout
+
+COORDINATE_MODES = ("half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel", "tf_half_pixel_for_nn",
+                    "tf_crop_and_resize")
+METHODS = ("nearest_neighbor", "linear", "cubic")
+ROUNDING = ("", "round", "round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+
+
+def source_coords(size: int, out: int, mode: str) -> np.ndarray:
+    """The input coordinate each output position samples (TVM's get_inx)."""
+    x = np.arange(out, dtype=np.float64)
+    scale = size / out
+    if mode == "half_pixel":
+        return (x + 0.5) * scale - 0.5
+    if mode == "pytorch_half_pixel":
+        return (x + 0.5) * scale - 0.5 if out > 1 else np.zeros(out)
+    if mode == "align_corners":
+        return x * ((size - 1) / (out - 1)) if out > 1 else np.zeros(out)
+    if mode == "asymmetric":
+        return x * scale
+    if mode == "tf_half_pixel_for_nn":
+        return (x + 0.5) * scale
+    raise KernelError(f"resize: coordinate_transformation_mode {mode!r} is not supported")
+
+
+def _round(x, method):
+    if method in ("", "round", "round_prefer_ceil"):
+        return np.floor(x + 0.5)
+    if method == "round_prefer_floor":
+        return np.ceil(x - 0.5)
+    if method == "floor":
+        return np.floor(x)
+    if method == "ceil":
+        return np.ceil(x)
+    raise KernelError(f"resize: rounding_method must be one of {ROUNDING}, got {method!r}")
+
+
+def _cubic_weights(t, a):
+    """Weights of taps -1, 0, 1, 2 at fraction t (Keys' kernel with parameter a)."""
+    def near(d):
+        return ((a + 2) * d - (a + 3)) * d * d + 1
+
+    def far(d):
+        return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
+
+    return [far(t + 1), near(t), near(1 - t), far(2 - t)]
+
+
+def resize_matrix(size, out, method="linear", mode="half_pixel", rounding="round", cubic_alpha=-0.75,
+                  cubic_exclude=0, dtype="float64"):
+    """(out, size) interpolation matrix of one axis."""
+    if method not in METHODS:
+        raise KernelError(f"resize: method must be one of {METHODS}, got {method!r}")
+    x = source_coords(size, out, mode)
+    m = np.zeros((out, size))
+    rows = np.arange(out)
+    if method == "nearest_neighbor":
+        idx = np.clip(_round(x, rounding).astype(np.int64), 0, size - 1)
+        m[rows, idx] = 1.0
+        return m.astype(dtype)
+    x0 = np.floor(x)
+    t = x - x0
+    x0 = x0.astype(np.int64)
+    if method == "linear":
+        taps, weights = [x0, x0 + 1], [1 - t, t]
+    else:
+        taps, weights = [x0 - 1, x0, x0 + 1, x0 + 2], _cubic_weights(t, cubic_alpha)
+    if method == "cubic" and cubic_exclude:
+        weights = [np.where((i >= 0) & (i < size), w, 0.0) for i, w in zip(taps, weights)]
+        total = sum(weights)
+        weights = [w / total for w in weights]
+    for i, w in zip(taps, weights):
+        np.add.at(m, (rows, np.clip(i, 0, size - 1)), w)
+    return m.astype(dtype)
+
+
+def apply_axes(y: np.ndarray, mats) -> np.ndarray:
+    """y (N, C, spatial...) with spatial axis j contracted with mats[j] (out_j, in_j); None skips."""
+    for j, m in enumerate(mats):
+        if m is None:
+            continue
+        axis = 2 + j
+        if axis == y.ndim - 1:
+            y = np.matmul(y, m.T)
+        else:
+            moved = np.moveaxis(y, axis, -1)
+            y = np.moveaxis(np.matmul(moved, m.T), -1, axis)
+    return y
+
+
+def resize(data, size, *, roi=None, layout, method="linear", coordinate_transformation_mode="half_pixel",
+           rounding_method="round", cubic_alpha=-0.75, cubic_exclude=0, extrapolation_value=0.0, out_dtype=None,
+           spatial="HW"):
+    """image.resize2d / resize3d: data resampled to `size` along the axes `spatial` of `layout`."""
+    op = f"resize{len(spatial)}d"
+    x = np.asarray(data)
+    check_float(op, "data", x)
+    canon = "NC" + spatial
+    y = to_layout(op, x, layout, canon)
+    sizes = tuple(int(v) for v in np.atleast_1d(size))
+    if len(sizes) != len(spatial) or min(sizes) < 1:
+        raise KernelError(f"{op}: size must be {len(spatial)} positive ints, got {size!r}")
+    mats = [resize_matrix(n_in, n_out, method, coordinate_transformation_mode, rounding_method, cubic_alpha,
+                          cubic_exclude, y.dtype) for n_in, n_out in zip(y.shape[2:], sizes)]
+    y = apply_axes(y, mats)
+    dtype = x.dtype if out_dtype in (None, "", "void") else np.dtype(out_dtype)
+    return np.ascontiguousarray(to_layout(op, y, canon, layout)).astype(dtype, copy=False)

@@ -1,0 +1,23 @@
+"""OpCases for image.resize2d / resize3d, nn.pixel_shuffle and nn.batch_flatten.
+
+TVM prints resize's roi as T.float32(...) values, which retrograd's parser does not read yet, so the
+resize cases skip the shared TVM comparisons; test_kernels_image.py checks that TVM reads our text and
+infers the same struct info.
+"""
+
+from __future__ import annotations
+
+from op_case import OpCase, S, T
+
+RESIZE_CASES = [
+    OpCase("relax.image.resize2d", [T(2, 3, 4, 5), S(8, 10)], tvm=False),
+    OpCase("relax.image.resize2d", [T(1, 2, 6, 5), S(3, 4)], {"coordinate_transformation_mode": "align_corners"}, tvm=False),
+    OpCase("relax.image.resize2d", [T(1, 2, 4, 5), S(7, 3)], {"method": "nearest_neighbor", "coordinate_transformation_mode": "asymmetric", "rounding_method": "floor"}, tvm=False),
+    OpCase("relax.image.resize2d", [T(1, 4, 5, 2), S(6, 7)], {"method": "cubic", "layout": "NHWC"}, tvm=False),
+    OpCase("relax.image.resize2d", [T(1, 2, 4, 4), S(6, 5)], {"method": "cubic", "cubic_exclude": 1, "cubic_alpha": -0.5, "coordinate_transformation_mode": "pytorch_half_pixel"}, tvm=False),
+    OpCase("relax.image.resize2d", [T(1, 2, 3, 3), S(5, 4)], {"out_dtype": "float64"}, tvm=False),
+    OpCase("relax.image.resize3d", [T(1, 2, 3, 4, 5), S(5, 3, 6)], tvm=False),
+    OpCase("relax.image.resize3d", [T(1, 2, 3, 4, 2), S(6, 8, 4)], {"method": "nearest_neighbor", "coordinate_transformation_mode": "asymmetric", "rounding_method": "floor"}, tvm=False),
+]
+
+CASES = RESIZE_CASES
