@@ -1,7 +1,7 @@
 """image.resize2d and image.resize3d (TVM's attributes; nearest, linear and cubic methods).
 
-Resizing is linear and separable: the gradient contracts g with each axis's interpolation matrix
-(constants in the IR), so every order works. tf_crop_and_resize (roi) is not supported by the kernel.
+Resizing is linear and separable: grad.resize2d_backward / resize3d_backward contract g with each
+axis's transposed interpolation matrix; their own adjoint is the resize, so every order works. tf_crop_and_resize (roi) is not supported by the kernel.
 """
 
 from __future__ import annotations
@@ -9,12 +9,13 @@ from __future__ import annotations
 from functools import partial
 
 from retrograd.errors import GradientError
+from retrograd.ir.expr import shape_expr
 from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
 from retrograd.ops.create import shape_arg
 from retrograd.ops.kernels import resample
-from retrograd.ops.nn_adaptive import SPATIAL, contract_back, spatial_dims
+from retrograd.ops.nn_adaptive import SPATIAL
 from retrograd.ops.nn_shape import from_layout, to_layout
 from retrograd.ops.registry import Arg, Attr, InferCtx, register
 
@@ -72,21 +73,43 @@ def _kernel(n, data, size, **attrs):
 
 
 def _resize_grad(n: int, call, out, g):
-    a = call.attrs
+    # Linear: the adjoint contracts g with each axis's transposed interpolation matrix (the backward
+    # op). The size argument is a shape: no gradient.
     x = call.args[0]
-    dtype = x.struct_info.dtype
-    if out.struct_info.dtype != dtype:
-        g = R.astype(g, dtype)
-    sizes = spatial_dims(call, a["layout"], n)
-    shape = out.struct_info.shape
-    outs = None if shape is None else from_layout(shape, a["layout"], "NC" + SPATIAL[n])[2:]
-    if outs is None or not all(isinstance(d, int) for d in outs):
-        raise GradientError(f"{call.op.script_name}: the gradient needs a static output size, got {out.struct_info}",
-                            call.span)
-    mats = [resample.resize_matrix(s, o, a["method"], a["coordinate_transformation_mode"], a["rounding_method"],
-                                   a["cubic_alpha"], a["cubic_exclude"]) for s, o in zip(sizes, outs)]
-    # The size argument is a shape: no gradient.
-    return [contract_back(g, mats, n, a["layout"], a["layout"], dtype), None]
+    if out.struct_info.dtype != x.struct_info.dtype:
+        g = R.astype(g, x.struct_info.dtype)
+    attrs = {**call.attrs, "out_dtype": None}
+    return [getattr(R.grad, f"resize{n}d_backward")(g, x, **attrs), None]
+
+
+def _infer_backward(n: int, ctx: InferCtx) -> TensorStructInfo:
+    a = ctx.attrs
+    x, g = ctx.tensor(1), ctx.tensor(0)
+    for i, t in ((0, g), (1, x)):
+        if t.ndim not in (-1, n + 2):
+            raise ctx.error(f"expected a {n + 2}-D tensor in layout {a['layout']}, got {t.ndim}-D", i)
+    if g.dtype and x.dtype and g.dtype != x.dtype:
+        raise ctx.error(f"output_grad must have the data's dtype {x.dtype}, got {g.dtype}", 0)
+    if x.shape is not None and g.shape is not None:
+        canon = "NC" + SPATIAL[n]
+        gd, xd = from_layout(g.shape, a["layout"], canon), from_layout(x.shape, a["layout"], canon)
+        if any(isinstance(p, int) and isinstance(q, int) and p != q for p, q in zip(gd[:2], xd[:2])):
+            raise ctx.error(f"output_grad's batch and channels must be the data's, got {g} for {x}", 0)
+    return x
+
+
+def _backward_grad(n: int, call, out, g):
+    # Linear in output_grad; its adjoint is the resize itself, to output_grad's spatial size.
+    a = call.attrs
+    shape = call.args[0].struct_info.shape
+    if shape is None:
+        raise GradientError(f"{call.op.script_name}: the gradient needs output_grad's shape", call.span)
+    size = from_layout(shape, a["layout"], "NC" + SPATIAL[n])[2:]
+    return [getattr(R.image, f"resize{n}d")(g, shape_expr(size), **a), None]
+
+
+def _backward_kernel(n, output_grad, data, **attrs):
+    return resample.resize_backward(output_grad, data, spatial=SPATIAL[n], **attrs)
 
 
 def _register(n: int):
@@ -102,3 +125,18 @@ def _register(n: int):
 
 resize2d = _register(2)
 resize3d = _register(3)
+
+
+def _register_backward(n: int):
+    return register(
+        f"relax.grad.resize{n}d_backward",
+        ("output_grad", "data"),
+        resize_attrs(n),
+        infer=partial(_infer_backward, n),
+        kernel=partial(_backward_kernel, n),
+        grad=partial(_backward_grad, n),
+    )
+
+
+resize2d_backward = _register_backward(2)
+resize3d_backward = _register_backward(3)

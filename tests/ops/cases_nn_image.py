@@ -20,4 +20,10 @@ RESIZE_CASES = [
     OpCase("relax.image.resize3d", [T(1, 2, 3, 4, 2), S(6, 8, 4)], {"method": "nearest_neighbor", "coordinate_transformation_mode": "asymmetric", "rounding_method": "floor"}, tvm=False),
 ]
 
-CASES = RESIZE_CASES
+RESIZE_BACKWARD_CASES = [
+    OpCase("relax.grad.resize2d_backward", [T(2, 3, 8, 10), T(2, 3, 4, 5)], differentiable_args=[0], tvm=False),
+    OpCase("relax.grad.resize2d_backward", [T(1, 7, 6, 2), T(1, 4, 5, 2)], {"method": "cubic", "layout": "NHWC"}, differentiable_args=[0], tvm=False),
+    OpCase("relax.grad.resize3d_backward", [T(1, 2, 5, 3, 6), T(1, 2, 3, 4, 5)], differentiable_args=[0], tvm=False),
+]
+
+CASES = RESIZE_CASES + RESIZE_BACKWARD_CASES

@@ -83,16 +83,25 @@ def resize_matrix(size, out, method="linear", mode="half_pixel", rounding="round
 
 
 def apply_axes(y: np.ndarray, mats) -> np.ndarray:
-    """y (N, C, spatial...) with spatial axis j contracted with mats[j] (out_j, in_j); None skips."""
-    for j, m in enumerate(mats):
-        if m is None:
-            continue
+    """y (N, C, spatial...) with spatial axis j contracted with mats[j] (out_j, in_j); None skips.
+
+    Each contraction is one GEMM: the last axis in place, any other axis moved first."""
+    # Shrinking contractions first: every later one then works on less data.
+    order = sorted((j for j, m in enumerate(mats) if m is not None), key=lambda j: mats[j].shape[0] / mats[j].shape[1])
+    for j in order:
+        m = mats[j]
         axis = 2 + j
+        y = np.ascontiguousarray(y)
+        shape = y.shape
+        m = np.ascontiguousarray(m, dtype=y.dtype)
         if axis == y.ndim - 1:
-            y = np.matmul(y, m.T)
+            y = (y.reshape(-1, shape[-1]) @ m.T).reshape(shape[:-1] + (m.shape[0],))
         else:
-            moved = np.moveaxis(y, axis, -1)
-            y = np.moveaxis(np.matmul(moved, m.T), -1, axis)
+            # The axis first, then one wide GEMM: many small GEMMs stall OpenBLAS's threads.
+            pre, post = int(np.prod(shape[:axis])), int(np.prod(shape[axis + 1 :]))
+            lead = np.ascontiguousarray(y.reshape(pre, shape[axis], post).transpose(1, 0, 2)).reshape(shape[axis], -1)
+            y = (m @ lead).reshape(m.shape[0], pre, post).transpose(1, 0, 2)
+            y = y.reshape(shape[:axis] + (m.shape[0],) + shape[axis + 1 :])
     return y
 
 
@@ -113,3 +122,21 @@ def resize(data, size, *, roi=None, layout, method="linear", coordinate_transfor
     y = apply_axes(y, mats)
     dtype = x.dtype if out_dtype in (None, "", "void") else np.dtype(out_dtype)
     return np.ascontiguousarray(to_layout(op, y, canon, layout)).astype(dtype, copy=False)
+
+
+def resize_backward(output_grad, data, *, roi=None, layout, method="linear",
+                    coordinate_transformation_mode="half_pixel", rounding_method="round", cubic_alpha=-0.75,
+                    cubic_exclude=0, extrapolation_value=0.0, out_dtype=None, spatial="HW"):
+    """The adjoint of resize: output_grad contracted with each axis's transposed interpolation matrix,
+    in the data's shape and dtype."""
+    op = f"resize{len(spatial)}d_backward"
+    x = np.asarray(data)
+    check_float(op, "data", x)
+    canon = "NC" + spatial
+    xs = to_layout(op, x, layout, canon).shape
+    g = to_layout(op, np.asarray(output_grad), layout, canon).astype(x.dtype, copy=False)
+    if g.shape[:2] != xs[:2] or g.ndim != len(xs):
+        raise KernelError(f"{op}: output_grad {g.shape} does not match the data {xs} (in {canon} order)")
+    mats = [resize_matrix(n_in, n_out, method, coordinate_transformation_mode, rounding_method, cubic_alpha,
+                          cubic_exclude, x.dtype).T for n_in, n_out in zip(xs[2:], g.shape[2:])]
+    return np.ascontiguousarray(to_layout(op, apply_axes(g, mats), canon, layout))
