@@ -26,4 +26,13 @@ RESIZE_BACKWARD_CASES = [
     OpCase("relax.grad.resize3d_backward", [T(1, 2, 5, 3, 6), T(1, 2, 3, 4, 5)], differentiable_args=[0], tvm=False),
 ]
 
-CASES = RESIZE_CASES + RESIZE_BACKWARD_CASES
+RESHAPE_CASES = [
+    OpCase("relax.nn.pixel_shuffle", [T(2, 8, 3, 4)], {"upscale_factor": 2}),
+    OpCase("relax.nn.pixel_shuffle", [T(1, 2, 9, 2, 3)], {"upscale_factor": 3}),
+    OpCase("relax.nn.pixel_shuffle", [T(2, 3, 2, 2)], {"upscale_factor": 1}),
+    OpCase("relax.nn.batch_flatten", [T(2, 3, 4)]),
+    OpCase("relax.nn.batch_flatten", [T(3, 2)]),
+    OpCase("relax.nn.batch_flatten", [T("n", 3, 4)]),
+]
+
+CASES = RESIZE_CASES + RESIZE_BACKWARD_CASES + RESHAPE_CASES

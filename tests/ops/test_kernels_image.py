@@ -76,3 +76,11 @@ def main(x: R.Tensor((2, 3, 4, 5), "float32")):
     assert [tuple(int(d) for d in f.shape) for f in ret.fields] == [(2, 3, 8, 3), (2, 3, 3, 2, 2)]
     binding = theirs["main"].body.blocks[0].bindings[0].value
     assert binding.attrs.method == "cubic" and binding.attrs.coordinate_transformation_mode == "align_corners"
+
+
+def test_pixel_shuffle_matches_torch():
+    from retrograd.ops.registry import get
+
+    x = RNG.normal(size=(2, 3, 18, 2, 4))
+    got = get("relax.nn.pixel_shuffle").kernel(x, upscale_factor=3)
+    np.testing.assert_array_equal(got, F.pixel_shuffle(torch.tensor(x), 3).numpy())
