@@ -35,4 +35,14 @@ RESHAPE_CASES = [
     OpCase("relax.nn.batch_flatten", [T("n", 3, 4)]),
 ]
 
-CASES = RESIZE_CASES + RESIZE_BACKWARD_CASES + RESHAPE_CASES
+SAMPLING_CASES = [
+    OpCase("relax.image.affine_grid", [T(2, 2, 3), S(4, 5)]),
+    OpCase("relax.image.affine_grid", [T(2, 2, 3), S(3, 4)], {"align_corners": False}),
+    OpCase("relax.image.affine_grid", [T(1, 3, 4), S(2, 3, 4)]),
+    OpCase("relax.image.grid_sample", [T(2, 3, 4, 5), T(2, 2, 3, 4)], low=-1.1, high=1.1),
+    OpCase("relax.image.grid_sample", [T(1, 2, 4, 3), T(1, 2, 5, 2)], {"align_corners": True, "padding_mode": "border"}, low=-1.2, high=1.2),
+    OpCase("relax.image.grid_sample", [T(1, 2, 4, 3), T(1, 2, 3, 3)], {"method": "nearest"}, differentiable_args=[0], low=-0.9, high=0.9),
+    OpCase("relax.grad.grid_sample_backward", [T(2, 3, 3, 4), T(2, 3, 4, 5), T(2, 2, 3, 4)], differentiable_args=[], tvm=False),
+]
+
+CASES = RESIZE_CASES + RESIZE_BACKWARD_CASES + RESHAPE_CASES + SAMPLING_CASES

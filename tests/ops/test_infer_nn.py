@@ -51,7 +51,8 @@ def tvm_infer(op: str, inputs, attrs):
         return sym.setdefault(d, tirx.Var(d, "int64")) if isinstance(d, str) else d
 
     args = [
-        relax.Var(f"a{i}", relax.TensorType([dim(d) for d in sinfo_of(x).shape], sinfo_of(x).dtype))
+        relax.ShapeExpr([dim(d) for d in x.values]) if isinstance(x, ShapeStructInfo)
+        else relax.Var(f"a{i}", relax.TensorType([dim(d) for d in sinfo_of(x).shape], sinfo_of(x).dtype))
         for i, x in enumerate(inputs)
     ]
     call = fn(*args, **attrs)

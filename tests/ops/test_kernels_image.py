@@ -84,3 +84,34 @@ def test_pixel_shuffle_matches_torch():
     x = RNG.normal(size=(2, 3, 18, 2, 4))
     got = get("relax.nn.pixel_shuffle").kernel(x, upscale_factor=3)
     np.testing.assert_array_equal(got, F.pixel_shuffle(torch.tensor(x), 3).numpy())
+
+
+# -- affine_grid and grid_sample -----------------------------------------------------------------------
+
+from retrograd.ops.kernels import sampling  # noqa: E402
+
+
+@pytest.mark.parametrize("size,corners", [((4, 5), True), ((3, 6), False), ((2, 3, 4), True), ((3, 2, 2), False)])
+def test_affine_grid_matches_torch_in_tvm_s_layout(size, corners):
+    nd = len(size)
+    theta = RNG.normal(size=(2, nd, nd + 1))
+    got = sampling.affine_grid(theta, size, align_corners=corners)
+    want = F.affine_grid(torch.tensor(theta), (2, 1, *size), align_corners=corners).numpy()
+    np.testing.assert_allclose(got, np.moveaxis(want, -1, 1), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("method", ["bilinear", "nearest"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border"])
+@pytest.mark.parametrize("corners", [True, False])
+def test_grid_sample_and_its_backward_match_torch(method, padding_mode, corners):
+    x = RNG.normal(size=(2, 3, 5, 4))
+    grid = RNG.uniform(-1.3, 1.3, size=(2, 2, 6, 7))
+    got = sampling.grid_sample(x, grid, method=method, padding_mode=padding_mode, align_corners=corners)
+    xt, gt = torch.tensor(x, requires_grad=True), torch.tensor(np.moveaxis(grid, 1, -1).copy(), requires_grad=True)
+    y = F.grid_sample(xt, gt, mode=method, padding_mode=padding_mode, align_corners=corners)
+    np.testing.assert_allclose(got, y.detach().numpy(), rtol=1e-10, atol=1e-12)
+    g = RNG.normal(size=got.shape)
+    y.backward(torch.tensor(g))
+    dx, dgrid = sampling.grid_sample_backward(g, x, grid, method=method, padding_mode=padding_mode, align_corners=corners)
+    np.testing.assert_allclose(dx, xt.grad.numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(dgrid, np.moveaxis(gt.grad.numpy(), -1, 1), rtol=1e-9, atol=1e-12)
