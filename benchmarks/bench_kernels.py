@@ -272,6 +272,26 @@ def matmul_cases(rng):
     yield ("matmul 2048x1024 @ 1024x1024", lambda: np.matmul(a, b), lambda: torch.matmul(at, bt), None)
 
 
+def math_cases(rng):
+    from retrograd.ops.registry import get
+
+    x = rng.standard_normal((1024, 1024), dtype=np.float32)
+    idx = rng.integers(0, 1024, (1024, 256))
+    upd = rng.standard_normal((1024, 256), dtype=np.float32)
+    a = rng.standard_normal((64, 128, 64), dtype=np.float32)
+    b = rng.standard_normal((64, 64, 128), dtype=np.float32)
+    xt, it, ut, at_, bt = (torch.from_numpy(v) for v in (x, idx, upd, a, b))
+    yield ("sort 1024x1024 axis=-1", lambda: get("relax.sort").kernel(x), lambda: torch.sort(xt, dim=-1, stable=True), None)
+    yield ("topk 1024x1024 k=8", lambda: get("relax.topk").kernel(x, k=8), lambda: torch.topk(xt, 8), None)
+    yield ("gather_elements 1024x1024 [1024x256]", lambda: get("relax.gather_elements").kernel(x, idx, axis=1),
+           lambda: torch.gather(xt, 1, it), None)
+    yield ("scatter_elements add [1024x256]", lambda: get("relax.scatter_elements").kernel(x, idx, upd, axis=1, reduction="add"),
+           lambda: xt.scatter_add(1, it, ut), None)
+    yield ("cumprod 1024x1024 axis=1", lambda: get("relax.cumprod").kernel(x, axis=1), lambda: torch.cumprod(xt, 1), None)
+    yield ("einsum bij,bjk->bik 64x128x64", lambda: get("relax.einsum").kernel((a, b), "bij,bjk->bik"),
+           lambda: torch.einsum("bij,bjk->bik", at_, bt), None)
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=7)
@@ -290,7 +310,7 @@ def main(argv=None) -> None:
     met = True
     with torch.no_grad():
         for group in (pool_cases, loss_cases, index_cases, conv_cases, norm_cases, attention_cases, conv1d_cases,
-                      resize_cases, matmul_cases):
+                      resize_cases, matmul_cases, math_cases):
             for name, ours, theirs, target in group(rng):
                 if args.only and args.only not in name:
                     continue

@@ -61,7 +61,7 @@ class _ToFloat64(ExprMutator):
         params = tuple(type(p)(p.name_hint, _retype(p.struct_info), span=p.span) for p in func.params)
         self.var_remap.update(zip(func.params, params))
         body = self.visit_expr(func.body)
-        return Function(params, body, body.struct_info, func.is_pure, func.private, dict(func.attrs), span=func.span)
+        return attrs.evolve(func, params=params, body=body, ret_struct_info=body.struct_info, attrs=dict(func.attrs), struct_info=None)
 
 
 def to_float64(mod: IRModule) -> IRModule:
@@ -143,6 +143,9 @@ def _random_like(value, rng):
     if isinstance(value, tuple):
         return tuple(_random_like(v, rng) for v in value)
     arr = np.asarray(value)
+    if arr.dtype.kind not in "fc":
+        # Integer fields of a tuple target (topk's or median's indices) take no cotangent.
+        return np.zeros(arr.shape, arr.dtype)
     return rng.standard_normal(arr.shape).astype(np.float64)
 
 

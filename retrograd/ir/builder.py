@@ -109,7 +109,9 @@ class BlockBuilder:
     def in_dataflow(self) -> bool:
         return bool(self._scopes) and self._scopes[-1].bindings is not None and self._scopes[-1].dataflow
 
-    def _current(self) -> list[VarBinding]:
+    def current_bindings(self) -> list[VarBinding]:
+        """The open block's bindings (a block is opened if none is). A rewrite that must change a
+        binding it already emitted (e.g. rebind it to another var) replaces its entry in this list."""
         if not self._scopes:
             raise RuntimeError("BlockBuilder: emit outside of a scope (call begin_scope first)")
         scope = self._scopes[-1]
@@ -124,25 +126,25 @@ class BlockBuilder:
         value = self.normalize(expr)
         cls = DataflowVar if self.in_dataflow else Var
         var = cls(name_hint, value.struct_info, span=span)
-        self._current().append(VarBinding(var, value, span=span))
+        self.current_bindings().append(VarBinding(var, value, span=span))
         return var
 
     def emit_output(self, expr: Expr, name_hint: str = "gv", span=None) -> Var:
         """Inside a dataflow block: bind to a Var visible after the block."""
         value = self.normalize(expr)
         var = Var(name_hint, value.struct_info, span=span)
-        self._current().append(VarBinding(var, value, span=span))
+        self.current_bindings().append(VarBinding(var, value, span=span))
         return var
 
     def emit_binding(self, binding: VarBinding) -> None:
         """Append an already-normalized binding as is."""
-        self._current().append(binding)
+        self.current_bindings().append(binding)
 
     def bind(self, var: Var, expr: Expr, span=None) -> VarBinding:
         """Bind an existing var (e.g. annotated by the user) to a normalized value."""
         value = self.normalize(expr)
         binding = VarBinding(var, value, span=span)
-        self._current().append(binding)
+        self.current_bindings().append(binding)
         return binding
 
     # -- normalization ------------------------------------------------------

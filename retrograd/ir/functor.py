@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import attrs
+
 from retrograd.ir.block import BindingBlock, DataflowBlock, VarBinding
 from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.expr import (
@@ -112,9 +114,12 @@ class ExprVisitor:
 class ExprMutator:
     """Rewrites an expression through a BlockBuilder, so every new node is typed and in normal form.
 
-    Override visit_* (return a new expression) or `rewrite_binding` to replace a binding's value.
-    A binding whose value is unchanged keeps its var; otherwise its var is replaced by a fresh one
-    and uses are remapped. Nodes that did not change are returned as is.
+    The per-binding hook is `rewrite_binding(binding)`: return the new value (the same object if
+    unchanged), or None to drop the binding (set `var_remap[binding.var]` to what its uses read
+    instead). It may emit bindings before the current one with `self.builder.emit`, and sees the
+    open block's emitted bindings through `self.builder.current_bindings()`; `finish_block()` runs
+    before each block closes. A binding whose new value has other struct info gets a fresh var and
+    its uses are remapped. Nodes that did not change are returned as is.
     """
 
     def __init__(self, mod=None):
@@ -122,6 +127,8 @@ class ExprMutator:
         self.builder = BlockBuilder(mod)
         self.var_remap: dict[Var, Expr] = {}
         self._memo: dict[int, tuple[Expr, Expr]] = {}
+        # Without a visit_var override, a variable is looked up in var_remap inline (the hot path).
+        self._remap_inline = type(self).visit_var is ExprMutator.visit_var
 
     def visit_expr(self, expr: Expr) -> Expr:
         if isinstance(expr, Var):
@@ -152,8 +159,8 @@ class ExprMutator:
         return s
 
     def visit_tuple(self, t: Tuple) -> Expr:
-        fields = tuple(self.visit_expr(f) for f in t.fields)
-        if all(a is b for a, b in zip(fields, t.fields)):
+        fields = self._visit_all(t.fields)
+        if fields is None:
             return t
         return self.builder.normalize(Tuple(fields, span=t.span))
 
@@ -165,10 +172,22 @@ class ExprMutator:
 
     def visit_call(self, call: Call) -> Expr:
         op = self.visit_expr(call.op) if isinstance(call.op, GlobalVar) else call.op
-        args = tuple(self.visit_expr(a) for a in call.args)
-        if op is call.op and all(a is b for a, b in zip(args, call.args)):
+        args = self._visit_all(call.args)
+        if op is call.op and args is None:
             return call
-        return self.builder.normalize(Call(op, args, call.attrs, span=call.span))
+        return self.builder.normalize(Call(op, call.args if args is None else args, call.attrs, span=call.span))
+
+    def _visit_all(self, items: tuple) -> tuple | None:
+        """The visited items, or None when every one came back unchanged (the common case, kept cheap)."""
+        out = None
+        remap = self.var_remap if self._remap_inline else None
+        for i, a in enumerate(items):
+            b = remap.get(a, a) if remap is not None and isinstance(a, Var) else self.visit_expr(a)
+            if b is not a:
+                if out is None:
+                    out = list(items)
+                out[i] = b
+        return None if out is None else tuple(out)
 
     def visit_if(self, node: If) -> Expr:
         cond = self.visit_expr(node.cond)
@@ -194,41 +213,56 @@ class ExprMutator:
         """Re-emit the block's bindings; True if anything changed."""
         bb = self.builder
         bb.begin_block(dataflow=isinstance(block, DataflowBlock))
-        before = len(bb._current())
+        emitted = bb.current_bindings()
         changed = False
         for binding in block.bindings:
             changed |= self.visit_binding(binding)
-        if len(bb._current()) - before != len(block.bindings):
+        changed |= self.finish_block()
+        if len(emitted) != len(block.bindings):
             changed = True
         bb.end_block()
         return changed
+
+    def finish_block(self) -> bool:
+        """Called before the open block closes (its bindings: `builder.current_bindings()`); True if it changed them."""
+        return False
 
     def visit_binding(self, binding: VarBinding) -> bool:
         """Emit the rewritten binding; True if it changed."""
         value = self.rewrite_binding(binding)
         if value is binding.value:
-            self.builder.emit_binding(binding)
+            # The open block's list, appended to directly: this is the no-op walk's hot path.
+            self.builder.current_bindings().append(binding)
             return False
         if value is None:  # dropped
             return True
-        value = self.builder.normalize(value)
-        var = type(binding.var)(binding.var.name_hint, value.struct_info, span=binding.var.span)
-        if value.struct_info == binding.var.struct_info:
-            var = binding.var
-        self.builder.emit_binding(VarBinding(var, value, span=binding.span))
-        if var is not binding.var:
-            self.var_remap[binding.var] = var
+        self.emit_rewritten(binding, self.builder.normalize(value))
         return True
+
+    def emit_rewritten(self, binding: VarBinding, value: Expr) -> Var:
+        """Emit `binding` with a new, normalized value; a var of other struct info is replaced and remapped."""
+        var = binding.var
+        if value.struct_info != var.struct_info:
+            var = type(var)(var.name_hint, value.struct_info, span=var.span)
+            self.var_remap[binding.var] = var
+        self.builder.emit_binding(VarBinding(var, value, span=binding.span))
+        return var
 
     def rewrite_binding(self, binding: VarBinding) -> Expr | None:
         """The new value of a binding (the same object if unchanged, None to drop it)."""
-        return self.visit_expr(binding.value)
+        value = binding.value
+        if isinstance(value, Var):
+            return self.visit_var(value)
+        # No memo here: in normal form a bound value is not shared, and the lookup would cost a
+        # third of the no-op walk.
+        return getattr(self, _METHOD[type(value)])(value)
 
     def visit_function(self, func: Function) -> Expr:
         body = self.visit_expr(func.body)
-        params = tuple(self.visit_expr(p) for p in func.params)
-        if body is func.body and all(a is b for a, b in zip(params, func.params)):
+        params = self._visit_all(func.params)
+        if body is func.body and params is None:
             return func
-        return Function(
-            params, body, func.ret_struct_info, func.is_pure, func.private, dict(func.attrs), span=func.span
-        )
+        if params is None:
+            return attrs.evolve(func, body=body, attrs=dict(func.attrs))
+        # New parameters may have other struct info: let the signature be recomputed.
+        return attrs.evolve(func, params=params, body=body, attrs=dict(func.attrs), struct_info=None)

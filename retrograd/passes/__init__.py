@@ -12,8 +12,10 @@ from retrograd.passes.infra import (  # noqa: F401
     list_passes,
     module_pass,
     parse_pipeline,
+    pass_factory,
     pass_options,
     register_pass,
+    unregister_pass,
 )
 from retrograd.passes.instrument import (  # noqa: F401
     PassInstrument,
@@ -23,7 +25,7 @@ from retrograd.passes.instrument import (  # noqa: F401
     VerifyAfterEach,
 )
 
-# One import line per pass below (each pass file registers itself with register_pass).
+# One import line per pass below (each pass registers itself where it is defined, by its decorator).
 from retrograd.passes.dce import DeadCodeElimination  # noqa: F401,E402
 from retrograd.passes.fold_constant import FoldConstant  # noqa: F401,E402
 from retrograd.passes.simplify import Simplify  # noqa: F401,E402

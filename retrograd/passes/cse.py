@@ -22,7 +22,8 @@ from retrograd.ir.expr import (
 )
 from retrograd.ir.functor import ExprMutator
 from retrograd.ir.module import IRModule
-from retrograd.passes.infra import module_pass, register_pass
+from retrograd.passes.barriers import is_barrier
+from retrograd.passes.infra import function_pass
 
 # Constants larger than this are keyed by identity: hashing their bytes would cost more than it saves.
 _SMALL_CONSTANT = 64
@@ -49,7 +50,8 @@ def _arg_key(arg: Expr):
 
 def _value_key(value: Expr):
     """A hashable key equal for two values that compute the same thing, or None if not eligible."""
-    if isinstance(value, Call) and isinstance(value.op, Op) and getattr(value.op, "pure", True):
+    # A barrier call is unique by definition: merging two recomputations would keep one alive.
+    if isinstance(value, Call) and isinstance(value.op, Op) and getattr(value.op, "pure", True) and not is_barrier(value):
         try:
             attrs = tuple(value.attrs.items())
             hash(attrs)
@@ -67,6 +69,7 @@ class _Eliminator(ExprMutator):
     def __init__(self, mod: IRModule | None):
         super().__init__(mod)
         self.tables: list[dict] = [{}]
+        self._key = None  # the key of the binding being visited, set by rewrite_binding
 
     def _find(self, key):
         for table in reversed(self.tables):
@@ -90,27 +93,22 @@ class _Eliminator(ExprMutator):
                 del top[key]
         return changed
 
-    def visit_binding(self, binding: VarBinding) -> bool:
-        value = self.visit_expr(binding.value)
-        key = _value_key(value)
+    def rewrite_binding(self, binding: VarBinding):
+        value = super().rewrite_binding(binding)
+        key = self._key = _value_key(value)
         if key is not None:
             first = self._find(key)
             # An output var cannot be replaced by a dataflow var: uses after the block could not see it.
             if first is not None and (isinstance(binding.var, DataflowVar) or not isinstance(first, DataflowVar)):
                 if first.struct_info == binding.var.struct_info:
                     self.var_remap[binding.var] = first
-                    return True
-        if value is binding.value:
-            self.builder.emit_binding(binding)
-            changed = False
-        else:
-            value = self.builder.normalize(value)
-            var = binding.var
-            if value.struct_info != var.struct_info:
-                var = type(var)(var.name_hint, value.struct_info, span=var.span)
-                self.var_remap[binding.var] = var
-            self.builder.emit_binding(VarBinding(var, value, span=binding.span))
-            changed = True
+                    self._key = None
+                    return None
+        return value
+
+    def visit_binding(self, binding: VarBinding) -> bool:
+        changed = super().visit_binding(binding)
+        key = self._key
         if key is not None:
             var = self.var_remap.get(binding.var, binding.var)
             top = self.tables[-1]
@@ -125,18 +123,9 @@ def eliminate_common_subexpressions(func: Function, mod: IRModule | None = None)
     return _Eliminator(mod).visit_expr(func)
 
 
-@module_pass(name="cse")
+@function_pass(name="cse")
 class CommonSubexprElimination:
     """Bind each repeated pure op call or tuple projection once, in every function."""
 
-    def transform_module(self, mod: IRModule, ctx) -> IRModule:
-        out = mod
-        for name, func in mod.items():
-            if isinstance(func, Function):
-                new = eliminate_common_subexpressions(func, mod)
-                if new is not func:
-                    out = out.with_function(name, new)
-        return out
-
-
-register_pass("cse", CommonSubexprElimination)
+    def transform_function(self, func: Function, mod: IRModule, ctx) -> Function:
+        return eliminate_common_subexpressions(func, mod)

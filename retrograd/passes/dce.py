@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from retrograd.ir.analysis import read_vars, used_vars
 from retrograd.ir.block import VarBinding
 from retrograd.ir.expr import Call, Function, GlobalVar, If, SeqExpr
+from retrograd.ir.functor import ExprMutator
 from retrograd.ir.module import IRModule
 from retrograd.ir.struct_info import FuncStructInfo
-from retrograd.passes.gradient_copy import read_vars
-from retrograd.passes.infra import module_pass, register_pass
+from retrograd.passes.infra import map_functions, module_pass
 
 
 def is_pure(value, mod: IRModule | None = None) -> bool:
@@ -31,46 +32,51 @@ def _seq_pure(seq: SeqExpr, mod) -> bool:
 
 def eliminate_dead_code(func: Function, mod: IRModule | None = None) -> Function:
     """`func` without the pure bindings whose variables are never read (nested If branches included)."""
-    body = _dce_seq(func.body, mod)
-    if body is func.body:
+    dead: set = set()
+    _find_dead(func.body, mod, dead)
+    if not dead:
         return func
-    return Function(func.params, body, func.ret_struct_info, func.is_pure, func.private, dict(func.attrs), span=func.span)
+    return _Eliminator(dead).visit_expr(func)
 
 
-def _dce_seq(seq: SeqExpr, mod) -> SeqExpr:
+class _Eliminator(ExprMutator):
+    """Drops the bindings found dead (by identity)."""
+
+    def __init__(self, dead: set):
+        super().__init__()
+        self.dead = dead
+
+    def rewrite_binding(self, binding: VarBinding):
+        if id(binding) in self.dead:
+            return None
+        # Dropping bindings renames nothing: only nested scopes need a visit.
+        value = binding.value
+        return self.visit_if(value) if isinstance(value, If) else value
+
+
+def _find_dead(seq: SeqExpr, mod, dead: set) -> set:
+    """Add the ids of seq's dead bindings (nested scopes included) to `dead`; return what the live rest reads.
+
+    One backward sweep: a binding is live if a later live binding or the result reads its var.
+    """
     reads: list = []
     read_vars(seq.body, reads)
     live = set(reads)
-    new_blocks = []
-    changed = False
     for block in reversed(seq.blocks):
-        kept = []
-        block_changed = False
         for b in reversed(block.bindings):
             if b.var not in live and is_pure(b.value, mod):
-                block_changed = True
+                dead.add(id(b))
                 continue
             value = b.value
             if isinstance(value, If):
-                tb, fb = _dce_seq(value.true_branch, mod), _dce_seq(value.false_branch, mod)
-                if tb is not value.true_branch or fb is not value.false_branch:
-                    value = If(value.cond, tb, fb, value.struct_info, span=value.span)
-                    b = VarBinding(b.var, value, span=b.span)
-                    block_changed = True
+                live.update(used_vars(value.cond))
+                live.update(_find_dead(value.true_branch, mod, dead))
+                live.update(_find_dead(value.false_branch, mod, dead))
+                continue
             reads.clear()
             read_vars(value, reads)
             live.update(reads)
-            kept.append(b)
-        changed |= block_changed
-        if not block_changed:
-            new_blocks.append(block)
-        elif kept:
-            kept.reverse()
-            new_blocks.append(type(block)(tuple(kept), span=block.span))
-    if not changed:
-        return seq
-    new_blocks.reverse()
-    return SeqExpr(tuple(new_blocks), seq.body, seq.struct_info, span=seq.span)
+    return live
 
 
 def _called_functions(func: Function) -> set:
@@ -103,16 +109,10 @@ def _called_functions(func: Function) -> set:
 class DeadCodeElimination:
     """Remove unused pure bindings and empty blocks in every function, then private functions no public function reaches."""
 
-    def __init__(self, remove_unused_functions: bool = True):
-        self.remove_unused_functions = remove_unused_functions
+    remove_unused_functions: bool = True
 
     def transform_module(self, mod: IRModule, ctx) -> IRModule:
-        out = mod
-        for name, func in mod.items():
-            if isinstance(func, Function):
-                new = eliminate_dead_code(func, mod)
-                if new is not func:
-                    out = out.with_function(name, new)
+        out = map_functions(mod, lambda func: eliminate_dead_code(func, mod), self.name)
         if not self.remove_unused_functions:
             return out
         roots = [n for n, f in out.items() if not getattr(f, "private", False)]
@@ -130,6 +130,3 @@ class DeadCodeElimination:
             if name not in reached:
                 out = out.without(name)
         return out
-
-
-register_pass("dce", DeadCodeElimination)

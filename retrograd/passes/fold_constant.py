@@ -7,6 +7,7 @@ import math
 import numpy as np
 
 from retrograd.ir.block import VarBinding
+from retrograd.ir.copy import substitute
 from retrograd.ir.expr import (
     Call,
     Constant,
@@ -14,16 +15,16 @@ from retrograd.ir.expr import (
     GlobalVar,
     If,
     PrimValue,
-    SeqExpr,
     ShapeExpr,
     StringImm,
     Tuple,
     Var,
 )
+from retrograd.ir.functor import ExprMutator
 from retrograd.ir.module import IRModule
 from retrograd.ir.struct_info import TensorStructInfo
-from retrograd.passes.gradient_copy import substitute
-from retrograd.passes.infra import module_pass, register_pass
+from retrograd.passes.barriers import is_barrier
+from retrograd.passes.infra import function_pass
 
 
 def _static_numel(sinfo) -> int | None:
@@ -32,52 +33,31 @@ def _static_numel(sinfo) -> int | None:
     return None
 
 
-class _Folder:
-    """One forward sweep: `sub` maps each var bound to a constant to that constant."""
+class _Folder(ExprMutator):
+    """One forward sweep: each var bound to a constant is dropped and its uses read the constant."""
 
     def __init__(self, grow: bool):
+        super().__init__()
         self.grow = grow
-        self.sub: dict = {}
 
-    def seq(self, seq: SeqExpr) -> SeqExpr:
-        changed = False
-        blocks = []
-        for block in seq.blocks:
-            kept = []
-            block_changed = False
-            for b in block.bindings:
-                value = b.value
-                if isinstance(value, If):
-                    cond = substitute(value.cond, self.sub)
-                    tb, fb = self.seq(value.true_branch), self.seq(value.false_branch)
-                    if cond is not value.cond or tb is not value.true_branch or fb is not value.false_branch:
-                        value = If(cond, tb, fb, value.struct_info, span=value.span)
-                else:
-                    value = substitute(value, self.sub) if self.sub else value
-                    if isinstance(value, Call):
-                        value = self.fold(value) or value
-                if isinstance(value, Constant):
-                    # Uses read the constant itself; the binding goes away.
-                    self.sub[b.var] = value
-                    block_changed = True
-                    continue
-                if value is not b.value:
-                    b = VarBinding(b.var, value, span=b.span)
-                    block_changed = True
-                kept.append(b)
-            changed |= block_changed
-            if not block_changed:
-                blocks.append(block)
-            elif kept:
-                blocks.append(type(block)(tuple(kept), span=block.span))
-        body = substitute(seq.body, self.sub) if self.sub else seq.body
-        if not changed and body is seq.body:
-            return seq
-        return SeqExpr(tuple(blocks), body, seq.struct_info, span=seq.span)
+    def rewrite_binding(self, binding: VarBinding):
+        value = binding.value
+        if isinstance(value, If):
+            return self.visit_if(value)
+        # Substitution keeps each call's struct info: a folded argument never retypes its user.
+        value = substitute(value, self.var_remap) if self.var_remap else value
+        if isinstance(value, Call):
+            value = self.fold(value) or value
+        if isinstance(value, Constant):
+            self.var_remap[binding.var] = value
+            return None
+        return value
 
     def fold(self, call: Call) -> Constant | None:
         op = call.op
         if isinstance(op, GlobalVar) or not getattr(op, "pure", False) or getattr(op, "kernel", None) is None:
+            return None
+        if is_barrier(call):  # a checkpoint marker on constants is still a recomputation boundary
             return None
         if any(isinstance(a, Var) for a in call.args):
             return None
@@ -135,29 +115,16 @@ def fold_constants(func: Function, grow: bool = False) -> Function:
 
     With `grow=False` a call is folded only if its result is no larger than its largest constant input.
     """
-    body = _Folder(grow).seq(func.body)
-    if body is func.body:
-        return func
-    return Function(func.params, body, func.ret_struct_info, func.is_pure, func.private, dict(func.attrs), span=func.span)
+    return _Folder(grow).visit_expr(func)
 
 
-@module_pass(name="fold-constant")
+@function_pass(name="fold-constant")
 class FoldConstant:
     """Evaluate pure op calls on constants at compile time and inline constant bindings."""
 
-    def __init__(self, grow: bool = False):
-        self.grow = grow
+    grow: bool = False
 
-    def transform_module(self, mod: IRModule, ctx) -> IRModule:
-        out = mod
-        for name, func in mod.items():
-            if isinstance(func, Function):
-                new = fold_constants(func, self.grow)
-                if new is not func:
-                    out = out.with_function(name, new)
-        return out
-
-
-register_pass("fold-constant", FoldConstant)
+    def transform_function(self, func: Function, mod: IRModule, ctx) -> Function:
+        return fold_constants(func, self.grow)
 
 __all__ = ["FoldConstant", "fold_constants"]

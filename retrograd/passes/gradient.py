@@ -10,6 +10,7 @@ from retrograd.errors import GradientError
 from retrograd.gc_pause import collector_paused
 from retrograd.ir.block import DataflowBlock
 from retrograd.ir.builder import BlockBuilder
+from retrograd.ir.copy import copy_binding, copy_expr, fresh_var
 from retrograd.ir.expr import Constant, Expr, Function, GlobalVar, If, Tuple, Var, shape_expr
 from retrograd.ir.module import IRModule
 from retrograd.ir.struct_info import FuncStructInfo, TensorStructInfo, TupleStructInfo, is_float_dtype
@@ -18,16 +19,15 @@ from retrograd.ops.registry import get as get_op
 from retrograd.passes.cse import eliminate_common_subexpressions
 from retrograd.passes.dce import eliminate_dead_code
 from retrograd.passes.fold_constant import fold_constants
-from retrograd.passes.gradient_copy import copy_binding, copy_expr, fresh_var
 from retrograd.passes.gradient_sparse import SparseGrads
 from retrograd.passes.gradient_sweep import Sweep, all_float, compute_active
-from retrograd.passes.infra import module_pass, register_pass
+from retrograd.passes.infra import module_pass
 from retrograd.passes.simplify import simplify_function
 
 _SEED_KINDS = ("ones", "param")
 
 
-@module_pass(name="gradient")
+@module_pass(name="gradient", aliases={"func": "func_name"})
 class Gradient:
     """Reverse-mode AD, TVM Relax's `Gradient` and beyond.
 
@@ -73,9 +73,6 @@ class Gradient:
         # Without the pause the pass was 1.5x slower at 50,000 bindings.
         with collector_paused():
             return _ModuleAD(mod, self).run()
-
-
-register_pass("gradient", Gradient, aliases={"func": "func_name"})
 
 
 def cleanup_function(func: Function) -> Function:

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import math
 
+from retrograd.ir.analysis import read_vars
 from retrograd.ir.expr import Call, Tuple, Var, shape_expr
 from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops.grad_sparse import densify_sparse_grad, merge_sparse_grad, merge_sparse_rows
 from retrograd.ops.registry import get as get_op
 from retrograd.ops.shape_utils import dim_mul
-from retrograd.passes.gradient_copy import read_vars
 
 # -- the Gradient pass side ------------------------------------------------------------------------
 

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from retrograd.errors import DiagnosticError, GradientError
+from retrograd.ir.analysis import free_vars, read_vars
 from retrograd.ir.block import VarBinding
+from retrograd.ir.copy import copy_binding, copy_expr
 from retrograd.ir.expr import (
     Call,
     Constant,
@@ -24,7 +26,6 @@ from retrograd.ir.expr import (
 from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, is_float_dtype
 from retrograd.ops.registry import get as get_op
 from retrograd.ops.shape_utils import broadcast_shapes
-from retrograd.passes.gradient_copy import copy_binding, copy_expr, free_vars, read_vars
 
 _NO_GRAD = "relax.grad.no_grad"
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import attrs
+
+from retrograd.ir.analysis import read_vars, use_counts, used_vars
 from retrograd.ir.block import DataflowBlock, VarBinding
-from retrograd.ir.builder import BlockBuilder
+from retrograd.ir.copy import substitute
 from retrograd.ir.expr import (
     Call,
     DataflowVar,
@@ -15,11 +18,11 @@ from retrograd.ir.expr import (
     Var,
     is_leaf,
 )
+from retrograd.ir.functor import ExprMutator
 from retrograd.ir.module import IRModule
 from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops.registry import get as get_op
-from retrograd.passes.gradient_copy import read_vars, substitute
-from retrograd.passes.infra import module_pass, register_pass
+from retrograd.passes.infra import function_pass
 
 _PERMUTE = "relax.permute_dims"
 _MATMUL = "relax.matmul"
@@ -45,114 +48,86 @@ def _swaps_last_two(axes: tuple | None) -> bool:
     return axes == tuple(range(n - 2)) + (n - 1, n - 2)
 
 
-class _Simplifier:
-    """One forward sweep per scope. `sub` replaces removed variables by what they alias; `defs` gives the
+class _Simplifier(ExprMutator):
+    """One forward sweep. `var_remap` replaces removed variables by what they alias; `defs` gives the
     (rewritten) value of each remaining variable, for pattern matching."""
 
     def __init__(self, func: Function):
-        self.sub: dict = {}
+        super().__init__()
         self.defs: dict = {}
-        self.uses: dict = _count_uses(func)
-        self.bb = BlockBuilder()
+        self.uses: dict = use_counts(func)
+        self.position: dict = {}  # var -> index in the open block's bindings
+        self.promoted: dict = {}  # dataflow var -> the output var now bound in its place
 
     def resolve(self, expr):
-        return substitute(expr, self.sub) if self.sub else expr
+        # Substitution keeps struct info as is: aliases have the struct info of what they replace.
+        return substitute(expr, self.var_remap) if self.var_remap else expr
 
-    def seq(self, seq: SeqExpr) -> SeqExpr:
-        changed = False
-        blocks = []
-        for block in seq.blocks:
-            new = self.block(block)
-            if new is not block:
-                changed = True
-            if new is not None:
-                blocks.append(new)
-        body = self.resolve(seq.body)
-        if not changed and body is seq.body:
-            return seq
-        return SeqExpr(tuple(blocks), body, seq.struct_info, span=seq.span)
-
-    def block(self, block):
+    def visit_block(self, block) -> bool:
         # If branches are simplified in the middle of their block: keep the outer block's state.
-        saved = (self.out, self.position, self.promoted, self.dataflow) if hasattr(self, "out") else None
-        self.out: list = []
-        self.position: dict = {}  # var -> index in self.out (this block only)
-        self.promoted: dict = {}  # dataflow var -> the output var now bound in its place
-        self.dataflow = isinstance(block, DataflowBlock)
+        saved = self.position, self.promoted
+        self.position, self.promoted = {}, {}
         try:
-            return self._block(block)
+            return super().visit_block(block)
         finally:
-            if saved is not None:
-                self.out, self.position, self.promoted, self.dataflow = saved
+            self.position, self.promoted = saved
 
-    def _block(self, block):
-        changed = False
-        for b in block.bindings:
-            changed |= self.binding(b)
-        out = self.out
-        if self.promoted:
-            # Bindings emitted before a promotion still read the dataflow var: rename it (only
-            # bindings after the first promoted one can read a promoted var).
-            first = min(self.position[v] for v in self.promoted.values())
-            out = out[: first + 1] + [
-                b if not _reads_any(b.value, self.promoted) else VarBinding(b.var, _rename(b.value, self.promoted), span=b.span)
-                for b in out[first + 1 :]
-            ]
-            changed = True
-        if not changed:
-            return block
-        if not out:
-            return None
-        return type(block)(tuple(out), span=block.span)
+    def finish_block(self) -> bool:
+        if not self.promoted:
+            return False
+        # Bindings emitted before a promotion still read the dataflow var: rename it (only
+        # bindings after the first promoted one can read a promoted var).
+        out = self.builder.current_bindings()
+        first = min(self.position[v] for v in self.promoted.values())
+        for i in range(first + 1, len(out)):
+            b = out[i]
+            if _reads_any(b.value, self.promoted):
+                out[i] = attrs.evolve(b, value=substitute(b.value, self.promoted))
+        return True
 
     def emit(self, binding: VarBinding) -> None:
-        self.position[binding.var] = len(self.out)
-        self.out.append(binding)
+        out = self.builder.current_bindings()
+        self.position[binding.var] = len(out)
+        out.append(binding)
         self.defs[binding.var] = binding.value
 
-    def binding(self, b: VarBinding) -> bool:
+    def visit_binding(self, b: VarBinding) -> bool:
         """Emit the simplified binding; True if anything changed."""
         if isinstance(b.value, If):
-            value = b.value
-            cond = self.resolve(value.cond)
-            tb, fb = self.seq(value.true_branch), self.seq(value.false_branch)
-            if cond is value.cond and tb is value.true_branch and fb is value.false_branch:
-                self.emit(b)
-                return False
-            self.emit(VarBinding(b.var, If(cond, tb, fb, value.struct_info, span=value.span), span=b.span))
-            return True
-        value = self.resolve(b.value)
-        value = self.rewrite(b.var, value)
-        if is_leaf(value) and not isinstance(value, Tuple) and self.alias(b.var, value):
-            return True
+            value = self.visit_if(b.value)
+        else:
+            value = self.rewrite(b.var, self.resolve(b.value))
+            if is_leaf(value) and not isinstance(value, Tuple) and self.alias(b.var, value):
+                return True
         if value is b.value:
             self.emit(b)
             return False
-        self.emit(VarBinding(b.var, value, span=b.span))
+        self.emit(attrs.evolve(b, value=value))
         return True
 
     # -- aliases ----------------------------------------------------------------
     def alias(self, var: Var, target) -> bool:
         """Drop `var = target`, making uses of var read target; False when that would break scoping."""
         if not isinstance(target, Var):
-            self.sub[var] = target
+            self.var_remap[var] = target
             return True
         if target.struct_info != var.struct_info:
             return False
         if isinstance(var, DataflowVar) or not isinstance(target, DataflowVar):
-            self.sub[var] = target
+            self.var_remap[var] = target
             return True
         # An output var aliasing a dataflow var of this block: bind the output var in its place.
         pos = self.position.get(target)
         if pos is None or target in self.promoted:
             return False
-        old = self.out[pos]
-        self.out[pos] = VarBinding(var, old.value, span=old.span)
+        out = self.builder.current_bindings()
+        old = out[pos]
+        out[pos] = attrs.evolve(old, var=var)
         del self.position[target]
         self.position[var] = pos
         self.defs[var] = old.value
         self.promoted[target] = var
-        self.sub[target] = var
+        self.var_remap[target] = var
         return True
 
     # -- patterns ------------------------------------------------------------------
@@ -182,7 +157,7 @@ class _Simplifier:
                 base = self.resolve(inner.args[0])
                 if composed == tuple(range(len(composed))):
                     return base
-                return Call(call.op, (base,), {**call.attrs, "axes": composed}, call.struct_info, span=call.span)
+                return attrs.evolve(call, args=(base,), attrs={**call.attrs, "axes": composed})
         if _op_name(inner) == _MATMUL and _swaps_last_two(axes) and self.uses.get(src, 0) == 1:
             return self.matmul_transpose(call, inner) or call
         return call
@@ -198,7 +173,7 @@ class _Simplifier:
             return None
         new_b = tb if tb is not None else self.emit_transpose(b)
         new_a = ta if ta is not None else self.emit_transpose(a)
-        return Call(mm.op, (new_b, new_a), dict(mm.attrs), call.struct_info, span=call.span)
+        return attrs.evolve(call, op=mm.op, args=(new_b, new_a), attrs=dict(mm.attrs))
 
     def transposed_source(self, x):
         """y when x = permute_dims(y) swapping the last two axes."""
@@ -209,35 +184,10 @@ class _Simplifier:
 
     def emit_transpose(self, x):
         n = x.struct_info.ndim
-        call = self.bb.normalize(get_op(_PERMUTE)(x, axes=list(range(n - 2)) + [n - 1, n - 2]))
-        cls = DataflowVar if isinstance(x, DataflowVar) or self.dataflow else Var
-        var = cls("lv", call.struct_info)
+        call = self.builder.normalize(get_op(_PERMUTE)(x, axes=list(range(n - 2)) + [n - 1, n - 2]))
+        var = (DataflowVar if self.builder.in_dataflow else Var)("lv", call.struct_info)
         self.emit(VarBinding(var, call))
         return var
-
-
-def _count_uses(func: Function) -> dict:
-    uses: dict = {}
-    reads: list = []
-    stack = [func.body]
-    while stack:
-        seq = stack.pop()
-        for block in seq.blocks:
-            for b in block.bindings:
-                if isinstance(b.value, If):
-                    stack.extend((b.value.true_branch, b.value.false_branch))
-                    reads.clear()
-                    read_vars(b.value.cond, reads)
-                else:
-                    reads.clear()
-                    read_vars(b.value, reads)
-                for v in reads:
-                    uses[v] = uses.get(v, 0) + 1
-        reads.clear()
-        read_vars(seq.body, reads)
-        for v in reads:
-            uses[v] = uses.get(v, 0) + 1
-    return uses
 
 
 def _reads_any(value, names: dict) -> bool:
@@ -246,62 +196,51 @@ def _reads_any(value, names: dict) -> bool:
     return any(v in names for v in reads)
 
 
-def _rename(value, vmap: dict):
-    return substitute(value, vmap)
-
-
-def _demote(seq: SeqExpr) -> SeqExpr:
-    """Make block outputs that nothing after their dataflow block reads into dataflow vars again."""
+def _demotable(seq: SeqExpr) -> dict:
+    """Block outputs that nothing after their dataflow block reads -> dataflow vars to bind instead."""
+    later = used_vars(seq.body)
     reads: list = []
-    read_vars(seq.body, reads)
-    later = set(reads)
-    blocks = list(seq.blocks)
-    changed = False
-    for k in range(len(blocks) - 1, -1, -1):
-        block = blocks[k]
+    vmap: dict = {}
+    for block in reversed(seq.blocks):
         if isinstance(block, DataflowBlock):
-            vmap = {
-                b.var: DataflowVar(b.var.name_hint, b.var.struct_info, span=b.var.span)
-                for b in block.bindings
-                if not isinstance(b.var, DataflowVar) and b.var not in later
-            }
-            if vmap:
-                block = DataflowBlock(
-                    tuple(VarBinding(vmap.get(b.var, b.var), substitute(b.value, vmap), span=b.span) for b in block.bindings),
-                    span=block.span,
-                )
-                blocks[k] = block
-                changed = True
+            for b in block.bindings:
+                if not isinstance(b.var, DataflowVar) and b.var not in later:
+                    vmap[b.var] = DataflowVar(b.var.name_hint, b.var.struct_info, span=b.var.span)
         for b in block.bindings:
             reads.clear()
             read_vars(b.value, reads)
             later.update(reads)
-    if not changed:
-        return seq
-    return SeqExpr(tuple(blocks), seq.body, seq.struct_info, span=seq.span)
+    return vmap
+
+
+class _Demoter(ExprMutator):
+    """Binds each demoted output var's value to its dataflow var; uses follow through var_remap."""
+
+    def __init__(self, vmap: dict):
+        super().__init__()
+        self.demoted = vmap
+        self.var_remap.update(vmap)
+
+    def visit_binding(self, binding: VarBinding) -> bool:
+        var = self.demoted.get(binding.var)
+        if var is None:
+            return super().visit_binding(binding)
+        value = self.rewrite_binding(binding)
+        self.builder.current_bindings().append(VarBinding(var, value, span=binding.span))
+        return True
 
 
 def simplify_function(func: Function) -> Function:
     """`func` with trivial bindings removed, transpose patterns simplified, and block outputs nothing
     reads after their block turned back into dataflow vars (run DCE afterwards)."""
-    body = _demote(_Simplifier(func).seq(func.body))
-    if body is func.body:
-        return func
-    return Function(func.params, body, func.ret_struct_info, func.is_pure, func.private, dict(func.attrs), span=func.span)
+    func = _Simplifier(func).visit_expr(func)
+    demoted = _demotable(func.body)
+    return _Demoter(demoted).visit_expr(func) if demoted else func
 
 
-@module_pass(name="simplify")
+@function_pass(name="simplify")
 class Simplify:
     """Remove var-to-var and tuple-projection bindings, cancel transposes, rewrite transposed matmuls."""
 
-    def transform_module(self, mod: IRModule, ctx) -> IRModule:
-        out = mod
-        for name, func in mod.items():
-            if isinstance(func, Function):
-                new = simplify_function(func)
-                if new is not func:
-                    out = out.with_function(name, new)
-        return out
-
-
-register_pass("simplify", Simplify)
+    def transform_function(self, func: Function, mod: IRModule, ctx) -> Function:
+        return simplify_function(func)

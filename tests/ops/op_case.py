@@ -7,8 +7,8 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from retrograd.ir import BlockBuilder, Function, IRModule, Tuple, Var
-from retrograd.ir.expr import Call, shape_expr
-from retrograd.ir.struct_info import ShapeStructInfo, TensorStructInfo, is_float_dtype
+from retrograd.ir.expr import Call, prim_value, shape_expr
+from retrograd.ir.struct_info import PrimStructInfo, ShapeStructInfo, TensorStructInfo, is_float_dtype
 from retrograd.ops.registry import get
 
 
@@ -20,7 +20,8 @@ class OpCase:
       ints in [low, high), bools fair coins);
     - np.ndarray: a parameter with exactly this value (indices, conditions, targets);
     - ShapeStructInfo: a literal shape argument `R.shape([...])` (not a parameter);
-    - list: a tuple argument whose fields are themselves inputs (concat).
+    - list: a tuple argument whose fields are themselves inputs (concat);
+    - PrimStructInfo with a value: a literal prim value argument `R.prim_value(...)` (not a parameter).
 
     `differentiable_args` lists argument positions whose gradient is checked numerically (a list
     argument counts as one position: all its tensors); None means every random float input
@@ -53,7 +54,7 @@ class OpCase:
         for inp in self.inputs:
             if isinstance(inp, list):
                 out.extend(inp)
-            elif not isinstance(inp, ShapeStructInfo):
+            elif not isinstance(inp, ShapeStructInfo | PrimStructInfo):
                 out.append(inp)
         return out
 
@@ -85,7 +86,7 @@ class OpCase:
         """Indices (into the parameter list) of the inputs whose gradient is checked."""
         out, k = [], 0
         for i, inp in enumerate(self.inputs):
-            if isinstance(inp, ShapeStructInfo):
+            if isinstance(inp, ShapeStructInfo | PrimStructInfo):
                 continue
             n = len(inp) if isinstance(inp, list) else 1
             if i in self.diff_args:
@@ -103,6 +104,8 @@ class OpCase:
         for inp in self.inputs:
             if isinstance(inp, ShapeStructInfo):
                 args.append(shape_expr(inp.values))
+            elif isinstance(inp, PrimStructInfo):
+                args.append(prim_value(inp.value, inp.dtype))
             elif isinstance(inp, list):
                 args.append(Tuple([next(it) for _ in inp]))
             else:
@@ -128,6 +131,8 @@ class OpCase:
         for inp in self.inputs:
             if isinstance(inp, ShapeStructInfo):
                 out.append(tuple(inp.values))
+            elif isinstance(inp, PrimStructInfo):
+                out.append(inp.value)
             elif isinstance(inp, list):
                 out.append(tuple(next(it) for _ in inp))
             else:
@@ -181,3 +186,10 @@ def T(*shape, dtype: str = "float32") -> TensorStructInfo:
 def S(*values) -> ShapeStructInfo:
     """A literal shape argument."""
     return ShapeStructInfo(tuple(values))
+
+
+def P(value, dtype: str | None = None) -> PrimStructInfo:
+    """A literal prim value argument: P(6), P(0.5, "float32"); dtype as TVM's parser gives numbers."""
+    if dtype is None:
+        dtype = "bool" if isinstance(value, bool) else "int64" if isinstance(value, int) else "float64"
+    return PrimStructInfo(dtype, value)

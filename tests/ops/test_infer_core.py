@@ -7,12 +7,17 @@ import operator
 
 import numpy as np
 import pytest
-from cases_core import CASES, ints
+from cases_core import CASES as CORE_CASES
+from cases_core import ints
+from cases_math import CASES as MATH_CASES
+from cases_math import ERRORS as MATH_ERRORS
 from op_case import OpCase, S, T
 
 from retrograd.errors import DiagnosticError, OpError, TypeInferenceError
-from retrograd.ir.struct_info import ShapeStructInfo, TensorStructInfo, TupleStructInfo
+from retrograd.ir.struct_info import PrimStructInfo, ShapeStructInfo, TensorStructInfo, TupleStructInfo
 from retrograd.ops.registry import all_ops
+
+CASES = CORE_CASES + MATH_CASES
 
 # -- comparing dims, ours (int or TVMScript text) against TVM's, by evaluation ------------------
 
@@ -79,6 +84,8 @@ def tvm_script(case: OpCase) -> str:
             args.append("R.shape([" + ", ".join(str(d) for d in inp.values) + "])")
         elif isinstance(inp, list):
             args.append("(" + ", ".join(next(names) for _ in inp) + ",)")
+        elif isinstance(inp, PrimStructInfo):
+            args.append(f"R.prim_value(T.{inp.dtype}({inp.value!r}))")
         else:
             args.append(next(names))
     opdef = case.opdef
@@ -141,9 +148,9 @@ def test_every_core_op_has_a_case():
     covered = {c.op for c in CASES}
     core = [op.name for op in all_ops() if not op.name.startswith(("relax.nn.", "relax.grad."))]
     # nn-adjacent ops registered by the nn family at top level (erf...) are covered in cases_nn.
-    from cases_nn import CASES as NN_CASES
+    from all_cases import ALL_CASES
 
-    covered |= {c.op for c in NN_CASES}
+    covered |= {c.op for c in ALL_CASES}
     missing = sorted(set(core) - covered)
     assert not missing, f"core ops without a case: {missing}"
 
@@ -235,7 +242,7 @@ ERRORS = [
     (OpCase("relax.sum", [T(3, 4)], {"keepdims": 1}), OpError, ["R.sum: bad value 1 for attribute 'keepdims'"], False),
     (OpCase("relax.astype", [T(3, 4)], {"dtype": "float33"}), OpError, ["R.astype: bad value 'float33' for attribute 'dtype'"], True),
     (OpCase("relax.take", [T(3, 4), ints([0])], {"axis": 0, "mode": "raise"}), OpError, ["R.take", "'mode'", "'fast'"], False),
-]
+] + MATH_ERRORS
 
 
 @pytest.mark.parametrize("case, kind, fragments, tvm_rejects", ERRORS, ids=lambda v: v.id if isinstance(v, OpCase) else "")

@@ -5,8 +5,7 @@ from __future__ import annotations
 import attrs
 import numpy as np
 import pytest
-from cases_core import CASES as CORE_CASES
-from cases_nn import CASES as NN_CASES
+from all_cases import ALL_CASES
 from op_case import OpCase, S, T
 
 from retrograd.ir.struct_info import TensorStructInfo
@@ -36,7 +35,7 @@ def _runnable(cases):
     return out
 
 
-CASES = _runnable(CORE_CASES + NN_CASES + EXTRA_CASES)
+CASES = _runnable(ALL_CASES + EXTRA_CASES)
 
 
 def _arrays(v) -> list:

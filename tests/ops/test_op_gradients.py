@@ -9,8 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from cases_core import CASES as CORE_CASES
-from cases_nn import CASES as NN_CASES
+from all_cases import ALL_CASES
 from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.expr import Var
 from retrograd.errors import GradientError
@@ -18,7 +17,6 @@ from retrograd.ir.struct_info import TensorStructInfo, is_float_dtype
 from retrograd.ops.registry import all_ops
 from retrograd.testing import check_gradients
 
-ALL_CASES = CORE_CASES + NN_CASES
 GRAD_CASES = [c for c in ALL_CASES if c.differentiable_params()]
 
 

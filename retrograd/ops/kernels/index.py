@@ -21,7 +21,7 @@ def _source(op, x, axis):
     return x, int(axis) % x.ndim
 
 
-def _indices(op, indices, size, mode, axis):
+def checked_indices(op, indices, size, mode, axis):
     """Indices as intp in [0, size) under `mode`, and the mask of the ones mode 'nan' drops (or None)."""
     idx = np.asarray(indices)
     if idx.dtype.kind not in "iu":
@@ -49,7 +49,7 @@ def take(x, indices, *, axis=None, mode="fast"):
     """Elements of x at `indices` along `axis` (of the flattened x when axis is None)."""
     op = "take"
     src, ax = _source(op, x, axis)
-    idx, dropped = _indices(op, indices, src.shape[ax], mode, axis)
+    idx, dropped = checked_indices(op, indices, src.shape[ax], mode, axis)
     out = src[idx] if ax == 0 else np.take(src, idx, axis=ax)
     if dropped is not None and dropped.any():
         if src.dtype.kind not in "fc":
@@ -65,7 +65,7 @@ def take_backward(output_grad, x, indices, *, axis=None, mode="fast"):
     op = "take_backward"
     x = np.asarray(x)
     src, ax = _source(op, x, axis)
-    idx, dropped = _indices(op, indices, src.shape[ax], mode, axis)
+    idx, dropped = checked_indices(op, indices, src.shape[ax], mode, axis)
     g = np.asarray(output_grad)
     expect = src.shape[:ax] + idx.shape + src.shape[ax + 1 :]
     if g.shape != expect:

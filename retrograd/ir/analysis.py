@@ -1,0 +1,94 @@
+"""Variable analyses of expressions: the variables an expression reads, a scope's free and bound variables."""
+
+from __future__ import annotations
+
+from retrograd.ir.block import DataflowBlock
+from retrograd.ir.expr import Call, DataflowVar, Expr, Function, If, SeqExpr, Tuple, TupleGetItem, Var
+
+
+def read_vars(expr: Expr, out: list) -> None:
+    """Append the variables `expr` reads (free variables of nested scopes included) to `out`."""
+    if isinstance(expr, Var):
+        out.append(expr)
+    elif isinstance(expr, Call):
+        for a in expr.args:
+            read_vars(a, out)
+    elif isinstance(expr, Tuple):
+        for f in expr.fields:
+            read_vars(f, out)
+    elif isinstance(expr, TupleGetItem):
+        read_vars(expr.tuple_value, out)
+    elif isinstance(expr, If):
+        read_vars(expr.cond, out)
+        out.extend(free_vars(expr.true_branch))
+        out.extend(free_vars(expr.false_branch))
+    elif isinstance(expr, SeqExpr):
+        out.extend(free_vars(expr))
+    elif isinstance(expr, Function):
+        bound = set(expr.params)
+        out.extend(v for v in free_vars(expr.body) if v not in bound)
+
+
+def used_vars(expr: Expr) -> set:
+    """The set of variables `expr` reads."""
+    out: list = []
+    read_vars(expr, out)
+    return set(out)
+
+
+def use_counts(func: Function) -> dict:
+    """How many times each variable is read in `func` (nested If branches included), without recursion."""
+    uses: dict = {}
+    reads: list = []
+    stack = [func.body]
+    while stack:
+        seq = stack.pop()
+        for block in seq.blocks:
+            for b in block.bindings:
+                if isinstance(b.value, If):
+                    stack.extend((b.value.true_branch, b.value.false_branch))
+                    reads.clear()
+                    read_vars(b.value.cond, reads)
+                else:
+                    reads.clear()
+                    read_vars(b.value, reads)
+                for v in reads:
+                    uses[v] = uses.get(v, 0) + 1
+        reads.clear()
+        read_vars(seq.body, reads)
+        for v in reads:
+            uses[v] = uses.get(v, 0) + 1
+    return uses
+
+
+def bound_vars(seq: SeqExpr) -> list:
+    """Variables bound by the bindings of a SeqExpr (not those of nested scopes), in order."""
+    return [b.var for block in seq.blocks for b in block.bindings]
+
+
+def free_vars(seq: SeqExpr) -> list:
+    """Variables a SeqExpr reads but does not bind, in order of first use, without repeats."""
+    bound: set = set()
+    used: list = []
+    for block in seq.blocks:
+        for b in block.bindings:
+            read_vars(b.value, used)
+            bound.add(b.var)
+    read_vars(seq.body, used)
+    seen: set = set()
+    out = []
+    # A var read before its binding in this scope cannot happen in a well-formed SeqExpr, so
+    # filtering bound vars afterwards is exact.
+    for v in used:
+        if v not in bound and v not in seen:
+            seen.add(v)
+            out.append(v)
+    return out
+
+
+def is_dataflow_block(block) -> bool:
+    return isinstance(block, DataflowBlock)
+
+
+def is_dataflow_var(var) -> bool:
+    return isinstance(var, DataflowVar)

@@ -1,0 +1,200 @@
+"""More elementwise math: clip, inverse/hyperbolic trigonometry, rounding, checks, modular arithmetic, fma."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from retrograd.errors import KernelError
+from retrograd.ir.struct_info import PrimStructInfo, TensorStructInfo, is_int_dtype
+from retrograd.ops.api import R
+from retrograd.ops.elementwise import _binary, _guarded, _infer_binary, _infer_unary, _unary, _wrap, scalar
+from retrograd.ops.registry import Arg, InferCtx, no_gradient, register
+
+# -- clip ---------------------------------------------------------------------------------------
+
+
+def _infer_clip(ctx: InferCtx) -> TensorStructInfo:
+    x = ctx.tensor(0)
+    for i in (1, 2):
+        if not isinstance(ctx.sinfo[i], PrimStructInfo):
+            raise ctx.error("expects a scalar prim value (R.prim_value or a number)", i)
+    return x
+
+
+def _clip(x, min, max):
+    # TVM computes max(min(x, hi), lo) in x's dtype: the bounds are cast to it first.
+    lo, hi = np.asarray(min).astype(x.dtype), np.asarray(max).astype(x.dtype)
+    return np.asarray(np.maximum(np.minimum(x, hi), lo), dtype=x.dtype)
+
+
+def _clip_grad(call, out, g):
+    # PyTorch's clamp: the gradient passes where min <= x <= max (both ends inclusive), which is
+    # exactly where the result equals x; this also holds for bounds known only at run time.
+    return [R.where(R.equal(out, call.args[0]), g, scalar(0, out)), None, None]
+
+
+clip = register(
+    "relax.clip", ("x", Arg("min", "prim"), Arg("max", "prim")), infer=_infer_clip, kernel=_clip, grad=_clip_grad
+)
+
+# -- unary math ---------------------------------------------------------------------------------
+
+
+def _one(x):
+    return scalar(1, x)
+
+
+acos = _unary(
+    "acos", _guarded(np.arccos),
+    lambda c, o, g: [R.negative(R.divide(g, R.sqrt(R.subtract(_one(o), R.multiply(c.args[0], c.args[0])))))],
+)
+acosh = _unary(
+    "acosh", _guarded(np.arccosh),
+    lambda c, o, g: [R.divide(g, R.sqrt(R.subtract(R.multiply(c.args[0], c.args[0]), _one(o))))],
+)
+asin = _unary(
+    "asin", _guarded(np.arcsin),
+    lambda c, o, g: [R.divide(g, R.sqrt(R.subtract(_one(o), R.multiply(c.args[0], c.args[0]))))],
+)
+asinh = _unary(
+    "asinh", _wrap(np.arcsinh), lambda c, o, g: [R.divide(g, R.sqrt(R.add(R.multiply(c.args[0], c.args[0]), _one(o))))]
+)
+atan = _unary("atan", _wrap(np.arctan), lambda c, o, g: [R.divide(g, R.add(_one(o), R.multiply(c.args[0], c.args[0])))])
+atanh = _unary(
+    "atanh", _guarded(np.arctanh), lambda c, o, g: [R.divide(g, R.subtract(_one(o), R.multiply(c.args[0], c.args[0])))]
+)
+cosh = _unary("cosh", _guarded(np.cosh), lambda c, o, g: [R.multiply(g, R.sinh(c.args[0]))])
+sinh = _unary("sinh", _guarded(np.sinh), lambda c, o, g: [R.multiply(g, R.cosh(c.args[0]))])
+tan = _unary("tan", _wrap(np.tan), lambda c, o, g: [R.multiply(g, R.add(_one(o), R.multiply(o, o)))])
+
+
+def _rsqrt(x):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.asarray(1 / np.sqrt(x), dtype=x.dtype)
+
+
+rsqrt = _unary(
+    "rsqrt", _rsqrt, lambda c, o, g: [R.multiply(R.multiply(scalar(-0.5, o), g), R.multiply(o, R.multiply(o, o)))]
+)
+square = _unary(
+    "square", _wrap(np.square), lambda c, o, g: [R.multiply(R.multiply(scalar(2, o), g), c.args[0])], infer=_infer_unary,
+    inplace=np.square,
+)
+
+
+def _zero_grad(call, out, g):
+    """Piecewise-constant ops (floor, sign, ...): a zero gradient, as PyTorch gives (TVM has no rule)."""
+    return [R.zeros_like(call.args[0])]
+
+
+def _int_safe(ufunc):
+    """Rounding ops are the identity on integers (NumPy's ceil would turn them into floats)."""
+
+    def kernel(x):
+        return np.array(x, copy=True) if x.dtype.kind in "iub" else np.asarray(ufunc(x))
+
+    kernel.__name__ = ufunc.__name__
+    return kernel
+
+
+ceil = _unary("ceil", _int_safe(np.ceil), _zero_grad, infer=_infer_unary)
+floor = _unary("floor", _int_safe(np.floor), _zero_grad, infer=_infer_unary)
+# TVM lowers round to nearbyint: halves go to the even neighbour, as np.round and torch.round do.
+round = _unary("round", _int_safe(np.round), _zero_grad, infer=_infer_unary)
+trunc = _unary("trunc", _int_safe(np.trunc), _zero_grad, infer=_infer_unary)
+sign = _unary("sign", _wrap(np.sign), _zero_grad, infer=_infer_unary)
+
+
+def _infer_check(ctx: InferCtx) -> TensorStructInfo:
+    x = ctx.tensor(0)
+    return TensorStructInfo(x.shape, "bool", x.ndim)
+
+
+isfinite = _unary("isfinite", _wrap(np.isfinite), no_gradient, infer=_infer_check)
+isinf = _unary("isinf", _wrap(np.isinf), no_gradient, infer=_infer_check)
+isnan = _unary("isnan", _wrap(np.isnan), no_gradient, infer=_infer_check)
+
+# -- binary math --------------------------------------------------------------------------------
+
+
+def _atan2_grad(call, out, g):
+    y, x = call.args
+    denom = R.add(R.multiply(y, y), R.multiply(x, x))
+    return [R.divide(R.multiply(g, x), denom), R.negative(R.divide(R.multiply(g, y), denom))]
+
+
+def _no_int_zero(name, fn):
+    """Integer division by zero is an error (NumPy would warn and give 0); floats give inf/nan as TVM."""
+
+    def kernel(a, b):
+        if is_int_dtype(str(a.dtype)) and np.any(b == 0):
+            raise KernelError(f"R.{name}: integer division by zero")
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.asarray(fn(a, b))
+
+    kernel.__name__ = name
+    return kernel
+
+
+def _log_add_exp_grad(call, out, g):
+    x1, x2 = call.args
+    return [R.multiply(g, R.exp(R.subtract(x1, out))), R.multiply(g, R.exp(R.subtract(x2, out)))]
+
+
+def _mod_grad(quotient):
+    """x1 - q(x1 / x2) * x2: d/dx1 = 1, d/dx2 = -q(x1 / x2) (PyTorch's fmod/remainder rules)."""
+
+    def grad(call, out, g):
+        x1, x2 = call.args
+        return [g, R.negative(R.multiply(g, quotient(R.divide(x1, x2))))]
+
+    return grad
+
+
+def _floor_divide_grad(call, out, g):
+    # Piecewise constant: zero gradients, as PyTorch's floor_divide (TVM has no rule).
+    return [R.zeros_like(call.args[0]), R.zeros_like(call.args[1])]
+
+
+atan2 = _binary("atan2", np.arctan2, _atan2_grad)
+floor_divide = register(
+    "relax.floor_divide", ("x1", "x2"), infer=_infer_binary(None),
+    kernel=_no_int_zero("floor_divide", np.floor_divide), grad=_floor_divide_grad,
+)
+# TVM's mod truncates (C fmod: the sign of x1); floor_mod floors (Python's %: the sign of x2).
+mod = register(
+    "relax.mod", ("x1", "x2"), infer=_infer_binary(None), kernel=_no_int_zero("mod", np.fmod), grad=_mod_grad(R.trunc)
+)
+floor_mod = register(
+    "relax.floor_mod", ("x1", "x2"), infer=_infer_binary(None),
+    kernel=_no_int_zero("floor_mod", np.mod), grad=_mod_grad(R.floor),
+)
+log_add_exp = _binary("log_add_exp", np.logaddexp, _log_add_exp_grad)
+
+
+def _infer_fma(ctx: InferCtx) -> TensorStructInfo:
+    # TVM: no broadcasting; the three ndims, shapes and dtypes must agree.
+    xs = [ctx.tensor(i) for i in range(3)]
+    dtypes = {x.dtype for x in xs if x.dtype}
+    if len(dtypes) > 1:
+        raise ctx.error(f"dtypes {', '.join(x.dtype for x in xs)} must be equal")
+    ndims = {x.ndim for x in xs if x.ndim != -1}
+    if len(ndims) > 1:
+        raise ctx.error("the three arguments must have the same number of dimensions")
+    dtype = dtypes.pop() if dtypes else ""
+    shapes = [x.shape for x in xs]
+    if all(s is not None for s in shapes):
+        for a, b, c in zip(*shapes):
+            if not a == b == c:
+                raise ctx.error("the three arguments must have the same shape")
+        return TensorStructInfo(shapes[0], dtype)
+    return TensorStructInfo(None, dtype, ndims.pop() if ndims else -1)
+
+
+ewise_fma = register(
+    "relax.ewise_fma",
+    ("x1", "x2", "x3"),
+    infer=_infer_fma,
+    kernel=lambda x1, x2, x3: np.asarray(x1 * x2 + x3),
+    grad=lambda c, o, g: [R.multiply(g, c.args[1]), R.multiply(g, c.args[0]), g],
+)

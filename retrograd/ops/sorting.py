@@ -1,0 +1,209 @@
+"""Sorting and searching: sort, argsort, topk, argmax, argmin, bucketize."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from retrograd.errors import KernelError
+from retrograd.ir.expr import TupleGetItem
+from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo
+from retrograd.ops import attr_types as at
+from retrograd.ops.api import R
+from retrograd.ops.reduce import axes_of
+from retrograd.ops.registry import Attr, InferCtx, no_gradient, register
+
+
+def _axis(ctx: InferCtx, x: TensorStructInfo) -> int | None:
+    if x.ndim == -1:
+        return None
+    (axis,) = axes_of(ctx, (ctx.attrs["axis"],), x.ndim)
+    return axis
+
+
+def _order(x, axis, descending):
+    """Stable ascending order; descending keeps equal elements in index order too (as a stable sort)."""
+    if not descending:
+        return np.argsort(x, axis=axis, kind="stable")
+    n = x.shape[axis]
+    flipped = np.flip(x, axis)
+    return n - 1 - np.flip(np.argsort(flipped, axis=axis, kind="stable"), axis)
+
+
+# -- sort, argsort --------------------------------------------------------------------------------
+
+
+def _infer_sort(ctx: InferCtx) -> TensorStructInfo:
+    x = ctx.tensor(0)
+    _axis(ctx, x)
+    return x
+
+
+def _sort(data, axis=-1, descending=False):
+    return np.take_along_axis(data, _order(data, axis, descending), axis)
+
+
+def _sort_grad(call, out, g):
+    # Each sorted element came from one input position: put g back there.
+    x = call.args[0]
+    order = R.argsort(x, axis=call.attrs["axis"], descending=call.attrs["descending"], dtype="int64")
+    return [R.scatter_elements(R.zeros_like(x), order, g, axis=call.attrs["axis"])]
+
+
+sort = register(
+    "relax.sort", ("x",), (Attr("axis", at.to_int, -1), Attr("descending", at.to_bool, False)),
+    infer=_infer_sort, kernel=_sort, grad=_sort_grad,
+)
+
+
+def _infer_argsort(ctx: InferCtx) -> TensorStructInfo:
+    x = ctx.tensor(0)
+    _axis(ctx, x)
+    return TensorStructInfo(x.shape, ctx.attrs["dtype"] or x.dtype, x.ndim)
+
+
+argsort = register(
+    "relax.argsort",
+    ("data",),
+    (Attr("axis", at.to_int, -1), Attr("descending", at.to_bool, False), Attr("dtype", at.to_opt_dtype, "int32")),
+    infer=_infer_argsort,
+    kernel=lambda data, axis=-1, descending=False, dtype="int32": _order(data, axis, descending).astype(dtype or data.dtype),
+    grad=no_gradient,
+)
+
+# -- topk ----------------------------------------------------------------------------------------
+
+
+def _k_of(k: int, n) -> object:
+    """TVM: k outside (0, n) keeps the whole axis."""
+    return k if k > 0 and (not isinstance(n, int) or k < n) else n
+
+
+def _infer_topk(ctx: InferCtx):
+    x = ctx.tensor(0)
+    axis = _axis(ctx, x)
+    idx_dtype = ctx.attrs["dtype"] or x.dtype
+    if x.shape is None:
+        vals, idxs = TensorStructInfo(None, x.dtype, x.ndim), TensorStructInfo(None, idx_dtype, x.ndim)
+    else:
+        shape = list(x.shape)
+        shape[axis] = _k_of(ctx.attrs["k"], shape[axis])
+        vals, idxs = TensorStructInfo(tuple(shape), x.dtype), TensorStructInfo(tuple(shape), idx_dtype)
+    ret = ctx.attrs["ret_type"]
+    return TupleStructInfo([vals, idxs]) if ret == "both" else vals if ret == "values" else idxs
+
+
+def _topk_order(data, k, axis, largest):
+    """Positions of the k largest (smallest) along axis, best first, ties by lower index (the stable
+    order). For small k, argpartition finds the k-th key and only k elements per row get sorted."""
+    n = data.shape[axis]
+    if 4 * k >= n:
+        return np.take(_order(data, axis, descending=largest), np.arange(k), axis=axis)
+    x = np.moveaxis(data, axis, -1)
+    # A key whose ascending order is the wanted order (~ reverses integers and bools without overflow).
+    key = (-x if x.dtype.kind == "f" else ~x) if largest else x
+    kth = np.take_along_axis(key, np.argpartition(key, k - 1, axis=-1)[..., k - 1 : k], -1)
+    better, tied = key < kth, key == kth
+    # Every element better than the k-th, then the first ties in index order: exactly k per row.
+    room = k - better.sum(-1, keepdims=True)
+    chosen = better | (tied & (np.cumsum(tied, axis=-1) <= room))
+    order = np.nonzero(chosen)[-1].reshape(x.shape[:-1] + (k,))
+    order = np.take_along_axis(order, np.argsort(np.take_along_axis(key, order, -1), axis=-1, kind="stable"), -1)
+    return np.moveaxis(order, -1, axis)
+
+
+def _topk(data, k=1, axis=-1, ret_type="both", largest=True, dtype="int32"):
+    axis %= data.ndim
+    idx = _topk_order(data, _k_of(k, data.shape[axis]), axis, largest)
+    vals = np.take_along_axis(data, idx, axis)
+    idx = idx.astype(dtype or data.dtype)
+    return (vals, idx) if ret_type == "both" else vals if ret_type == "values" else idx
+
+
+def _topk_grad(call, out, g):
+    x = call.args[0]
+    attrs = dict(call.attrs)
+    ret = attrs["ret_type"]
+    if ret == "indices":
+        return [None]
+    if ret == "both":
+        indices, g = TupleGetItem(out, 1), TupleGetItem(g, 0)
+    else:
+        indices = R.topk(x, **{**attrs, "ret_type": "indices"})
+    return [R.scatter_elements(R.zeros_like(x), indices, g, axis=attrs["axis"])]
+
+
+topk = register(
+    "relax.topk",
+    ("data",),
+    (
+        Attr("k", at.to_int, 1),
+        Attr("axis", at.to_int, -1),
+        Attr("ret_type", at.one_of("both", "values", "indices"), "both"),
+        Attr("largest", at.to_bool, True),
+        Attr("dtype", at.to_opt_dtype, "int32"),
+    ),
+    infer=_infer_topk,
+    kernel=_topk,
+    grad=_topk_grad,
+)
+
+# -- argmax, argmin ------------------------------------------------------------------------------
+
+
+def _infer_arg_extremum(ctx: InferCtx) -> TensorStructInfo:
+    x = ctx.tensor(0)
+    axis, keepdims = ctx.attrs["axis"], ctx.attrs["keepdims"]
+    if x.ndim == -1:
+        return TensorStructInfo(() if axis is None and not keepdims else None, "int64", 0 if axis is None and not keepdims else -1)
+    if axis is not None:
+        (axis,) = axes_of(ctx, (axis,), x.ndim)
+    if x.shape is None:
+        return TensorStructInfo(None, "int64", x.ndim if keepdims else (x.ndim - 1 if axis is not None else 0))
+    if axis is None:
+        return TensorStructInfo((1,) * x.ndim if keepdims else (), "int64")
+    shape = x.shape[:axis] + ((1,) if keepdims else ()) + x.shape[axis + 1 :]
+    return TensorStructInfo(shape, "int64")
+
+
+def _arg_extremum(name, fn):
+    def kernel(x, axis=None, keepdims=False):
+        if x.size == 0 or (axis is not None and x.shape[axis] == 0):
+            raise KernelError(f"R.{name}: empty reduction over a tensor shaped {x.shape}")
+        # The first occurrence of the extremum, as TVM and NumPy pick.
+        return np.asarray(fn(x, axis=axis, keepdims=keepdims)).astype("int64")
+
+    return kernel
+
+
+_ARG_ATTRS = (Attr("axis", at.to_opt_int, None), Attr("keepdims", at.to_bool, False))
+argmax = register(
+    "relax.argmax", ("x",), _ARG_ATTRS, infer=_infer_arg_extremum, kernel=_arg_extremum("argmax", np.argmax), grad=no_gradient
+)
+argmin = register(
+    "relax.argmin", ("x",), _ARG_ATTRS, infer=_infer_arg_extremum, kernel=_arg_extremum("argmin", np.argmin), grad=no_gradient
+)
+
+# -- bucketize -----------------------------------------------------------------------------------
+
+
+def _infer_bucketize(ctx: InferCtx) -> TensorStructInfo:
+    x, b = ctx.tensor(0), ctx.tensor(1)
+    if b.ndim not in (1, -1):
+        raise ctx.error(f"boundaries must be 1-D, got ndim {b.ndim}", 1)
+    return TensorStructInfo(x.shape, "int32" if ctx.attrs["out_int32"] else "int64", x.ndim)
+
+
+def _bucketize(input_tensor, boundaries, out_int32=False, right=False):
+    # PyTorch's convention (TVM follows it): right=False counts boundaries < x, right=True boundaries <= x.
+    side = "right" if right else "left"
+    return np.asarray(np.searchsorted(boundaries, input_tensor, side=side)).astype("int32" if out_int32 else "int64")
+
+
+bucketize = register(
+    "relax.bucketize",
+    ("input_tensor", "boundaries"),
+    (Attr("out_int32", at.to_bool, False), Attr("right", at.to_bool, False)),
+    infer=_infer_bucketize,
+    kernel=_bucketize,
+    grad=no_gradient,
+)

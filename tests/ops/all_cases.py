@@ -1,0 +1,9 @@
+"""Every OpCase list in one place: the op-parametrized tests (gradients, aliasing, coverage) run them all."""
+
+from __future__ import annotations
+
+from cases_core import CASES as CORE_CASES
+from cases_math import CASES as MATH_CASES
+from cases_nn import CASES as NN_CASES
+
+ALL_CASES = CORE_CASES + NN_CASES + MATH_CASES
