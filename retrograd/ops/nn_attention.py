@@ -172,5 +172,4 @@ dropout = register(
     kernel=dropout_kernels.dropout,
     grad=_dropout_grad,
     print_omit={"training": False, "seed": 0},
-    aliases=(0,),  # inference returns the data itself
 )

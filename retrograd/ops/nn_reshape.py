@@ -88,7 +88,8 @@ def _batch_flatten(data):
     x = np.asarray(data)
     if x.ndim < 2:
         raise KernelError(f"batch_flatten: expects at least 2 dimensions, got shape {x.shape}")
-    return x.reshape(x.shape[0], -1)
+    # A fresh buffer (a view would need a layout rule in retrograd.analysis).
+    return np.array(x.reshape(x.shape[0], -1), order="C", copy=True)
 
 
 def _batch_flatten_grad(call, out, g):
@@ -104,5 +105,4 @@ batch_flatten = register(
     infer=_infer_batch_flatten,
     kernel=_batch_flatten,
     grad=_batch_flatten_grad,
-    aliases=(0,),  # a view of contiguous data
 )

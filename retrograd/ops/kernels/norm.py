@@ -255,7 +255,7 @@ def batch_norm(data, gamma, beta, moving_mean, moving_var, *, axis, epsilon=1e-5
         s, shift = s * g, shift * g
     if b is not None:
         shift = shift + b
-    out = x * s
+    out = np.multiply(x, s, order="C")
     out += shift
     return out, np.array(moving_mean, copy=True), np.array(moving_var, copy=True)
 

@@ -36,12 +36,13 @@ def pad(data, *, pad_width, pad_value=0.0, pad_mode="constant"):
     widths = _widths("pad", x.ndim, pad_width)
     if pad_mode == "constant":
         crop = tuple(slice(max(0, -b), x.shape[i] - max(0, -a)) for i, (b, a) in enumerate(widths))
-        return np.pad(x[crop], [(max(0, b), max(0, a)) for b, a in widths], constant_values=x.dtype.type(pad_value))
+        out = np.pad(x[crop], [(max(0, b), max(0, a)) for b, a in widths], constant_values=x.dtype.type(pad_value))
+        return np.ascontiguousarray(out)
     out = x
     for axis, (b, a) in enumerate(widths):
         if b or a:
             out = np.take(out, source_index(x.shape[axis], b, a, pad_mode), axis=axis)
-    return out if out is not x else x.copy()
+    return np.ascontiguousarray(out) if out is not x else np.array(x, order="C", copy=True)
 
 
 def pad_backward(output_grad, data, *, pad_width, pad_value=0.0, pad_mode="constant"):

@@ -16,7 +16,8 @@ GELU_TANH_A = 0.044715
 
 
 def _float(op, x):
-    x = np.asarray(x)
+    # C order in, so every elementwise result comes out in C order (retrograd.analysis relies on it).
+    x = np.ascontiguousarray(x)
     check_float(op, "data", x)
     return x
 

@@ -1,5 +1,6 @@
-"""Separable resampling: image resizing (nearest, linear, cubic; TVM's coordinate transformations) as one
-(out, in) interpolation matrix per spatial axis, applied by contraction (adaptive pooling shares this)."""
+"""Separable resampling: image resizing (nearest, linear, cubic; TVM's coordinate transformations) as a few
+weighted taps per output along each spatial axis (gathers forward, segmented sums backward), and dense
+per-axis matrices applied by contraction (adaptive pooling)."""
 
 from __future__ import annotations
 
@@ -54,18 +55,14 @@ def _cubic_weights(t, a):
     return [far(t + 1), near(t), near(1 - t), far(2 - t)]
 
 
-def resize_matrix(size, out, method="linear", mode="half_pixel", rounding="round", cubic_alpha=-0.75,
-                  cubic_exclude=0, dtype="float64"):
-    """(out, size) interpolation matrix of one axis."""
+def axis_taps(size, out, method="linear", mode="half_pixel", rounding="round", cubic_alpha=-0.75, cubic_exclude=0):
+    """One axis's interpolation as taps: [(input index per output, weight per output)], indices clipped
+    into range and non-decreasing along the output."""
     if method not in METHODS:
         raise KernelError(f"resize: method must be one of {METHODS}, got {method!r}")
     x = source_coords(size, out, mode)
-    m = np.zeros((out, size))
-    rows = np.arange(out)
     if method == "nearest_neighbor":
-        idx = np.clip(_round(x, rounding).astype(np.int64), 0, size - 1)
-        m[rows, idx] = 1.0
-        return m.astype(dtype)
+        return [(np.clip(_round(x, rounding).astype(np.int64), 0, size - 1), np.ones(out))]
     x0 = np.floor(x)
     t = x - x0
     x0 = x0.astype(np.int64)
@@ -77,9 +74,54 @@ def resize_matrix(size, out, method="linear", mode="half_pixel", rounding="round
         weights = [np.where((i >= 0) & (i < size), w, 0.0) for i, w in zip(taps, weights)]
         total = sum(weights)
         weights = [w / total for w in weights]
-    for i, w in zip(taps, weights):
-        np.add.at(m, (rows, np.clip(i, 0, size - 1)), w)
+    return [(np.clip(i, 0, size - 1), w) for i, w in zip(taps, weights)]
+
+
+def resize_matrix(size, out, method="linear", mode="half_pixel", rounding="round", cubic_alpha=-0.75,
+                  cubic_exclude=0, dtype="float64"):
+    """(out, size) interpolation matrix of one axis (the taps, densely)."""
+    m = np.zeros((out, size))
+    rows = np.arange(out)
+    for idx, w in axis_taps(size, out, method, mode, rounding, cubic_alpha, cubic_exclude):
+        np.add.at(m, (rows, idx), w)
     return m.astype(dtype)
+
+
+def _bcast(w, axis, ndim, dtype):
+    shape = [1] * ndim
+    shape[axis] = w.shape[0]
+    return w.astype(dtype).reshape(shape)
+
+
+def gather_axis(y, axis, taps):
+    """sum_k y[idx_k along axis] * w_k: the resize of one axis."""
+    out = None
+    for idx, w in taps:
+        part = np.take(y, idx, axis=axis)
+        part *= _bcast(w, axis, y.ndim, y.dtype)
+        out = part if out is None else np.add(out, part, out=out)
+    return out
+
+
+def scatter_axis(g, axis, taps, size):
+    """The adjoint of gather_axis: each input position sums the weighted gradients of the outputs that
+    read it. The indices are non-decreasing, so the outputs reading one input form a run; the t-th
+    element of every run is gathered at once (runs are short: about the upsampling factor)."""
+    shape = list(g.shape)
+    shape[axis] = size
+    dx = np.zeros(shape, g.dtype)
+    where = [slice(None)] * g.ndim
+    for idx, w in taps:
+        starts = np.flatnonzero(np.r_[True, idx[1:] != idx[:-1]])
+        lengths = np.diff(np.r_[starts, idx.size])
+        for t in range(int(lengths.max())):
+            keep = lengths > t
+            pos = starts[keep] + t
+            part = np.take(g, pos, axis=axis)
+            part *= _bcast(w[pos], axis, g.ndim, g.dtype)
+            where[axis] = idx[starts[keep]]
+            dx[tuple(where)] += part
+    return dx
 
 
 def apply_axes(y: np.ndarray, mats) -> np.ndarray:
@@ -117,9 +159,10 @@ def resize(data, size, *, roi=None, layout, method="linear", coordinate_transfor
     sizes = tuple(int(v) for v in np.atleast_1d(size))
     if len(sizes) != len(spatial) or min(sizes) < 1:
         raise KernelError(f"{op}: size must be {len(spatial)} positive ints, got {size!r}")
-    mats = [resize_matrix(n_in, n_out, method, coordinate_transformation_mode, rounding_method, cubic_alpha,
-                          cubic_exclude, y.dtype) for n_in, n_out in zip(y.shape[2:], sizes)]
-    y = apply_axes(y, mats)
+    args = (method, coordinate_transformation_mode, rounding_method, cubic_alpha, cubic_exclude)
+    # Shrinking axes first: every later pass then works on less data.
+    for j in sorted(range(len(sizes)), key=lambda j: sizes[j] / y.shape[2 + j]):
+        y = gather_axis(y, 2 + j, axis_taps(y.shape[2 + j], sizes[j], *args))
     dtype = x.dtype if out_dtype in (None, "", "void") else np.dtype(out_dtype)
     return np.ascontiguousarray(to_layout(op, y, canon, layout)).astype(dtype, copy=False)
 
@@ -137,6 +180,8 @@ def resize_backward(output_grad, data, *, roi=None, layout, method="linear",
     g = to_layout(op, np.asarray(output_grad), layout, canon).astype(x.dtype, copy=False)
     if g.shape[:2] != xs[:2] or g.ndim != len(xs):
         raise KernelError(f"{op}: output_grad {g.shape} does not match the data {xs} (in {canon} order)")
-    mats = [resize_matrix(n_in, n_out, method, coordinate_transformation_mode, rounding_method, cubic_alpha,
-                          cubic_exclude, x.dtype).T for n_in, n_out in zip(xs[2:], g.shape[2:])]
-    return np.ascontiguousarray(to_layout(op, apply_axes(g, mats), canon, layout))
+    args = (method, coordinate_transformation_mode, rounding_method, cubic_alpha, cubic_exclude)
+    # Shrinking (output-to-input) axes first.
+    for j in sorted(range(len(xs) - 2), key=lambda j: xs[2 + j] / g.shape[2 + j]):
+        g = scatter_axis(g, 2 + j, axis_taps(xs[2 + j], g.shape[2 + j], *args), xs[2 + j])
+    return np.ascontiguousarray(to_layout(op, g, canon, layout))
