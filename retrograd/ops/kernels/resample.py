@@ -105,12 +105,18 @@ def gather_axis(y, axis, taps):
 
 def scatter_axis(g, axis, taps, size):
     """The adjoint of gather_axis: each input position sums the weighted gradients of the outputs that
-    read it. The indices are non-decreasing, so the outputs reading one input form a run; the t-th
-    element of every run is gathered at once (runs are short: about the upsampling factor)."""
+    read it. Along the last axis that is one GEMM with the (small) transposed matrix; along another, the
+    outputs reading one input form a run (the indices are non-decreasing), and the t-th element of every
+    run is gathered at once (runs are about as long as the upsampling factor)."""
+    if axis == g.ndim - 1:
+        m = np.zeros((size, taps[0][0].size), g.dtype)
+        for idx, w in taps:
+            np.add.at(m, (idx, np.arange(idx.size)), w)
+        return (np.ascontiguousarray(g).reshape(-1, g.shape[-1]) @ m.T).reshape(g.shape[:-1] + (size,))
     shape = list(g.shape)
     shape[axis] = size
     dx = np.zeros(shape, g.dtype)
-    where = [slice(None)] * g.ndim
+    lead = (slice(None),) * axis
     for idx, w in taps:
         starts = np.flatnonzero(np.r_[True, idx[1:] != idx[:-1]])
         lengths = np.diff(np.r_[starts, idx.size])
@@ -119,8 +125,11 @@ def scatter_axis(g, axis, taps, size):
             pos = starts[keep] + t
             part = np.take(g, pos, axis=axis)
             part *= _bcast(w[pos], axis, g.ndim, g.dtype)
-            where[axis] = idx[starts[keep]]
-            dx[tuple(where)] += part
+            targets = idx[starts[keep]]
+            if targets[-1] - targets[0] + 1 == targets.size:  # a contiguous range: a slice, not a gather
+                dx[lead + (slice(targets[0], targets[-1] + 1),)] += part
+            else:
+                dx[lead + (targets,)] += part
     return dx
 
 
