@@ -1,8 +1,7 @@
-"""nn.adaptive_avg_pool1d/2d/3d (TVM's bins: [floor(i * n / out), ceil((i + 1) * n / out))).
+"""nn.adaptive_avg_pool1d/2d/3d over TVM's bins [floor(i * n / out), ceil((i + 1) * n / out))."""
 
-The op is linear and separable: its gradient contracts g with each axis's averaging matrix (constants),
-so every order of differentiation works.
-"""
+# The op is linear and separable: its gradient contracts g with each axis's averaging matrix (constants),
+# so every order of differentiation works.
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
-"""nn.attention and nn.attention_bias (TVM's (batch, seq, heads, head_dim) layout) with the fused
-grad.attention_backward, and nn.dropout.
+"""nn.attention and nn.attention_bias (TVM's (B, S, N, H) layout) with grad.attention_backward, and nn.dropout."""
 
-Gradients (TVM has none): attention's, from recomputed probabilities, for query, key, value and bias.
-Second-order gradients through grad.attention_backward are not provided (a clear error of the pass).
-"""
+# Gradients (TVM has none): attention's, from recomputed probabilities, for query, key, value and bias.
+# Second-order gradients through grad.attention_backward are not provided (a clear error of the pass).
 
 from __future__ import annotations
 

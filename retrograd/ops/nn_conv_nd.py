@@ -1,10 +1,8 @@
-"""1-D and 3-D convolutions: nn.conv1d, nn.conv1d_transpose, nn.conv3d, nn.conv3d_transpose (TVM's
-attributes, inference, kernels, gradients).
+"""1-D and 3-D convolutions and their transposes: TVM's attributes, inference, kernels, gradients."""
 
-The gradients are TVM's conv2d formulation in n dimensions: the data gradient is the transposed
-convolution of g (output_padding restores what the strides dropped), the weight gradient a convolution
-of the data (read as C N spatial) with g (read as an I O spatial kernel), strides and dilation swapped.
-"""
+# The gradients are TVM's conv2d formulation in n dimensions: the data gradient is the transposed
+# convolution of g (output_padding restores what the strides dropped), the weight gradient a convolution
+# of the data (read as C N spatial) with g (read as an I O spatial kernel), strides and dilation swapped.
 
 from __future__ import annotations
 

@@ -1,8 +1,7 @@
-"""image.resize2d and image.resize3d (TVM's attributes; nearest, linear and cubic methods).
+"""image.resize2d and image.resize3d (TVM's attributes; nearest, linear and cubic methods)."""
 
-Resizing is linear and separable: grad.resize2d_backward / resize3d_backward contract g with each
-axis's transposed interpolation matrix; their own adjoint is the resize, so every order works. tf_crop_and_resize (roi) is not supported by the kernel.
-"""
+# Resizing is linear and separable: grad.resize2d_backward / resize3d_backward contract g with each
+# axis's transposed interpolation matrix; their own adjoint is the resize, so every order works. tf_crop_and_resize (roi) is not supported by the kernel.
 
 from __future__ import annotations
 

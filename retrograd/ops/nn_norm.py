@@ -1,12 +1,10 @@
-"""Normalization ops: nn.layer_norm, nn.rms_norm, nn.group_norm, nn.instance_norm, nn.batch_norm, with
-fused backward ops (grad.*_norm_backward) returning every argument's gradient at once.
+"""Normalization ops (layer, RMS, group, instance, batch norm) and their fused grad.*_norm_backward ops."""
 
-Gradient conventions (TVM has no rules for these): PyTorch's, with two TVM-specific points: center=False
-/ scale=False leave beta / gamma out of the computation (they get no gradient), and batch_norm's
-moving statistics are updated with the biased batch variance (TVM's definition; PyTorch uses the
-unbiased one), so their gradients follow that. Second-order gradients through the backward ops are
-not supported (their rule is absent, a clear error of the Gradient pass).
-"""
+# Gradient conventions (TVM has no rules for these): PyTorch's, with two TVM-specific points: center=False
+# / scale=False leave beta / gamma out of the computation (they get no gradient), and batch_norm's
+# moving statistics are updated with the biased batch variance (TVM's definition; PyTorch uses the
+# unbiased one), so their gradients follow that. Second-order gradients through the backward ops are
+# not supported (their rule is absent, a clear error of the Gradient pass).
 
 from __future__ import annotations
 

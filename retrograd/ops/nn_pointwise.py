@@ -1,9 +1,7 @@
-"""Pointwise activations: nn.gelu_tanh, nn.leakyrelu, nn.prelu, nn.selu, nn.softplus (inference, kernels,
-gradients).
+"""Pointwise activations: nn.gelu_tanh, nn.leakyrelu, nn.prelu, nn.selu, nn.softplus."""
 
-Gradients (TVM has none) follow PyTorch: at x == 0 leakyrelu, prelu and selu take their negative-side
-slope; softplus switches to the identity where beta * x > threshold.
-"""
+# Gradients (TVM has none) follow PyTorch: at x == 0 leakyrelu, prelu and selu take their negative-side
+# slope; softplus switches to the identity where beta * x > threshold.
 
 from __future__ import annotations
 

@@ -1,9 +1,7 @@
-"""1-D and 3-D pooling: nn.max_pool1d, nn.avg_pool1d, nn.max_pool3d, nn.avg_pool3d (TVM's attributes and
-defaults: avg_pool1d/3d count padding by default), with grad.max_pool3d_backward / avg_pool3d_backward.
+"""1-D and 3-D max/avg pooling (TVM's attributes and defaults) with the 3-D backward ops."""
 
-1-D gradients are the 2-D backward ops over a unit H axis; 3-D ones have their own backward ops.
-Second order: avg_pool3d_backward is linear (its adjoint is avg_pool3d); max_pool3d_backward has no rule.
-"""
+# 1-D gradients are the 2-D backward ops over a unit H axis; 3-D ones have their own backward ops.
+# Second order: avg_pool3d_backward is linear (its adjoint is avg_pool3d); max_pool3d_backward has no rule.
 
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
-"""image.affine_grid and image.grid_sample (TVM's (N, 2, H_out, W_out) grids) with grad.grid_sample_backward.
+"""image.affine_grid and image.grid_sample (TVM's (N, 2, H_out, W_out) grids) with grad.grid_sample_backward."""
 
-affine_grid is linear in theta: its gradient contracts g with the constant coordinate basis. grid_sample
-(bilinear, nearest; zeros and border padding) differentiates in both the data and the grid (PyTorch's
-convention: nearest gives the grid no gradient). Second order through grid_sample_backward is not provided.
-"""
+# affine_grid is linear in theta: its gradient contracts g with the constant coordinate basis. grid_sample
+# (bilinear, nearest; zeros and border padding) differentiates in both the data and the grid (PyTorch's
+# convention: nearest gives the grid no gradient). Second order through grid_sample_backward is not provided.
 
 from __future__ import annotations
 

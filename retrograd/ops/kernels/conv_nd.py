@@ -1,5 +1,6 @@
-"""1-D and 3-D convolutions and their adjoints on top of the 2-D kernels: conv1d inserts a unit H axis,
-conv3d loops over the depth taps with the depth folded into the batch."""
+"""1-D and 3-D convolutions and their adjoints on top of the 2-D kernels."""
+
+# conv1d inserts a unit H axis; conv3d loops over the depth taps with the depth folded into the batch.
 
 from __future__ import annotations
 

@@ -1,9 +1,8 @@
-"""Normalization kernels (layer, RMS, group, instance, batch norm) and their fused backward passes.
+"""Normalization kernels (layer, RMS, group, instance, batch norm) and their fused backward passes."""
 
-Every norm is one computation on a view of the data: statistics over `stat_axes`, then an optional
-per-element scale/shift broadcast from `gamma`/`beta` (already reshaped to broadcast). Work goes in
-~1 MB chunks along a non-reduced axis so each pass over a chunk stays in cache.
-"""
+# Every norm is one computation on a view of the data: statistics over `stat_axes`, then an optional
+# per-element scale/shift broadcast from `gamma`/`beta` (already reshaped to broadcast). Work goes in
+# ~1 MB chunks along a non-reduced axis so each pass over a chunk stays in cache.
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""1-D and 3-D pooling on the 2-D kernels: 1-D inserts a unit H axis; 3-D combines 2-D pools of the depth
-taps (the divisor and the first-maximum order are separable)."""
+"""1-D and 3-D pooling on the 2-D kernels (a unit H axis; 2-D pools combined over depth taps)."""
+
+# The 3-D divisor and first-maximum order are separable: depth taps times 2-D windows.
 
 from __future__ import annotations
 

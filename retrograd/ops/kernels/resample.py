@@ -1,6 +1,4 @@
-"""Separable resampling: image resizing (nearest, linear, cubic; TVM's coordinate transformations) as a few
-weighted taps per output along each spatial axis (gathers forward, segmented sums backward), and dense
-per-axis matrices applied by contraction (adaptive pooling)."""
+"""Separable resampling: resize as per-axis taps (gathers, segmented sums), adaptive pooling as matrices."""
 
 from __future__ import annotations
 
