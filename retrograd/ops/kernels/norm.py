@@ -306,10 +306,49 @@ def _channel_affine(x3, s, t, g3=None, gs=None):
 # -- backward ops -------------------------------------------------------------------------------
 
 
+def _rows_backward(g, x, gamma, eps, centered):
+    """norm_backward over the last axis of 2-D (rows, K) data with a (K,) gamma: ~1 MB chunks of rows,
+    reductions as einsum contractions (no temporaries), scratch buffers reused across chunks."""
+    m, k = x.shape
+    dx = np.empty_like(x)
+    dgamma, dbeta = np.zeros(k), np.zeros(k)
+    size = max(1, (1 << 20) // max(1, k * x.itemsize))
+    xh, dxh = np.empty((size, k), x.dtype), np.empty((size, k), x.dtype)
+    for sl in plane_chunks(m, size):
+        p = sl.stop - sl.start
+        xs, gs, o, c, d = x[sl], g[sl], dx[sl], xh[:p], dxh[:p]
+        if centered:
+            np.subtract(xs, xs.mean(1, keepdims=True), out=c)
+        else:
+            c[...] = xs
+        rstd = (1.0 / np.sqrt(np.einsum("ij,ij->i", c, c) / k + eps)).astype(x.dtype)[:, None]
+        c *= rstd  # xhat
+        dgamma += np.einsum("ij,ij->j", gs, c)
+        dbeta += gs.sum(0)
+        np.multiply(gs, gamma, out=d)  # dxhat
+        np.multiply(c, (np.einsum("ij,ij->i", d, c) / k).astype(x.dtype)[:, None], out=o)
+        np.subtract(d, o, out=o)
+        if centered:
+            o -= d.mean(1, keepdims=True)
+        o *= rstd
+    return dx, dgamma.astype(x.dtype), dbeta.astype(x.dtype)
+
+
+def _trailing(x, ax) -> bool:
+    """Whether the axes are the trailing axes in order (the data is then (rows, K) with gamma (K,))."""
+    return tuple(ax) == tuple(range(x.ndim - len(ax), x.ndim))
+
+
 def layer_norm_backward(output_grad, data, gamma, *, axes, epsilon=1e-5, center=True, scale=True):
     """(d data, d gamma, d beta) of layer_norm for the cotangent output_grad."""
     x, ax, gb, _ = layer_norm_view("layer_norm_backward", data, gamma, None, axes, True, False)
     g = _grad(output_grad, x)
+    if _trailing(x, ax) and x.size:
+        k = int(np.prod([x.shape[a] for a in ax]))
+        gam = gb.reshape(k) if scale else np.ones(k, x.dtype)
+        dx, dg, db = _rows_backward(np.ascontiguousarray(g).reshape(-1, k), np.ascontiguousarray(x).reshape(-1, k),
+                                    gam, epsilon, True)
+        return dx.reshape(x.shape), dg.reshape(np.shape(gamma)), db.reshape(np.shape(gamma))
     dx, dg, db = norm_backward(g, x, ax, True, epsilon, gb if scale else np.ones_like(gb))
     shape = np.shape(gamma)
     return dx, _unview(dg, ax, shape), _unview(db, ax, shape)
@@ -332,7 +371,13 @@ def _grad(output_grad, x):
 def rms_norm_backward(output_grad, data, weight, *, axes=(-1,), epsilon=1e-5):
     """(d data, d weight) of rms_norm."""
     x, ax, gb, _ = layer_norm_view("rms_norm_backward", data, weight, None, axes, True, False)
-    dx, dg, _ = norm_backward(_grad(output_grad, x), x, ax, False, epsilon, gb)
+    g = _grad(output_grad, x)
+    if _trailing(x, ax) and x.size:
+        k = gb.size
+        dx, dg, _ = _rows_backward(np.ascontiguousarray(g).reshape(-1, k), np.ascontiguousarray(x).reshape(-1, k),
+                                   gb.reshape(k), epsilon, False)
+        return dx.reshape(x.shape), dg.reshape(np.shape(weight))
+    dx, dg, _ = norm_backward(g, x, ax, False, epsilon, gb)
     return dx, _unview(dg, ax, np.shape(weight))
 
 
