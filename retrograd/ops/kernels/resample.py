@@ -91,13 +91,27 @@ def _bcast(w, axis, ndim, dtype):
     return w.astype(dtype).reshape(shape)
 
 
-def gather_axis(y, axis, taps):
-    """sum_k y[idx_k along axis] * w_k: the resize of one axis."""
-    out = None
+def _last_axis_matrix(taps, size, dtype):
+    """The (size, out) matrix of an axis's taps, for a last-axis contraction as one GEMM."""
+    m = np.zeros((size, taps[0][0].size), dtype)
     for idx, w in taps:
-        part = np.take(y, idx, axis=axis)
-        part *= _bcast(w, axis, y.ndim, y.dtype)
-        out = part if out is None else np.add(out, part, out=out)
+        np.add.at(m, (idx, np.arange(idx.size)), w)
+    return m
+
+
+def gather_axis(y, axis, taps):
+    """sum_k y[idx_k along axis] * w_k: the resize of one axis (the last axis as one GEMM, others as row
+    gathers into one result buffer)."""
+    if axis == y.ndim - 1:
+        m = _last_axis_matrix(taps, y.shape[-1], y.dtype)
+        return (np.ascontiguousarray(y).reshape(-1, y.shape[-1]) @ m).reshape(y.shape[:-1] + (m.shape[1],))
+    out = np.take(y, taps[0][0], axis=axis)
+    out *= _bcast(taps[0][1], axis, y.ndim, y.dtype)
+    tmp = np.empty_like(out) if len(taps) > 1 else None
+    for idx, w in taps[1:]:
+        np.take(y, idx, axis=axis, out=tmp)
+        tmp *= _bcast(w, axis, y.ndim, y.dtype)
+        out += tmp
     return out
 
 
@@ -107,9 +121,7 @@ def scatter_axis(g, axis, taps, size):
     outputs reading one input form a run (the indices are non-decreasing), and the t-th element of every
     run is gathered at once (runs are about as long as the upsampling factor)."""
     if axis == g.ndim - 1:
-        m = np.zeros((size, taps[0][0].size), g.dtype)
-        for idx, w in taps:
-            np.add.at(m, (idx, np.arange(idx.size)), w)
+        m = _last_axis_matrix(taps, size, g.dtype)
         return (np.ascontiguousarray(g).reshape(-1, g.shape[-1]) @ m.T).reshape(g.shape[:-1] + (size,))
     shape = list(g.shape)
     shape[axis] = size
