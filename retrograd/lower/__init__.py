@@ -1,0 +1,5 @@
+"""Lowering for inspection: IR modules as readable Python source and as Graphviz graphs."""
+
+from retrograd.lower.python import lower_to_python
+
+__all__ = ["lower_to_python"]
