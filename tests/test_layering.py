@@ -21,7 +21,7 @@ RANK = {
     "analysis": 3,  # may not exist yet
     "parser": 4, "passes": 4, "runtime": 4,
     "lower": 5,
-    "cli": 6, "testing": 6, "__init__": 6,
+    "cli": 6, "testing": 6, "__init__": 6, "__main__": 6,
 }
 SIBLINGS = {"parser", "passes", "runtime"}
 
