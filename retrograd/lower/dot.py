@@ -6,9 +6,10 @@ import shutil
 import subprocess
 
 from retrograd.errors import DiagnosticError, NameError_
-from retrograd.ir.analysis import read_vars
 from retrograd.ir.expr import Call, Constant, Function, If, PrimValue, SeqExpr, ShapeExpr, StringImm, Tuple, TupleGetItem, Var
 from retrograd.ir.text import format_sinfo, op_script_name
+from retrograd.lower.kernel_refs import trampoline
+from retrograd.lower.python import walk
 
 FORWARD = "#dbe9f6"  # fill of forward bindings of an adjoint (and of every binding elsewhere)
 BACKWARD = "#fbe3d0"  # fill of the backward bindings of an adjoint
@@ -24,14 +25,18 @@ def _bindings(seq: SeqExpr):
     return [b for blk in seq.blocks for b in blk.bindings]
 
 
+def _reads(expr) -> list:
+    """The variables `expr` reads, those of nested branches included (a superset for an If), without recursion."""
+    return [e for e in walk(expr) if isinstance(e, Var)]
+
+
 def _forward_set(func: Function) -> set | None:
     """For an adjoint (`*_adjoint` returning (result, gradients)), the variables its original result needs."""
     body = func.body
     if not (isinstance(body.body, Tuple) and len(body.body.fields) >= 2):
         return None
     producers = {b.var: b.value for b in _bindings(body)}
-    need: list = []
-    read_vars(body.body.fields[0], need)
+    need = _reads(body.body.fields[0])
     seen: set = set()
     while need:
         v = need.pop()
@@ -40,7 +45,7 @@ def _forward_set(func: Function) -> set | None:
         seen.add(v)
         value = producers.get(v)
         if value is not None:
-            read_vars(value, need)
+            need += _reads(value)
     # What an If of the forward part binds inside its branches is forward too.
     stack = [value for v, value in producers.items() if v in seen and isinstance(value, If)]
     while stack:
@@ -63,8 +68,7 @@ def _recomputed(func: Function) -> set:
         for b in _bindings(seq):
             value = b.value
             name = getattr(value.op, "name", None) if isinstance(value, Call) else None
-            reads: list = []
-            read_vars(value, reads)
+            reads = _reads(value.cond) if isinstance(value, If) else _reads(value)
             if name == _START:
                 inside.add(b.var)
             elif name != _END and any(v in inside for v in reads):
@@ -118,7 +122,7 @@ class _FunctionGraph:
         g.lines.append(f"{ind}  label={_q(self.name)};")
         for p in self.func.params:
             self.node_of[p] = g.node(f"{p.name_hint}\n{self._shape(p)}", ind + "  ", shape="ellipse")
-        self.seq(self.func.body, ind + "  ")
+        trampoline(self.seq(self.func.body, ind + "  "))
         out = g.node("return", ind + "  ", shape="doublecircle")
         self.connect(self.func.body.body, out, ind + "  ")
         g.lines.append(f"{ind}}}")
@@ -153,11 +157,12 @@ class _FunctionGraph:
             style.update(style="filled,dashed,bold", color=RECOMPUTED, tooltip="recomputed by checkpointing")
         return style
 
-    def seq(self, seq: SeqExpr, ind: str) -> None:
+    def seq(self, seq: SeqExpr, ind: str):
+        """Generator (see trampoline) drawing a SeqExpr's bindings."""
         for b in _bindings(seq):
             value = b.value
             if isinstance(value, If):
-                self.branch_node(b, ind)
+                yield self.branch_node(b, ind)
                 continue
             if isinstance(value, Call):
                 what = op_script_name(value.op)
@@ -179,7 +184,8 @@ class _FunctionGraph:
             self.connect(value, nid, ind)
             self.node_of[b.var] = nid
 
-    def branch_node(self, b, ind: str) -> None:
+    def branch_node(self, b, ind: str):
+        """Generator (see trampoline) drawing an If binding and its branches."""
         node = b.value
         nid = self.g.node(f"{b.var.name_hint} = If", ind, shape="diamond", **self.style(b.var))
         self.connect(node.cond, nid, ind)
@@ -187,7 +193,7 @@ class _FunctionGraph:
             self.g.count += 1
             self.g.lines.append(f"{ind}subgraph cluster_{self.g.count} {{")
             self.g.lines.append(f"{ind}  label={_q(f'{b.var.name_hint}: {label}')}; style=dashed;")
-            self.seq(branch, ind + "  ")
+            yield self.seq(branch, ind + "  ")
             out = self.g.node(label, ind + "  ", shape="point")
             self.connect(branch.body, out, ind + "  ")
             self.g.lines.append(f"{ind}}}")

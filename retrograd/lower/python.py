@@ -22,13 +22,14 @@ from retrograd.ir.expr import (
     TupleGetItem,
     Var,
 )
-from retrograd.ir.analysis import free_vars, read_vars
+from retrograd.ir.analysis import read_vars
 from retrograd.ir.struct_info import ShapeStructInfo, TensorStructInfo, TupleStructInfo
-from retrograd.lower.kernel_refs import kernel_ref, literal, safe_name
+from retrograd.lower.kernel_refs import kernel_ref, literal, safe_name, trampoline
 from retrograd.runtime.lowering import _prim_scalar
 
 _INLINE_CONST = 32  # constants with more elements are written as their bytes
 _IND = "    "
+_MAX_DEPTH = 90  # Python rejects more than 100 levels of indentation
 
 
 class _Names:
@@ -36,20 +37,22 @@ class _Names:
 
     def __init__(self, taken=()):
         self.taken = set(taken)
+        self.next: dict[str, int] = {}  # base -> first suffix worth trying (keeps 100,000 `lv`s linear)
 
     def new(self, hint: str) -> str:
         base = name = safe_name(hint)
-        i = 1
+        i = self.next.get(base, 1)
         while name in self.taken:
             name = f"{base}_{i}"
             i += 1
+        self.next[base] = i
         self.taken.add(name)
         return name
 
 
-def _walk(func: Function):
-    """Every expression of a function (bindings' values and their leaves, nested branches), without recursion."""
-    stack: list = [func.body]
+def walk(expr):
+    """Every expression under `expr` (bindings' values and their leaves, nested branches), without recursion."""
+    stack: list = [expr]
     while stack:
         e = stack.pop()
         yield e
@@ -81,7 +84,7 @@ class _ModuleLowering:
         self.const: dict[int, str] = {}
         self.const_lines: list[str] = []
         for name in self.func_name:
-            for e in _walk(mod[name]):
+            for e in walk(mod[name].body):
                 if isinstance(e, Call) and isinstance(e.op, Op) and e.op not in self.kernel:
                     self._add_kernel(e.op, e.span)
                 elif isinstance(e, Constant) and id(e) not in self.const:
@@ -144,7 +147,7 @@ class _FunctionLowering:
         out = [f"def {self.py}({', '.join(params)}):"]
         for p in self.func.params:
             self._bind_dims(p.struct_info, self.var[p], out)
-        body, result = self.seq(self.func.body, _IND, set(self.func.params))
+        body, result, _ = trampoline(self.seq(self.func.body, _IND, set(self.func.params)))
         return out + body + [f"{_IND}return {result}"]
 
     def define(self, var: Var) -> str:
@@ -215,45 +218,48 @@ class _FunctionLowering:
         return self.arg(e, span)
 
     # -- statements -----------------------------------------------------------
-    def seq(self, seq, ind: str, owned: set) -> tuple[list[str], str]:
-        """The statements of a SeqExpr and the text of its result; `owned` vars may be deleted here."""
+    def seq(self, seq, ind: str, owned: set):
+        """Generator (see trampoline) giving (statements, result text, variables read from outside) of a
+        SeqExpr; `owned` variables may be deleted here, after their last read."""
+        if len(ind) > len(_IND) * _MAX_DEPTH:
+            raise self.error(f"If bindings nest more than {_MAX_DEPTH} deep, beyond what Python source can indent", seq.span)
         if not isinstance(seq, SeqExpr):
             raise self.error(f"expected a sequence of bindings, got {type(seq).__name__}", getattr(seq, "span", None))
         bindings = [b for blk in seq.blocks for b in blk.bindings]
+        stmts: list[list[str]] = []
         reads: list[list] = []
         for b in bindings:
-            got: list = []
-            if isinstance(b.value, If):
-                read_vars(b.value.cond, got)
-                got += free_vars(b.value.true_branch) + free_vars(b.value.false_branch)
-            else:
-                read_vars(b.value, got)
-            reads.append(got)
-        kept: list = []
-        read_vars(seq.body, kept)
-        kept = set(kept)
-        last = {v: i for i, got in enumerate(reads) for v in got}
-        owned = set(owned) | {b.var for b in bindings}
-        out: list[str] = []
-        for i, b in enumerate(bindings):
             span = b.span or b.var.span or getattr(b.value, "span", None)
             note = f"  # line {span.line}" if span is not None else ""
+            got: list = []
             if isinstance(b.value, If):
                 node = b.value
+                read_vars(node.cond, got)
                 cond = self.arg(node.cond, span)
                 # Branch results need one name, defined before the branches' own names.
                 target = self.define(b.var)
-                tb, tr = self.seq(node.true_branch, ind + _IND, set())
-                fb, fr = self.seq(node.false_branch, ind + _IND, set())
-                out.append(f"{ind}if {cond}:{note}")
-                out += tb + [f"{ind}{_IND}{target} = {tr}", f"{ind}else:"] + fb + [f"{ind}{_IND}{target} = {fr}"]
+                tb, tr, t_reads = yield self.seq(node.true_branch, ind + _IND, set())
+                fb, fr, f_reads = yield self.seq(node.false_branch, ind + _IND, set())
+                got += t_reads + f_reads
+                stmts.append([f"{ind}if {cond}:{note}", *tb, f"{ind}{_IND}{target} = {tr}", f"{ind}else:", *fb,
+                              f"{ind}{_IND}{target} = {fr}"])
             else:
-                text = self.value(b.value, span)
-                out.append(f"{ind}{self.define(b.var)} = {text}{note}")
+                read_vars(b.value, got)
+                stmts.append([f"{ind}{self.define(b.var)} = {self.value(b.value, span)}{note}"])
+            reads.append(got)
+        kept: list = []
+        read_vars(seq.body, kept)
+        last = {v: i for i, got in enumerate(reads) for v in got}
+        bound = {b.var for b in bindings}
+        owned = set(owned) | bound
+        out: list[str] = []
+        for i, b in enumerate(bindings):
+            out += stmts[i]
             dead = [v for v in dict.fromkeys(reads[i] + [b.var]) if v in owned and last.get(v, i) == i and v not in kept]
             if dead:
                 out.append(f"{ind}del {', '.join(self.var[v] for v in dead)}")
-        return out, self.arg(seq.body, seq.span)
+        outer = [v for v in dict.fromkeys([v for got in reads for v in got] + kept) if v not in bound]
+        return out, self.arg(seq.body, seq.span), outer
 
 
 def lower_to_python(mod, source_name: str = "module") -> str:
