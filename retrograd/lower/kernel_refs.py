@@ -72,12 +72,12 @@ def _value_text(v) -> tuple[str, str | None] | None:
     return None
 
 
-def safe_name(text: str) -> str:
-    """An identifier from `text` that shadows no keyword or builtin."""
+def safe_name(text: str, shadow_builtins: bool = False) -> str:
+    """An identifier from `text` that is no keyword, not `np` and, unless allowed, shadows no builtin."""
     name = "".join(c if c.isalnum() or c == "_" else "_" for c in text) or "_"
     if name[0].isdigit():
         name = "_" + name
-    if keyword.iskeyword(name) or hasattr(builtins, name) or name == "np":
+    if keyword.iskeyword(name) or (not shadow_builtins and hasattr(builtins, name)) or name == "np":
         name += "_"
     return name
 

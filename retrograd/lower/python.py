@@ -35,12 +35,13 @@ _MAX_DEPTH = 90  # Python rejects more than 100 levels of indentation
 class _Names:
     """Unique identifiers: `hint`, else `hint_1`, `hint_2`, ..."""
 
-    def __init__(self, taken=()):
+    def __init__(self, taken=(), shadow_builtins: bool = False):
         self.taken = set(taken)
+        self.shadow_builtins = shadow_builtins  # locals may: generated functions call no builtin
         self.next: dict[str, int] = {}  # base -> first suffix worth trying (keeps 100,000 `lv`s linear)
 
     def new(self, hint: str) -> str:
-        base = name = safe_name(hint)
+        base = name = safe_name(hint, self.shadow_builtins)
         i = self.next.get(base, 1)
         while name in self.taken:
             name = f"{base}_{i}"
@@ -135,7 +136,7 @@ class _FunctionLowering:
         self.name = name
         self.py = py
         self.func = func
-        self.names = _Names(ml.globals.taken)
+        self.names = _Names(ml.globals.taken, shadow_builtins=True)
         self.var: dict = {}
         self.dims: dict[str, str] = {}
 

@@ -95,3 +95,43 @@ def test_lowered_adjoints_agree_with_executor(path, tmp_path):
 def test_enough_functions_are_compared(tmp_path):
     total = sum(check_module(retrograd.parse_file(p), tmp_path, p.stem) for p in FILES)
     assert total >= len(FILES)
+
+
+def test_every_kernel_reference_rebuilds_the_registered_kernel():
+    from retrograd.lower.kernel_refs import kernel_ref
+    from retrograd.ops.registry import all_ops
+
+    for op in all_ops():
+        if op.kernel is None:
+            continue
+        imports, setup = kernel_ref(op, "k_alias")
+        scope: dict = {}
+        exec("import numpy as np\n" + "\n".join(imports + ([setup] if setup else [])), scope)  # our own text
+        got = scope["k_alias"]
+        if got is not op.kernel:  # a factory call: same code over equal captured values
+            assert got.__code__ is op.kernel.__code__, op.name
+            assert [c.cell_contents for c in got.__closure__] == [c.cell_contents for c in op.kernel.__closure__]
+
+
+def test_names_never_collide(tmp_path):
+    text = """
+@I.ir_module
+class Module:
+    @R.function
+    def add(np: R.Tensor((2,), "float32"), sum: R.Tensor((2,), "float32")) -> R.Tensor((2,), "float32"):
+        matmul = R.add(np, sum)
+        const0 = R.multiply(matmul, R.const(2.0, "float32"))
+        return const0
+
+    @R.function
+    def main(x: R.Tensor((2,), "float32")) -> R.Tensor((2,), "float32"):
+        cls = Module
+        add = cls.add(x, x)
+        add = R.add(add, x)
+        return add
+"""
+    mod = retrograd.parse(text)
+    module = load_source(retrograd.lower_to_python(mod), tmp_path, "names")
+    x = np.array([1.5, -2.0], "float32")
+    assert_same(module.main(x), retrograd.build(mod)["main"](x))
+    assert np.array_equal(module.main(x), (x + x) * 2 + x)
