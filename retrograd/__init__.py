@@ -61,7 +61,7 @@ def to_dot(mod: IRModule, func: str | None = None) -> str:
     return _to_dot(mod, func)
 
 
-_LAZY = ("passes", "runtime", "parser", "testing", "ir", "cli", "lower")
+_LAZY = ("passes", "runtime", "parser", "testing", "ir", "cli", "analysis", "lower")
 
 
 def __getattr__(name: str):

@@ -59,7 +59,8 @@ def _forward_set(func: Function) -> set | None:
 
 
 def _recomputed(func: Function) -> set:
-    """Bindings the checkpoint pass recomputes: named `*_cp`, or between start/end_checkpoint markers."""
+    """Bindings checkpointing recomputes: between start/end_checkpoint markers, or named `*_rc` / `*_cp`
+    (the recomputation and its hand-over in an adjoint, see passes/gradient/checkpoint.py)."""
     out: set = set()
     inside: set = set()
     stack = [func.body]
@@ -74,7 +75,7 @@ def _recomputed(func: Function) -> set:
             elif name != _END and any(v in inside for v in reads):
                 inside.add(b.var)
                 out.add(b.var)
-            if b.var.name_hint.endswith("_cp") or "_cp_" in b.var.name_hint:
+            if b.var.name_hint.endswith(("_cp", "_rc")):  # the Gradient pass's recomputations
                 out.add(b.var)
             if isinstance(value, If):
                 stack.extend((value.true_branch, value.false_branch))
