@@ -173,7 +173,7 @@ def cmd_lower(args) -> int:
 
     mod = _load(args.file)
     _verify(mod, args.file)
-    _write(lower_to_python(mod, source_name=args.file), args.output)
+    _write(lower_to_python(mod, source_name="<stdin>" if args.file == "-" else args.file), args.output)
     return 0
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import ast
 import builtins
 import importlib
 import inspect
 import keyword
 import math
+import types
 
 import numpy as np
 
@@ -82,15 +84,18 @@ def safe_name(text: str, shadow_builtins: bool = False) -> str:
     return name
 
 
-def kernel_ref(op, alias: str) -> tuple[list[str], str | None]:
+def kernel_ref(op, alias: str, registry_only: bool = False) -> tuple[list[str], str | None]:
     """(import lines, setup statement or None) binding `alias` to `op.kernel` in generated source.
 
     Prefers what a reader can follow: the kernel's own module-level definition; else the factory
     that built it called with the same captured values (checked to rebuild the same code); else the
-    registry's kernel, with the registering line quoted.
+    one-line lambda it was registered with, copied (checked to compile to the same bytecode); else
+    (or with `registry_only`) the registry's kernel, with the registering line quoted.
     """
     k = op.kernel
     module, qual = getattr(k, "__module__", None), getattr(k, "__qualname__", None)
+    if registry_only:
+        return _registry_ref(op, alias)
     if module == "numpy" and getattr(np, getattr(k, "__name__", ""), None) is k:
         return [], f"{alias} = np.{k.__name__}"
     if module and qual and "<" not in qual and _resolve(module, qual) is k:
@@ -98,9 +103,14 @@ def kernel_ref(op, alias: str) -> tuple[list[str], str | None]:
             return [f"from {module} import {qual}" + ("" if qual == alias else f" as {alias}")], None
         head = qual.split(".")[0]
         return [f"from {module} import {head}"], f"{alias} = {qual}"
-    made = _factory_ref(k, module, qual, alias)
+    made = _factory_ref(k, module, qual, alias) or _lambda_ref(k, alias)
     if made is not None:
         return made
+    return _registry_ref(op, alias)
+
+
+def _registry_ref(op, alias):
+    k = op.kernel
     try:
         line = inspect.getsource(k).strip().splitlines()[0]
         start = line.find("lambda")
@@ -140,3 +150,43 @@ def _factory_ref(k, module, qual, alias):
     if getattr(rebuilt, "__code__", None) is not k.__code__:
         return None
     return imports, f"{alias} = {parts[0]}({', '.join(kwargs)})"
+
+
+def _lambda_ref(k, alias):
+    """`alias = lambda ...: ...` copied from the registration, with imports for the globals it reads.
+
+    Taken only when exactly one lambda starts on the kernel's line with its parameters, and every
+    global it reads is NumPy, a builtin, or importable under its own name."""
+    code = k.__code__
+    if k.__closure__ or code.co_name != "<lambda>":
+        return None
+    try:
+        text_all = inspect.getsource(inspect.getmodule(k))
+    except (OSError, TypeError):
+        return None
+    params = list(code.co_varnames[: code.co_argcount])
+    found = [n for n in ast.walk(ast.parse(text_all)) if isinstance(n, ast.Lambda)
+             and n.lineno == code.co_firstlineno and [a.arg for a in n.args.args] == params]
+    if len(found) != 1:
+        return None
+    node = found[0]
+    names = {n.id for n in ast.walk(node.body) if isinstance(n, ast.Name)} - set(params)
+    imports, scope = [], {"np": np}
+    for name in sorted(names):
+        value = k.__globals__.get(name, getattr(builtins, name, None))
+        if name == "np" and value is np or name not in k.__globals__ and hasattr(builtins, name):
+            continue
+        if isinstance(value, types.ModuleType):
+            imports.append(f"import {value.__name__} as {name}")
+            scope[name] = value
+            continue
+        got = _value_text(value)
+        if got is None or got[0] != name or got[1] is None:
+            return None
+        imports.append(got[1])
+        scope[name] = value
+    text = ast.get_source_segment(text_all, node)
+    exec(f"f = {text}", scope)  # noqa: S102 - the kernel's own source text, from its module
+    if scope["f"].__defaults__ != k.__defaults__:
+        return None
+    return imports, f"{alias} = ({text})" if "\n" in text else f"{alias} = {text}"

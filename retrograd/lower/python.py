@@ -97,6 +97,9 @@ class _ModuleLowering:
             raise UnsupportedError(f"op {script} has no kernel, so it cannot be lowered", span)
         alias = self.globals.new(op.name.removeprefix("relax.").replace(".", "_"))
         imports, setup = kernel_ref(op, alias)
+        fresh = [_imported_name(line) for line in imports if line not in self.imports]
+        if any(name != alias and name in self.globals.taken for name in fresh):
+            imports, setup = kernel_ref(op, alias, registry_only=True)  # its import would shadow a name
         for line in imports:
             if line not in self.imports:
                 self.imports.append(line)

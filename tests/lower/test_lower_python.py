@@ -107,10 +107,18 @@ def test_every_kernel_reference_rebuilds_the_registered_kernel():
         imports, setup = kernel_ref(op, "k_alias")
         scope: dict = {}
         exec("import numpy as np\n" + "\n".join(imports + ([setup] if setup else [])), scope)  # our own text
-        got = scope["k_alias"]
-        if got is not op.kernel:  # a factory call: same code over equal captured values
-            assert got.__code__ is op.kernel.__code__, op.name
-            assert [c.cell_contents for c in got.__closure__] == [c.cell_contents for c in op.kernel.__closure__]
+        got, k = scope["k_alias"], op.kernel
+        if got is k:
+            continue
+        if got.__code__ is k.__code__:  # a factory call: the same code over equal captured values
+            assert [c.cell_contents for c in got.__closure__] == [c.cell_contents for c in k.__closure__]
+        else:  # a copied lambda: same parameters, defaults and names, each bound to the same object
+            assert got.__name__ == "<lambda>" and k.__closure__ is None, op.name
+            assert got.__code__.co_varnames == k.__code__.co_varnames and got.__defaults__ == k.__defaults__
+            assert got.__code__.co_names == k.__code__.co_names, op.name
+            for name in got.__code__.co_names:
+                if name in scope and name in k.__globals__:
+                    assert scope[name] is k.__globals__[name], (op.name, name)
 
 
 def test_names_never_collide(tmp_path):
