@@ -63,3 +63,20 @@ def test_lower_of_a_bad_file_is_a_located_error(tmp_path):
 def test_lower_usage_error_exits_2():
     done = run("lower")
     assert done.returncode == 2 and "usage" in done.stderr
+
+
+def test_dot_reads_stdin_and_names_the_function():
+    done = run("dot", "-", "--func", "main", stdin=MLP.read_text())
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("digraph module {") and 'label="main";' in done.stdout
+
+
+def test_dot_errors(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text('@R.function\ndef main(x: R.Tensor((2,), "float32")):\n    y = R.add(x, z)\n    return y\n')
+    done = run("dot", str(bad))
+    assert done.returncode == 1 and f"{bad}:3" in done.stderr and "Traceback" not in done.stderr
+    done = run("dot", str(MLP), "--svg", "--png")
+    assert done.returncode == 2 and "not allowed with" in done.stderr
+    done = run("dot", str(tmp_path / "missing.py"))
+    assert done.returncode == 1 and "no such file" in done.stderr
