@@ -143,3 +143,11 @@ class Module:
     x = np.array([1.5, -2.0], "float32")
     assert_same(module.main(x), retrograd.build(mod)["main"](x))
     assert np.array_equal(module.main(x), (x + x) * 2 + x)
+
+
+def test_checkpointed_adjoint_agrees(tmp_path):
+    from tests.lower.test_dot import CHECKPOINTED
+
+    adj = Gradient("main")(retrograd.parse(CHECKPOINTED))
+    assert "grad_end_checkpoint(" in retrograd.lower_to_python(adj)
+    assert check_module(adj, tmp_path, "ckpt_adj") == 2
