@@ -152,6 +152,22 @@ def solve_chain(problem: Problem, budget: int, chain: Chain | None = None) -> Sc
 
     # The largest c that fits (peaks grow with c); small c are the long plans, so search from above.
     lo, hi = 0, L + 1  # fits(lo) unless lo == 0; not fits(hi) unless hi == L + 1
+    # A slot holds one value, so one probe usually places the answer: check around the estimate first.
+    size = problem.sizes[0]
+    probe = min(L, 4)
+    if size > 0:
+        if fits(probe):
+            lo = probe
+            guess = min(L, probe + (budget - peak[probe]) // size)
+            if guess > lo:
+                if fits(guess):
+                    lo = guess
+                    if guess < L and not fits(guess + 1):
+                        hi = guess + 1
+                else:
+                    hi = guess
+        else:
+            hi = probe
     while hi - lo > 1:
         mid = (lo + hi) // 2
         if fits(mid):

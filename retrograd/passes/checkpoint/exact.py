@@ -2,19 +2,24 @@
 
 Stage t computes node t, preceded by recomputations R[t,k] (k < t, in node order); S[t,k] says that
 node k's value is live entering stage t; FREE[t,i,k] releases i right after event (t,k) when no later
-event of stage t reads it and it is not kept into stage t+1. The memory after each event, before its
-frees, is the simulator's; aliases are charged their root's size and in-place reuse is ignored, so the
-model's memory is an upper bound of the simulated one (exact on problems without either). scipy is
-optional: without it `available()` is False and the planner uses its heuristics.
+event of stage t reads it and it is not kept into stage t+1; IP[t,k,d] says event k reuses the
+buffer of its dying in-place dep d. The memory after each event, before its frees, is the
+simulator's; aliases are charged their root's size, so the model's memory is an upper bound of the
+simulated one (exact on problems without aliases). scipy is optional: without it `available()` is
+False and the planner uses its heuristics.
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
 from math import gcd
 
 from retrograd.passes.checkpoint.problem import Problem, Schedule
 
-NODE_LIMIT = 20000  # deterministic cut-off (a time limit would make plans depend on the machine)
+# Past either limit the heuristics plan. The node limit is the deterministic cut-off; the time limit
+# is a safety net for hard instances (HiGHS can spend minutes on a 30-node problem's least peak).
+NODE_LIMIT = 1000
+TIME_LIMIT = 20.0
 
 
 def available() -> bool:
@@ -148,10 +153,38 @@ class _Model:
                         const = 0
                 else:
                     const = 0
-                self.mem_rows.append((dict(acc), const))
+                row = dict(acc)
+                for ip in self._inplace(k, frees_after[k], rows):
+                    row[ip] = -float(self.size[k])
+                self.mem_rows.append((row, const))
                 for f, i in frees_after[k]:
                     acc[f] = acc.get(f, 0.0) - self.size[i]
         self.rows = rows
+
+    def _inplace(self, k: int, frees: list, rows: list) -> list[int]:
+        """IP variables: event k writes into the buffer of the in-place dep that dies there (the executor
+        tries the first dying candidate only), so it allocates nothing."""
+        p = self.p
+        if not p.inplace[k] or p.alias_of[k] is not None:
+            return []
+        free_of = {i: f for f, i in frees}
+        cands = []
+        for pos in p.inplace[k]:
+            d = p.deps[k][pos]
+            if d not in cands:
+                cands.append(d)
+        out = []
+        for n, d in enumerate(cands):
+            f = free_of.get(d)
+            if f is None or p.alias_of[d] is not None or self.size[d] != self.size[k]:
+                continue
+            ip = self._new()
+            rows.append(({ip: 1.0, f: -1.0}, -float("inf"), 0.0))
+            for e in cands[:n]:
+                if e in free_of:
+                    rows.append(({ip: 1.0, free_of[e]: 1.0}, -float("inf"), 1.0))
+            out.append(ip)
+        return out
 
     def _root(self, i: int) -> int:
         while self.p.alias_of[i] is not None:
@@ -162,8 +195,13 @@ class _Model:
         self.nvar += 1
         return self.nvar - 1
 
-    def solve(self, budget: int | None, max_cost: float | None = None, minimize_peak: bool = False, forbid=()):
-        """(schedule, objective) of the best plan, or None when infeasible / not solved within the node limit."""
+    def solve(self, budget: int | None, max_cost: float | None = None, minimize_peak: bool = False,
+              peak_weight: float = 0.0):
+        """(schedule, objective) of the best plan, or None when infeasible / not solved within the node limit.
+
+        The objective is the extra cost (plus peak_weight times the peak in units), or the peak in
+        units when minimize_peak.
+        """
         import numpy as np
         from scipy.optimize import Bounds, LinearConstraint, milp
         from scipy.sparse import coo_matrix
@@ -204,10 +242,8 @@ class _Model:
             c[peak] = 1.0
         else:
             c[:] = cost
+            c[peak] = peak_weight
         ub = np.ones(nv)
-        for (t, k), v in self.R.items():
-            if k in forbid:
-                ub[v] = 0.0
         ub[peak] = cap if cap != float("inf") else sum(self.size) + 1
         integrality = np.ones(nv)
         integrality[peak] = 0
@@ -217,7 +253,7 @@ class _Model:
             constraints=LinearConstraint(a, lo, hi),
             integrality=integrality,
             bounds=Bounds(np.zeros(nv), ub),
-            options={"node_limit": NODE_LIMIT, "mip_rel_gap": 1e-9, "presolve": True},
+            options={"node_limit": NODE_LIMIT, "time_limit": TIME_LIMIT, "mip_rel_gap": 1e-9, "presolve": True},
         )
         if res.status != 0 or res.x is None:
             return None
@@ -233,17 +269,37 @@ def model(problem: Problem) -> _Model:
     return _Model(problem)
 
 
-def exact_plan(problem: Problem, budget: int, forbid=()) -> Schedule | None:
-    """The least-cost plan within `budget` (ties: the lowest peak), or None when the model has none."""
+def _unit_costs(problem: Problem) -> float | None:
+    """A cost unit dividing every recomputable cost exactly (so that a weight below it breaks ties), or None."""
+    g = 0
+    for c, r in zip(problem.costs, problem.recomputable):
+        if r:
+            if c != int(c) or c > 2**52:
+                return None
+            g = gcd(g, int(c))
+    return float(g or 1)
+
+
+def exact_plan(problem: Problem, budget: int) -> Schedule | None:
+    """The least-cost plan within `budget` (ties: the lowest peak), or None when the model has none.
+
+    With integral costs one MILP does both: cost / unit + peak / (peak bound + 1) orders plans by cost,
+    then peak. Otherwise a second MILP minimises the peak among the least-cost plans.
+    """
     from retrograd.passes.checkpoint.simulate import simulate
 
     m = model(problem)
-    first = m.solve(budget, forbid=forbid)
+    unit = _unit_costs(problem)
+    bound = (budget - problem.pinned_bytes) // m.unit + 1
+    if unit is not None and bound * sum(problem.costs) / unit < 1e9:
+        res = m.solve(budget, peak_weight=unit / bound)
+        return None if res is None else res[0]
+    first = m.solve(budget)
     if first is None:
         return None
     best = first[0]
     cost = first[1]
-    second = m.solve(budget, max_cost=cost + 1e-7 * max(1.0, abs(cost)), minimize_peak=True, forbid=forbid)
+    second = m.solve(budget, max_cost=cost + 1e-7 * max(1.0, abs(cost)), minimize_peak=True)
     if second is not None:
         a, b = simulate(problem, first[0]), simulate(problem, second[0])
         if b.valid and b.peak_bytes <= budget and b.extra_cost <= a.extra_cost + 1e-9 * max(1.0, a.extra_cost):
@@ -251,10 +307,11 @@ def exact_plan(problem: Problem, budget: int, forbid=()) -> Schedule | None:
     return best
 
 
-def exact_least_peak(problem: Problem) -> int | None:
-    """The least peak (bytes) of the model over all plans, or None when not solved."""
+@lru_cache(maxsize=8)
+def exact_least_peak(problem: Problem) -> tuple[int, Schedule] | None:
+    """(least peak of the model in bytes, a plan reaching it), or None when not solved within the limits."""
     m = model(problem)
     res = m.solve(None, minimize_peak=True)
     if res is None:
         return None
-    return problem.pinned_bytes + round(res[1]) * m.unit
+    return problem.pinned_bytes + round(res[1]) * m.unit, res[0]

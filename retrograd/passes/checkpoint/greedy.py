@@ -16,11 +16,16 @@ from retrograd.passes.checkpoint.problem import Problem, Schedule
 from retrograd.passes.checkpoint.simulate import Simulation, simulate
 
 
+BATCH_NODES = 400
+BATCH_FRACTION = 12
+
+
 class Planner:
     """The state of the descent: dropped gaps, the schedule they give, its simulation."""
 
-    def __init__(self, problem: Problem, allowed=None):
+    def __init__(self, problem: Problem, allowed=None, single: bool = False):
         p = self.p = problem
+        self.single = single  # recompute a value only from values live where it is needed
         n = p.n
         self.allowed = allowed if allowed is not None else p.recomputable
         outputs = set(p.outputs)
@@ -38,7 +43,7 @@ class Planner:
                 self.root[v] = self.root[a]
         self.dropped: set[tuple[int, int]] = set()  # (v, index of the gap's second point in points[v])
         self.schedule = Schedule()
-        self.sim = simulate(p, self.schedule, stage_peaks=True)
+        self.sim = simulate(p, self.schedule, stage_peaks=True, check=False)
         self.cost_cache: dict = {}
 
     # -- plans from dropped gaps ---------------------------------------------
@@ -59,7 +64,7 @@ class Planner:
                 have.add(x)
                 out.append(x)
                 continue
-            if not self.allowed[x]:
+            if not self.allowed[x] or (self.single and x != v):
                 return False
             stack.append((x, True))
             for d in self.p.deps[x]:
@@ -102,57 +107,90 @@ class Planner:
             size = p.sizes[r]
             if r in blocked or size <= 0:
                 continue
-            trial = self.dropped | set(gaps)
-            cost = 0.0
-            for v, k in gaps:
-                have: set = set()
-                lst: list = []
-                if not self._closure(v, self.points[v][k], trial, have, lst):
-                    cost = None
-                    break
-                cost += sum(p.costs[x] for x in lst)
+            cost = self._cost(gaps, self.dropped | set(gaps))
             if cost is not None:
                 out.append((cost / size, -size, r, gaps))
         out.sort(key=lambda c: c[:3])
         return out
 
+    def _cost(self, gaps, dropped) -> float | None:
+        """Cost of recomputing the values of `gaps` at their gaps' ends, given the dropped gaps."""
+        cost = 0.0
+        for v, k in gaps:
+            have: set = set()
+            lst: list = []
+            if not self._closure(v, self.points[v][k], dropped, have, lst):
+                return None
+            cost += sum(self.p.costs[x] for x in lst)
+        return cost
+
     def step(self) -> bool:
-        """Drop the best candidate across the current peak; False when none lowers anything."""
+        """Drop the best candidates across the current peak; False when there are none.
+
+        On large problems a step drops, in order, candidates freeing a sixteenth of the activation
+        peak (at least one), so that a plan takes tens of simulations, not thousands.
+        """
         t = self.sim.peak_stage
         if t < 0:
             return False
-        for _, _, _, gaps in self.candidates(t):
-            trial = self.dropped | set(gaps)
-            sched = self.build(trial)
-            if sched is None:
-                continue
-            sim = simulate(self.p, sched, stage_peaks=True)
-            if not sim.valid:
-                continue
-            self.dropped, self.schedule, self.sim = trial, sched, sim
-            return True
+        cands = self.candidates(t)
+        want = (self.sim.peak_bytes - self.p.pinned_bytes) // BATCH_FRACTION if self.p.n > BATCH_NODES else 0
+        if want > 0:
+            trial, freed = set(self.dropped), 0
+            for score, neg, _, gaps in cands:
+                # Skip a candidate that earlier ones made dearer (a longer chain to recompute).
+                grown = trial | set(gaps)
+                cost = self._cost(gaps, grown)
+                if cost is None or cost > -score * neg * (1 + 1e-9):
+                    continue
+                trial = grown
+                freed -= neg
+                if freed >= want:
+                    break
+            if len(trial) > len(self.dropped) and self._accept(trial):
+                return True
+        for _, _, _, gaps in cands:
+            if self._accept(self.dropped | set(gaps)):
+                return True
         return False
 
-
-def descend(problem: Problem, budget: int | None, allowed=None, max_steps: int | None = None):
-    """(schedule, simulation) of the first plan of the descent whose peak fits `budget` (None: the last plan),
-    and the least peak seen (the heuristic's least feasible budget) when no plan fits."""
-    pl = Planner(problem, allowed)
-    best = pl.sim.peak_bytes
-    steps = 0
-    while budget is None or pl.sim.peak_bytes > budget:
-        if max_steps is not None and steps >= max_steps:
-            break
-        if not pl.step():
-            break
-        steps += 1
-        best = min(best, pl.sim.peak_bytes)
-    return pl.schedule, pl.sim, best
+    def _accept(self, trial) -> bool:
+        sched = self.build(trial)
+        if sched is None:
+            return False
+        self.dropped, self.schedule = trial, sched
+        self.sim = simulate(self.p, sched, stage_peaks=True, check=False)
+        return True
 
 
-def least_peak(problem: Problem, allowed=None) -> tuple[Schedule, Simulation]:
+def descend(problem: Problem, budget: int, light):
+    """(schedule, simulation) of the first plan that fits of the descent recomputing the `light` nodes
+    first, then every recomputable one; None when none fits."""
+    pl = Planner(problem, light)
+    while pl.sim.peak_bytes > budget and pl.step():
+        pass
+    if pl.sim.peak_bytes > budget:
+        pl.allowed = problem.recomputable
+        while pl.sim.peak_bytes > budget and pl.step():
+            pass
+    return (pl.schedule, pl.sim) if pl.sim.peak_bytes <= budget else None
+
+
+def lowest(problem: Problem, light) -> int:
+    """The lowest peak along the same descent."""
+    pl = Planner(problem, light)
+    low = pl.sim.peak_bytes
+    while pl.step():
+        low = min(low, pl.sim.peak_bytes)
+    pl.allowed = problem.recomputable
+    while pl.step():
+        low = min(low, pl.sim.peak_bytes)
+    return low
+
+
+def least_peak(problem: Problem, allowed=None, single: bool = False) -> tuple[Schedule, Simulation]:
     """The plan of the descent with the lowest peak (the first one reaching it)."""
-    pl = Planner(problem, allowed)
+    pl = Planner(problem, allowed, single)
     best = (pl.sim.peak_bytes, pl.schedule, pl.sim)
     while pl.step():
         if pl.sim.peak_bytes < best[0]:

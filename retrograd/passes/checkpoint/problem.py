@@ -40,7 +40,8 @@ class Problem:
     (or the same object as) node alias_of[i], which must be one of its deps; the buffer is counted once,
     while any alias lives. inplace[i]: positions in deps[i] whose buffer the executor may reuse for
     node i's result when that dep dies at node i (the first dying one is tried; it is reused when the
-    dep owns its buffer and no other live value holds it). kinds[i]: op class (see KINDS).
+    dep owns its buffer, of node i's size, and no other live value holds it; like the executor's
+    lowering, list no position after a parameter that could die there). kinds[i]: op class (see KINDS).
     """
 
     sizes: tuple = attrs.field(converter=_ints)
@@ -105,6 +106,26 @@ class Problem:
         for u in out:
             u.sort()
         return out
+
+
+class Builder:
+    """Builds a Problem node by node: `add` returns the new node's index."""
+
+    def __init__(self):
+        self.fields: dict[str, list] = {k: [] for k in ("sizes", "costs", "deps", "recomputable", "alias_of", "inplace", "kinds", "names")}
+        self.outputs: list[int] = []
+
+    def add(self, size, cost, deps=(), kind="other", recomputable=True, output=False, alias_of=None, inplace=(), name=None):
+        f = self.fields
+        i = len(f["sizes"])
+        for key, value in zip(f, (size, cost, tuple(deps), recomputable, alias_of, tuple(inplace), kind, name or f"%{i}")):
+            f[key].append(value)
+        if output:
+            self.outputs.append(i)
+        return i
+
+    def build(self, pinned_bytes: int = 0) -> Problem:
+        return Problem(**self.fields, outputs=tuple(self.outputs), pinned_bytes=pinned_bytes)
 
 
 def _stages(v) -> tuple:

@@ -5,7 +5,7 @@ instance is live from its computation to its last use (outputs: to the end; unus
 after it is computed); the peak is taken after a node's result is stored and before its dying inputs
 are released; an alias counts its root buffer once, for as long as any holder lives; an in-place node
 (runtime/inplace.py) reuses the buffer of the first of its in-place deps that dies there, when that
-dep owns its buffer and no other live value holds it.
+dep owns its buffer, of the result's size, and no other live value holds it.
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def _invalid(msg: str) -> Simulation:
     return Simulation(valid=False, error=msg)
 
 
-def events(problem: Problem, schedule: Schedule | None):
+def events(problem: Problem, schedule: Schedule | None, check: bool = True):
     """(nodes, stages, reads, last_use) of the schedule's computations in order, or an error message.
 
     reads[e]: the event index of the instance read for each dep of event e; last_use[e]: the last
@@ -54,9 +54,10 @@ def events(problem: Problem, schedule: Schedule | None):
     stages: list[int] = []
     reads: list[tuple] = []
     last_use: list[int] = []
+    e = 0
     for t in range(n):
         extra = rec[t] if t < len(rec) else ()
-        if extra:
+        if extra and check:
             seen: dict[int, int] = {}
             for k, v in enumerate(extra):
                 if not 0 <= v < t:
@@ -74,12 +75,8 @@ def events(problem: Problem, schedule: Schedule | None):
                             f"stage {t}: recomputations out of order: {names[v]} (#{v}) reads {names[d]} (#{d}), "
                             f"which is recomputed after it"
                         )
-            todo = (*extra, t)
-        else:
-            todo = (t,)
-        for v in todo:
-            e = len(nodes)
-            r = tuple(cur[d] for d in deps[v])
+        for v in extra + (t,) if extra else (t,):
+            r = [cur[d] for d in deps[v]]
             for i in r:
                 last_use[i] = e
             nodes.append(v)
@@ -87,15 +84,19 @@ def events(problem: Problem, schedule: Schedule | None):
             reads.append(r)
             last_use.append(e)
             cur[v] = e
+            e += 1
     end = len(nodes)
     for o in p.outputs:
         last_use[cur[o]] = end
     return nodes, stages, reads, last_use
 
 
-def simulate(problem: Problem, schedule: Schedule | None = None, stage_peaks: bool = False) -> Simulation:
-    """Peak live bytes (parameters included), extra cost and validity of running `problem` with `schedule`."""
-    ev = events(problem, schedule)
+def simulate(problem: Problem, schedule: Schedule | None = None, stage_peaks: bool = False, check: bool = True) -> Simulation:
+    """Peak live bytes (parameters included), extra cost and validity of running `problem` with `schedule`.
+
+    check=False skips the validity checks, for schedules built valid by the solvers.
+    """
+    ev = events(problem, schedule, check)
     if isinstance(ev, str):
         return _invalid(ev)
     nodes, stages, reads, last_use = ev
@@ -126,8 +127,9 @@ def simulate(problem: Problem, schedule: Schedule | None = None, stage_peaks: bo
                 i = r[pos]
                 if last_use[i] == e:
                     # The executor tries the first dying candidate only.
-                    if alias_of[nodes[i]] is None and refs[buf[i]] == 1:
-                        b = buf[i]
+                    k = buf[i]
+                    if alias_of[nodes[i]] is None and refs[k] == 1 and nbytes[k] == sizes[v] > 0:
+                        b = k
                     break
         if b == e:
             nbytes[e] = s = sizes[v]

@@ -16,8 +16,16 @@ from retrograd.passes.checkpoint.problem import Problem, Schedule
 
 
 def sqrt_schedule(problem: Problem) -> Schedule:
+    return segment_schedule(problem, None)
+
+
+def segment_schedule(problem: Problem, size: int | None, planner: Planner | None = None) -> Schedule:
+    """Segments of `size` values (None: about the square root of their number), each keeping its last.
+
+    `planner`: an unplanned Planner of the problem, to share between calls.
+    """
     p = problem
-    pl = Planner(p)
+    pl = planner if planner is not None and not planner.dropped else Planner(p)
     t = pl.sim.peak_stage
     if t < 0:
         return Schedule()
@@ -37,7 +45,8 @@ def sqrt_schedule(problem: Problem) -> Schedule:
         for j in pl.points[v][1:]:
             if j <= t:
                 reach = max(reach, j)
-    size = max(2, isqrt(len(across) - 1) + 1)
+    if size is None:
+        size = max(2, isqrt(len(across) - 1) + 1)
     segments: list[list[tuple[int, int]]] = []
     seg: list[tuple[int, int]] = []
     for idx, (v, k) in enumerate(across):

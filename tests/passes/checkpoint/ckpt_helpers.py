@@ -115,7 +115,8 @@ def naive_peak(problem: Problem, schedule: Schedule) -> tuple[int, float]:
                 i = src[e][pos]
                 if lasts[i] == e:
                     holders = [j for j in range(e) if lasts[j] >= e and owner[j] == owner[i]]
-                    if p.alias_of[comp[i][0]] is None and holders == [i]:
+                    same_size = p.sizes[comp[owner[i]][0]] == p.sizes[v] > 0
+                    if p.alias_of[comp[i][0]] is None and holders == [i] and same_size:
                         owner[e] = owner[i]
                     break
         live = {owner[j] for j in range(e + 1) if lasts[j] >= e}

@@ -66,6 +66,21 @@ def test_closed_form_equals_dp():
             assert revolve_steps(l, s) == F(l, s)
 
 
+@pytest.mark.parametrize("steps", [6, 8])
+def test_exact_milp_with_in_place_agrees_with_the_dp(steps):
+    """A second solver (the planner's MILP, which models in-place reuse) finds the same optimum:
+    the budget mapping above leaves no room for a plan better than Revolve's."""
+    pytest.importorskip("scipy.optimize")
+    from retrograd.passes.checkpoint.exact import model
+
+    p = chain_problem(steps, size=SIZE, pinned=PINNED)
+    m = model(p)
+    for c in range(2, 5):
+        sched, cost = m.solve(chain_budget(c))
+        assert round(cost) == revolve_extra(steps, c)
+        assert simulate(p, sched).peak_bytes <= chain_budget(c)
+
+
 def test_long_chain_is_valid_and_fits():
     p = chain_problem(2000, size=SIZE, pinned=PINNED)
     for c in (3, 8, 40):

@@ -9,7 +9,7 @@ import pytest
 from ckpt_helpers import chain_problem, random_problem
 
 from retrograd.passes.checkpoint import InfeasibleBudget, Problem, Schedule, least_feasible, simulate, solve
-from retrograd.passes.checkpoint.problem import HEAVY_KINDS
+from retrograd.passes.checkpoint.problem import HEAVY_KINDS, Builder
 
 
 def sweep(p: Problem, points: int = 12):
@@ -83,31 +83,20 @@ def test_sqrt_on_a_chain_is_chen():
 
 def _matmul_cos_chain(layers: int) -> tuple[Problem, int]:
     """cos(x) then `layers` times cos(x @ w), and its backward (gradient nodes of size 0)."""
-    sizes, costs, deps, kinds, rec, outs = [], [], [], [], [], []
-
-    def add(size, cost, ds, kind, r=True, out=False):
-        sizes.append(size)
-        costs.append(cost)
-        deps.append(tuple(ds))
-        kinds.append(kind)
-        rec.append(r)
-        if out:
-            outs.append(len(sizes) - 1)
-        return len(sizes) - 1
-
+    b = Builder()
+    add = b.add
     c = add(4, 1, (), "elementwise")
     mms, coss = [], [c]
     for _ in range(layers):
         mms.append(add(4, 100, (coss[-1],), "matmul"))
         coss.append(add(4, 1, (mms[-1],), "elementwise"))
-    add(0, 1, (coss[-1],), "reduce", out=True)
+    add(0, 1, (coss[-1],), "reduce", output=True)
     gc = add(0, 1, (), "other", False)
     for i in range(layers - 1, -1, -1):
         gm = add(0, 1, (mms[i], gc), "other", False)
         add(0, 100, (coss[i], gm), "other", False, True)
         gc = add(0, 100, (gm,), "other", False)
-    p = Problem(sizes=sizes, costs=costs, deps=deps, recomputable=rec, outputs=outs, kinds=kinds)
-    return p, layers
+    return b.build(), layers
 
 
 def test_cheap_keeps_matmul_outputs_and_recomputes_the_rest():
@@ -129,3 +118,26 @@ def test_budget_recomputes_no_matmul_while_cheap_ops_fit():
         assert not any(p.kinds[v] in HEAVY_KINDS for st in s.recompute for v in st)
     s = solve(p, cheap_peak - 12)
     assert any(p.kinds[v] in HEAVY_KINDS for st in s.recompute for v in st)
+
+
+def test_without_scipy_the_heuristics_plan(monkeypatch):
+    """scipy is optional: without it the exact solver is off and the greedy plans, within budget."""
+    import sys
+
+    from retrograd.passes.checkpoint import exact
+
+    monkeypatch.setitem(sys.modules, "scipy.optimize", None)
+    assert not exact.available()
+    for seed in range(30):
+        rng = random.Random(300 + seed)
+        p = random_problem(rng, rng.randint(4, 14), extras=seed % 3 == 0)
+        high = simulate(p).peak_bytes
+        for budget in (high, (high + p.pinned_bytes) // 2):
+            try:
+                s = solve(p, budget)
+            except InfeasibleBudget as err:
+                assert err.least_feasible > budget
+                assert simulate(p, solve(p, err.least_feasible)).peak_bytes <= err.least_feasible
+                continue
+            sim = simulate(p, s)
+            assert sim.valid and sim.peak_bytes <= budget
