@@ -18,8 +18,8 @@ from retrograd.passes.checkpoint.problem import Problem, Schedule
 
 # Past either limit the heuristics plan. The node limit is the deterministic cut-off; the time limit
 # is a safety net for hard instances (HiGHS can spend minutes on a 30-node problem's least peak).
-NODE_LIMIT = 1000
-TIME_LIMIT = 20.0
+NODE_LIMIT = 200
+TIME_LIMIT = 2.0
 
 
 def available() -> bool:

@@ -18,6 +18,7 @@ from retrograd.passes.checkpoint.problem import CHEAP_KINDS, HEAVY_KINDS, Infeas
 from retrograd.passes.checkpoint.simulate import simulate
 
 EXACT_NODES = 32
+CHAIN_EXACT_NODES = 16
 SEGMENTS = (2, 3, 4, 6, 8, 16, 32)
 POLICIES = ("budget", "sqrt", "cheap")
 
@@ -51,7 +52,11 @@ def solve(problem: Problem, budget: int | None = None, policy: str = "budget") -
 
 
 def _use_exact(problem: Problem) -> bool:
-    return problem.n <= EXACT_NODES and exact.available()
+    # Past CHAIN_EXACT_NODES a chain is Revolve's alone: its MILP (the least peak above all) takes HiGHS
+    # seconds from 26 nodes on (an 8-layer adjoint); smaller ones, with uneven sizes, the MILP may beat.
+    if problem.n > EXACT_NODES or (problem.n > CHAIN_EXACT_NODES and chain.detect(problem) is not None):
+        return False
+    return exact.available()
 
 
 def _exact_is_model(problem: Problem) -> bool:
