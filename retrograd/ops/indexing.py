@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from retrograd.errors import GradientError
-from retrograd.ir.expr import Tuple, shape_expr
+from retrograd.ir.expr import Constant, Expr, PrimValue, Tuple, shape_expr
 from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
@@ -144,9 +144,27 @@ def _infer_take(ctx: InferCtx) -> TensorStructInfo:
     return TensorStructInfo(x.shape[:axis] + idx.shape + x.shape[axis + 1 :], x.dtype)
 
 
+def in_range_indices(indices: Expr, size, mode: str) -> Expr | None:
+    """The indices take(mode=clip|wrap) really reads along an axis of `size`, as an expression (or None
+    when size is not a static positive int): with them, mode "fast" addresses the same elements."""
+    if mode not in ("clip", "wrap") or not isinstance(size, int) or size <= 0:
+        return None
+    if mode == "clip":
+        return R.clip(indices, PrimValue(0), PrimValue(size - 1))
+    dtype = indices.struct_info.dtype
+    return R.floor_mod(indices, Constant(np.array(size, dtype=dtype), TensorStructInfo((), dtype)))
+
+
 def _take_grad(call, out, g):
     x, idx = call.args
-    return [R.grad.take_backward(g, x, idx, axis=call.attrs["axis"], mode=call.attrs["mode"]), None]
+    axis, mode = call.attrs["axis"], call.attrs["mode"]
+    s = x.struct_info
+    size = s.shape[0 if axis is None else axis] if getattr(s, "shape", None) is not None else None
+    fixed = in_range_indices(idx, size, mode)
+    if fixed is not None:
+        # TVM's take_backward has no mode: clip/wrap become in-range indices, which it reads as they are.
+        idx, mode = fixed, "fast"
+    return [R.grad.take_backward(g, x, idx, axis=axis, mode=mode), None]
 
 
 take = register(
