@@ -132,3 +132,57 @@ def test_take_backward_mode_nan_says_tvm_cannot_read_it():
     text = mod.script()
     assert 'not loadable in TVM: R.grad.take_backward(mode="nan")' in text
     assert retrograd.structural_equal(retrograd.parse(text), mod)
+
+
+GEM = HEAD + """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((6,), "float64"), p: R.Tensor((), "float64")) -> R.Tensor((), "float64"):
+        r = R.nn.relu(x)
+        q = R.power(r, p)
+        s = R.sum(q)
+        return s
+"""
+
+
+def _gem_inputs():
+    return [np.array([-1.0, 0.0, 0.5, 2.0, 0.0, 1.5]), np.array(2.5)]
+
+
+def test_power_at_base_zero_has_a_finite_exponent_gradient():
+    mod = retrograd.parse(GEM)
+    x, p = _gem_inputs()
+    _, (gx, gp) = build(Gradient("main")(mod))["main_adjoint"](x, p)
+    r = np.maximum(x, 0)
+    pos = r > 0
+    # naive reference: d/dp sum r^p = sum over r > 0 of r^p log r; zeros contribute nothing (0^p is flat in p)
+    assert float(gp) == pytest.approx(float(np.sum(r[pos] ** p * np.log(r[pos]))), rel=1e-12)
+    np.testing.assert_allclose(gx, np.where(pos, p * r ** (p - 1), 0.0), rtol=1e-12)
+    report = check_gradients(mod, "main", [x, p])
+    assert report.ok and report.checked == 7, str(report)
+
+
+def test_power_base_zero_matches_pytorch():
+    torch = pytest.importorskip("torch")
+    mod = retrograd.parse(GEM)
+    x, p = _gem_inputs()
+    _, (gx, gp) = build(Gradient("main")(mod))["main_adjoint"](x, p)
+    tx = torch.tensor(x, requires_grad=True)
+    tp = torch.tensor(p, requires_grad=True)
+    torch.relu(tx).pow(tp).sum().backward()
+    np.testing.assert_allclose(gx, tx.grad.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(gp, tp.grad.numpy(), rtol=1e-12)
+
+
+def test_power_zero_exponent_at_zero_base_matches_pytorch():
+    torch = pytest.importorskip("torch")
+    text = GEM.replace("r = R.nn.relu(x)", "r = R.multiply(x, x)")
+    mod = retrograd.parse(text)
+    x, p = np.array([0.0, 1.0, -2.0, 0.0, 3.0, 0.5]), np.array(0.0)
+    _, (gx, gp) = build(Gradient("main")(mod))["main_adjoint"](x, p)
+    tx = torch.tensor(x, requires_grad=True)
+    tp = torch.tensor(p, requires_grad=True)
+    (tx * tx).pow(tp).sum().backward()
+    np.testing.assert_allclose(gx, tx.grad.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(gp, tp.grad.numpy(), rtol=1e-12)
