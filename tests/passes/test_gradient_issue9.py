@@ -186,3 +186,54 @@ def test_power_zero_exponent_at_zero_base_matches_pytorch():
     (tx * tx).pow(tp).sum().backward()
     np.testing.assert_allclose(gx, tx.grad.numpy(), rtol=1e-12)
     np.testing.assert_allclose(gp, tp.grad.numpy(), rtol=1e-12)
+
+
+UNKNOWN_SHAPE = HEAD + """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(dtype="float64", ndim=2), y: R.Tensor(dtype="float64")) -> R.Tensor((), "float64"):
+        a = R.sum(R.multiply(x, x))
+        b = R.mean(y)
+        c = R.add(a, b)
+        return c
+"""
+
+
+def test_full_reductions_of_unknown_shapes_are_scalars_and_differentiable():
+    from retrograd.ir.struct_info import TensorStructInfo
+
+    assert TensorStructInfo(None, "float32", 0).shape == ()
+    mod = retrograd.parse(UNKNOWN_SHAPE)
+    assert mod["main"].body.body.struct_info.shape == ()
+    rng = np.random.default_rng(1)
+    x, y = rng.standard_normal((2, 3)), rng.standard_normal((4,))
+    _, (gx, gy) = build(Gradient("main")(mod))["main_adjoint"](x, y)
+    np.testing.assert_allclose(gx, 2 * x, rtol=1e-12)
+    np.testing.assert_allclose(gy, np.full(4, 0.25), rtol=1e-12)
+    assert check_gradients(mod, "main", [x, y]).ok
+    assert retrograd.structural_equal(retrograd.parse(mod.script()), mod)
+
+
+def test_tvm_reads_the_unknown_shape_reduction_module():
+    pytest.importorskip("tvm")
+    from tvm.script import from_source
+
+    tvm_mod = from_source(UNKNOWN_SHAPE[len(HEAD):])
+    assert "main" in [gv.name_hint for gv in tvm_mod.get_global_vars()]
+
+
+@pytest.mark.parametrize("op", ["sum", "mean", "max", "min", "variance", "prod"])
+def test_full_reduction_gradients_of_unknown_rank_tensors(op):
+    text = HEAD + f"""
+@I.ir_module
+class Module:
+    @R.function
+    def main(y: R.Tensor(dtype="float64")) -> R.Tensor((), "float64"):
+        b = R.{op}(y)
+        return b
+"""
+    mod = retrograd.parse(text)
+    y = np.random.default_rng(2).standard_normal((3, 4))
+    report = check_gradients(mod, "main", [y])
+    assert report.ok and report.checked == 12, str(report)
