@@ -19,6 +19,7 @@ from retrograd.ops.elementwise import scalar
 from retrograd.ops.kernels import index as index_kernels
 from retrograd.ops.reduce import axes_of
 from retrograd.ops.registry import Attr, InferCtx, register
+from retrograd.ops.runtime_dims import axis_positions
 from retrograd.ops.shape_utils import broadcast_shapes, same_dtype
 
 
@@ -64,7 +65,7 @@ def _strided_slice_grad(call, out, g):
     x = call.args[0]
     xs, os_ = x.struct_info.shape, out.struct_info.shape
     if xs is None or os_ is None:
-        raise GradientError("R.strided_slice: the gradient needs known shapes", call.span)
+        return [_strided_slice_grad_dynamic(call, g)]
     dtype = x.struct_info.dtype
     strides = call.attrs["strides"] or (1,) * len(call.attrs["axes"])
     shape = list(os_)
@@ -103,6 +104,25 @@ def _strided_slice_grad(call, out, g):
         g = R.concat(Tuple(parts), axis=a) if len(parts) > 1 else g
         shape[a] = n
     return [g]
+
+
+def _strided_slice_grad_dynamic(call, g):
+    """The same scatter for sizes known only at run time: per sliced axis (last first), the sliced
+    positions of that axis (a run-time arange sliced like x) index a take_backward into a template
+    shaped like x on the axes done and like the slice on the others."""
+    x = call.args[0]
+    ndim = x.struct_info.ndim
+    if ndim == -1:
+        raise GradientError("R.strided_slice: the gradient needs the rank of its input", call.span)
+    strides = call.attrs["strides"] or (1,) * len(call.attrs["axes"])
+    items = [(a % ndim, b, e, s) for a, b, e, s in zip(call.attrs["axes"], call.attrs["begin"], call.attrs["end"], strides)]
+    for k in range(len(items) - 1, -1, -1):
+        a, b, e, s = items[k]
+        rest = items[:k]
+        template = x if not rest else R.strided_slice(x, *(list(t) for t in zip(*rest)))
+        where = R.strided_slice(axis_positions(x, a), axes=[0], begin=[b], end=[e], strides=[s])
+        g = R.grad.take_backward(g, template, where, axis=a)
+    return g
 
 
 strided_slice = register(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from retrograd.errors import GradientError
 from retrograd.ir.expr import const
 from retrograd.ir.struct_info import TensorStructInfo, is_int_dtype
 from retrograd.ops import attr_types as at
@@ -10,6 +9,7 @@ from retrograd.ops.api import R
 from retrograd.ops.kernels import activation as act_kernels
 from retrograd.ops.kernels import loss as loss_kernels
 from retrograd.ops.registry import Arg, Attr, InferCtx, register
+from retrograd.ops.runtime_dims import axis_length
 from retrograd.ops.shape_utils import same_dtype
 
 NLL_ATTRS = (
@@ -102,12 +102,10 @@ def _cross_entropy_grad(call, out, g):
     x, y = call.args
     if x.struct_info.ndim > 1:
         n = x.struct_info.shape[0] if x.struct_info.shape is not None else None
-        if not isinstance(n, int):
-            raise GradientError(
-                "R.nn.cross_entropy_with_logits: the gradient needs a static batch size, got "
-                f"{x.struct_info.shape}", call.span
-            )
-        g = R.divide(g, const(n, out.struct_info.dtype))
+        dtype = out.struct_info.dtype
+        # A symbolic batch size is counted at run time.
+        count = const(n, dtype) if isinstance(n, int) else R.astype(axis_length(x, 0), dtype)
+        g = R.divide(g, count)
     ng = R.negative(g)
     return [R.multiply(ng, y), R.multiply(ng, x)]
 

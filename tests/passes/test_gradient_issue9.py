@@ -237,3 +237,55 @@ class Module:
     y = np.random.default_rng(2).standard_normal((3, 4))
     report = check_gradients(mod, "main", [y])
     assert report.ok and report.checked == 12, str(report)
+
+
+SYMBOLIC = {
+    # the next-token language-model loss: lp[:-1] against tokens[1:], sequence length n symbolic
+    "next_token": ("""
+    @R.function
+    def main(lp: R.Tensor(("n", 5), "float64"), y: R.Tensor(("n", 5), "float64")) -> R.Tensor((), "float64"):
+        a = R.strided_slice(lp, axes=[0], begin=[0], end=[-1])
+        b = R.strided_slice(y, axes=[0], begin=[1], end=[100])
+        s = R.nn.cross_entropy_with_logits(a, b)
+        return s
+""", [(7, 5), (7, 5)]),
+    "slice_two_axes_strided": ("""
+    @R.function
+    def main(x: R.Tensor(("n", "m"), "float64")) -> R.Tensor((), "float64"):
+        a = R.strided_slice(x, axes=[0, 1], begin=[5, 1], end=[0, -1], strides=[-2, 2])
+        s = R.sum(R.tanh(a))
+        return s
+""", [(8, 7)]),
+    "concat": ("""
+    @R.function
+    def main(x: R.Tensor(("n", 3), "float64"), y: R.Tensor(("m", 3), "float64"), z: R.Tensor((2, 3), "float64")) -> R.Tensor((), "float64"):
+        a = R.concat((x, y, z), axis=0)
+        w = R.sin(a)
+        s = R.sum(R.multiply(w, a))
+        return s
+""", [(4, 3), (2, 3), (2, 3)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SYMBOLIC))
+def test_gradients_on_symbolic_dims_are_computed_at_run_time(name):
+    body, shapes = SYMBOLIC[name]
+    mod = retrograd.parse(HEAD + "@I.ir_module\nclass Module:\n" + body)
+    assert well_formed(Gradient("main")(mod)) == []
+    rng = np.random.default_rng(5)
+    args = [rng.standard_normal(s) for s in shapes]
+    report = check_gradients(mod, "main", args)
+    assert report.ok and report.checked == sum(int(np.prod(s)) for s in shapes), str(report)
+
+
+def test_next_token_loss_on_symbolic_length_matches_pytorch():
+    torch = pytest.importorskip("torch")
+    body, shapes = SYMBOLIC["next_token"]
+    mod = retrograd.parse(HEAD + "@I.ir_module\nclass Module:\n" + body)
+    rng = np.random.default_rng(6)
+    lp, y = (rng.standard_normal(s) for s in shapes)
+    _, (glp, gy) = build(Gradient("main")(mod))["main_adjoint"](lp, y)
+    tlp, ty = torch.tensor(lp, requires_grad=True), torch.tensor(y, requires_grad=True)
+    (-(tlp[:-1] * ty[1:]).sum() / (lp.shape[0] - 1)).backward()  # TVM's cross_entropy_with_logits
+    np.testing.assert_allclose(glp, tlp.grad.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(gy, ty.grad.numpy(), rtol=1e-12)
