@@ -289,3 +289,61 @@ def test_next_token_loss_on_symbolic_length_matches_pytorch():
     (-(tlp[:-1] * ty[1:]).sum() / (lp.shape[0] - 1)).backward()  # TVM's cross_entropy_with_logits
     np.testing.assert_allclose(glp, tlp.grad.numpy(), rtol=1e-12)
     np.testing.assert_allclose(gy, ty.grad.numpy(), rtol=1e-12)
+
+
+NLL = HEAD + """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(PSHAPE, "float64"), t: R.Tensor(TSHAPE, "int64"), w: R.Tensor((4,), "float64")) -> R.Tensor((), "float64"):
+        lp = R.nn.log_softmax(x, axis=AXIS)
+        s = R.nn.nll_loss(lp, t, w, reduction="RED", ignore_index=IGNORE)
+        return s
+"""
+
+
+def _nll_case(pshape, red, ignore):
+    tshape = (pshape[0],) + pshape[2:] if len(pshape) > 1 else ()
+    axis = 1 if len(pshape) > 1 else 0
+    text = (NLL.replace("PSHAPE", repr(pshape)).replace("TSHAPE", repr(tshape)).replace("AXIS", str(axis))
+            .replace("RED", red).replace("IGNORE", str(ignore)))
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(pshape)
+    t = rng.integers(0, 4, size=tshape).astype("int64")
+    if t.ndim:
+        t.reshape(-1)[1] = ignore if ignore == -100 else t.reshape(-1)[1]
+    w = rng.uniform(0.5, 2.0, 4)
+    return retrograd.parse(text), [x, t, w]
+
+
+NLL_CASES = [((5, 4), "mean", -100), ((5, 4), "sum", -100), ((3, 4, 2), "mean", 2), ((3, 4, 2), "sum", 0), ((4,), "mean", -100)]
+
+
+@pytest.mark.parametrize("pshape,red,ignore", NLL_CASES)
+def test_nll_loss_class_weights_get_their_true_gradient(pshape, red, ignore):
+    mod, args = _nll_case(pshape, red, ignore)
+    report = check_gradients(mod, "main", args)
+    assert report.ok and report.checked == int(np.prod(pshape)) + 4, str(report)
+    _, (_, gw) = build(Gradient("main")(mod))["main_adjoint"](*args)
+    # One sample under mean: w[t] cancels (loss = -p[t]), so only there is the weights' gradient zero.
+    assert (np.abs(gw).max() > 0) != (len(pshape) == 1 and red == "mean")
+
+
+@pytest.mark.parametrize("pshape,red,ignore", NLL_CASES)
+def test_nll_loss_class_weight_gradient_matches_pytorch(pshape, red, ignore):
+    torch = pytest.importorskip("torch")
+    mod, (x, t, w) = _nll_case(pshape, red, ignore)
+    _, (gx, gw) = build(Gradient("main")(mod))["main_adjoint"](x, t, w)
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    axis = 1 if len(pshape) > 1 else 0
+    lp = torch.log_softmax(tx, dim=axis)
+    # PyTorch's nll_loss refuses a weight gradient: the same loss spelled with gather, which autograd follows.
+    tt = torch.tensor(t)
+    valid = tt != ignore
+    safe = torch.where(valid, tt, torch.zeros_like(tt))
+    picked = lp.gather(axis, safe.unsqueeze(axis)).squeeze(axis)
+    wt = tw[safe] * valid
+    total = -(wt * picked).sum()
+    (total / wt.sum() if red == "mean" else total).backward()
+    np.testing.assert_allclose(gx, tx.grad.numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(gw, tw.grad.numpy(), rtol=1e-10, atol=1e-12)
