@@ -347,3 +347,31 @@ def test_nll_loss_class_weight_gradient_matches_pytorch(pshape, red, ignore):
     (total / wt.sum() if red == "mean" else total).backward()
     np.testing.assert_allclose(gx, tx.grad.numpy(), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(gw, tw.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+CONV = HEAD + """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((2, 2, "h", "w"), "float64"), k: R.Tensor((3, 2, 3, 2), "float64")) -> R.Tensor((), "float64"):
+        a = R.nn.conv2d(x, k, strides=[2, 3], padding=[1, 0, 1, 1], dilation=[1, 2])
+        s = R.sum(R.tanh(a))
+        return s
+"""
+
+
+@pytest.mark.parametrize("hw", [(7, 9), (8, 10), (5, 6)])
+def test_conv2d_gradient_on_symbolic_spatial_dims(hw):
+    mod = retrograd.parse(CONV)
+    assert well_formed(Gradient("main")(mod)) == []
+    rng = np.random.default_rng(8)
+    x, k = rng.standard_normal((2, 2) + hw), rng.standard_normal((3, 2, 3, 2))
+    report = check_gradients(mod, "main", [x, k])
+    assert report.ok and report.checked == x.size + k.size, str(report)
+    torch = pytest.importorskip("torch")
+    _, (gx, gk) = build(Gradient("main")(mod))["main_adjoint"](x, k)
+    tx, tk = torch.tensor(x, requires_grad=True), torch.tensor(k, requires_grad=True)
+    y = torch.nn.functional.conv2d(torch.nn.functional.pad(tx, (0, 1, 1, 1)), tk, stride=(2, 3), dilation=(1, 2))
+    torch.tanh(y).sum().backward()
+    np.testing.assert_allclose(gx, tx.grad.numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(gk, tk.grad.numpy(), rtol=1e-10, atol=1e-12)
