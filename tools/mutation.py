@@ -82,6 +82,13 @@ def run(mutants, timeout: float) -> int:
         work = Path(tmp)
         _copy_repo(work)
         env = dict(os.environ, PYTHONPATH=str(work), PYTHONDONTWRITEBYTECODE="1")
+        # The unmutated copy must pass the same tests, or every "kill" would be that failure's.
+        baseline = sorted({t for *_, tests in mutants for t in tests})
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *baseline],
+                              cwd=work, env=env, capture_output=True, text=True)
+        if proc.returncode != 0:
+            print(f"the unmutated tests fail; no score:\n{proc.stdout[-3000:]}")
+            return 2
         for mid, rel, old, new, tests in mutants:
             path = work / rel
             text = path.read_text()
