@@ -53,7 +53,9 @@ class Gradient:
         by `take(table, indices, axis=0)` as an (indices, rows) pair; `merge_duplicates` sums rows
         of repeated indices (see `densify_sparse_grad`);
       - several blocks, bindings outside dataflow blocks, If, and calls to other functions of the
-        module (differentiated into private `<callee>_vjp` functions);
+        module (differentiated into private `<callee>_vjp` functions; a name the module already
+        uses gets a suffix, `<callee>_vjp_1`, so user functions are never captured or replaced; an
+        existing `<func_name>_adjoint` is replaced only when no function calls it, as on a re-run);
       - `cleanup` (default True) folds constants, simplifies and removes dead code in the new functions.
     """
 
