@@ -154,6 +154,18 @@ class Planner:
                 return True
         return False
 
+    def prune(self, budget: int) -> None:
+        """Keep again, dearest first, each dropped gap whose recomputation the budget does not need
+        (a later step's drop often makes an earlier one unnecessary). One simulation per dropped gap."""
+        for g in sorted(self.dropped, key=lambda g: (-(self._cost([g], self.dropped) or 0), g)):
+            trial = self.dropped - {g}
+            sched = self.build(trial)
+            if sched is None:
+                continue
+            sim = simulate(self.p, sched, stage_peaks=True, check=False)
+            if sim.peak_bytes <= budget and sim.extra_cost < self.sim.extra_cost:
+                self.dropped, self.schedule, self.sim = trial, sched, sim
+
     def _accept(self, trial) -> bool:
         sched = self.build(trial)
         if sched is None:
@@ -173,7 +185,11 @@ def descend(problem: Problem, budget: int, light):
         pl.allowed = problem.recomputable
         while pl.sim.peak_bytes > budget and pl.step():
             pass
-    return (pl.schedule, pl.sim) if pl.sim.peak_bytes <= budget else None
+    if pl.sim.peak_bytes > budget:
+        return None
+    if problem.n <= BATCH_NODES:
+        pl.prune(pl.sim.peak_bytes)
+    return pl.schedule, pl.sim
 
 
 def lowest(problem: Problem, light) -> int:

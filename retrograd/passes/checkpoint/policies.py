@@ -4,7 +4,8 @@ policy "budget": the least recomputation cost whose simulated peak fits the budg
 the lower peak (with FLOP costs a matmul or conv costs more than the cheap ops that could replace it;
 the greedy descent also tries everything else before them). Revolve on uniform chain adjoints; exact
 (MILP) for problems of up to EXACT_NODES nodes when scipy is importable; otherwise the greedy
-descent, and on large problems Chen-style segmentations of several lengths, the best that fits. policy "sqrt": Chen et al.'s segmentation.
+descent (its plan pruned of recomputations the descent's own peak does not need) and Chen-style
+segmentations of several lengths, the best that fits. policy "sqrt": Chen et al.'s segmentation.
 policy "cheap": recompute only cheap kinds, each from values live where it is needed (no chains
 of recomputation), to the least peak that gives; no budget (PyTorch's default partitioner's choice).
 """
@@ -92,7 +93,7 @@ def plan_budget(problem: Problem, budget: int) -> Schedule | None:
     if descent is not None:
         descent, sims[id(descent)] = descent
         found.append(descent)
-    if problem.n > greedy.BATCH_NODES:
+    if not _use_exact(problem):
         # Chen-style segmentations of several lengths: plans fixed in advance, taken when they fit better.
         from retrograd.passes.checkpoint.sqrt import segment_schedule
 
@@ -128,7 +129,7 @@ def least_feasible(problem: Problem) -> int:
     if ch is not None:
         p1 = simulate(problem, chain.chain_schedule(problem, ch, 1)).peak_bytes
         best = p1 if best is None else min(best, p1)
-    if problem.n > greedy.BATCH_NODES:
+    if not _use_exact(problem):
         from retrograd.passes.checkpoint.sqrt import segment_schedule
 
         base = greedy.Planner(problem)

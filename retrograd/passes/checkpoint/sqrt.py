@@ -34,7 +34,9 @@ def segment_schedule(problem: Problem, size: int | None, planner: Planner | None
     for v in range(t):
         k = pl._gap(v, t)
         if k and pl.points[v][k - 1] < t < pl.points[v][k] != p.n and p.recomputable[v]:
-            across.append((v, k))
+            # kept when even alone it cannot be recomputed (it reads a value that cannot be)
+            if pl._closure(v, pl.points[v][k], {(v, k)}, set(), []):
+                across.append((v, k))
     if len(across) < 3:
         return Schedule()
     reach = 0
