@@ -1,0 +1,5 @@
+"""Training: losses and optimizers as IR, `setup_trainer` (one module with a fused train step) and the Trainer."""
+
+from retrograd.training.losses import CrossEntropyLoss, HuberLoss, L1Loss, Loss, MSELoss, NLLLoss, append_loss
+
+__all__ = ["Loss", "MSELoss", "L1Loss", "HuberLoss", "NLLLoss", "CrossEntropyLoss", "append_loss"]
