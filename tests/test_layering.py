@@ -20,6 +20,7 @@ RANK = {
     "ops": 2,
     "analysis": 3,  # may not exist yet
     "parser": 4, "passes": 4, "runtime": 4,
+    "training": 4.5,  # above passes and runtime, below cli
     "cli": 5, "testing": 5, "__init__": 5,
 }
 SIBLINGS = {"parser", "passes", "runtime"}

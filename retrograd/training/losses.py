@@ -5,14 +5,15 @@ from __future__ import annotations
 import numpy as np
 
 from retrograd.errors import TrainingError
-from retrograd.ir.block import DataflowBlock
+from retrograd.ir.block import VarBinding
 from retrograd.ir.builder import BlockBuilder
-from retrograd.ir.copy import copy_seq, fresh_var
+from retrograd.ir.copy import fresh_var
 from retrograd.ir.expr import Expr, Function, Tuple, TupleGetItem, Var, const
 from retrograd.ir.module import IRModule
 from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, is_float_dtype
 from retrograd.ir.text import format_sinfo
 from retrograd.ops.api import R
+from retrograd.training.inline import inline_body
 
 REDUCTIONS = ("mean", "sum", "none")
 
@@ -237,16 +238,9 @@ def append_loss(mod: IRModule, loss: Loss, func: str = "backbone", output_index:
         raise TrainingError(f"append_loss: the module has no function '{func}' (functions: {', '.join(mod.keys())})")
     backbone = mod[func]
     params = [fresh_var(p, promote=True) for p in backbone.params]
-    vmap = dict(zip(backbone.params, params))
-    body = copy_seq(backbone.body, vmap)
     bb = BlockBuilder(mod)
     bb.begin_scope()
-    for block in body.blocks:
-        bb.begin_block(dataflow=isinstance(block, DataflowBlock))
-        for binding in block.bindings:
-            bb.emit_binding(binding)
-        bb.end_block()
-    pred = body.body
+    pred = inline_body(bb, backbone, params)
     if isinstance(pred.struct_info, TupleStructInfo):
         pred = pred.fields[output_index] if isinstance(pred, Tuple) else bb.emit(TupleGetItem(pred, output_index))
     psinfo = pred.struct_info
@@ -256,7 +250,12 @@ def append_loss(mod: IRModule, loss: Loss, func: str = "backbone", output_index:
     target = Var("targets", loss.target_sinfo(psinfo))
     bb.begin_block(dataflow=True)
     out = loss.emit(bb, pred, target)
-    result = bb.emit_output(out, "loss")
+    bindings = bb.current_bindings()
+    if bindings and bindings[-1].var is out:  # make the last binding the block's output, not an alias of it
+        result = Var(out.name_hint, out.struct_info)
+        bindings[-1] = VarBinding(result, bindings[-1].value)
+    else:
+        result = bb.emit_output(out, "loss")
     bb.end_block()
     seq = bb.end_scope(result)
     name = new_name or f"{func}_loss"
