@@ -21,10 +21,11 @@ def fans(shape: tuple[int, ...]) -> tuple[int, int]:
 
 
 def initial_value(method: str, shape: tuple[int, ...], dtype: str, rng: np.random.Generator) -> np.ndarray:
-    """One parameter's initial value. Parameters of fewer than 2 dimensions (biases, scalars) start at zero."""
+    """One parameter's initial value. Parameters with fewer than two dimensions larger than 1 (biases, as
+    (C,) or (1, C, 1, 1), and scalars) start at zero; pass an override for a weight of such a shape."""
     if method not in METHODS:
         raise TrainingError(f"unknown initialisation {method!r} (methods: {', '.join(METHODS)})")
-    if method == "zeros" or len(shape) < 2:
+    if method == "zeros" or sum(d > 1 for d in shape) < 2:
         return np.zeros(shape, dtype)
     fan_in, fan_out = fans(shape)
     if method.startswith("xavier"):

@@ -149,6 +149,7 @@ def test_initialisers():
     bound = np.sqrt(6 / (3 * 25 + 8 * 25))
     assert np.abs(u).max() <= bound and np.abs(u).max() > 0.9 * bound
     assert not initial_value("he_uniform", (7,), "float32", rng).any()
+    assert not initial_value("he_uniform", (1, 7, 1, 1), "float32", rng).any()
     a, b = _trainer(seed=4), _trainer(seed=4)
     for n in a.param_names:
         np.testing.assert_array_equal(a.params[n], b.params[n])
