@@ -21,6 +21,7 @@ RANK = {
     "analysis": 3,  # may not exist yet
     "parser": 4, "passes": 4, "runtime": 4,
     "training": 4.5,  # above passes and runtime, below cli
+    "examples": 4.7,  # runnable examples built on training; cli starts them
     "cli": 5, "testing": 5, "__init__": 5,
 }
 SIBLINGS = {"parser", "passes", "runtime"}

@@ -48,21 +48,24 @@ def stratified_split(labels: np.ndarray, test_fraction: float, seed: int):
     return rng.permutation(np.concatenate(train)), np.sort(np.concatenate(test))
 
 
-def add_arguments(p: argparse.ArgumentParser) -> None:
+def add_arguments(p: argparse.ArgumentParser, epochs: int = 20, lr: float = 2e-3) -> None:
+    """The options of every training command."""
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--epochs", type=int, default=15)
+    p.add_argument("--epochs", type=int, default=epochs)
     p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--lr", type=float, default=2e-3)
+    p.add_argument("--lr", type=float, default=lr)
     p.add_argument("--checkpoint", metavar="BUDGET", help="memory budget for the train step (bytes, 12MiB, 40%%)")
     p.add_argument("--out", metavar="DIR", help="write the loss/accuracy curve (PNG) and the parameters here")
+    p.add_argument("--threads", type=int, default=1,
+                   help="BLAS threads while training (needs threadpoolctl; 0: the library's default)")
     p.add_argument("--limit", type=int, help=argparse.SUPPRESS)  # a subset, for tests
 
 
 def run(args, stream=None) -> float:
     """Train, print `test accuracy 0.xxxx`, write the outputs; return the test accuracy."""
-    import retrograd
+    from retrograd.parser import parse
     from retrograd.training import Adam, NLLLoss, Trainer, setup_trainer
-    from retrograd.training.loop import accuracy, fit
+    from retrograd.training.loop import accuracy, blas_threads, fit
     from retrograd.training.progress import Progress
 
     stream = stream or sys.stdout
@@ -71,14 +74,15 @@ def run(args, stream=None) -> float:
     tr, te = stratified_split(y, 0.2, args.seed)
     if args.limit:
         tr = tr[: args.limit]
-    mod = setup_trainer(retrograd.parse(MODEL), NLLLoss(), Adam(args.lr), checkpoint=args.checkpoint)
+    mod = setup_trainer(parse(MODEL), NLLLoss(), Adam(args.lr), checkpoint=args.checkpoint)
     trainer = Trainer(mod)
     trainer.init_params("he_uniform", seed=args.seed)
     steps = args.epochs * -(-len(tr) // args.batch_size)
-    history = fit(trainer, [x[tr], y[tr]], args.epochs, args.batch_size, seed=args.seed,
-                  evaluate=lambda t: {"test_acc": accuracy(t, x[te], y[te])},
-                  progress=Progress(steps, desc="digits"))
-    acc = accuracy(trainer, x[te], y[te])
+    with blas_threads(args.threads or None):
+        history = fit(trainer, [x[tr], y[tr]], args.epochs, args.batch_size, seed=args.seed,
+                      evaluate=lambda t: {"test_acc": accuracy(t, x[te], y[te])},
+                      progress=Progress(steps, desc="digits"))
+        acc = accuracy(trainer, x[te], y[te])
     elapsed = time.perf_counter() - start
     stream.write(f"{len(tr)} training and {len(te)} test images, {steps} steps in {elapsed:.1f} s\n")
     stream.write(f"test accuracy {acc:.4f}\n")
@@ -112,7 +116,7 @@ def plot_history(history: dict, path: Path) -> str:
         ax2.set_ylabel("test accuracy")
         ax2.set_ylim(min(0.8, min(accs)), 1.0)
         ax2.legend(loc="center right")
-    ax.legend(loc="upper right")
+    ax.legend(loc="lower left")
     ax.set_title("retrograd: digits CNN")
     fig.tight_layout()
     fig.savefig(path, dpi=100)

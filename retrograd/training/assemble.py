@@ -19,19 +19,22 @@ LAYOUT_ATTRS = ("num_input", "num_param", "num_target")
 
 
 def setup_trainer(mod: IRModule, loss: Loss | None, optimizer: Optimizer, checkpoint=None,
-                  func: str | None = None, num_inputs: int | None = None) -> IRModule:
+                  func: str | None = None, num_inputs: int | None = None, inputs: list[str] | None = None) -> IRModule:
     """A module with `backbone`, `backbone_loss`, `backbone_loss_adjoint`, `optimizer` and `train_step`.
 
     `func` names the backbone (default: `backbone`, else `main`, else the only function). Its first
     `num_inputs` parameters (default: its `num_input` attribute, else 1) are the data; the others are
     trained. With `loss=None` the backbone itself returns the scalar loss (its last parameters are then
-    data too: pass `num_inputs` as the parameters that are not trained, targets included).
+    data too: pass `num_inputs` as the parameters that are not trained, targets included). `inputs`
+    names the data parameters instead, wherever they are: they are moved first, in the given order.
     `train_step(inputs..., params..., targets..., state...) -> (loss, (new params), (new state))`
     is forward, backward and update in one function; `checkpoint` (a budget for the checkpoint pass)
     lets it recompute values instead of keeping them. The input module is not changed.
     """
     name = _backbone_name(mod, func)
     backbone = mod[name]
+    if inputs is not None:
+        backbone, num_inputs = _inputs_first(backbone, name, list(inputs)), len(inputs)
     n_in = _num_inputs(backbone, num_inputs)
     out = IRModule({"backbone": _renamed(backbone, "backbone")})
     if loss is None:
@@ -90,6 +93,17 @@ def _num_inputs(backbone: Function, num_inputs: int | None) -> int:
     if not 0 <= n <= len(backbone.params):
         raise TrainingError(f"num_inputs={n} but the backbone has {len(backbone.params)} parameters")
     return n
+
+
+def _inputs_first(func: Function, name: str, inputs: list[str]) -> Function:
+    by_name = {p.name_hint: p for p in func.params}
+    for n in inputs:
+        if n not in by_name or inputs.count(n) > 1:
+            why = "is named twice" if n in by_name else "is not a parameter"
+            raise TrainingError(f"input '{n}' {why} of '{name}' (parameters: {', '.join(by_name)})")
+    first = [by_name[n] for n in inputs]
+    params = first + [p for p in func.params if p not in first]
+    return Function(params, func.body, func.ret_struct_info, func.is_pure, func.private, dict(func.attrs), span=func.span)
 
 
 def _renamed(func: Function, name: str) -> Function:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 import numpy as np
@@ -52,3 +53,21 @@ def accuracy(trainer: Trainer, x, y, batch_size: int = 512) -> float:
     for idx in batches(len(x), batch_size, None):
         hits += int((np.asarray(trainer.predict(x[idx])).argmax(axis=1) == y[idx]).sum())
     return hits / max(1, len(x))
+
+
+@contextlib.contextmanager
+def blas_threads(n: int | None):
+    """Limit BLAS to `n` threads while training (with threadpoolctl, in the `train` extra; else a no-op).
+
+    Small models lose to thread start-up and, on a busy machine, to threads spinning: the digits CNN's
+    step took 40x the CPU time with two OpenBLAS threads than with one on a loaded 2-core machine.
+    """
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        threadpool_limits = None
+    if n is None or threadpool_limits is None:
+        yield
+        return
+    with threadpool_limits(limits=n, user_api="blas"):
+        yield
