@@ -47,7 +47,7 @@ def build(mod: IRModule, **options):
     return _build(mod, **options)
 
 
-_LAZY = ("passes", "runtime", "parser", "testing", "ir", "cli")
+_LAZY = ("passes", "runtime", "parser", "testing", "ir", "cli", "analysis")
 
 
 def __getattr__(name: str):

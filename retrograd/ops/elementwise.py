@@ -65,10 +65,14 @@ def _infer_float_unary(ctx: InferCtx) -> TensorStructInfo:
 
 
 def _wrap(ufunc):
-    """NumPy returns scalars for 0-d inputs; kernels return arrays of the input dtype."""
+    """NumPy returns scalars for 0-d inputs; kernels return arrays of the input dtype.
+
+    Results are in C order whatever the inputs' layout (NumPy's default follows the inputs), so that
+    whether a later reshape can view them is known statically (retrograd.analysis).
+    """
 
     def kernel(*arrays):
-        return np.asarray(ufunc(*arrays))
+        return np.asarray(ufunc(*arrays, order="C"))
 
     kernel.__name__ = ufunc.__name__
     return kernel
@@ -79,24 +83,24 @@ def _divide(a, b):
         # TVM integer division truncates toward zero (C semantics), unlike NumPy's floor division.
         if np.any(b == 0):
             raise KernelError("R.divide: integer division by zero")
-        q = np.floor_divide(a, b)
+        q = np.floor_divide(a, b, order="C")
         q += ((np.remainder(a, b) != 0) & ((a < 0) ^ (b < 0))).astype(q.dtype)
         return np.asarray(q)
     with np.errstate(divide="ignore", invalid="ignore"):  # x/0 is inf or nan, as in TVM
-        return np.asarray(np.divide(a, b))
+        return np.asarray(np.divide(a, b, order="C"))
 
 
 def _power(a, b):
     if is_int_dtype(str(a.dtype)) and np.any(b < 0):
         raise KernelError("R.power: negative exponent for an integer tensor")
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # nan for (-2) ** 0.5, as in TVM
-        return np.asarray(np.power(a, b))
+        return np.asarray(np.power(a, b, order="C"))
 
 
 def _sigmoid(x):
     # exp(-x) overflows to inf for very negative x, giving the correct limit 0: silence the warning.
     with np.errstate(over="ignore"):
-        return np.asarray(1.0 / (1.0 + np.exp(-x)), dtype=x.dtype)
+        return np.asarray(np.divide(1.0, 1.0 + np.exp(-x), order="C"), dtype=x.dtype)
 
 
 def _guarded(ufunc):
@@ -104,7 +108,7 @@ def _guarded(ufunc):
 
     def kernel(x):
         with np.errstate(divide="ignore", invalid="ignore"):
-            return np.asarray(ufunc(x))
+            return np.asarray(ufunc(x, order="C"))
 
     kernel.__name__ = ufunc.__name__
     return kernel

@@ -182,7 +182,8 @@ concat = register(
     (Arg("tensors", kind="tuple"),),
     (Attr("axis", at.to_opt_int, 0),),
     infer=_infer_concat,
-    kernel=lambda tensors, axis=0: np.concatenate(tensors, axis=0 if axis is None else axis),
+    # C order whatever the inputs' layout (NumPy's follows them): see retrograd/analysis/layout.py.
+    kernel=lambda tensors, axis=0: np.asarray(np.concatenate(tensors, axis=0 if axis is None else axis), order="C"),
     grad=_concat_grad,
 )
 split = register(
@@ -426,12 +427,18 @@ def _astype_grad(call, out, g):
     return [R.astype(g, x.struct_info.dtype)]
 
 
+def _astype(x, dtype):
+    # The input itself when the dtype is unchanged; otherwise a C-order copy (NumPy's keeps the layout).
+    dt = np_dtype(dtype, "R.astype")
+    return x if x.dtype == dt else np.asarray(x.astype(dt, order="C"))
+
+
 astype = register(
     "relax.astype",
     ("x",),
     (Attr("dtype", at.to_dtype),),
     infer=lambda ctx: TensorStructInfo(ctx.tensor(0).shape, ctx.attrs["dtype"], ctx.tensor(0).ndim),
-    kernel=lambda x, dtype: np.asarray(x.astype(np_dtype(dtype, "R.astype"), copy=False)),
+    kernel=_astype,
     grad=_astype_grad,
     aliases=(0,),  # x itself when the dtype is unchanged
 )
@@ -450,7 +457,7 @@ def _tri(name, kernel):
         ("x",),
         (Attr("k", at.to_int, 0),),
         infer=_infer_tri,
-        kernel=lambda x, k=0: kernel(x, k),
+        kernel=lambda x, k=0: np.asarray(kernel(x, k), order="C"),
         grad=lambda call, out, g: [getattr(R, name)(g, k=call.attrs["k"])],
         print_positional=("k",),
     )

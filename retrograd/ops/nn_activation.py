@@ -42,7 +42,7 @@ def _infer_softmax(ctx: InferCtx) -> TensorStructInfo:
 
 def _relu_kernel(x):
     x = np.asarray(x)
-    return np.maximum(x, x.dtype.type(0))
+    return np.maximum(x, x.dtype.type(0), order="C")
 
 
 def _relu_into(x, out):

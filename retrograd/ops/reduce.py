@@ -59,9 +59,12 @@ def _infer_cumsum(ctx: InferCtx) -> TensorStructInfo:
 # -- kernels ------------------------------------------------------------------------------------
 
 
+# Results are in C order whatever the input's layout (NumPy's follows it): see retrograd/analysis/layout.py.
+
+
 def _sum(x, axis=None, keepdims=False):
     # dtype=x.dtype: NumPy would widen int32 sums to int64; TVM keeps the input dtype.
-    return np.asarray(np.sum(x, axis=axis, keepdims=keepdims, dtype=x.dtype))
+    return np.asarray(np.sum(x, axis=axis, keepdims=keepdims, dtype=x.dtype), order="C")
 
 
 def _mean(x, axis=None, keepdims=False):
@@ -71,15 +74,15 @@ def _mean(x, axis=None, keepdims=False):
     if is_int_dtype(str(x.dtype)):
         # Integer mean truncates toward zero, like TVM's integer division.
         total = np.sum(x, axis=axis, keepdims=keepdims, dtype=np.int64)
-        return np.asarray(np.trunc(total / count), dtype=x.dtype)
-    return np.asarray(np.mean(x, axis=axis, keepdims=keepdims), dtype=x.dtype)
+        return np.asarray(np.trunc(total / count), dtype=x.dtype, order="C")
+    return np.asarray(np.mean(x, axis=axis, keepdims=keepdims), dtype=x.dtype, order="C")
 
 
 def _variance(x, axis=None, keepdims=False):
     if (x.size if axis is None else math.prod(x.shape[a] for a in axis)) == 0:
         raise KernelError(f"R.variance: variance over an empty axis of a tensor shaped {x.shape}")
     # Population variance (ddof=0), as TVM computes it.
-    return np.asarray(np.var(x, axis=axis, keepdims=keepdims), dtype=x.dtype)
+    return np.asarray(np.var(x, axis=axis, keepdims=keepdims), dtype=x.dtype, order="C")
 
 
 def _extremum(name, fn):
@@ -87,7 +90,7 @@ def _extremum(name, fn):
         reduced = range(x.ndim) if axis is None else axis
         if any(x.shape[a] == 0 for a in reduced):
             raise KernelError(f"R.{name}: reduction over an empty axis of a tensor shaped {x.shape}")
-        return np.asarray(fn(x, axis=axis, keepdims=keepdims))
+        return np.asarray(fn(x, axis=axis, keepdims=keepdims), order="C")
 
     return kernel
 
@@ -95,7 +98,7 @@ def _extremum(name, fn):
 def _cumsum(x, axis=None, dtype=None, exclusive=False):
     if axis is None:
         x, axis = x.reshape(-1), 0
-    out = np.cumsum(x, axis=axis, dtype=dtype or x.dtype)
+    out = np.cumsum(x, axis=axis, dtype=dtype or x.dtype, out=np.empty(x.shape, dtype or x.dtype))
     if exclusive:
         # Shift by one along the axis instead of subtracting x: exact for floats.
         shifted = np.zeros_like(out)

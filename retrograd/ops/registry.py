@@ -99,7 +99,8 @@ class OpDef(Op):
       share: the very object (identity markers such as grad.no_grad, astype to the same dtype) or a
       NumPy view (reshape, permute_dims, strided_slice, ...); each registration says when. The result
       of an op not listing an argument never shares memory with it (a test runs every kernel to check
-      this). The executor counts a shared buffer once, and never writes in place over a view.
+      this). The executor counts a shared buffer once; retrograd/analysis/layout.py says how each
+      listed op shares it (the object, or a view with which strides).
     """
 
     name: str

@@ -4,10 +4,12 @@ This is NumPy's own temporary elision, applied across bindings. Which ops may do
 arguments could hold the result, is decided statically by the op (`OpDef.inplace`,
 `OpDef.inplace_candidates`); lowering picks the first candidate whose register is released at that
 instruction. At run time the buffer is reused only when the input's only references are its register
-and the closure itself (`sys.getrefcount`) and it owns its memory (`base is None`): then nothing else
-can see it change — not a view, not the caller (parameters), not the module (constants), not another
-register (an identity op's result) — and writing over it saves an allocation (a page fault per call
-for tensors past malloc's mmap threshold).
+and the closure itself (`sys.getrefcount`): then nothing else can see it change — not a view, not the
+caller (parameters), not the module (constants), not another register (an identity op's result) — and
+writing over it saves an allocation (a page fault per call for tensors past malloc's mmap threshold).
+The input may itself be a view (a kernel's reshaped temporary, a transposed value) when the array it
+views is referenced by nothing but that view: the test is about the memory, so whether a kernel hands
+back its own temporary or a view of it does not matter (retrograd.analysis predicts it from buffers).
 """
 
 from __future__ import annotations
@@ -26,9 +28,12 @@ def make(into, srcs, target: int, fallback):
 
         def run_unary(r):
             a = r[t]
-            # 3 references: the register, `a`, and getrefcount's argument.
-            if type(a) is ndarray and a.base is None and getrefcount(a) == 3 and a.flags.writeable:
-                return into(a, out=a)
+            # 3 references: the register, `a`, and getrefcount's argument; for the viewed array:
+            # the view's base, `b`, and getrefcount's argument.
+            if type(a) is ndarray and getrefcount(a) == 3 and a.flags.writeable:
+                b = a.base
+                if b is None or (type(b) is ndarray and b.base is None and getrefcount(b) == 3):
+                    return into(a, out=a)
             return fallback(r)
 
         return run_unary
@@ -36,8 +41,10 @@ def make(into, srcs, target: int, fallback):
 
     def run_binary(r):
         a = r[t]
-        if type(a) is ndarray and a.base is None and getrefcount(a) == 3 and a.flags.writeable:
-            return into(r[s0], r[s1], out=a)
+        if type(a) is ndarray and getrefcount(a) == 3 and a.flags.writeable:
+            b = a.base
+            if b is None or (type(b) is ndarray and b.base is None and getrefcount(b) == 3):
+                return into(r[s0], r[s1], out=a)
         return fallback(r)
 
     return run_binary

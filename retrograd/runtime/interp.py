@@ -7,7 +7,8 @@ those run. A view (reshape, permute_dims, strided_slice, broadcast) counts the b
 however many views share it, for as long as any of them is live. Module constants are not counted
 (they live as long as the module). The peak is taken right after each instruction stores its result
 and before it releases its dying inputs, since the kernel needs both at once; scratch memory inside a
-kernel is not seen.
+kernel is not seen. Elementwise results written over a dying input (inplace.py) allocate nothing.
+docs/memory.md states the rule in full; retrograd.analysis.peak_memory predicts it statically.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ from operator import itemgetter
 
 import numpy as np
 
+from retrograd.analysis.liveness import flat_registers, inplace_positions, release_points
 from retrograd.errors import NameError_, UnsupportedError
 from retrograd.gc_pause import collector_paused
 from retrograd.ir.expr import (
@@ -91,15 +92,6 @@ def lower_module(mod, check: bool = False) -> dict[str, Program]:
         for name, prog in programs.items():
             _FunctionLowering(name, mod[name], programs, check).lower(prog)
     return programs
-
-
-def _flat(src, out: set) -> set:
-    if isinstance(src, int):
-        out.add(src)
-    else:
-        for s in src:
-            _flat(s, out)
-    return out
 
 
 def reader(src):
@@ -278,7 +270,7 @@ class _FunctionLowering:
             for binding in block.bindings:
                 self.lower_binding(binding, pb)
         pb.result_src = self.source(seq.body, seq.span)
-        pb.result_regs = _flat(pb.result_src, set()) - self.fixed
+        pb.result_regs = flat_registers(pb.result_src, set()) - self.fixed
         reads = set(pb.result_regs)
         for ins in pb.ins:
             reads |= ins.reads
@@ -325,7 +317,7 @@ class _FunctionLowering:
         srcs = [self.source(a, span) for a in call.args]
         reads = set()
         for s in srcs:
-            _flat(s, reads)
+            flat_registers(s, reads)
         arg_labels = [self.describe_src(s) for s in srcs]
         arg_info = [(lab, reader(s)) for lab, s in zip(arg_labels, srcs)]
         if isinstance(call.op, GlobalVar):
@@ -348,11 +340,9 @@ class _FunctionLowering:
         label = f"{script}({', '.join(arg_labels + ([attr_text] if attr_text else []))})"
         info = Info(self.name, name, label, arg_info, span, script)
         inplace = None
-        into = getattr(op, "inplace", None)
-        if into is not None and not self.check and all(isinstance(s, int) for s in srcs):
-            positions = op.inplace_candidates([getattr(a, "struct_info", None) for a in call.args], var.struct_info)
-            if positions:
-                inplace = (into, srcs, positions)
+        positions = [] if self.check else inplace_positions(call, srcs, var.struct_info)
+        if positions:
+            inplace = (op.inplace, srcs, positions)
         self._add(pb, _kernel_fn(kernel, call.attrs, srcs), self.new_reg(), reads, False, info, var, inplace=inplace)
 
     def _lower_if(self, var, node: If, span, pb) -> None:
@@ -377,27 +367,10 @@ class _FunctionLowering:
         Registers last read by an If are released inside the branches (at their last use there), so a
         branch does not keep alive what only the other branch needs.
         """
-        n = len(pb.ins)
-        last: dict[int, int] = {}
-        for i, ins in enumerate(pb.ins):
-            for r in ins.reads:
-                last[r] = i
-        defined_at = {ins.out: i for i, ins in enumerate(pb.ins)}
-        frees: list[list[int]] = [[] for _ in range(n)]
-        dying: list[set[int]] = [set() for _ in range(n)]
-        prefree, endfree = [], []
-        for r in sorted(owned):
-            if r in pb.result_regs:
-                endfree.append(r)
-                continue
-            i = last.get(r)
-            if i is None:
-                d = defined_at.get(r)
-                (prefree if d is None else frees[d]).append(r)
-            elif pb.ins[i].branches is not None:
-                dying[i].add(r)
-            else:
-                frees[i].append(r)
+        frees, dying, prefree, endfree = release_points(
+            [ins.reads for ins in pb.ins], [ins.out for ins in pb.ins],
+            [ins.branches is not None for ins in pb.ins], pb.result_regs, owned,
+        )
         code = []
         for i, ins in enumerate(pb.ins):
             fn = ins.fn

@@ -11,7 +11,7 @@ class RunStats:
 
     peak_live_bytes: the most bytes held at once by the distinct buffers of live values (parameters
     for the whole call; intermediates from production to last use; a view counts the buffer it views,
-    once; constants excluded). See retrograd.runtime.interp for the exact rule.
+    once; constants excluded). docs/memory.md states the exact rule; retrograd.analysis predicts it.
     param_bytes: the bytes of the parameters' buffers (included in the peak).
     """
 

@@ -9,7 +9,7 @@ class Module:
         c = R.atan2(R.asinh(b), R.cosh(y))
         d = R.log_add_exp(R.rsqrt(R.square(c)), R.tan(R.atan(y)))
         e = R.ewise_fma(d, R.floor(x), R.round(y))
-        f = R.floor_mod(R.floor_divide(n, R.bitwise_not(n)), R.left_shift(n, R.const(1, "int32")))
+        f = R.floor_mod(R.floor_divide(R.bitwise_not(n), R.bitwise_or(n, R.const(1, "int32"))), R.bitwise_or(R.left_shift(n, R.const(1, "int32")), R.const(1, "int32")))
         g = R.logical_and(R.isfinite(e), R.logical_not(R.isnan(e)))
         h = R.mod(R.sign(R.trunc(e)), R.ceil(x))
         return (h, f, g, R.bitwise_xor(f, R.right_shift(n, R.const(2, "int32"))))

@@ -15,7 +15,8 @@ _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
 def _float(op, x):
-    x = np.asarray(x)
+    # C order in, C order out: results' layout must not depend on the input's (retrograd.analysis).
+    x = np.asarray(x, order="C")
     check_float(op, "data", x)
     return x
 

@@ -85,7 +85,7 @@ def nll_loss(predictions, targets, weights=None, *, reduction="mean", ignore_ind
     # Ignored entries read class 0, which may hold -inf: zero them so 0 * -inf makes no nan.
     losses = -s.w * np.where(s.valid, picked, 0)
     if reduction == "none":
-        return losses.reshape(s.tshape)
+        return np.asarray(losses.reshape(s.tshape), order="C")
     total = losses.sum(dtype=s.dtype)
     if reduction == "mean":
         with np.errstate(invalid="ignore", divide="ignore"):

@@ -1,0 +1,263 @@
+"""The executor's peak live bytes, predicted from struct info and liveness alone (docs/memory.md)."""
+
+from __future__ import annotations
+
+import attrs
+
+from retrograd.analysis.layout import Same, View, results
+from retrograd.analysis.plan import Arr, Block, Buf, Ins, Plan, Plans, param_value
+from retrograd.errors import UnsupportedError
+from retrograd.gc_pause import collector_paused
+from retrograd.ir.struct_info import TupleStructInfo
+
+MAX_PATHS = 4096
+MAX_CALL_DEPTH = 64
+
+
+@attrs.frozen
+class MemoryTimeline:
+    """Live bytes around each top-level binding of a function, by the executor's accounting.
+
+    names[i] is the i-th top-level binding; during[i] the most bytes live while it runs (its result
+    stored, its dying inputs not yet released; for an If or a call, the most at any point inside);
+    after[i] the bytes live once it has released them. peak_index is the first binding reaching
+    `peak` (None when the parameters alone are the peak). With data-dependent branches each figure is
+    the worst over the paths.
+    """
+
+    function: str
+    names: tuple[str, ...]
+    during: tuple[int, ...]
+    after: tuple[int, ...]
+    param_bytes: int
+    peak: int
+    peak_index: int | None
+
+    @property
+    def peak_name(self) -> str | None:
+        return None if self.peak_index is None else self.names[self.peak_index]
+
+
+def peak_memory(mod, func_name: str) -> int:
+    """The `ex.stats.peak_live_bytes` that `retrograd.build(mod)[func_name](*args)` measures.
+
+    The executor's meter is replayed on abstract arrays (a buffer: parameter, constant or fresh, with
+    its size; a layout over it), with registers, release points and in-place targets assigned as the
+    lowering assigns them and kernel results as retrograd.analysis.layout describes them. Shapes must
+    be static; arguments are taken to be distinct arrays owning their memory. Where an If's condition
+    depends on the data every path is followed (at most MAX_PATHS) and the worst one is reported.
+    """
+    return memory_timeline(mod, func_name).peak
+
+
+def memory_timeline(mod, func_name: str) -> MemoryTimeline:
+    """Per top-level binding of `func_name`: live bytes during and after it, and where the peak is."""
+    # The collector would rescan the module's many IR nodes over and over while plans are made.
+    with collector_paused():
+        return _timeline(mod, func_name)
+
+
+def _timeline(mod, func_name: str) -> MemoryTimeline:
+    plans = Plans(mod)
+    main = plans.get(func_name)
+    best = None
+    prefixes = [[]]
+    paths = 0
+    while prefixes:
+        prefix = prefixes.pop()
+        paths += 1
+        if paths > MAX_PATHS:
+            raise UnsupportedError(
+                f"{func_name}: more than {MAX_PATHS} paths through data-dependent If conditions; no static peak"
+            )
+        sim = _Sim(plans, prefix)
+        sim.run_top(main)
+        # Depth-first over the branch choices: every choice made past the prefix can also go the other way.
+        for j in range(len(prefix), len(sim.taken)):
+            prefixes.append(sim.taken[:j] + [False])
+        best = sim if best is None else best.merge(sim)
+    during, peak = tuple(best.during), best.peak
+    index = next((i for i, d in enumerate(during) if d == peak), None) if peak > best.param_bytes else None
+    return MemoryTimeline(func_name, main.names, during, tuple(best.after), best.param_bytes, peak, index)
+
+
+# -- the simulation -----------------------------------------------------------------------------------
+
+
+class _Sim:
+    """One run of a function on abstract arrays, with the If choices in `prefix` (then True)."""
+
+    def __init__(self, plans: Plans, prefix: list[bool]):
+        self.plans = plans
+        self.prefix = prefix
+        self.taken: list[bool] = []
+        self.refs: dict[Buf, int] = {}
+        self.pins: dict[Buf, int] = {}
+        self.decided: dict[Buf, bool] = {}
+        self.cur = 0
+        self.peak = 0
+        self.window = 0
+        self.depth = 0
+        self.param_bytes = 0
+        self.during: list[int] = []
+        self.after: list[int] = []
+
+    def merge(self, other: "_Sim") -> "_Sim":
+        self.peak = max(self.peak, other.peak)
+        self.during = [max(a, b) for a, b in zip(self.during, other.during)]
+        self.after = [max(a, b) for a, b in zip(self.after, other.after)]
+        return self
+
+    # meter
+    def acquire(self, v, count: int = 1) -> None:
+        if isinstance(v, Arr):
+            buf = v.buf
+            if buf.kind == "const":
+                return
+            c = self.refs.get(buf)
+            if c is None:
+                self.refs[buf] = count
+                self.cur += buf.nbytes
+                if self.cur > self.window:
+                    self.window = self.cur
+                    if self.cur > self.peak:
+                        self.peak = self.cur
+            else:
+                self.refs[buf] = c + count
+        elif type(v) is tuple:
+            for x in v:
+                self.acquire(x, count)
+
+    def release(self, v) -> None:
+        if isinstance(v, Arr):
+            c = self.refs.get(v.buf)
+            if c is not None:
+                if c > 1:
+                    self.refs[v.buf] = c - 1
+                else:
+                    del self.refs[v.buf]
+                    self.cur -= v.buf.nbytes
+        elif type(v) is tuple:
+            for x in v:
+                self.release(x)
+
+    # functions and blocks
+    def run_top(self, plan: Plan) -> None:
+        args = [param_value(p.struct_info, f"{plan.name}: parameter '{p.name_hint}'", p.span) for _, p in plan.params]
+        n = len(plan.names)
+        self.during = [0] * n
+        self.after = [0] * n
+        self.invoke(plan, args, top=True)
+
+    def invoke(self, plan: Plan, args: list, top: bool):
+        regs = list(plan.template)
+        for (reg, _), a in zip(plan.params, args):
+            regs[reg] = a
+            # The caller's own reference keeps top-level parameters live after their last use.
+            self.acquire(a, 2 if top else 1)
+        if top:
+            self.param_bytes = self.cur
+            self.peak = self.window = self.cur
+        return self.run_block(plan, plan.block, regs, top)
+
+    def run_block(self, plan: Plan, blk: Block, regs: list, top: bool = False):
+        for r in blk.prefree:
+            self.release(regs[r])
+            regs[r] = None
+        done = 0
+        for ins in blk.ins:
+            if top:
+                # Bindings without an instruction (aliases, tuples) leave the bytes as they are.
+                for k in range(done, ins.binding):
+                    self.during[k] = self.after[k] = self.cur
+                self.window = self.cur
+            v = self.execute(plan, ins, regs)
+            self.acquire(v)
+            regs[ins.out] = v
+            if top:
+                self.during[ins.binding] = self.window
+            for r in ins.frees:
+                self.release(regs[r])
+                regs[r] = None
+            if top:
+                self.after[ins.binding] = self.cur
+                done = ins.binding + 1
+        if top:
+            for k in range(done, len(plan.names)):
+                self.during[k] = self.after[k] = self.cur
+        v = _read(regs, blk.result)
+        for r in blk.endfree:
+            self.release(regs[r])
+            regs[r] = None
+        return v
+
+    def execute(self, plan: Plan, ins: Ins, regs: list):
+        if ins.kind == "op":
+            return self.apply(plan, ins, regs)
+        if ins.kind == "item":
+            return regs[ins.srcs[0]][ins.index]
+        if ins.kind == "call":
+            callee = self.plans.get(ins.callee)
+            self.depth += 1
+            if self.depth > MAX_CALL_DEPTH:
+                raise UnsupportedError(
+                    f"{plan.name}: binding '{ins.var.name_hint}': calls nest deeper than {MAX_CALL_DEPTH} "
+                    "(a recursion whose depth depends on the data has no static peak)",
+                    ins.var.span,
+                )
+            v = self.invoke(callee, [_read(regs, s) for s in ins.srcs], top=False)
+            self.depth -= 1
+            return v
+        cond = regs[ins.srcs[0]]
+        known = cond.known if isinstance(cond, Arr) else None
+        if known is None:
+            # A condition tested again (the same buffer) goes the same way: only new ones are choices.
+            known = self.decided.get(cond.buf) if isinstance(cond, Arr) else None
+        if known is None:
+            i = len(self.taken)
+            known = self.prefix[i] if i < len(self.prefix) else True
+            self.taken.append(known)
+            if isinstance(cond, Arr):
+                self.decided[cond.buf] = known
+        # The executor holds the condition in a local while the branch runs: it is not free to overwrite.
+        pinned = cond.buf if isinstance(cond, Arr) else None
+        if pinned is not None:
+            self.pins[pinned] = self.pins.get(pinned, 0) + 1
+        v = self.run_block(plan, ins.branches[0 if known else 1], regs)
+        if pinned is not None:
+            self.pins[pinned] -= 1
+        return v
+
+    def apply(self, plan: Plan, ins: Ins, regs: list):
+        if ins.target is not None:
+            a = regs[ins.srcs[ins.target]]
+            # The executor writes the result over an argument no other live value (or view) refers to.
+            if (
+                isinstance(a, Arr)
+                and a.layout.writeable
+                and self.refs.get(a.buf) == 1
+                and not self.pins.get(a.buf)
+            ):
+                return a
+        fresh = ins.fresh
+        call = ins.call
+        if not getattr(call.op, "aliases", ()):
+            outs = [Arr(Buf(n, "fresh"), layout) for n, layout in fresh]
+        else:
+            args = [_read(regs, s) for s in ins.srcs]
+            layouts = [a.layout if isinstance(a, Arr) else None for a in args]
+            outs = []
+            for (n, layout), r in zip(fresh, results(call.op, call.attrs, layouts, [lay.shape for _, lay in fresh])):
+                if isinstance(r, Same):
+                    outs.append(args[r.arg])
+                elif isinstance(r, View):
+                    outs.append(Arr(args[r.arg].buf, r.layout))
+                else:
+                    outs.append(Arr(Buf(n, "fresh"), layout))
+        return tuple(outs) if isinstance(ins.var.struct_info, TupleStructInfo) else outs[0]
+
+
+def _read(regs: list, src):
+    if isinstance(src, int):
+        return regs[src]
+    return tuple(_read(regs, s) for s in src)
