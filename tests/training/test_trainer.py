@@ -210,3 +210,22 @@ def main(x: R.Tensor((8, 3), dtype="float64"), y: R.Tensor((8,), dtype="float64"
         t.step(x, y)
         w = w - 0.1 * (2 / 8) * x.T @ (x @ w - y)
     np.testing.assert_allclose(t.params["w"], w, rtol=1e-12)
+
+
+def test_checkpoint_option():
+    x, y = _data()
+    if not hasattr(retrograd.passes, "Checkpoint"):
+        with pytest.raises(TrainingError, match="checkpoint pass is not available"):
+            setup_trainer(retrograd.parse(MLP), CrossEntropyLoss(), SGD(0.1), checkpoint="60%")
+        return
+    plain = setup_trainer(retrograd.parse(MLP), CrossEntropyLoss(), SGD(0.1))
+    ckpt = setup_trainer(retrograd.parse(MLP), CrossEntropyLoss(), SGD(0.1), checkpoint="60%")
+    assert well_formed(ckpt) == []
+    a, b = Trainer(plain), Trainer(ckpt)
+    a.init_params(seed=2)
+    b.set_params(a.params)
+    for _ in range(3):
+        np.testing.assert_allclose(b.step(x, y), a.step(x, y), rtol=1e-6)
+    for n in a.param_names:
+        np.testing.assert_allclose(b.params[n], a.params[n], rtol=1e-5, atol=1e-6)
+    assert b.exe.stats.peak_live_bytes <= a.exe.stats.peak_live_bytes
