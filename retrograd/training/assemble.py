@@ -7,7 +7,7 @@ from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.copy import fresh_var
 from retrograd.ir.expr import Function, Tuple, TupleGetItem, Var
 from retrograd.ir.module import IRModule
-from retrograd.ir.struct_info import TensorStructInfo, is_float_dtype
+from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, is_float_dtype
 from retrograd.ir.text import format_sinfo
 from retrograd.passes.gradient import Gradient
 from retrograd.training.inline import inline_body
@@ -19,7 +19,8 @@ LAYOUT_ATTRS = ("num_input", "num_param", "num_target")
 
 
 def setup_trainer(mod: IRModule, loss: Loss | None, optimizer: Optimizer, checkpoint=None,
-                  func: str | None = None, num_inputs: int | None = None, inputs: list[str] | None = None) -> IRModule:
+                  func: str | None = None, num_inputs: int | None = None, inputs: list[str] | None = None,
+                  sparse: list[str] | None = None) -> IRModule:
     """A module with `backbone`, `backbone_loss`, `backbone_loss_adjoint`, `optimizer` and `train_step`.
 
     `func` names the backbone (default: `backbone`, else `main`, else the only function). Its first
@@ -27,6 +28,8 @@ def setup_trainer(mod: IRModule, loss: Loss | None, optimizer: Optimizer, checkp
     trained. With `loss=None` the backbone itself returns the scalar loss (its last parameters are then
     data too: pass `num_inputs` as the parameters that are not trained, targets included). `inputs`
     names the data parameters instead, wherever they are: they are moved first, in the given order.
+    `sparse` names embedding tables read only by `take(table, indices, axis=0)`: their gradients are
+    (indices, rows) pairs, and plain SGD updates only those rows.
     `train_step(inputs..., params..., targets..., state...) -> (loss, (new params), (new state))`
     is forward, backward and update in one function; `checkpoint` (a budget for the checkpoint pass)
     lets it recompute values instead of keeping them. The input module is not changed.
@@ -52,14 +55,34 @@ def setup_trainer(mod: IRModule, loss: Loss | None, optimizer: Optimizer, checkp
     if n_param <= 0:
         raise TrainingError(f"'{name}' has no parameter to train: its {len(backbone.params)} parameters are all inputs")
     trained = list(range(n_in, n_in + n_param))
-    out = Gradient("backbone_loss", require_grads=trained)(out)
     params = [loss_func.params[i] for i in trained]
-    out = out.with_function("optimizer", optimizer.function(params))
+    sparse_idx = _sparse_indices(params, trained, sparse or [])
+    out = Gradient("backbone_loss", require_grads=trained, sparse_grads=sparse_idx or None)(out)
+    grad_sinfo = [_bindable(g) for g in out["backbone_loss_adjoint"].ret_struct_info.fields[1].fields]
+    out = out.with_function("optimizer", optimizer.function(params, grad_sinfo))
     step = _train_step(out["backbone_loss_adjoint"], optimizer, n_in, n_param, n_targets)
     out = out.with_function("train_step", step)
     if checkpoint is not None:
         out = _checkpointed(out, checkpoint)
     return out
+
+
+def _bindable(sinfo):
+    """A sparse gradient's (indices, rows) types with sizes like `12 * n`, which no argument can bind,
+    relaxed to their rank: the standalone optimizer takes them as arguments."""
+    if not isinstance(sinfo, TupleStructInfo):
+        return sinfo
+    return TupleStructInfo(tuple(
+        s if s.shape is None or all(isinstance(d, int) for d in s.shape) else TensorStructInfo(None, s.dtype, s.ndim)
+        for s in sinfo.fields))
+
+
+def _sparse_indices(params: list, trained: list[int], names: list[str]) -> list[int]:
+    by_name = {p.name_hint: i for p, i in zip(params, trained)}
+    for n in names:
+        if n not in by_name:
+            raise TrainingError(f"sparse: '{n}' is not a trained parameter (parameters: {', '.join(by_name)})")
+    return [by_name[n] for n in names]
 
 
 def _checkpointed(mod: IRModule, budget) -> IRModule:

@@ -47,12 +47,13 @@ class Optimizer:
         return [np.zeros((), STEP_DTYPE)] + [np.zeros_like(p) for _ in self.buffers for p in params]
 
     # -- IR -------------------------------------------------------------------
-    def function(self, params: list[Var]) -> Function:
-        """`optimizer(params, grads, state) -> (new params, new state)`, each a tuple."""
+    def function(self, params: list[Var], grad_sinfo: list | None = None) -> Function:
+        """`optimizer(params, grads, state) -> (new params, new state)`, each a tuple. `grad_sinfo` gives
+        the gradients' types where some are sparse (indices, rows) pairs; by default each is its parameter's."""
         sinfos = [p.struct_info for p in params]
         _check_params(self.name, params)
         pv = Var("params", TupleStructInfo(tuple(sinfos)))
-        gv = Var("grads", TupleStructInfo(tuple(sinfos)))
+        gv = Var("grads", TupleStructInfo(tuple(grad_sinfo or sinfos)))
         sv = Var("state", TupleStructInfo(tuple(self.state_sinfo(sinfos))))
         bb = BlockBuilder()
         bb.begin_scope()
@@ -68,9 +69,15 @@ class Optimizer:
         return Function((pv, gv, sv), body, body.struct_info, True, False, {"global_symbol": "optimizer"})
 
     def emit_update(self, bb: BlockBuilder, params: list[Expr], grads: list[Expr], state: list[Expr]):
-        """Emit the update; return (new params, new state) as lists of leaves."""
+        """Emit the update; return (new params, new state) as lists of leaves.
+
+        A gradient may be sparse, an (indices, rows) pair from the Gradient pass's `sparse_grads`: plain
+        SGD then adds the scaled rows into the table (only those rows change); every other update (momentum,
+        weight decay, Adam, clipping) first densifies it.
+        """
         scal = _Scalars(bb)
         step = bb.emit(R.add(state[0], const(1.0, STEP_DTYPE)), "step")
+        grads = [g if _dense(g) or self.rows_only() else _densify(bb, p, g) for p, g in zip(params, grads)]
         if self.clip_norm is not None:
             grads = self._clip(bb, scal, grads)
         n = len(params)
@@ -86,6 +93,10 @@ class Optimizer:
 
     def update_one(self, bb, scal, name, p, g, bufs, old_step, step):  # pragma: no cover - overridden
         raise NotImplementedError
+
+    def rows_only(self) -> bool:
+        """Whether a sparse gradient can update its rows alone (no state, no decay, no clipping)."""
+        return False
 
     def _clip(self, bb, scal, grads):
         # As torch.nn.utils.clip_grad_norm_: scale by min(1, max_norm / (total_norm + 1e-6)).
@@ -119,8 +130,15 @@ class SGD(Optimizer):
         self.momentum, self.dampening, self.nesterov = float(momentum), float(dampening), bool(nesterov)
         self.buffers = ("momentum",) if momentum else ()
 
+    def rows_only(self) -> bool:
+        return not (self.momentum or self.weight_decay or self.clip_norm)
+
     def update_one(self, bb, scal, name, p, g, bufs, old_step, step):
         dtype = p.struct_info.dtype
+        if not _dense(g):
+            idx, rows = (bb.emit(TupleGetItem(g, i)) for i in range(2))
+            scaled = bb.emit(R.multiply(rows, const(-self.lr, dtype)), f"{name}_rows_step")
+            return _add_rows(bb, p, idx, scaled), []
         d = self._decayed(bb, p, g)
         new_bufs = []
         if self.momentum:
@@ -217,6 +235,21 @@ class _Scalars:
             step_size = bb.emit(R.divide(const(lr, STEP_DTYPE), bc1), "step_size")
             self.adam_terms = (step_size, bb.emit(R.sqrt(bc2), "bias_correction2_sqrt"))
         return tuple(self.cast(t, dtype) for t in self.adam_terms)
+
+
+def _dense(g: Expr) -> bool:
+    return not isinstance(g.struct_info, TupleStructInfo)
+
+
+def _densify(bb: BlockBuilder, p: Expr, g: Expr) -> Expr:
+    """The dense gradient of table `p` from its sparse (indices, rows) form (repeated rows add up)."""
+    idx, rows = (bb.emit(TupleGetItem(g, i)) for i in range(2))
+    return bb.emit(_add_rows(bb, bb.emit(R.zeros_like(p)), idx, rows), "dense_grad")
+
+
+def _add_rows(bb: BlockBuilder, table: Expr, idx: Expr, rows: Expr) -> Expr:
+    """`table` with `rows[k]` added to row `idx[k]` (repeated indices add up): ONNX-style scatter_nd."""
+    return R.scatter_nd(table, bb.emit(R.expand_dims(idx, axis=[1])), rows, reduction="add")
 
 
 def _check_params(who: str, params) -> None:
