@@ -55,3 +55,14 @@ def test_textbag_example_learns():
     out = io.StringIO()
     acc = textbag.main(["--epochs", "3"], stream=out)
     assert acc > 0.9 and "test accuracy" in out.getvalue()
+
+
+def test_standalone_optimizer_takes_the_sparse_gradient():
+    a, _ = _pair(SGD(0.5))
+    x, y = textbag.make_data(16, 4)
+    params = [a.params[n] for n in a.param_names]
+    _, grads = a.exe["backbone_loss_adjoint"](x, *params, y)
+    new_params, _ = a.exe["optimizer"](tuple(params), tuple(grads), tuple(a.state[n] for n in a.state_names))
+    a.step(x, y)
+    for n, p in zip(a.param_names, new_params):
+        np.testing.assert_array_equal(a.params[n], p)

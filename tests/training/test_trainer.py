@@ -93,7 +93,10 @@ def test_per_step_losses_match_torch(which):
 
 
 def test_module_prints_parses_and_steps_the_same():
-    mod = setup_trainer(retrograd.parse(MLP), CrossEntropyLoss(), MomentumSGD(0.1))
+    backbone = retrograd.parse(MLP)
+    before = backbone.script()
+    mod = setup_trainer(backbone, CrossEntropyLoss(), MomentumSGD(0.1))
+    assert backbone.script() == before and list(backbone.keys()) == ["main"]
     assert well_formed(mod) == []
     assert set(mod.keys()) == {"backbone", "backbone_loss", "backbone_loss_adjoint", "optimizer", "train_step"}
     again = retrograd.parse(mod.script())
