@@ -37,3 +37,4 @@ def mlp_text(layers: int, width: int = 16, batch: int = 4, *, transposed_weights
         lines.append(f'            gv: R.Tensor((), dtype="float32") = R.sum({prev}, axis=None, keepdims=False)')
     lines += ["            R.output(gv)", "        return gv"]
     return "\n".join(lines) + "\n"
+

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import zipfile
 
 import numpy as np
 
@@ -14,7 +15,9 @@ def _load(path: str):
     import retrograd
 
     if path == "-":
-        return retrograd.parse(sys.stdin.read(), source_name="<stdin>")
+        from retrograd.parser.parse import decode_source
+
+        return retrograd.parse(decode_source(sys.stdin.buffer.read(), "<stdin>"), source_name="<stdin>")
     return retrograd.parse_file(path)
 
 
@@ -55,7 +58,7 @@ def cmd_opt(args) -> int:
         out = pipeline(mod)
     text = out.script()
     if args.output:
-        with open(args.output, "w") as fh:
+        with open(args.output, "w", encoding="utf-8") as fh:
             fh.write(text)
     else:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
@@ -73,10 +76,13 @@ def cmd_run(args) -> int:
     if args.func not in mod:
         raise DiagnosticError(f"no function '{args.func}' in {args.file} (functions: {', '.join(mod)})")
     func = mod[args.func]
+    if args.seed < 0:
+        raise DiagnosticError(f"--seed must be a non-negative integer, got {args.seed}")
     rng = np.random.default_rng(args.seed)
     dims: dict[str, int] = dict(_parse_dims(args.dim))
+    bounds = _index_bounds(func, dims)
 
-    def make(sinfo):
+    def make(sinfo, name=None):
         if isinstance(sinfo, TupleStructInfo):
             return tuple(make(f) for f in sinfo.fields)
         if not isinstance(sinfo, TensorStructInfo) or sinfo.shape is None:
@@ -88,14 +94,17 @@ def cmd_run(args) -> int:
                     raise DiagnosticError(f"symbolic dim '{d}' needs a value: pass --dim {d}=SIZE")
                 d = dims[d]
             shape.append(d)
+        if int(np.prod(shape, dtype=object)) > _MAX_DIM:
+            raise DiagnosticError(f"a random input of shape {tuple(shape)} is too large; give it with --inputs")
         if sinfo.dtype.startswith(("int", "uint")):
-            return rng.integers(0, max(1, min(shape) if shape else 2), size=shape).astype(sinfo.dtype)
+            high = bounds.get(name) or max(1, min(shape) if shape else 2)
+            return rng.integers(0, high, size=shape).astype(sinfo.dtype)
         if sinfo.dtype == "bool":
             return rng.random(shape) < 0.5
         return rng.standard_normal(shape).astype(sinfo.dtype or "float32")
 
     given = _load_inputs(args.inputs, [p.name_hint for p in func.params]) if args.inputs else {}
-    inputs = [given[p.name_hint] if p.name_hint in given else make(p.struct_info) for p in func.params]
+    inputs = [given[p.name_hint] if p.name_hint in given else make(p.struct_info, p.name_hint) for p in func.params]
     ex = retrograd.build(mod, profile=args.profile)
     result = ex[args.func](*inputs)
     _print_value(result, "result")
@@ -110,9 +119,12 @@ def cmd_run(args) -> int:
 def _load_inputs(path: str, names: list[str]) -> dict:
     """Arrays keyed by parameter name from an .npz file (np.savez(path, x=..., w=...)); no pickles."""
     try:
-        with np.load(path, allow_pickle=False) as data:
+        data = np.load(path, allow_pickle=False)
+        if not isinstance(data, np.lib.npyio.NpzFile):
+            raise ValueError("not an .npz archive (write one with np.savez(path, x=..., w=...))")
+        with data:
             arrays = {k: data[k] for k in data.files}
-    except (OSError, ValueError) as err:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
         raise DiagnosticError(f"cannot read inputs from {path}: {err}") from None
     unknown = sorted(set(arrays) - set(names))
     if unknown:
@@ -120,12 +132,59 @@ def _load_inputs(path: str, names: list[str]) -> dict:
     return arrays
 
 
+# Random inputs and --dim sizes beyond this are refused before anything is allocated.
+_MAX_DIM = 2**31 - 1
+
+
 def _parse_dims(items):
     for item in items or []:
         name, _, value = item.partition("=")
-        if not value.isdigit():
+        if not (value.isascii() and value.isdigit()) or not name:
             raise DiagnosticError(f"--dim expects NAME=SIZE, got {item!r}")
+        if len(value) > 10 or int(value) > _MAX_DIM:
+            raise DiagnosticError(f"--dim {name}: {value} is larger than {_MAX_DIM}")
         yield name, int(value)
+
+
+def _index_bounds(func, dims: dict) -> dict[str, int]:
+    """Per integer parameter used directly as class targets or take indices: the size they index.
+
+    Random inputs draw from [0, size), so nll_loss targets stay below the class count and take
+    indices within the indexed axis.
+    """
+    from retrograd.ir.expr import Call, Function, Var
+
+    bounds: dict[str, int] = {}
+    params = {p: p.name_hint for p in func.params}
+
+    def size(x, axis):
+        shape = getattr(x.struct_info, "shape", None)
+        if shape is None or not -len(shape) <= axis < len(shape):
+            return None
+        d = shape[axis]
+        return dims.get(d) if isinstance(d, str) else d
+
+    if not isinstance(func, Function):
+        return bounds
+    for block in func.body.blocks:
+        for b in block.bindings:
+            call = b.value
+            if not isinstance(call, Call) or not hasattr(call.op, "args"):
+                continue
+            names = [a.name for a in call.op.args][: len(call.args)]
+            args = dict(zip(names, call.args))
+            found = None
+            if "targets" in args and "predictions" in args:
+                pred = args["predictions"]
+                ndim = len(getattr(pred.struct_info, "shape", None) or ())
+                found = args["targets"], size(pred, 1 if ndim >= 2 else 0)
+            elif "indices" in args and "x" in args:
+                axis = call.attrs.get("axis")
+                found = args["indices"], size(args["x"], 0 if axis is None else axis)
+            if found is not None and isinstance(found[0], Var) and found[0] in params and found[1]:
+                name = params[found[0]]
+                bounds[name] = min(bounds.get(name, found[1]), found[1])
+    return bounds
 
 
 def _print_value(value, label):
@@ -202,6 +261,12 @@ def main(argv=None) -> int:
         return 1
     except FileNotFoundError as err:
         sys.stderr.write(f"error: {err.filename}: no such file\n")
+        return 1
+    except IsADirectoryError as err:
+        sys.stderr.write(f"error: {err.filename}: is a directory, not a file\n")
+        return 1
+    except OSError as err:  # permissions, a full disk, ...
+        sys.stderr.write(f"error: {err.filename or ''}: {err.strerror or err}\n")
         return 1
     except BrokenPipeError:
         return 0

@@ -18,12 +18,17 @@ class Span:
     source: str | None = attrs.field(default=None, repr=False)
 
     def source_line(self) -> str | None:
-        if self.source is None:
+        """Line `line` of the source, counting only "\\n" as the lexer does (not str.splitlines())."""
+        if self.source is None or self.line < 1:
             return None
-        lines = self.source.splitlines()
-        if 1 <= self.line <= len(lines):
-            return lines[self.line - 1]
-        return None
+        text, start = self.source, 0
+        for _ in range(self.line - 1):
+            start = text.find("\n", start) + 1
+            if start == 0:
+                return None
+        end = text.find("\n", start)
+        line = text[start:] if end == -1 else text[start:end]
+        return line[:-1] if line.endswith("\r") else line
 
     def __str__(self) -> str:
         return f"{self.source_name}:{self.line}:{self.col}"
@@ -41,18 +46,23 @@ class DiagnosticError(Exception):
         super().__init__(self.render())
 
     def render(self) -> str:
+        message = self.message
+        if len(message) > _MESSAGE_WIDTH:  # a message quoting a 10,000-character name, say
+            message = message[: _MESSAGE_WIDTH - 1000] + " ... " + message[-995:]
         if self.span is None:
-            head = f"{self.kind}: {self.message}"
+            head = f"{self.kind}: {message}"
             return "\n".join([head] + [f"  note: {n}" for n in self.notes])
-        out = [f"{self.span}: {self.kind}: {self.message}"]
+        out = [f"{self.span}: {self.kind}: {message}"]
         text = self.span.source_line()
         if text is not None:
-            out.append(f"  {text}")
             width = 1
             if self.span.end_col is not None and (self.span.end_line in (None, self.span.line)):
                 width = max(1, self.span.end_col - self.span.col)
+            col = max(1, self.span.col)
+            text, col, width = _window(text, col, width)
+            out.append(f"  {text}")
             # Tabs in the prefix keep the caret aligned with the token.
-            prefix = "".join(c if c == "\t" else " " for c in text[: self.span.col - 1])
+            prefix = "".join(c if c == "\t" else " " for c in text[: col - 1])
             out.append(f"  {prefix}{'^' * width}")
         out.extend(f"  note: {n}" for n in self.notes)
         return "\n".join(out)
@@ -68,6 +78,24 @@ class DiagnosticError(Exception):
         new.span = span
         Exception.__init__(new, new.render())
         return new
+
+
+# Messages longer than this are cut in the middle.
+_MESSAGE_WIDTH = 10000
+# Quoted lines longer than this are cut around the caret (a 25,000-parameter signature is 1 MB).
+_QUOTE_WIDTH = 160
+
+
+def _window(text: str, col: int, width: int) -> tuple[str, int, int]:
+    """(quoted text, caret column, caret width) with a long line trimmed to a window around the caret."""
+    if len(text) <= _QUOTE_WIDTH:
+        return text, col, width
+    width = min(width, _QUOTE_WIDTH // 2)
+    start = max(0, min(col - 1 - _QUOTE_WIDTH // 4, len(text) - _QUOTE_WIDTH))
+    end = start + _QUOTE_WIDTH
+    head = "..." if start > 0 else ""
+    tail = "..." if end < len(text) else ""
+    return head + text[start:end] + tail, col - start + len(head), width
 
 
 class ParseError(DiagnosticError):

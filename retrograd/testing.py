@@ -262,7 +262,7 @@ def _required_params(func: Function, require_grads) -> list:
     """Indices of the parameters whose gradients the adjoint returns (the checker perturbs parameters)."""
     params = list(func.params)
     if require_grads is None:
-        from retrograd.passes.gradient_sweep import all_float
+        from retrograd.passes.gradient import all_float
 
         return [k for k, p in enumerate(params) if all_float(p.struct_info)]
     items = list(require_grads) if isinstance(require_grads, list | tuple) else [require_grads]

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
+import sys
+
 import attrs
 
 from retrograd.ir.block import BindingBlock, DataflowBlock, VarBinding
@@ -258,7 +261,8 @@ class ExprMutator:
         return getattr(self, _METHOD[type(value)])(value)
 
     def visit_function(self, func: Function) -> Expr:
-        body = self.visit_expr(func.body)
+        with stack_room(if_depth(func)):
+            body = self.visit_expr(func.body)
         params = self._visit_all(func.params)
         if body is func.body and params is None:
             return func
@@ -266,3 +270,36 @@ class ExprMutator:
             return attrs.evolve(func, body=body, attrs=dict(func.attrs))
         # New parameters may have other struct info: let the signature be recomputed.
         return attrs.evolve(func, params=params, body=body, attrs=dict(func.attrs), struct_info=None)
+
+
+def if_depth(func: Function) -> int:
+    """How deeply Ifs nest in `func`'s body (0 without any), found without recursion."""
+    deepest = 0
+    stack = [(func.body, 0)]
+    while stack:
+        seq, depth = stack.pop()
+        deepest = max(deepest, depth)
+        for block in seq.blocks:
+            for b in block.bindings:
+                if isinstance(b.value, If):
+                    stack.append((b.value.true_branch, depth + 1))
+                    stack.append((b.value.false_branch, depth + 1))
+    return deepest
+
+
+# ExprMutator recurses once per nested If (a dozen frames a level, with subclass hooks); bindings are
+# iterated. Parsed scripts nest Ifs at most ~100 deep (Python's indentation limit).
+_FRAMES_PER_IF = 16
+
+
+@contextlib.contextmanager
+def stack_room(if_levels: int):
+    """Raise Python's recursion limit by what `if_levels` nested Ifs need, for the duration."""
+    old = sys.getrecursionlimit()
+    need = if_levels * _FRAMES_PER_IF
+    if need > 200:
+        sys.setrecursionlimit(old + need)
+    try:
+        yield
+    finally:
+        sys.setrecursionlimit(old)

@@ -59,11 +59,26 @@ _NODE, _DEF, _SINFO, _BLOCK, _BINDING, _ENTER_FUNC, _EXIT_FUNC = range(7)
 
 
 def value_equal(x, y) -> bool:
-    """Attribute / literal values: bools differ from ints, NaN equals NaN, lists equal tuples."""
-    if isinstance(x, list | tuple) and isinstance(y, list | tuple):
-        return len(x) == len(y) and all(value_equal(a, b) for a, b in zip(x, y))
-    if isinstance(x, dict) and isinstance(y, dict):
-        return x.keys() == y.keys() and all(value_equal(x[k], y[k]) for k in x)
+    """Attribute / literal values: bools differ from ints, NaN equals NaN, lists equal tuples.
+
+    Iterative: an attribute may nest hundreds of levels deep."""
+    stack = [(x, y)]
+    while stack:
+        x, y = stack.pop()
+        if isinstance(x, list | tuple) and isinstance(y, list | tuple):
+            if len(x) != len(y):
+                return False
+            stack.extend(zip(x, y))
+        elif isinstance(x, dict) and isinstance(y, dict):
+            if x.keys() != y.keys():
+                return False
+            stack.extend((x[k], y[k]) for k in x)
+        elif not _scalar_equal(x, y):
+            return False
+    return True
+
+
+def _scalar_equal(x, y) -> bool:
     if isinstance(x, bool) or isinstance(y, bool):
         return type(x) is type(y) and x == y
     if isinstance(x, float) and isinstance(y, float) and math.isnan(x) and math.isnan(y):
@@ -77,11 +92,34 @@ def value_equal(x, y) -> bool:
 
 
 def value_key(x):
-    """A hashable key consistent with value_equal."""
-    if isinstance(x, list | tuple):
-        return ("seq",) + tuple(value_key(v) for v in x)
-    if isinstance(x, dict):
-        return ("dict",) + tuple(sorted((str(k), value_key(v)) for k, v in x.items()))
+    """A hashable key consistent with value_equal (built without recursion, as value_equal compares)."""
+    out: list = []
+    stack = [(x, False)]
+    while stack:
+        v, done = stack.pop()
+        if isinstance(v, list | tuple):
+            if done:
+                items = out[len(out) - len(v) :]
+                del out[len(out) - len(v) :]
+                out.append(("seq",) + tuple(items))
+            else:
+                stack.append((v, True))
+                stack.extend((c, False) for c in reversed(v))
+        elif isinstance(v, dict):
+            keys = sorted(v, key=str)
+            if done:
+                items = out[len(out) - len(keys) :]
+                del out[len(out) - len(keys) :]
+                out.append(("dict",) + tuple(zip((str(k) for k in keys), items)))
+            else:
+                stack.append((v, True))
+                stack.extend((v[k], False) for k in reversed(keys))
+        else:
+            out.append(_scalar_key(v))
+    return out[0]
+
+
+def _scalar_key(x):
     if isinstance(x, bool):
         return ("bool", x)
     if isinstance(x, float) and math.isnan(x):

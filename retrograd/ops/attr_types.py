@@ -4,12 +4,20 @@ from __future__ import annotations
 
 from retrograd.ir.struct_info import FLOAT_DTYPES, INT_DTYPES
 
-DTYPES = FLOAT_DTYPES + INT_DTYPES + ("bool",)
+# bfloat16 is a Relax dtype without a NumPy one: refused where a script names it, not deep in a kernel.
+UNSUPPORTED_DTYPES = {"bfloat16": "bfloat16 is not supported: NumPy, which runs retrograd's kernels, has no bfloat16"}
+DTYPES = tuple(d for d in FLOAT_DTYPES + INT_DTYPES + ("bool",) if d not in UNSUPPORTED_DTYPES)
+
+
+_INT64 = (-(2**63), 2**63 - 1)
 
 
 def to_int(v) -> int:
+    """An integer attribute: int64, as TVM stores them."""
     if isinstance(v, bool) or not isinstance(v, int):
         raise TypeError("expected an integer")
+    if not _INT64[0] <= v <= _INT64[1]:
+        raise ValueError("out of the int64 range")
     return v
 
 
@@ -34,7 +42,7 @@ def to_str(v) -> str:
 def to_ints(v) -> tuple[int, ...]:
     """A list of ints; a single int becomes a 1-tuple."""
     if isinstance(v, int) and not isinstance(v, bool):
-        return (v,)
+        return (to_int(v),)
     if not isinstance(v, list | tuple):
         raise TypeError("expected a list of integers")
     return tuple(to_int(x) for x in v)
@@ -53,6 +61,8 @@ def to_opt_str(v) -> str | None:
 
 
 def to_dtype(v) -> str:
+    if isinstance(v, str) and v in UNSUPPORTED_DTYPES:
+        raise ValueError(UNSUPPORTED_DTYPES[v])
     if not isinstance(v, str) or v not in DTYPES:
         raise ValueError(f"expected a dtype among {', '.join(DTYPES)}")
     return v

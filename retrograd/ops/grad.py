@@ -43,7 +43,7 @@ start_checkpoint = register(
     (Arg("input", "any"),),
     infer=_identity_infer,
     kernel=_identity_kernel,
-    # Checkpoint markers are identities for differentiation; the checkpoint pass gives them meaning.
+    # Markers are identities at run time; Gradient recomputes the values of a segment for the backward part.
     grad=lambda call, out, g: [g],
     aliases=(0,),
 )

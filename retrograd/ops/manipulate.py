@@ -143,11 +143,17 @@ def split_points(spec, size: int) -> list[int]:
     return [min(i, size) for i in spec]
 
 
+MAX_SPLIT_SECTIONS = 1 << 16
+
+
 def _infer_split(ctx: InferCtx) -> TupleStructInfo:
     x = ctx.tensor(0)
     spec, axis = ctx.attrs["indices_or_sections"], ctx.attrs["axis"]
     if isinstance(spec, int) and spec <= 0:
         raise ctx.error(f"the number of sections must be positive, got {spec}", 0)
+    if isinstance(spec, int) and spec > MAX_SPLIT_SECTIONS:
+        # Each section is a field of the result's struct info: a tiny text must not build a huge tuple.
+        raise ctx.error(f"at most {MAX_SPLIT_SECTIONS} sections, got {spec}", 0)
     if not isinstance(spec, int) and any(i < 0 for i in spec):
         raise ctx.error(f"split indices must be non-negative, got {list(spec)}", 0)
     count = spec if isinstance(spec, int) else len(spec) + 1

@@ -240,9 +240,15 @@ class OpDef(Op):
 
     def infer_struct_info(self, call: Call, ctx=None) -> StructInfo:
         self.check_arity(call)
-        return self.infer(InferCtx(self, call))
+        sinfo = self.infer(InferCtx(self, call))
+        shape = getattr(sinfo, "shape", None)
+        if shape is not None and any(isinstance(d, int) and d > _MAX_DIM for d in shape):
+            # Huge attributes (strides, padding) can make a shape no tensor can have, nor text read back.
+            raise OpError(f"{self.script_name}: an inferred dimension is beyond the int64 range: {shape}", call.span)
+        return sinfo
 
 
+_MAX_DIM = 2**63 - 1
 _REGISTRY: dict[str, OpDef] = {}
 
 

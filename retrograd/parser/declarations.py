@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from retrograd.errors import NameError_, OpError, ParseError, TypeInferenceError, UnsupportedError
+from retrograd.errors import NameError_, OpError, ParseError, Span, TypeInferenceError, UnsupportedError
 from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.expr import Function, GlobalVar, Var
 from retrograd.ir.module import IRModule
@@ -86,7 +86,10 @@ class DeclarationParser:
                 else:
                     self._class_statement(item)
         elif not funcs:
-            raise ParseError("the script defines no module (@I.ir_module class) and no @R.function", None)
+            raise ParseError(
+                "the script defines no module (@I.ir_module class) and no @R.function",
+                Span(self.source_name, 1, 1, 1, 2, self.text),
+            )
         for f in funcs:
             self._declare(f)
         for info in self.funcs.values():

@@ -5,7 +5,7 @@ from __future__ import annotations
 from retrograd.errors import DiagnosticError, NameError_, OpError, ParseError, Span, UnsupportedError
 from retrograd.ir.expr import Call, Constant, PrimValue, ShapeExpr, StringImm, Tuple, TupleGetItem
 from retrograd.ir.struct_info import PrimStructInfo, ShapeStructInfo, TensorStructInfo
-from retrograd.ops.attr_types import DTYPES
+from retrograd.ops.attr_types import DTYPES, UNSUPPORTED_DTYPES
 from retrograd.ops.registry import lookup
 from retrograd.parser import literals as lit
 from retrograd.parser.syntax import (
@@ -23,6 +23,9 @@ from retrograd.parser.syntax import (
     Node,
 )
 
+# Deeper values would recurse past Python's default stack; the printed form (annotations add two
+# brackets) stays within the lexer's bracket limit.
+MAX_VALUE_NESTING = 100
 _ARITH_OPS = {"+": "relax.add", "-": "relax.subtract", "*": "relax.multiply", "/": "relax.divide",
               "//": "relax.floor_divide", "%": "relax.floor_mod"}
 _UNSUPPORTED_CALLS = frozenset((
@@ -41,6 +44,32 @@ class ExpressionParser:
         k = node.kind
         if k == K_NAME:
             return self._lookup(node)
+        if k == K_NUM or k == K_STR or k == K_LIT:
+            return self._leaf(node)
+        # Values recurse (here and in the builder): their nesting is bounded, with a located error.
+        self.depth += 1
+        try:
+            if self.depth > MAX_VALUE_NESTING:
+                raise UnsupportedError(
+                    f"values are nested too deeply (more than {MAX_VALUE_NESTING} levels): bind parts to names",
+                    self.span(node),
+                )
+            return self._nested_value(node)
+        finally:
+            self.depth -= 1
+
+    def _leaf(self, node: Node):
+        k = node.kind
+        if k == K_NUM:
+            return self._prim(node.value, None, node)
+        if k == K_LIT:
+            if node.value is None:
+                raise ParseError("None is not a value here", self.span(node))
+            return self._prim(node.value, "bool", node)
+        return StringImm(node.value, span=self.span(node))
+
+    def _nested_value(self, node: Node):
+        k = node.kind
         if k == K_CALL:
             return self._call(node)
         if k == K_TUPLE or k == K_LIST:
@@ -53,14 +82,6 @@ class ExpressionParser:
             if i is None:
                 raise ParseError("a tuple index is an integer literal", self.span(index))
             return TupleGetItem(self._value(base), i, span=self.span(node))
-        if k == K_NUM:
-            return self._prim(node.value, None, node)
-        if k == K_LIT:
-            if node.value is None:
-                raise ParseError("None is not a value here", self.span(node))
-            return self._prim(node.value, "bool", node)
-        if k == K_STR:
-            return StringImm(node.value, span=self.span(node))
         if k == K_NEG:
             operand = node.items
             if operand.kind == K_NUM:
@@ -71,21 +92,33 @@ class ExpressionParser:
         raise ParseError("expected a value", self.span(node))
 
     def _arith(self, tree, whole: Node):
-        if isinstance(tree, Node):
-            return self._value(tree)
-        op_text, lhs, rhs = tree
-        op = lookup(_ARITH_OPS[op_text])
-        if op is None:
-            raise OpError(f"operator {op_text} is not supported on values", self.span(whole))
-        a, b = self._arith(lhs, whole), self._arith(rhs, whole)
-        first = _first_node(lhs)
-        last = _last_node(rhs)
-        span = Span(self.source_name, first.line, first.col, last.end_line, last.end_col, self.text)
-        return Call(op, (a, b), op.normalize_attrs({}, span), span=span)
+        """Python operators on values, with an explicit stack: a flat sum nests as deep as it is long."""
+        stack, values = [(tree, False)], []
+        while stack:
+            t, ready = stack.pop()
+            if isinstance(t, Node):
+                values.append(self._value(t))
+                continue
+            if not ready:
+                stack += [(t, True), (t[2], False), (t[1], False)]
+                continue
+            op_text, lhs, rhs = t
+            b, a = values.pop(), values.pop()
+            op = lookup(_ARITH_OPS[op_text])
+            if op is None:
+                raise OpError(f"operator {op_text} is not supported on values", self.span(whole))
+            first, last = _first_node(lhs), _last_node(rhs)
+            span = Span(self.source_name, first.line, first.col, last.end_line, last.end_col, self.text)
+            call = Call(op, (a, b), op.normalize_attrs({}, span), span=span)
+            if self.cur is not None:  # normalized now, so the builder never recurses down the chain
+                call = self._guard(lambda c=call: self.cur.bb.normalize(c), whole)
+            values.append(call)
+        return values[0]
 
     def _prim(self, value, dtype, node: Node) -> PrimValue:
         if dtype is None:
             dtype = "bool" if isinstance(value, bool) else "int64" if isinstance(value, int) else "float64"
+        value = lit.prim_value(self.ctx, value, dtype, node)
         return PrimValue(value, dtype, PrimStructInfo(dtype, value), span=self.span(node))
 
     def _call(self, node: Node):
@@ -109,14 +142,9 @@ class ExpressionParser:
             if len(node.items) != 1:
                 raise ParseError(f"{fname}(value) takes one number", self.span(node))
             v = self.literal(node.items[0], f"the argument of {fname}")
-            dtype = fname[2:]
-            if dtype == "bool":
-                v = bool(v)
-            elif dtype.startswith(("int", "uint")):
-                v = int(v)
-            else:
-                v = float(v)
-            return self._prim(v, dtype, node)
+            return self._prim(v, fname[2:], node)
+        if fname.startswith("T.") and fname[2:] in UNSUPPORTED_DTYPES:
+            raise UnsupportedError(UNSUPPORTED_DTYPES[fname[2:]], self.span(func))
         prefix, _, attr = fname.rpartition(".")
         if prefix and self._is_module_name(prefix):
             return self._global_call(attr, node)

@@ -35,6 +35,30 @@ class LexError(Exception):
         self.message, self.line, self.col, self.width = message, line, col, width
 
 
+def indent_width(prefix: str) -> int:
+    """Python's indentation width: a tab advances to the next multiple of 8."""
+    width = 0
+    for c in prefix:
+        width = (width // 8 + 1) * 8 if c == "\t" else width + 1
+    return width
+
+
+# Brackets (and unary minus signs in a row) nest at most this deep; the parser recurses on expressions.
+# Python's own limit is 200 brackets.
+MAX_NESTING = 200
+# Python's tokenizer refuses deeper indentation; TVM, which reads scripts with it, does too.
+MAX_INDENTS = 100
+
+
+def _possessive(t) -> str:
+    """A terminal's regex; `_NL`'s repetition made possessive: its alternatives never overlap, and
+    the backtracking states a plain `+` keeps made 10,000 blank lines superlinear."""
+    regex = t.pattern.to_regexp()
+    if t.name == "_NL" and regex.endswith(")+") and regex.startswith("(?:"):
+        regex += "+"
+    return regex
+
+
 class ScriptLexer(Lexer):
     """One compiled regex built from the grammar's terminals, plus Python's indentation rules.
 
@@ -61,12 +85,15 @@ class ScriptLexer(Lexer):
             # Priority first, then longer literals before their prefixes ("->" before "-").
             patterns.append((-t.priority, 0 if is_str else 1, -len(t.pattern.value) if is_str else 0, t))
         patterns.sort(key=lambda p: p[:3])
-        groups = [f"(?P<{t.name}>{t.pattern.to_regexp()})" for *_, t in patterns]
+        groups = [f"(?P<{t.name}>{_possessive(t)})" for *_, t in patterns]
         ignore = "|".join(
             t.pattern.to_regexp() for t in terminals if t.name in lexer_conf.ignore or t.name.startswith("__IGNORE")
         )
-        self.regex = re.compile(f"(?:{ignore})*(?:" + "|".join(groups) + ")", re.M)
-        self.skip = re.compile(f"(?:{ignore})*")
+        # Possessive: whitespace runs are never re-split on a failed match (that backtracking was
+        # exponential in the run's length).
+        # ASCII: \\d would read "٣" as the digit 3.
+        self.regex = re.compile(f"(?:{ignore})*+(?:" + "|".join(groups) + ")", re.M | re.ASCII)
+        self.skip = re.compile(f"(?:{ignore})*+")
 
     def lex(self, text: str):
         match = self.regex.match
@@ -77,6 +104,7 @@ class ScriptLexer(Lexer):
         pos, n = 0, len(text)
         line, line_start = 1, 0
         paren = 0
+        minus_run = 1
         indents: list[int] | None = None  # set by the first token: a uniformly indented script is fine
         last_type = "_NL"
         new_token = Tok
@@ -115,9 +143,11 @@ class ScriptLexer(Lexer):
                 if not nl or end >= n:
                     continue
                 indent_str = value[value.rindex("\n") + 1 :]
-                indent = indent_str.count(" ") + 8 * indent_str.count("\t")
+                indent = indent_width(indent_str)
                 if indent > indents[-1]:
                     indents.append(indent)
+                    if len(indents) > MAX_INDENTS:
+                        raise LexError(f"too many levels of indentation (at most {MAX_INDENTS}, as in Python)", line, 1, indent or 1)
                     yield new_token("_INDENT", indent_str, end, line, 1, line, indent + 1, end)
                 else:
                     while indent < indents[-1]:
@@ -128,11 +158,17 @@ class ScriptLexer(Lexer):
                 continue
             tok_line, tok_col = line, start - line_start + 1
             if indents is None:
-                indents = [tok_col - 1]
+                indents = [indent_width(text[line_start:start])]
             if kind == "NAME":
                 kind = keywords.get(value, "NAME")
             elif kind in open_:
                 paren += 1
+                if paren > MAX_NESTING:
+                    raise LexError(f"brackets are nested too deeply (more than {MAX_NESTING} levels)", line, tok_col)
+            elif kind == "MINUS" and last_type == "MINUS":
+                minus_run += 1
+                if minus_run > MAX_NESTING:
+                    raise LexError(f"unary minus signs are nested too deeply (more than {MAX_NESTING} in a row)", line, tok_col)
             elif kind in close:
                 paren -= 1
                 if paren < 0:
@@ -144,6 +180,8 @@ class ScriptLexer(Lexer):
             else:
                 end_col = tok_col + (end - start)
             yield new_token(kind, value, start, tok_line, tok_col, line, end_col, end)
+            if kind != last_type:
+                minus_run = 1
             last_type = kind
         if paren > 0:
             raise LexError("unexpected end of input: a bracket is never closed", line, max(1, n - line_start + 1))

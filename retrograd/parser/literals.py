@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
@@ -15,7 +16,7 @@ from retrograd.ir.struct_info import (
     TensorStructInfo,
     TupleStructInfo,
 )
-from retrograd.ops.attr_types import DTYPES
+from retrograd.ops.attr_types import DTYPES, UNSUPPORTED_DTYPES
 from retrograd.parser.syntax import (
     K_ARITH,
     K_CALL,
@@ -78,24 +79,37 @@ def resolve_arith(items: list):
 class NotLiteral(Exception):
     """Raised (internally) when an expression is not a literal; carries the offending node."""
 
-    def __init__(self, node: Node):
+    def __init__(self, node: Node, reason: str | None = None):
         self.node = node
+        self.reason = reason
 
 
-def literal(node: Node):
+# Literal lists and dicts nest at most this deep (their printed form adds a few brackets).
+MAX_LITERAL_NESTING = 100
+
+
+def literal(node: Node, depth: int = 0):
     """A Python value from literal syntax: numbers, strings, True/False/None, lists, tuples, dicts."""
     k = node.kind
+    if depth > MAX_LITERAL_NESTING:
+        raise NotLiteral(node, f"a literal is nested too deeply (more than {MAX_LITERAL_NESTING} levels)")
     if k == K_NUM or k == K_STR or k == K_LIT:
         return node.value
     if k == K_NEG:
-        v = literal(node.items)
+        v = literal(node.items, depth + 1)
         if isinstance(v, bool) or not isinstance(v, int | float):
             raise NotLiteral(node)
         return -v
     if k == K_LIST or k == K_TUPLE:
-        return tuple(literal(x) for x in node.items)
+        return tuple(literal(x, depth + 1) for x in node.items)
     if k == K_DICT:
-        return {literal(a): literal(b) for a, b in node.items}
+        out = {}
+        for a, b in node.items:
+            key = literal(a, depth + 1)
+            if isinstance(key, dict) or (isinstance(key, tuple) and not _hashable(key)):
+                raise NotLiteral(a, "a dict key is a number, string, True/False/None or a tuple of them")
+            out[key] = literal(b, depth + 1)
+        return out
     if k == K_CALL and node.value.kind == K_NAME and node.value.value == "float" and len(node.items) == 1:
         arg = node.items[0]
         if arg.kind == K_STR and arg.value.strip().lower() in _SPECIAL_FLOATS:
@@ -103,12 +117,47 @@ def literal(node: Node):
     raise NotLiteral(node)
 
 
-def nested_literal(node: Node):
+def _hashable(v) -> bool:
+    try:
+        hash(v)
+    except TypeError:
+        return False
+    return True
+
+
+def nested_literal(node: Node, depth: int = 0):
     """Like `literal` but lists stay lists (for R.const data)."""
     k = node.kind
     if k == K_LIST or k == K_TUPLE:
-        return [nested_literal(x) for x in node.items]
-    return literal(node)
+        if depth > MAX_LITERAL_NESTING:
+            raise NotLiteral(node, f"a literal is nested too deeply (more than {MAX_LITERAL_NESTING} levels)")
+        return [nested_literal(x, depth + 1) for x in node.items]
+    return literal(node, depth)
+
+
+def prim_value(ctx: Ctx, value, dtype: str, node: Node):
+    """`value` as a `dtype` scalar, or a located error when it is not a number of that dtype's range
+    (`T.int8(1000)`, `T.uint8(-1)`, `T.int64(2.5)`, `T.int64("a")`)."""
+    what = f"T.{dtype}(...)"
+    if not isinstance(value, bool | int | float):
+        raise OpError(f"{what} takes a number", ctx.span(node))
+    if dtype == "bool":
+        if value not in (0, 1):
+            raise OpError(f"{what} takes True, False, 0 or 1, got {value!r}", ctx.span(node))
+        return bool(value)
+    if dtype.startswith(("int", "uint")):
+        if isinstance(value, float):
+            if not value.is_integer():
+                raise OpError(f"{what} takes an integer, got {value!r}", ctx.span(node))
+            value = int(value)
+        info = np.iinfo(dtype)
+        if not info.min <= value <= info.max:
+            raise OpError(f"{value} is out of range for {dtype} [{info.min}, {info.max}]", ctx.span(node))
+        return int(value)
+    value = float(value)
+    if math.isfinite(value) and abs(value) > float(np.finfo(dtype).max):
+        raise OpError(f"{value!r} is out of range for {dtype}", ctx.span(node))
+    return value
 
 
 # -- symbolic dims ----------------------------------------------------------------------------
@@ -120,11 +169,14 @@ def dim(ctx: Ctx, node: Node, parse_text=None, allow_negative: bool = False):
     `allow_negative` admits `-1` (reshape's inferred dim) in shape values; annotations never do.
     """
     k = node.kind
-    if allow_negative and k == K_NEG and node.items.kind == K_NUM and isinstance(node.items.value, int):
-        return -node.items.value
+    value = _const_dim(ctx, node)
+    if value is not None:
+        if value < 0 and not allow_negative:
+            raise TypeInferenceError(f"a dimension must be a non-negative integer or a symbolic expression, got {value}", ctx.span(node))
+        if value > _MAX_DIM:
+            raise TypeInferenceError(f"dimension {value} is beyond the int64 range", ctx.span(node))
+        return value
     if k == K_NUM:
-        if isinstance(node.value, int) and node.value >= 0:
-            return node.value
         raise TypeInferenceError(f"a dimension must be a non-negative integer or a symbolic expression, got {node.value}", ctx.span(node))
     if k == K_NAME:
         if "." in node.value:
@@ -134,14 +186,64 @@ def dim(ctx: Ctx, node: Node, parse_text=None, allow_negative: bool = False):
         text = node.value.strip()
         if _IDENT.match(text):
             return text
-        if text.isdigit():
-            return int(text)
+        if text.isascii() and text.isdigit():  # not "²" or "٣", which str.isdigit() also accepts
+            return dim(ctx, Node(K_NUM, int(text), text, node.line, node.col, node.end_line, node.end_col))
         if parse_text is None:
             raise TypeInferenceError(f"cannot read dimension {node.value!r}", ctx.span(node))
         inner = parse_text(text, node)
         return dim(ctx, inner, parse_text)
     text, _ = _dim_text(ctx, node)
     return text
+
+
+_MAX_DIM = 2**63 - 1
+
+
+def _const_dim(ctx: Ctx, node: Node) -> int | None:
+    """The value of a dim made of integer literals only (`5`, `T.int64(5)`, `-1`, `2 * 3`), else None.
+
+    Such a dim is a number, never the symbolic name "5" nor the text "-1".
+    """
+    k = node.kind
+    if k == K_NUM:
+        return node.value if isinstance(node.value, int) else None
+    if k == K_NEG:
+        v = _const_dim(ctx, node.items)
+        return None if v is None else -v
+    if k == K_CALL and node.value.kind == K_NAME and len(node.items) == 1:
+        fname = node.value.value
+        if fname.startswith("T.") and fname[2:] in DTYPES and fname[2:] != "bool" and node.items[0].kind != K_KWARG:
+            return _const_dim(ctx, node.items[0])
+        return None
+    if k != K_ARITH:
+        return None
+    values = [x if isinstance(x, str) else _const_dim(ctx, x) for x in node.items]
+    if any(v is None for v in values):
+        return None
+    return _fold(ctx, resolve_arith(values), node)
+
+
+def _fold(ctx: Ctx, tree, node: Node) -> int:
+    """Evaluate a resolve_arith tree of ints with an explicit stack (a flat sum nests as deep as it is long)."""
+    stack, values = [(tree, False)], []
+    while stack:
+        t, ready = stack.pop()
+        if not isinstance(t, tuple):
+            values.append(t)
+            continue
+        if not ready:
+            stack += [(t, True), (t[2], False), (t[1], False)]
+            continue
+        b, a = values.pop(), values.pop()
+        op = t[0]
+        if op == "/":
+            raise TypeInferenceError("symbolic dims use // for division", ctx.span(node))
+        if op in ("//", "%") and b == 0:
+            raise TypeInferenceError("division by zero in a dimension", ctx.span(node))
+        if max(abs(a), abs(b)) > _MAX_DIM:
+            raise TypeInferenceError("a dimension is beyond the int64 range", ctx.span(node))
+        values.append(a + b if op == "+" else a - b if op == "-" else a * b if op == "*" else a // b if op == "//" else a % b)
+    return values[0]
 
 
 def _dim_text(ctx: Ctx, node: Node) -> tuple[str, int]:
@@ -192,6 +294,8 @@ def _dtype(ctx: Ctx, node: Node | None) -> str:
         return ""
     if node.kind != K_STR:
         raise TypeInferenceError("a dtype is written as a string such as \"float32\"", ctx.span(node))
+    if node.value in UNSUPPORTED_DTYPES:
+        raise UnsupportedError(UNSUPPORTED_DTYPES[node.value], ctx.span(node))
     if node.value not in DTYPES and node.value != "void":
         raise TypeInferenceError(f"unknown dtype {node.value!r} (known: {', '.join(DTYPES)})", ctx.span(node))
     return "" if node.value == "void" else node.value
@@ -219,7 +323,10 @@ def _split_args(ctx: Ctx, node: Node, names: tuple[str, ...], what: str) -> dict
 def _int_arg(ctx: Ctx, node: Node | None, default: int) -> int:
     if node is None:
         return default
-    v = literal(node) if node.kind in (K_NUM, K_NEG) else None
+    try:
+        v = literal(node) if node.kind in (K_NUM, K_NEG) else None
+    except NotLiteral:
+        v = None
     if not isinstance(v, int) or isinstance(v, bool):
         raise TypeInferenceError("expected an integer", ctx.span(node))
     return v
@@ -293,7 +400,9 @@ def struct_info(ctx: Ctx, node: Node, parse_text=None):
                 raise TypeInferenceError("R.Callable takes a list of parameter struct infos and a result", ctx.span(node))
             purity = True
             if "purity" in a:
-                purity = literal(a["purity"])
+                purity = _int_arg(ctx, a["purity"], 1) if a["purity"].kind != K_LIT else a["purity"].value
+                if purity not in (True, False, 0, 1):
+                    raise TypeInferenceError("R.Callable's purity is True or False", ctx.span(a["purity"]))
             return FuncStructInfo(
                 tuple(struct_info(ctx, p, parse_text) for p in params.items),
                 struct_info(ctx, a["ret"], parse_text),
@@ -316,9 +425,11 @@ def const_array(ctx: Ctx, value_node: Node, dtype: str | None, call: Node) -> np
     try:
         value = nested_literal(value_node)
     except NotLiteral as err:
-        raise OpError("R.const takes a number, True/False or a nested list of them", ctx.span(err.node)) from None
+        raise OpError(err.reason or "R.const takes a number, True/False or a nested list of them", ctx.span(err.node)) from None
     if isinstance(value, str | dict) or value is None:
         raise OpError("R.const takes a number, True/False or a nested list of them", ctx.span(value_node))
+    if dtype in UNSUPPORTED_DTYPES:
+        raise UnsupportedError(f"R.const: {UNSUPPORTED_DTYPES[dtype]}", ctx.span(call))
     if dtype is not None and dtype not in DTYPES:
         raise OpError(f"R.const: unknown dtype {dtype!r} (known: {', '.join(DTYPES)})", ctx.span(call))
     try:

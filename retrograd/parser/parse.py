@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from retrograd.errors import DiagnosticError, OpError, Span, TypeInferenceError, UnsupportedError
+from retrograd.errors import DiagnosticError, OpError, ParseError, Span, TypeInferenceError, UnsupportedError
 from retrograd.gc_pause import collector_paused
 from retrograd.ir.module import IRModule
 from retrograd.parser import literals as lit
@@ -21,19 +21,35 @@ def parse(text: str, source_name: str = "<string>") -> IRModule:
     """Parse script text into an IRModule. Never evaluates Python; errors are DiagnosticErrors."""
     if not isinstance(text, str):
         raise TypeError(f"parse() takes the script text as a str, got {type(text).__name__}")
+    if text.startswith("\ufeff"):  # a UTF-8 byte-order mark, as Python allows
+        text = text[1:]
     try:
         with collector_paused():
             nodes = parse_syntax(text, source_name)
             return _ScriptParser(text, source_name).module(nodes)
     except RecursionError:
-        # Binding sequences are iterated; only expressions nested thousands deep recurse this far.
-        raise UnsupportedError(f"{source_name}: expressions are nested too deeply to parse", None) from None
+        # Binding sequences are iterated and the lexer bounds bracket nesting: not expected to happen.
+        span = Span(source_name, 1, 1, source=text)
+        raise UnsupportedError("the script is nested too deeply to parse", span)
 
 
 def parse_file(path) -> IRModule:
     """Parse a script file; errors name the file."""
-    p = Path(path)
-    return parse(p.read_text(), source_name=str(path))
+    data = Path(path).read_bytes()
+    return parse(decode_source(data, str(path)), source_name=str(path))
+
+
+def decode_source(data: bytes, source_name: str) -> str:
+    """Script bytes as text: UTF-8, with or without a byte-order mark; anything else is a located error."""
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as err:
+        good = data[: err.start].decode("utf-8-sig")
+        line = good.count("\n") + 1
+        col = len(good) - (good.rfind("\n") + 1) + 1
+        hint = " (it looks like UTF-16)" if data[:2] in (b"\xff\xfe", b"\xfe\xff") else ""
+        span = Span(source_name, line, col, line, col + 1, good)
+        raise ParseError(f"the file is not UTF-8 text{hint}: byte {data[err.start]:#04x} at offset {err.start}", span) from None
 
 
 class _ScriptParser(DeclarationParser, StatementParser, ExpressionParser):
@@ -48,6 +64,7 @@ class _ScriptParser(DeclarationParser, StatementParser, ExpressionParser):
         self.funcs: dict[str, FuncInfo] = {}
         self.mod_attrs: dict = {}
         self.cur: FuncState | None = None
+        self.depth = 0  # nesting of the value being read (ExpressionParser._value)
 
     # -- helpers ------------------------------------------------------------------------------
     def span(self, node: Node) -> Span:
@@ -74,7 +91,8 @@ class _ScriptParser(DeclarationParser, StatementParser, ExpressionParser):
         try:
             return lit.literal(node)
         except NotLiteral as err:
-            raise OpError(f"{what} must be a literal (number, string, True/False/None, list)", self.span(err.node)) from None
+            reason = err.reason or f"{what} must be a literal (number, string, True/False/None, list)"
+            raise OpError(reason, self.span(err.node)) from None
 
 
 def _relocate(node: Node, at: Node) -> None:

@@ -26,6 +26,7 @@ from retrograd.ir.expr import (
     TupleGetItem,
     Var,
 )
+from retrograd.ir.strings import quote as _quote
 from retrograd.ir.text import format_sinfo, op_script_name
 
 __all__ = ["print_module", "print_function", "print_expr", "format_sinfo", "format_value", "METADATA_KEY"]
@@ -42,11 +43,6 @@ _RESERVED = frozenset(keyword.kwlist) | {"R", "T", "I", "cls", "metadata", "Modu
 
 
 # -- values -----------------------------------------------------------------------------------
-
-
-def _quote(s: str) -> str:
-    out = s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\r", "\\r").replace("\t", "\\t")
-    return f'"{out}"'
 
 
 def _float_text(x: float) -> str:
@@ -269,6 +265,10 @@ class _FunctionPrinter:
             data = e.data
             if data.size > INLINE_CONST_LIMIT:
                 return self.mp.metadata_ref(e)
+            if data.size == 0 and 0 in data.shape[:-1]:
+                # Nested lists cannot hold dims after an empty one ((0, 1) would print as [] and read
+                # back as (0,)): an empty constant is all zeros of its shape, which R.zeros spells.
+                return f"R.zeros(R.shape([{', '.join(map(str, data.shape))}]), dtype={_quote(str(data.dtype))})"
             return const_text(data)
         if t is ShapeExpr:
             text = f"R.shape([{', '.join(str(v) for v in e.values)}])"

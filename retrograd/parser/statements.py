@@ -93,10 +93,11 @@ class StatementParser:
             return inferred
         if is_base_of(ann, inferred):
             return inferred if is_base_of(inferred, ann) else ann
-        if _may_be_base(ann, inferred):
-            return ann
+        # Narrowing (a static dim for a symbolic one) would need a run-time check, R.match_cast in Relax;
+        # well_formed rejects it, so the parser does too.
+        hint = ": narrowing needs a run-time check (R.match_cast), which is not supported" if _may_be_base(ann, inferred) else ""
         raise TypeInferenceError(
-            f"annotation {format_sinfo(ann)} does not match the inferred {format_sinfo(inferred)}",
+            f"annotation {format_sinfo(ann)} does not match the inferred {format_sinfo(inferred)}{hint}",
             self.span(ann_node) if ann_node is not None else None,
         )
 

@@ -9,6 +9,7 @@ from lark import Lark, Transformer
 from lark.lexer import PatternStr
 
 from retrograd.errors import ParseError, Span, UnsupportedError
+from retrograd.ir.strings import EscapeError, unescape
 from retrograd.parser.grammar_cache import load_or_build
 from retrograd.parser.lexer import LexError, ScriptLexer, Tok
 
@@ -156,12 +157,17 @@ class _Build(Transformer):
     def number(self, ch):
         tok = ch[0]
         text = tok.value
-        value = float(text) if ("." in text or "e" in text or "E" in text) else int(text)
+        if "." in text or "e" in text or "E" in text:
+            value = float(text)
+        elif len(text) > _MAX_INT_DIGITS:
+            raise LexError(f"integer literal of {len(text)} digits is too large", tok.line, tok.column, len(text))
+        else:
+            value = int(text)
         return Node(K_NUM, value, text, tok.line, tok.column, tok.end_line, tok.end_column)
 
     def string(self, ch):
         tok = ch[0]
-        return Node(K_STR, _unquote(tok.value), None, tok.line, tok.column, tok.end_line, tok.end_column)
+        return Node(K_STR, _unquote(tok), None, tok.line, tok.column, tok.end_line, tok.end_column)
 
     def literal(self, ch):
         tok = ch[0]
@@ -203,20 +209,26 @@ class _Build(Transformer):
         return _node(K_KWARG, name.value, value, name, value)
 
 
-_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\", "'": "'", '"': '"', "0": "\0"}
-_ESCAPE_RE = re.compile(r"\\(x[0-9a-fA-F]{2}|u[0-9a-fA-F]{4}|.)", re.S)
+def _unquote(tok: Tok) -> str:
+    text = tok.value
+    quote_len = 3 if text[:3] in ('"""', "'''") else 1
+    try:
+        return unescape(text[quote_len:-quote_len])
+    except EscapeError as err:
+        raise LexError(str(err), *_position(tok, quote_len + err.offset)) from None
 
 
-def _unescape(m: re.Match) -> str:
-    s = m.group(1)
-    if s[0] in "xu" and len(s) > 1:
-        return chr(int(s[1:], 16))
-    return _ESCAPES.get(s, "\\" + s)
+def _position(tok: Tok, offset: int) -> tuple[int, int]:
+    """(line, column) of the character `offset` characters into a token."""
+    before = tok.value[:offset]
+    nl = before.rfind("\n")
+    if nl == -1:
+        return tok.line, tok.column + offset
+    return tok.line + before.count("\n"), offset - nl
 
 
-def _unquote(text: str) -> str:
-    body = text[3:-3] if text[:3] in ('"""', "'''") else text[1:-1]
-    return _ESCAPE_RE.sub(_unescape, body) if "\\" in body else body
+# Integer literals longer than this are refused (int() itself refuses above 4300 digits).
+_MAX_INT_DIGITS = 100
 
 
 class _Unexpected(Exception):

@@ -30,5 +30,5 @@ from retrograd.passes.dce import DeadCodeElimination  # noqa: F401,E402
 from retrograd.passes.fold_constant import FoldConstant  # noqa: F401,E402
 from retrograd.passes.simplify import Simplify  # noqa: F401,E402
 from retrograd.passes.gradient import Gradient  # noqa: F401,E402
-from retrograd.passes.gradient_sparse import densify_sparse_grad, merge_sparse_grad  # noqa: F401,E402
+from retrograd.passes.gradient import densify_sparse_grad, merge_sparse_grad  # noqa: F401,E402
 from retrograd.passes.cse import CommonSubexprElimination  # noqa: F401,E402

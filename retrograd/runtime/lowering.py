@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import keyword
+import os
 from operator import itemgetter
 
 import numpy as np
 
 from retrograd.analysis.liveness import flat_registers, inplace_positions, release_points
-from retrograd.errors import NameError_, UnsupportedError
+from retrograd.errors import KernelError, NameError_, UnsupportedError
 from retrograd.gc_pause import collector_paused
 from retrograd.ir.expr import (
     Call,
@@ -25,6 +26,7 @@ from retrograd.ir.expr import (
     TupleGetItem,
     Var,
 )
+from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo
 from retrograd.runtime.inplace import make as make_inplace
 from retrograd.runtime.interp import make_call, make_if, root_of
 from retrograd.runtime.signature import (
@@ -343,7 +345,11 @@ class _FunctionLowering:
         positions = [] if self.check else inplace_positions(call, srcs, var.struct_info)
         if positions:
             inplace = (op.inplace, srcs, positions)
-        self._add(pb, _kernel_fn(kernel, call.attrs, srcs), self.new_reg(), reads, False, info, var, inplace=inplace)
+        fn = _kernel_fn(kernel, call.attrs, srcs)
+        nbytes = static_nbytes(var.struct_info)
+        if nbytes is not None and nbytes > allocation_limit():
+            fn, inplace = _refuse(nbytes), None  # fails when reached (an untaken branch may hold it)
+        self._add(pb, fn, self.new_reg(), reads, False, info, var, inplace=inplace)
 
     def _lower_if(self, var, node: If, span, pb) -> None:
         cond = self.source(node.cond, span)
@@ -383,6 +389,43 @@ class _FunctionLowering:
                     fn = make_inplace(into, srcs, dying_here[0], fn)
             code.append((fn, ins.out, tuple(frees[i]), ins.special, ins.info))
         return Block(tuple(code), tuple(prefree), tuple(endfree), reader(pb.result_src))
+
+
+# Results beyond this many bytes are refused before their kernel runs (NumPy would try, or raise
+# MemoryError after a long wait). Set RETROGRAD_MAX_ALLOCATION_BYTES to change it.
+DEFAULT_ALLOCATION_LIMIT = 1 << 32
+
+
+def allocation_limit() -> int:
+    """The largest result, in bytes, a kernel may produce."""
+    value = os.environ.get("RETROGRAD_MAX_ALLOCATION_BYTES", "")
+    return int(value) if value.isascii() and value.isdigit() else DEFAULT_ALLOCATION_LIMIT
+
+
+def static_nbytes(sinfo) -> int | None:
+    """Bytes of a value of static struct info (tensors and tuples of them), else None."""
+    if isinstance(sinfo, TupleStructInfo):
+        sizes = [static_nbytes(f) for f in sinfo.fields]
+        return None if any(s is None for s in sizes) else sum(sizes)
+    if not isinstance(sinfo, TensorStructInfo) or sinfo.shape is None or not sinfo.dtype:
+        return None
+    if not all(isinstance(d, int) for d in sinfo.shape):
+        return None
+    try:
+        itemsize = np.dtype(sinfo.dtype).itemsize
+    except TypeError:
+        return None
+    return int(np.prod(sinfo.shape, dtype=object)) * itemsize
+
+
+def _refuse(nbytes: int):
+    def refuse(regs):
+        raise KernelError(
+            f"the result would take {nbytes:,} bytes, over the allocation limit of {allocation_limit():,} "
+            "(RETROGRAD_MAX_ALLOCATION_BYTES)"
+        )
+
+    return refuse
 
 
 def _checked(fn, var):

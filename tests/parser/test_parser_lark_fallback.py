@@ -82,3 +82,15 @@ def test_fallback_when_other_private_parts_are_missing(monkeypatch, attr):
     monkeypatch.delattr(target, attr)
     monkeypatch.setattr(syntax, "_DRIVER", None)
     assert isinstance(syntax._driver(), syntax._LarkLoop)
+
+
+def test_fallback_reports_token_errors_raised_while_building_nodes(monkeypatch):
+    # Errors found while a token becomes a node (a huge integer, a malformed escape) are the same too.
+    texts = [
+        '@R.function\ndef main(x: R.Tensor((2,), "float32")):\n    y = ' + "9" * 200 + "\n    return y\n",
+        '@R.function\ndef main(x: R.Tensor((2,), "float32")):\n    y = R.str("ab\\x4")\n    return y\n',
+    ]
+    expected = [_outcome(text, "t.py") for text in texts]
+    assert all(isinstance(e, tuple) for e in expected)
+    _without_private_tables(monkeypatch)
+    assert [_outcome(text, "t.py") for text in texts] == expected

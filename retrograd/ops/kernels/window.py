@@ -120,6 +120,12 @@ class Window2d:
         self.pt, self.pl, self.pb, self.pr = padding4(op, padding)
         self.oh = out_size(op, self.h, self.kh, self.sh, self.pt, self.pb, self.dh, ceil_mode)
         self.ow = out_size(op, self.w, self.kw, self.sw, self.pl, self.pr, self.dw, ceil_mode)
+        # Along an axis with one window the stride is never taken: 1 keeps the kernels' phase loops
+        # (one per stride offset) independent of its magnitude.
+        if self.oh == 1:
+            self.sh = 1
+        if self.ow == 1:
+            self.sw = 1
 
     @property
     def padded_hw(self) -> tuple[int, int]:

@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from retrograd.errors import PassError, Span
+from retrograd.errors import DiagnosticError, PassError, Span
+from retrograd.ir.strings import EscapeError, unescape
 from retrograd.ir.module import IRModule
 from retrograd.passes.infra.context import PassContext
 from retrograd.passes.infra.pass_base import Pass, PassInfo
@@ -16,22 +17,29 @@ class Sequential(Pass):
 
     _instrumented = False
 
-    def __init__(self, passes=(), name: str = "sequential", opt_level: int = 0, required=()):
+    def __init__(self, passes=(), name: str = "sequential", opt_level: int = 0, required=(), spans=None):
         super().__init__(PassInfo(name, opt_level, required))
         self.passes = list(passes)
+        # Where each pass was written in pipeline text: its unlocated errors point there.
+        self.spans = list(spans) if spans is not None else [None] * len(self.passes)
         for p in self.passes:
             if not isinstance(p, Pass):
                 raise PassError(f"Sequential '{name}' got {p!r}, which is not a Pass")
 
     def transform(self, mod: IRModule, ctx: PassContext) -> IRModule:
-        for p in self.passes:
+        for p, span in zip(self.passes, self.spans):
             if not ctx.pass_enabled(p.info):
                 continue
-            for req in p.required:
-                req_pass = get_pass(req)
-                if ctx.pass_enabled(req_pass.info):
-                    mod = req_pass(mod, ctx)
-            mod = p(mod, ctx)
+            try:
+                for req in p.required:
+                    req_pass = get_pass(req)
+                    if ctx.pass_enabled(req_pass.info):
+                        mod = req_pass(mod, ctx)
+                mod = p(mod, ctx)
+            except DiagnosticError as err:
+                if err.span is None and span is not None:
+                    raise err.located(span) from None
+                raise
         return mod
 
     def __repr__(self) -> str:
@@ -39,7 +47,7 @@ class Sequential(Pass):
 
 
 _PIPE_TOKEN = re.compile(
-    r"""\s*(?:
+    r"""\s*+(?:
         (?P<str>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')
       | (?P<num>[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![A-Za-z_]))
       | (?P<word>[A-Za-z_][A-Za-z0-9_.\-]*)
@@ -47,6 +55,9 @@ _PIPE_TOKEN = re.compile(
     )""",
     re.VERBOSE,
 )
+
+
+_MAX_NESTING = 50
 
 
 class _PipelineParser:
@@ -131,16 +142,18 @@ class _PipelineParser:
                 self.take("punct", ")")
         return name, self.span(start, end), args, kwargs, spans
 
-    def value(self):
+    def value(self, depth: int = 0):
         kind, text, start, end = self.peek()
         if kind == "punct" and text == "[":
+            if depth >= _MAX_NESTING:
+                raise self.error(f"option lists are nested too deeply (more than {_MAX_NESTING} levels)", start, end)
             self.i += 1
             items = []
             if self.peek()[:2] == ("punct", "]"):
                 self.i += 1
                 return items
             while True:
-                items.append(self.value())
+                items.append(self.value(depth + 1))
                 if self.peek()[:2] == ("punct", ","):
                     self.i += 1
                     if self.peek()[:2] == ("punct", "]"):
@@ -151,7 +164,10 @@ class _PipelineParser:
                 return items
         self.i += 1
         if kind == "str":
-            return bytes(text[1:-1], "utf-8").decode("unicode_escape")
+            try:
+                return unescape(text[1:-1])
+            except EscapeError as err:
+                raise self.error(str(err), start + 1 + err.offset, start + 3 + err.offset) from None
         if kind == "num":
             return float(text) if any(c in text for c in ".eE") else int(text)
         if kind == "word":
@@ -173,8 +189,10 @@ def parse_pipeline(text: str, source_name: str = "<pipeline>") -> Sequential:
     Errors (unknown pass or option, ill-typed value, bad syntax) are PassErrors pointing into the text.
     """
     parser = _PipelineParser(text, source_name)
-    passes = []
+    passes, item_spans = [], []
     for name, span, args, kwargs, spans in parser.pipeline():
         found = entry(name, span)
         passes.append(instantiate(found, args, kwargs, convert=True, spans=spans, span=span))
-    return Sequential(passes, name="pipeline")
+        last = parser.toks[parser.i - 1][3] if parser.i else span.end_col
+        item_spans.append(Span(source_name, 1, span.col, 1, max(last + 1, span.end_col), source=text))
+    return Sequential(passes, name="pipeline", spans=item_spans)

@@ -2,70 +2,40 @@
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from retrograd.errors import DiagnosticError, GradientError
-from retrograd.ir.analysis import free_vars, read_vars
+from retrograd.ir.analysis import free_vars
 from retrograd.ir.block import VarBinding
 from retrograd.ir.copy import copy_binding, copy_expr
-from retrograd.ir.expr import (
-    Call,
-    Constant,
-    Expr,
-    Function,
-    GlobalVar,
-    If,
-    PrimValue,
-    SeqExpr,
-    ShapeExpr,
-    StringImm,
-    Tuple,
-    TupleGetItem,
-    Var,
-    is_leaf,
-    shape_expr,
-)
-from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, is_float_dtype
+from retrograd.ir.expr import Call, Constant, Expr, Function, GlobalVar, If, PrimValue, SeqExpr, ShapeExpr, StringImm
+from retrograd.ir.expr import Tuple, TupleGetItem, Var, is_leaf, shape_expr
+from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo
 from retrograd.ops.registry import get as get_op
 from retrograd.ops.shape_utils import broadcast_shapes
+from retrograd.passes.gradient.activity import compute_active
 
 _NO_GRAD = "relax.grad.no_grad"
 
 
-def has_float(sinfo) -> bool:
-    """True when a value of this struct info holds floating-point data (so it can carry a gradient)."""
-    if isinstance(sinfo, TensorStructInfo):
-        return is_float_dtype(sinfo.dtype)
-    if isinstance(sinfo, TupleStructInfo):
-        return any(has_float(f) for f in sinfo.fields)
-    return False
-
-
-def all_float(sinfo) -> bool:
-    """True when every tensor in the value is floating point (what require_grads demands)."""
-    if isinstance(sinfo, TensorStructInfo):
-        return is_float_dtype(sinfo.dtype)
-    if isinstance(sinfo, TupleStructInfo):
-        return bool(sinfo.fields) and all(all_float(f) for f in sinfo.fields)
-    return False
-
-
-def compute_active(bindings, seeds) -> set:
-    """Variables whose value depends on a seed variable and holds float data: only these get adjoints."""
-    active = set(seeds)
-    reads: list = []
-    for b in bindings:
-        if b.var in active or not has_float(b.var.struct_info):
-            continue
-        reads.clear()
-        read_vars(b.value, reads)
-        for v in reads:
-            if v in active:
-                active.add(b.var)
-                break
-    return active
-
-
 def _is_no_grad(expr) -> bool:
     return isinstance(expr, Call) and getattr(expr.op, "name", None) == _NO_GRAD
+
+
+class SweepHost(Protocol):
+    """What a sweep asks of the function it differentiates."""
+
+    def error(self, message: str, binding=None) -> GradientError:
+        """A located error naming the function (and the binding)."""
+
+    def vjp_function(self, callee: str, binding: VarBinding) -> tuple[GlobalVar, list[int]]:
+        """`<callee>_vjp` and the indices of the callee's parameters it returns gradients for."""
+
+    def sparse_contribution(self, sweep: Sweep, binding: VarBinding, call: Call, adj) -> bool:
+        """Take the gradient of a sparse table's row gather instead of the sweep (True if taken)."""
+
+    def restore(self, expr: Expr) -> Expr:
+        """`expr` as the backward part reads it: forward values that are not kept are recomputed."""
 
 
 class Sweep:
@@ -73,8 +43,8 @@ class Sweep:
     an expression (a leaf, or a var holding a tuple), a Python tuple of per-field adjoints, or
     absent (zero). Zeros are only materialized when a whole value is needed."""
 
-    def __init__(self, ctx, bb, active: set):
-        self.ctx = ctx  # the differentiator: function name, vjp functions, sparse parameters
+    def __init__(self, host: SweepHost, bb, active: set):
+        self.host = host
         self.bb = bb
         self.active = active
         self.adj: dict = {}
@@ -155,8 +125,8 @@ class Sweep:
             if sinfo.shape is not None and sinfo.dtype:
                 return self.bb.emit(get_op("relax.zeros")(shape_expr(sinfo.shape), dtype=sinfo.dtype), "lv")
             if like is not None:
-                return self.bb.emit(get_op("relax.zeros_like")(like), "lv")
-        raise self.ctx.error(f"cannot build a zero gradient for a value of unknown shape or dtype ({sinfo})")
+                return self.bb.emit(get_op("relax.zeros_like")(self.host.restore(like)), "lv")
+        raise self.host.error(f"cannot build a zero gradient for a value of unknown shape or dtype ({sinfo})")
 
     def fit(self, expr: Expr, target_sinfo, like: Expr | None, name: str):
         """Normalize a rule's partial and bring it to the argument's shape (the driver un-broadcasts)."""
@@ -182,7 +152,7 @@ class Sweep:
         leaf = value if is_leaf(value) else self.bb.emit(value, "lv")
         if want.shape is None:
             # Unknown dims may still have been broadcast: sum back to the argument itself.
-            return self.bb.normalize(get_op("relax.collapse_sum_like")(leaf, like))
+            return self.bb.normalize(get_op("relax.collapse_sum_like")(leaf, self.host.restore(like)))
         target = shape_expr(want.shape)
         if got.shape is not None:
             joint = broadcast_shapes(got.shape, want.shape)
@@ -214,7 +184,7 @@ class Sweep:
             elif isinstance(value, Constant | ShapeExpr | PrimValue | StringImm):
                 continue
             elif isinstance(value, Function | SeqExpr):
-                raise self.ctx.error(f"cannot differentiate through a {type(value).__name__} value", binding)
+                raise self.host.error(f"cannot differentiate through a {type(value).__name__} value", binding)
 
     def _getitem(self, value: TupleGetItem, adj) -> None:
         tup = value.tuple_value
@@ -225,17 +195,13 @@ class Sweep:
 
     def _call_op(self, binding: VarBinding, call: Call, adj) -> None:
         op = call.op
-        name = getattr(op, "name", "?")
-        if name == _NO_GRAD:
+        if getattr(op, "name", None) == _NO_GRAD or not any(self.is_active(a) for a in call.args):
             return
-        if not any(self.is_active(a) for a in call.args):
-            return
-        sparse = self.ctx.sparse_contribution(self, binding, call, adj)
-        if sparse:
+        if self.host.sparse_contribution(self, binding, call, adj):
             return
         rule = getattr(op, "grad", None)
         if rule is None:
-            raise self.ctx.error(f"{op.script_name} has no gradient rule", binding)
+            raise self.host.error(f"{op.script_name} has no gradient rule", binding)
         var = binding.var
         if isinstance(var.struct_info, TupleStructInfo):
             g = self.as_tuple(adj, var.struct_info, var)
@@ -245,28 +211,30 @@ class Sweep:
             partials = rule(call, var, g)
             if partials is None or len(partials) != len(call.args):
                 count = "nothing" if partials is None else f"{len(partials)} entries"
-                raise self.ctx.error(
+                raise self.host.error(
                     f"the gradient rule of {op.script_name} returned {count} for {len(call.args)} arguments", binding
                 )
             for arg, part in zip(call.args, partials):
                 if part is None or _is_no_grad(part) or not self.is_active(arg):
                     continue
                 hint = f"{arg.name_hint}_adjoint" if isinstance(arg, Var) and arg not in self.adj else "lv"
-                self.add(arg, self.fit(part, arg.struct_info, arg, hint))
+                # The forward values a partial reads, as the backward part has them: kept, or recomputed here.
+                self.add(arg, self.fit(self.host.restore(part), arg.struct_info, arg, hint))
         except GradientError:
             raise
         except DiagnosticError as err:
-            raise self.ctx.error(f"the gradient rule of {op.script_name} failed: {err.message}", binding) from err
+            raise self.host.error(f"the gradient rule of {op.script_name} failed: {err.message}", binding) from err
 
     def _call_function(self, binding: VarBinding, call: Call, adj) -> None:
         if not any(self.is_active(a) for a in call.args):
             return
-        vjp, indices = self.ctx.vjp_function(call.op.name_hint, binding)
+        vjp, indices = self.host.vjp_function(call.op.name_hint, binding)
         if not indices:
             return
         var = binding.var
         g = self.materialize(adj, var.struct_info, var)
-        result = self.bb.emit(Call(vjp, tuple(call.args) + (g,)), "lv")
+        args = self.host.restore(call).args
+        result = self.bb.emit(Call(vjp, tuple(args) + (g,)), "lv")
         for j, k in enumerate(indices):
             arg = call.args[k]
             if not self.is_active(arg):
@@ -278,21 +246,20 @@ class Sweep:
         """Backward of `v = If(c, A, B)`: an If on the same condition whose branches recompute their
         forward bindings, sweep them backwards and return the adjoints of the outer variables used."""
         bb = self.bb
-        outer = []
-        seen: set = set()
-        for branch in (node.true_branch, node.false_branch):
-            for v in free_vars(branch):
-                if v in self.active and v not in seen:
-                    seen.add(v)
-                    outer.append(v)
+        free = dict.fromkeys(v for branch in (node.true_branch, node.false_branch) for v in free_vars(branch))
+        outer = [v for v in free if v in self.active]
         if not outer:
             return
         g = self.materialize(adj, binding.var.struct_info, binding.var)
+        # Restored out here: a recomputation emitted inside a branch would not be visible after it.
+        now = {v: self.host.restore(v) for v in free}
+        cond = self.host.restore(node.cond)
+        seeds = [now[v] for v in outer]
         branches = []
         for branch in (node.true_branch, node.false_branch):
             bb.begin_scope()
             bb.begin_block(dataflow=False)
-            vmap: dict = {}
+            vmap = dict(now)
             copied = []
             for block in branch.blocks:
                 for b in block.bindings:
@@ -300,12 +267,11 @@ class Sweep:
                     bb.emit_binding(new)
                     copied.append(new)
             body = copy_expr(branch.body, vmap, promote=True)
-            sub = Sweep(self.ctx, bb, compute_active(copied, outer))
+            sub = Sweep(self.host, bb, compute_active(copied, seeds))
             sub.add(body, g)
             sub.run(copied)
-            results = [sub.materialize(sub.adj.get(v), v.struct_info, v) for v in outer]
+            results = [sub.materialize(sub.adj.get(v), v.struct_info, v) for v in seeds]
             branches.append(bb.end_scope(results[0] if len(results) == 1 else Tuple(results)))
-        result = bb.emit(If(node.cond, branches[0], branches[1], span=node.span), "lv")
+        result = bb.emit(If(cond, branches[0], branches[1], span=node.span), "lv")
         for k, v in enumerate(outer):
             self.add(v, result if len(outer) == 1 else bb.emit(TupleGetItem(result, k), "lv"))
-

@@ -10,45 +10,22 @@ from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops.grad_sparse import densify_sparse_grad, merge_sparse_grad, merge_sparse_rows
 from retrograd.ops.registry import get as get_op
 from retrograd.ops.shape_utils import dim_mul
-
-# -- the Gradient pass side ------------------------------------------------------------------------
+from retrograd.passes.gradient.spec import GradientSpec
 
 
 class SparseGrads:
-    """Which parameters get sparse gradients, and their (indices, output gradient) contributions."""
+    """The tables of a GradientSpec that get sparse gradients, and their (indices, output gradient) contributions."""
 
-    def __init__(self, fad):
-        self.fad = fad
-        self.candidates: list = []  # original params
-        self.explicit = False
-        self.merge = False
+    def __init__(self, spec: GradientSpec):
+        self.spec = spec
+        self.merge = spec.merge_duplicates
         self.vars: dict = {}  # new var -> list of (indices, grad)
-
-    def configure(self, spec, merge: bool, required: list) -> None:
-        self.merge = bool(merge)
-        if spec is None or spec is False:
-            return
-        fad = self.fad
-        params = list(fad.func.params)
-        if spec is True:
-            self.candidates = [p for p in required if any(p is q for q in params)]
-            return
-        self.explicit = True
-        items = list(spec) if isinstance(spec, list | tuple) else [spec]
-        for item in items:
-            var = fad._resolve_one(item, params, [])
-            if not any(var is r for r in required):
-                raise fad.error(f"sparse_grads: '{var.name_hint}' is not among the variables whose gradient is required")
-            s = var.struct_info
-            if not isinstance(s, TensorStructInfo) or s.ndim < 1 or s.shape is None:
-                raise fad.error(f"sparse_grads: '{var.name_hint}' must be a table (a tensor of known shape, ndim >= 1)")
-            self.candidates.append(var)
 
     def bind(self, vmap: dict, forward: list, ret) -> None:
         """Map candidates to the copied vars, keeping those used only as take(table, indices, axis=0)."""
-        if not self.candidates:
+        if not self.spec.sparse:
             return
-        wanted = {vmap[p]: p for p in self.candidates}
+        wanted = {vmap[p]: p for p in self.spec.sparse}
         bad: dict = {}
         reads: list = []
         for b in forward:
@@ -65,9 +42,9 @@ class SparseGrads:
         for new, orig in wanted.items():
             s = orig.struct_info
             if new in bad or not isinstance(s, TensorStructInfo) or s.shape is None or s.ndim < 1:
-                if self.explicit:
+                if self.spec.sparse_explicit:
                     where = bad.get(new)
-                    raise self.fad.error(
+                    raise self.spec.error(
                         f"sparse_grads: '{orig.name_hint}' is used other than as take(table, indices, axis=0)",
                         where,
                     )
@@ -81,7 +58,7 @@ class SparseGrads:
         if not self.vars or getattr(call.op, "name", None) != "relax.take" or call.args[0] not in self.vars:
             return False
         g = sweep.materialize(adj, binding.var.struct_info, binding.var)
-        self.vars[call.args[0]].append((call.args[1], g))
+        self.vars[call.args[0]].append((sweep.host.restore(call.args[1]), g))
         return True
 
     def result(self, sweep, var):
@@ -117,7 +94,7 @@ class SparseGrads:
         if self.merge:
             first = table.shape[0]
             if not isinstance(first, int):
-                raise self.fad.error(f"merge_duplicates needs the number of rows of '{var.name_hint}' to be static")
+                raise self.spec.error(f"merge_duplicates needs the number of rows of '{var.name_hint}' to be static")
             return bb.emit(merge_sparse_rows(idx, vals, num_rows=first), f"{var.name_hint}_sparse")
         return bb.normalize(Tuple([idx, vals]))
 

@@ -1,0 +1,5 @@
+"""Checkpoint planning: choose values to recompute so that a function's peak of live bytes meets a budget."""
+
+from retrograd.passes.checkpoint.policies import POLICIES, least_feasible, solve  # noqa: F401
+from retrograd.passes.checkpoint.problem import InfeasibleBudget, Problem, Schedule  # noqa: F401
+from retrograd.passes.checkpoint.simulate import Simulation, simulate  # noqa: F401

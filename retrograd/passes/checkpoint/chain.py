@@ -1,0 +1,184 @@
+"""Optimal plans for adjoints of uniform chains: Revolve (Griewank & Walther), binomial closed form.
+
+A chain adjoint is a forward prefix y_1..y_m (each node reads only its predecessor; y_1 reads only
+parameters), followed by a backward part that reads the forward values one at a time, in reverse
+order, each value's backward reads before the next smaller one's. Revolve's state x_k is node k-1
+(x_0 is a parameter); reversing step k reads x_{k-1}. With c slots (x_0 counted), the least number of
+forward steps is F(L, c-1), F(l, s) = r*l - C(s+r+1, s+2) for the least r with C(s+1+r, s+1) >= l
+(F(l, 0) = l(l-1)/2), of which L-1 are the original forward sweep. The slot count meeting a byte
+budget is found by simulating the plans (the backward's own working set is whatever it is).
+"""
+
+from __future__ import annotations
+
+from math import comb
+
+import attrs
+
+from retrograd.passes.checkpoint.problem import Problem, Schedule
+from retrograd.passes.checkpoint.simulate import simulate
+
+
+def revolve_steps(l: int, s: int) -> int:
+    """Least forward steps to reverse l steps with the segment's input stored and s free slots."""
+    if l <= 1:
+        return 0
+    if s == 0:
+        return l * (l - 1) // 2
+    r = 1
+    while comb(s + 1 + r, s + 1) < l:
+        r += 1
+    return r * l - comb(s + r + 1, s + 2)
+
+
+def _split(l: int, s: int) -> int:
+    """The first checkpoint's distance from the segment's input in an optimal plan (s >= 1, l >= 2).
+
+    j + F(l - j, s - 1) + F(j, s) is convex in j (F is convex in l), so the least j whose next
+    difference is not negative is a minimiser: a binary search.
+    """
+
+    def g(j):
+        return j + revolve_steps(l - j, s - 1) + revolve_steps(j, s)
+
+    lo, hi = 1, l - 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if g(mid + 1) - g(mid) >= 0:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
+
+
+def revolve_actions(L: int, c: int) -> list[tuple[int, int]]:
+    """Revolve's plan for L steps and c slots: (0, k) advance to state k; (1, k) reverse step k."""
+    out: list[tuple[int, int]] = []
+    stack = [(0, L, c - 1)]
+    while stack:
+        i, l, s = stack.pop()
+        if l == 1:
+            out.append((1, i + 1))
+        elif s + 2 >= l:
+            # Slots for every state: one sweep, then reverse.
+            out.extend((0, k) for k in range(i + 1, i + l))
+            out.extend((1, k) for k in range(i + l, i, -1))
+        elif s == 0:
+            for k in range(l, 0, -1):
+                out.extend((0, x) for x in range(i + 1, i + k))
+                out.append((1, i + k))
+        else:
+            j = _split(l, s)
+            out.extend((0, x) for x in range(i + 1, i + j + 1))
+            stack.append((i, j, s))
+            stack.append((i + j, l - j, s - 1))
+    return out
+
+
+@attrs.frozen
+class Chain:
+    forward: int  # forward prefix length m (nodes 0..m-1)
+    last: int  # K: the largest forward node the backward reads (states x_1..x_{K+1})
+    need: tuple  # need[k]: stage of the first backward read of forward node k (k <= K)
+
+    @property
+    def steps(self) -> int:
+        return self.last + 2
+
+
+def detect(problem: Problem) -> Chain | None:
+    """The chain structure of `problem`, or None when it is not a uniform chain adjoint."""
+    p = problem
+    n = p.n
+    m = 0
+    while m < n and p.recomputable[m] and p.alias_of[m] is None and set(p.deps[m]) == ({m - 1} if m else set()):
+        m += 1
+    if m < 2 or m == n:
+        return None
+    reads: list[tuple[int, int]] = []
+    for t in range(m, n):
+        fw = {d for d in p.deps[t] if d < m}
+        if len(fw) > 1:
+            return None
+        if fw:
+            reads.append((t, fw.pop()))
+    if not reads:
+        return None
+    last = reads[0][1]
+    need = {}
+    for t, f in reads:
+        if f > last:
+            return None  # back to a later value: not in reverse order
+        if f not in need:
+            need[f] = t
+        last = f
+    K = max(need)
+    if any(k not in need for k in range(K + 1)):
+        return None
+    if len({p.sizes[k] for k in range(K + 1)}) != 1 or len({p.costs[k] for k in range(K + 1)}) != 1:
+        return None
+    return Chain(m, K, tuple(need[k] for k in range(K + 1)))
+
+
+def chain_schedule(problem: Problem, chain: Chain, c: int) -> Schedule:
+    """Revolve's plan with c slots as recomputations before the backward reads."""
+    per_stage: dict[int, list[int]] = {}
+    pending: list[int] = []
+    started = False
+    for kind, k in revolve_actions(chain.steps, c):
+        if kind == 0:
+            if started:
+                pending.append(k - 1)  # state x_k is node k-1
+        else:
+            started = True
+            if k >= 2 and pending:
+                per_stage.setdefault(chain.need[k - 2], []).extend(pending)
+            pending = []
+    return Schedule.from_lists(problem.n, per_stage)
+
+
+def solve_chain(problem: Problem, budget: int, chain: Chain | None = None) -> Schedule | None:
+    """The Revolve plan with the fewest extra steps whose simulated peak fits `budget` (None if none fits)."""
+    chain = chain or detect(problem)
+    if chain is None:
+        return None
+    L = chain.steps
+    peak = {}
+
+    def fits(c):
+        if c not in peak:
+            peak[c] = simulate(problem, chain_schedule(problem, chain, c)).peak_bytes
+        return peak[c] <= budget
+
+    # The largest c that fits (peaks grow with c); small c are the long plans, so search from above.
+    lo, hi = 0, L + 1  # fits(lo) unless lo == 0; not fits(hi) unless hi == L + 1
+    # A slot holds one value, so one probe usually places the answer: check around the estimate first.
+    size = problem.sizes[0]
+    probe = min(L, 4)
+    if size > 0:
+        if fits(probe):
+            lo = probe
+            guess = min(L, probe + (budget - peak[probe]) // size)
+            if guess > lo:
+                if fits(guess):
+                    lo = guess
+                    if guess < L and not fits(guess + 1):
+                        hi = guess + 1
+                else:
+                    hi = guess
+        else:
+            hi = probe
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid
+    if lo == 0:
+        return None
+    # The same number of steps with fewer slots has the lower peak.
+    steps = revolve_steps(L, lo - 1)
+    c = lo
+    while c > 1 and revolve_steps(L, c - 2) == steps:
+        c -= 1
+    return chain_schedule(problem, chain, c)

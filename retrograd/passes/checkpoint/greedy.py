@@ -1,0 +1,198 @@
+"""A fast heuristic for large problems: drop, one at a time, the value idle across the peak that is cheapest to recompute.
+
+A value's uses (its readers' stages, and the end for an output) split its life into gaps; dropping a
+gap frees the value after the gap's first end and recomputes it right before the second, from the
+values live there (recursively recomputing those that are not). Starting from the unplanned program,
+each step drops the gap(s) of the buffer with the least recompute cost per byte among those live but
+unread across the current peak. The sequence of plans does not depend on the budget, and the plan
+for a budget is the first one that fits: a lower budget never gets a higher peak.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+
+from retrograd.passes.checkpoint.problem import Problem, Schedule
+from retrograd.passes.checkpoint.simulate import Simulation, simulate
+
+
+BATCH_NODES = 400
+BATCH_FRACTION = 12
+
+
+class Planner:
+    """The state of the descent: dropped gaps, the schedule they give, its simulation."""
+
+    def __init__(self, problem: Problem, allowed=None, single: bool = False):
+        p = self.p = problem
+        self.single = single  # recompute a value only from values live where it is needed
+        n = p.n
+        self.allowed = allowed if allowed is not None else p.recomputable
+        outputs = set(p.outputs)
+        # points[v]: v's stage, its readers' stages (and n for an output)
+        self.points: list[list[int]] = [[v] for v in range(n)]
+        for j, ds in enumerate(p.deps):
+            for d in set(ds):
+                self.points[d].append(j)
+        for v in outputs:
+            self.points[v].append(n)
+        self.root = list(range(n))
+        for v in range(n):
+            a = p.alias_of[v]
+            if a is not None:
+                self.root[v] = self.root[a]
+        self.dropped: set[tuple[int, int]] = set()  # (v, index of the gap's second point in points[v])
+        self.schedule = Schedule()
+        self.sim = simulate(p, self.schedule, stage_peaks=True, check=False)
+        self.cost_cache: dict = {}
+
+    # -- plans from dropped gaps ---------------------------------------------
+    def _gap(self, d: int, b: int) -> int:
+        """Index k of d's points with points[k-1] < b <= points[k] (0 when b is outside d's life)."""
+        pts = self.points[d]
+        k = bisect_left(pts, b)
+        return k if 0 < k < len(pts) else 0
+
+    def _closure(self, v: int, b: int, dropped, have: set, out: list) -> bool:
+        """Add to `out` (and `have`) what recomputing v before stage b needs; False when impossible."""
+        stack = [(v, False)]
+        while stack:
+            x, expanded = stack.pop()
+            if x in have:
+                continue
+            if expanded:
+                have.add(x)
+                out.append(x)
+                continue
+            if not self.allowed[x] or (self.single and x != v):
+                return False
+            stack.append((x, True))
+            for d in self.p.deps[x]:
+                if d in have:
+                    continue
+                k = self._gap(d, b)
+                if k and (self.points[d][k] == b or (d, k) not in dropped):
+                    continue  # live at b (or recomputed there for node b itself)
+                stack.append((d, False))
+        return True
+
+    def build(self, dropped) -> Schedule | None:
+        per_stage: dict[int, tuple[set, list]] = {}
+        for v, k in sorted(dropped, key=lambda g: (self.points[g[0]][g[1]], g[0])):
+            b = self.points[v][k]
+            have, out = per_stage.setdefault(b, (set(), []))
+            if not self._closure(v, b, dropped, have, out):
+                return None
+        return Schedule.from_lists(self.p.n, {b: out for b, (_, out) in per_stage.items()})
+
+    # -- the descent -----------------------------------------------------------
+    def candidates(self, t: int) -> list[tuple[float, int, int, list]]:
+        """(cost per byte, -bytes, root, gaps) for each buffer held only by values idle across stage t."""
+        p = self.p
+        by_root: dict[int, list] = {}
+        blocked: set[int] = set()
+        for v in range(t):
+            k = self._gap(v, t)
+            if not k:
+                continue
+            pts = self.points[v]
+            r = self.root[v]
+            if pts[k] == t or pts[k - 1] == t or pts[k] == p.n or (v, k) in self.dropped or not self.allowed[v]:
+                if pts[k] != p.n or (v, k) not in self.dropped:
+                    blocked.add(r)
+                continue
+            by_root.setdefault(r, []).append((v, k))
+        out = []
+        for r, gaps in by_root.items():
+            size = p.sizes[r]
+            if r in blocked or size <= 0:
+                continue
+            cost = self._cost(gaps, self.dropped | set(gaps))
+            if cost is not None:
+                out.append((cost / size, -size, r, gaps))
+        out.sort(key=lambda c: c[:3])
+        return out
+
+    def _cost(self, gaps, dropped) -> float | None:
+        """Cost of recomputing the values of `gaps` at their gaps' ends, given the dropped gaps."""
+        cost = 0.0
+        for v, k in gaps:
+            have: set = set()
+            lst: list = []
+            if not self._closure(v, self.points[v][k], dropped, have, lst):
+                return None
+            cost += sum(self.p.costs[x] for x in lst)
+        return cost
+
+    def step(self) -> bool:
+        """Drop the best candidates across the current peak; False when there are none.
+
+        On large problems a step drops, in order, candidates freeing a sixteenth of the activation
+        peak (at least one), so that a plan takes tens of simulations, not thousands.
+        """
+        t = self.sim.peak_stage
+        if t < 0:
+            return False
+        cands = self.candidates(t)
+        want = (self.sim.peak_bytes - self.p.pinned_bytes) // BATCH_FRACTION if self.p.n > BATCH_NODES else 0
+        if want > 0:
+            trial, freed = set(self.dropped), 0
+            for score, neg, _, gaps in cands:
+                # Skip a candidate that earlier ones made dearer (a longer chain to recompute).
+                grown = trial | set(gaps)
+                cost = self._cost(gaps, grown)
+                if cost is None or cost > -score * neg * (1 + 1e-9):
+                    continue
+                trial = grown
+                freed -= neg
+                if freed >= want:
+                    break
+            if len(trial) > len(self.dropped) and self._accept(trial):
+                return True
+        for _, _, _, gaps in cands:
+            if self._accept(self.dropped | set(gaps)):
+                return True
+        return False
+
+    def _accept(self, trial) -> bool:
+        sched = self.build(trial)
+        if sched is None:
+            return False
+        self.dropped, self.schedule = trial, sched
+        self.sim = simulate(self.p, sched, stage_peaks=True, check=False)
+        return True
+
+
+def descend(problem: Problem, budget: int, light):
+    """(schedule, simulation) of the first plan that fits of the descent recomputing the `light` nodes
+    first, then every recomputable one; None when none fits."""
+    pl = Planner(problem, light)
+    while pl.sim.peak_bytes > budget and pl.step():
+        pass
+    if pl.sim.peak_bytes > budget:
+        pl.allowed = problem.recomputable
+        while pl.sim.peak_bytes > budget and pl.step():
+            pass
+    return (pl.schedule, pl.sim) if pl.sim.peak_bytes <= budget else None
+
+
+def lowest(problem: Problem, light) -> int:
+    """The lowest peak along the same descent."""
+    pl = Planner(problem, light)
+    low = pl.sim.peak_bytes
+    while pl.step():
+        low = min(low, pl.sim.peak_bytes)
+    pl.allowed = problem.recomputable
+    while pl.step():
+        low = min(low, pl.sim.peak_bytes)
+    return low
+
+
+def least_peak(problem: Problem, allowed=None, single: bool = False) -> tuple[Schedule, Simulation]:
+    """The plan of the descent with the lowest peak (the first one reaching it)."""
+    pl = Planner(problem, allowed, single)
+    best = (pl.sim.peak_bytes, pl.schedule, pl.sim)
+    while pl.step():
+        if pl.sim.peak_bytes < best[0]:
+            best = (pl.sim.peak_bytes, pl.schedule, pl.sim)
+    return best[1], best[2]

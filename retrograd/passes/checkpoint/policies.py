@@ -1,0 +1,157 @@
+"""solve(problem, budget, policy): the planner's entry point, choosing among the exact, chain and greedy solvers.
+
+policy "budget": the least recomputation cost whose simulated peak fits the budget, ties broken by
+the lower peak (with FLOP costs a matmul or conv costs more than the cheap ops that could replace it;
+the greedy descent also tries everything else before them). Revolve on uniform chain adjoints; exact
+(MILP) for problems of up to EXACT_NODES nodes when scipy is importable; otherwise the greedy
+descent, and on large problems Chen-style segmentations of several lengths, the best that fits. policy "sqrt": Chen et al.'s segmentation.
+policy "cheap": recompute only cheap kinds, each from values live where it is needed (no chains
+of recomputation), to the least peak that gives; no budget (PyTorch's default partitioner's choice).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from retrograd.passes.checkpoint import chain, exact, greedy
+from retrograd.passes.checkpoint.problem import CHEAP_KINDS, HEAVY_KINDS, InfeasibleBudget, Problem, Schedule
+from retrograd.passes.checkpoint.simulate import simulate
+
+EXACT_NODES = 32
+SEGMENTS = (2, 3, 4, 6, 8, 16, 32)
+POLICIES = ("budget", "sqrt", "cheap")
+
+
+def cheap_only(problem: Problem) -> tuple[bool, ...]:
+    return tuple(r and k in CHEAP_KINDS for r, k in zip(problem.recomputable, problem.kinds))
+
+
+def light_only(problem: Problem) -> tuple[bool, ...]:
+    """Recomputable nodes that are not matmul, conv or pool."""
+    return tuple(r and k not in HEAVY_KINDS for r, k in zip(problem.recomputable, problem.kinds))
+
+
+def solve(problem: Problem, budget: int | None = None, policy: str = "budget") -> Schedule:
+    """A Schedule for `problem` (see the module docstring); InfeasibleBudget when no plan fits the budget."""
+    if policy == "cheap":
+        return greedy.least_peak(problem, cheap_only(problem), single=True)[0]
+    if policy == "sqrt":
+        from retrograd.passes.checkpoint.sqrt import sqrt_schedule
+
+        return sqrt_schedule(problem)
+    if policy != "budget":
+        raise ValueError(f"unknown checkpoint policy {policy!r} (one of {', '.join(POLICIES)})")
+    if budget is None:
+        return Schedule()
+    budget = int(budget)
+    plan = plan_budget(problem, budget)
+    if plan is None:
+        raise InfeasibleBudget(budget, least_feasible(problem))
+    return plan
+
+
+def _use_exact(problem: Problem) -> bool:
+    return problem.n <= EXACT_NODES and exact.available()
+
+
+def _exact_is_model(problem: Problem) -> bool:
+    """The MILP's memory is the simulator's (no aliases)."""
+    return all(a is None for a in problem.alias_of)
+
+
+def plan_budget(problem: Problem, budget: int) -> Schedule | None:
+    """The "budget" policy's plan, or None when no solver finds one within the budget."""
+    ch = chain.detect(problem)
+    if ch is not None:
+        s = chain.solve_chain(problem, budget, ch)
+        if s is not None:
+            return s
+    if budget < lower_bound(problem):
+        return None
+    found = []
+    # Light kinds first, then everything: the descent recomputes a matmul only when the rest does not fit.
+    descent = greedy.descend(problem, budget, light_only(problem))
+    if _use_exact(problem):
+        # Proving a MILP infeasible is slow; the least peak, when the descent found nothing, is not.
+        least = exact.exact_least_peak(problem) if descent is None else None
+        if least is not None and budget < least[0] and _exact_is_model(problem):
+            return None
+        s = exact.exact_plan(problem, budget)
+        if s is not None:
+            if _exact_is_model(problem):
+                return s
+            found.append(s)
+        elif least is not None and simulate(problem, least[1]).peak_bytes <= budget:
+            found.append(least[1])
+    sims = {}
+    if descent is not None:
+        descent, sims[id(descent)] = descent
+        found.append(descent)
+    if problem.n > greedy.BATCH_NODES:
+        # Chen-style segmentations of several lengths: plans fixed in advance, taken when they fit better.
+        from retrograd.passes.checkpoint.sqrt import segment_schedule
+
+        base = greedy.Planner(problem)
+        for size in SEGMENTS:
+            s = segment_schedule(problem, size, base)
+            if s.recompute:
+                sims[id(s)] = sim = simulate(problem, s, check=False)
+                if sim.peak_bytes <= budget:
+                    found.append(s)
+    if not found:
+        return None
+    return min(found, key=lambda s: _rank(problem, s, sims.get(id(s))))
+
+
+def _rank(problem: Problem, schedule: Schedule, sim=None):
+    sim = sim or simulate(problem, schedule, check=False)
+    heavy = sum(problem.costs[v] for st in schedule.recompute for v in st if problem.kinds[v] in HEAVY_KINDS)
+    return (heavy > 0, sim.extra_cost, sim.peak_bytes)
+
+
+def least_feasible(problem: Problem) -> int:
+    """The least budget `solve` meets: exact (MILP) on small problems without aliases (or when the
+    descent reaches the lower bound), otherwise the lowest peak of the plans tried (an upper bound)."""
+    best = None
+    if _use_exact(problem) and lower_bound(problem) < greedy_least(problem):
+        least = exact.exact_least_peak(problem)
+        if least is not None:
+            if _exact_is_model(problem):
+                return least[0]
+            best = simulate(problem, least[1]).peak_bytes
+    ch = chain.detect(problem)
+    if ch is not None:
+        p1 = simulate(problem, chain.chain_schedule(problem, ch, 1)).peak_bytes
+        best = p1 if best is None else min(best, p1)
+    if problem.n > greedy.BATCH_NODES:
+        from retrograd.passes.checkpoint.sqrt import segment_schedule
+
+        base = greedy.Planner(problem)
+        for size in SEGMENTS:
+            s = segment_schedule(problem, size, base)
+            if s.recompute:
+                p1 = simulate(problem, s, check=False).peak_bytes
+                best = p1 if best is None else min(best, p1)
+    low = greedy_least(problem)
+    return low if best is None else min(best, low)
+
+
+@lru_cache(maxsize=8)
+def greedy_least(problem: Problem) -> int:
+    return greedy.lowest(problem, light_only(problem))
+
+
+def lower_bound(problem: Problem) -> int:
+    """No plan's peak is lower: parameters, plus each node's distinct input buffers and its own
+    (unless it may reuse an input's) while it is computed."""
+    p = problem
+    root = list(range(p.n))
+    for v in range(p.n):
+        if p.alias_of[v] is not None:
+            root[v] = root[p.alias_of[v]]
+    best = 0
+    for v in range(p.n):
+        need = sum(p.sizes[r] for r in {root[d] for d in p.deps[v]})
+        own = 0 if p.alias_of[v] is not None or p.inplace[v] else p.sizes[v]
+        best = max(best, need + own)
+    return p.pinned_bytes + best

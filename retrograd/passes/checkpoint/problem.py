@@ -1,0 +1,173 @@
+"""The planner's input and output: a Problem (nodes in program order with sizes, costs, deps), a Schedule, InfeasibleBudget."""
+
+from __future__ import annotations
+
+import attrs
+
+KINDS = ("matmul", "conv", "pool", "elementwise", "view", "reduce", "other")
+CHEAP_KINDS = frozenset({"elementwise", "view", "reduce"})
+HEAVY_KINDS = frozenset({"matmul", "conv", "pool"})  # recomputed only when nothing else fits
+
+
+def _ints(v) -> tuple:
+    return tuple(int(x) for x in v)
+
+
+def _floats(v) -> tuple:
+    return tuple(float(x) for x in v)
+
+
+def _deps(v) -> tuple:
+    return tuple(tuple(int(d) for d in ds) for ds in v)
+
+
+def _bools(v) -> tuple:
+    return tuple(bool(x) for x in v)
+
+
+def _aliases(v) -> tuple:
+    return tuple(None if a is None else int(a) for a in v)
+
+
+@attrs.frozen
+class Problem:
+    """A function's top-level bindings as nodes 0..n-1, node i computed originally at stage i.
+
+    sizes[i]: bytes of node i's own new buffer (0 for an alias). costs[i]: cost of computing it once.
+    deps[i]: nodes read by node i, all < i (parameters and constants are not nodes; a node may appear
+    twice). recomputable[i]: False for impure calls, If, calls of other functions. outputs: nodes live
+    until the end. pinned_bytes: parameters, live for the whole call. alias_of[i]: node i is a view of
+    (or the same object as) node alias_of[i], which must be one of its deps; the buffer is counted once,
+    while any alias lives. inplace[i]: positions in deps[i] whose buffer the executor may reuse for
+    node i's result when that dep dies at node i (the first dying one is tried; it is reused when the
+    dep owns its buffer, of node i's size, and no other live value holds it; like the executor's
+    lowering, list no position after a parameter that could die there). kinds[i]: op class (see KINDS).
+    """
+
+    sizes: tuple = attrs.field(converter=_ints)
+    costs: tuple = attrs.field(converter=_floats)
+    deps: tuple = attrs.field(converter=_deps)
+    recomputable: tuple = attrs.field(converter=_bools)
+    outputs: tuple = attrs.field(default=(), converter=_ints)
+    pinned_bytes: int = attrs.field(default=0, converter=int)
+    alias_of: tuple = attrs.field(default=(), converter=_aliases)
+    inplace: tuple = attrs.field(default=(), converter=_deps)
+    kinds: tuple = attrs.field(default=(), converter=tuple)
+    names: tuple = attrs.field(default=(), converter=tuple)
+
+    def __attrs_post_init__(self):
+        n = len(self.sizes)
+        for field in ("costs", "deps", "recomputable"):
+            if len(getattr(self, field)) != n:
+                raise ValueError(f"Problem: {field} has {len(getattr(self, field))} entries for {n} nodes")
+        # Empty optional fields mean "the default for every node".
+        if not self.alias_of:
+            object.__setattr__(self, "alias_of", (None,) * n)
+        if not self.inplace:
+            object.__setattr__(self, "inplace", ((),) * n)
+        if not self.kinds:
+            object.__setattr__(self, "kinds", ("other",) * n)
+        if not self.names:
+            object.__setattr__(self, "names", tuple(f"%{i}" for i in range(n)))
+        for field in ("alias_of", "inplace", "kinds", "names"):
+            if len(getattr(self, field)) != n:
+                raise ValueError(f"Problem: {field} has {len(getattr(self, field))} entries for {n} nodes")
+        if self.pinned_bytes < 0:
+            raise ValueError("Problem: pinned_bytes must be >= 0")
+        for i in range(n):
+            if self.sizes[i] < 0 or not self.costs[i] >= 0:
+                raise ValueError(f"Problem: node {self.names[i]} has a negative size or cost")
+            ds = self.deps[i]
+            for d in ds:
+                if not 0 <= d < i:
+                    raise ValueError(f"Problem: node {self.names[i]} (#{i}) reads #{d}, which is not an earlier node")
+            a = self.alias_of[i]
+            if a is not None and a not in ds:
+                raise ValueError(f"Problem: node {self.names[i]} is an alias of #{a}, which it does not read")
+            for p in self.inplace[i]:
+                if not 0 <= p < len(ds):
+                    raise ValueError(f"Problem: node {self.names[i]}: in-place position {p} is not one of its deps")
+            if self.kinds[i] not in KINDS:
+                raise ValueError(f"Problem: node {self.names[i]}: unknown kind {self.kinds[i]!r} (one of {KINDS})")
+        for o in self.outputs:
+            if not 0 <= o < n:
+                raise ValueError(f"Problem: output #{o} is not a node")
+
+    @property
+    def n(self) -> int:
+        return len(self.sizes)
+
+    def users(self) -> list[list[int]]:
+        """users[v]: the nodes reading v, in program order (once per reading node)."""
+        out: list[list[int]] = [[] for _ in range(self.n)]
+        for i, ds in enumerate(self.deps):
+            for d in set(ds):
+                out[d].append(i)
+        for u in out:
+            u.sort()
+        return out
+
+
+class Builder:
+    """Builds a Problem node by node: `add` returns the new node's index."""
+
+    def __init__(self):
+        self.fields: dict[str, list] = {k: [] for k in ("sizes", "costs", "deps", "recomputable", "alias_of", "inplace", "kinds", "names")}
+        self.outputs: list[int] = []
+
+    def add(self, size, cost, deps=(), kind="other", recomputable=True, output=False, alias_of=None, inplace=(), name=None):
+        f = self.fields
+        i = len(f["sizes"])
+        for key, value in zip(f, (size, cost, tuple(deps), recomputable, alias_of, tuple(inplace), kind, name or f"%{i}")):
+            f[key].append(value)
+        if output:
+            self.outputs.append(i)
+        return i
+
+    def build(self, pinned_bytes: int = 0) -> Problem:
+        return Problem(**self.fields, outputs=tuple(self.outputs), pinned_bytes=pinned_bytes)
+
+
+def _stages(v) -> tuple:
+    return tuple(tuple(int(x) for x in s) for s in v)
+
+
+@attrs.frozen
+class Schedule:
+    """recompute[t]: nodes recomputed just before stage t, in topological order (up to n entries; missing = none).
+
+    Every use reads the most recent instance of a value; an instance lives from its computation to its
+    last use before the next instance of the same node (outputs: to the end).
+    """
+
+    recompute: tuple = attrs.field(default=(), converter=_stages)
+
+    @classmethod
+    def from_lists(cls, n: int, per_stage: dict) -> Schedule:
+        """A schedule from {stage: [nodes]} (the nodes of a stage are sorted: node order is topological)."""
+        rec = [()] * n
+        for t, nodes in per_stage.items():
+            rec[t] = tuple(sorted(set(nodes)))
+        while rec and not rec[-1]:
+            rec.pop()
+        return cls(tuple(rec))
+
+    @property
+    def count(self) -> int:
+        return sum(len(s) for s in self.recompute)
+
+
+STORE_ALL = Schedule()
+
+
+class InfeasibleBudget(ValueError):
+    """No schedule keeps the peak within the budget; `least_feasible` is the least budget (bytes) that can be met."""
+
+    def __init__(self, budget: int, least_feasible: int, detail: str = ""):
+        self.budget = int(budget)
+        self.least_feasible = int(least_feasible)
+        msg = (
+            f"memory budget of {self.budget} bytes cannot be met: the least feasible budget is "
+            f"{self.least_feasible} bytes"
+        )
+        super().__init__(msg + (f" ({detail})" if detail else ""))

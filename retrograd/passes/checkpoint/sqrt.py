@@ -1,0 +1,73 @@
+"""The "sqrt" policy: Chen et al. 2016 (Training Deep Nets with Sublinear Memory Cost), segments of about sqrt(n).
+
+The values live across the unplanned peak (in an adjoint: forward values kept for the backward) are
+split, in program order, into about sqrt(k) segments ending at articulation points of the program
+where there are some (no dependency jumps over them). Each segment keeps its last value; the others
+are freed after their forward uses and recomputed together, from the kept values, right before the
+first later use of any of them, then live until their own uses.
+"""
+
+from __future__ import annotations
+
+from math import isqrt
+
+from retrograd.passes.checkpoint.greedy import Planner
+from retrograd.passes.checkpoint.problem import Problem, Schedule
+
+
+def sqrt_schedule(problem: Problem) -> Schedule:
+    return segment_schedule(problem, None)
+
+
+def segment_schedule(problem: Problem, size: int | None, planner: Planner | None = None) -> Schedule:
+    """Segments of `size` values (None: about the square root of their number), each keeping its last.
+
+    `planner`: an unplanned Planner of the problem, to share between calls.
+    """
+    p = problem
+    pl = planner if planner is not None and not planner.dropped else Planner(p)
+    t = pl.sim.peak_stage
+    if t < 0:
+        return Schedule()
+    # values idle across the peak, with the gap that spans it
+    across = []
+    for v in range(t):
+        k = pl._gap(v, t)
+        if k and pl.points[v][k - 1] < t < pl.points[v][k] != p.n and p.recomputable[v]:
+            across.append((v, k))
+    if len(across) < 3:
+        return Schedule()
+    reach = 0
+    cut = set()
+    for v in range(t + 1):
+        if reach <= v:
+            cut.add(v)
+        for j in pl.points[v][1:]:
+            if j <= t:
+                reach = max(reach, j)
+    if size is None:
+        size = max(2, isqrt(len(across) - 1) + 1)
+    segments: list[list[tuple[int, int]]] = []
+    seg: list[tuple[int, int]] = []
+    for idx, (v, k) in enumerate(across):
+        seg.append((v, k))
+        at_cut = v in cut or not any(w in cut for w, _ in across[idx + 1 : idx + size])
+        if len(seg) >= size and at_cut:
+            segments.append(seg)
+            seg = []
+    if seg:
+        segments.append(seg)
+    dropped = set()
+    for seg in segments:
+        dropped.update(seg[:-1])
+    per_stage: dict[int, tuple[set, list]] = {}
+    for seg in segments:
+        drop = seg[:-1]
+        if not drop:
+            continue
+        b = min(pl.points[v][k] for v, k in drop)
+        have, out = per_stage.setdefault(b, (set(), []))
+        for v, _ in drop:
+            if not pl._closure(v, b, dropped, have, out):
+                return Schedule()
+    return Schedule.from_lists(p.n, {b: out for b, (_, out) in per_stage.items()})

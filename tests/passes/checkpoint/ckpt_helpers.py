@@ -1,0 +1,182 @@
+"""Shared by the checkpoint planner tests: random Problems and schedules, a naive simulator, the Revolve DP."""
+
+from __future__ import annotations
+
+import random
+from functools import lru_cache
+
+from retrograd.passes.checkpoint import Problem, Schedule
+
+
+def random_problem(rng: random.Random, n: int, *, adjoint: bool | None = None, extras: bool = False) -> Problem:
+    """A random DAG of n nodes: mixed costs (cheap pointwise, expensive matmul-like) and sizes.
+
+    adjoint=True builds a forward half and a backward half reading forward values in reverse order;
+    extras adds aliases, in-place candidates and non-recomputable nodes.
+    """
+    if adjoint is None:
+        adjoint = rng.random() < 0.5
+    kinds, costs, sizes, deps = [], [], [], []
+    nf = max(1, n // 2) if adjoint else n
+    for i in range(n):
+        heavy = rng.random() < 0.3
+        kinds.append("matmul" if heavy else rng.choice(["elementwise", "reduce", "view", "other"]))
+        costs.append(float(rng.choice([50, 80, 100, 200])) if heavy else float(rng.choice([1, 2, 3, 5])))
+        sizes.append(rng.choice([1, 2, 3, 4, 6, 8]) * 4)
+        if i == 0:
+            ds = []
+        elif adjoint and i >= nf:
+            # backward: the previous gradient and one or two forward values, later steps reading earlier ones
+            mirror = max(0, nf - 1 - (i - nf))
+            ds = [i - 1] if i > nf else []
+            ds.append(mirror)
+            if rng.random() < 0.4:
+                ds.append(rng.randrange(0, nf))
+        else:
+            k = rng.choice([1, 1, 2, 2, 3])
+            lo = 0 if rng.random() < 0.3 else max(0, i - 3)
+            ds = sorted({rng.randrange(lo, i) for _ in range(k)})
+        deps.append(tuple(ds))
+    outputs = (n - 1,) if rng.random() < 0.7 else (n - 1, rng.randrange(n))
+    kw = {}
+    if extras:
+        alias, inplace, rec = [], [], []
+        for i in range(n):
+            a = None
+            if deps[i] and rng.random() < 0.15:
+                a = rng.choice(deps[i])
+                sizes[i] = 0
+                kinds[i] = "view"
+            alias.append(a)
+            inplace.append(tuple(p for p in range(len(deps[i])) if a is None and rng.random() < 0.4))
+            rec.append(rng.random() > 0.08)
+        kw = {"alias_of": tuple(alias), "inplace": tuple(inplace)}
+        recomputable = tuple(rec)
+    else:
+        recomputable = (True,) * n
+    return Problem(
+        sizes=tuple(sizes),
+        costs=tuple(costs),
+        deps=tuple(deps),
+        recomputable=recomputable,
+        outputs=tuple(sorted(set(outputs))),
+        pinned_bytes=rng.choice([0, 16, 64]),
+        kinds=tuple(kinds),
+        **kw,
+    )
+
+
+def random_schedule(rng: random.Random, problem: Problem, density: float = 0.15) -> Schedule:
+    """Random valid recomputations (nodes before each stage, recomputable, in topological order)."""
+    rec = []
+    for t in range(problem.n):
+        chosen = sorted(v for v in range(t) if problem.recomputable[v] and rng.random() < density / max(1, t) * 3)
+        rec.append(tuple(chosen))
+    return Schedule(tuple(rec))
+
+
+def naive_peak(problem: Problem, schedule: Schedule) -> tuple[int, float]:
+    """(peak bytes, extra cost) by brute force: at each computation, list the live instances and their buffers."""
+    p = problem
+    comp = []  # (node, stage) in order
+    for t in range(p.n):
+        for v in schedule.recompute[t] if t < len(schedule.recompute) else ():
+            comp.append((v, t))
+        comp.append((t, t))
+    m = len(comp)
+    # which instance each read sees: the latest computation of that node before the reader
+    src = []
+    for e, (v, _) in enumerate(comp):
+        src.append([max(j for j in range(e) if comp[j][0] == d) for d in p.deps[v]])
+    final = {}
+    for e, (v, _) in enumerate(comp):
+        final[v] = e
+    outs = {final[o] for o in p.outputs}
+
+    def last(e):
+        if e in outs:
+            return m
+        readers = [k for k in range(m) if e in src[k]]
+        return max(readers) if readers else e
+
+    lasts = [last(e) for e in range(m)]
+    owner = {}  # instance -> instance owning its buffer
+    peak = p.pinned_bytes
+    extra = 0.0
+    for e, (v, t) in enumerate(comp):
+        if t != v:
+            extra += p.costs[v]
+        a = p.alias_of[v]
+        if a is not None:
+            owner[e] = owner[src[e][p.deps[v].index(a)]]
+        else:
+            owner[e] = e
+            for pos in p.inplace[v]:
+                i = src[e][pos]
+                if lasts[i] == e:
+                    holders = [j for j in range(e) if lasts[j] >= e and owner[j] == owner[i]]
+                    same_size = p.sizes[comp[owner[i]][0]] == p.sizes[v] > 0
+                    if p.alias_of[comp[i][0]] is None and holders == [i] and same_size:
+                        owner[e] = owner[i]
+                    break
+        live = {owner[j] for j in range(e + 1) if lasts[j] >= e}
+        total = p.pinned_bytes + sum(p.sizes[comp[b][0]] for b in live)
+        peak = max(peak, total)
+    return peak, extra
+
+
+def chain_problem(steps: int, size: int = 8, pinned: int = 16, inplace: bool = True) -> Problem:
+    """The adjoint of a `steps`-step chain y_k = f(y_{k-1}) (like a `sin` chain), as a Problem.
+
+    Nodes: forward values y_1..y_{L-1} (y_0 = x is a parameter; y_L is not needed by the backward),
+    then backward steps g_L..g_1 where g_k = step_adjoint(y_{k-1}, g_{k+1}) (g_{L+1}, the seed, is a
+    parameter; g_1 reads y_0 = x, a parameter). Every value is `size` bytes, every step costs 1. With
+    `inplace`, a forward step may overwrite its dying input and a backward step its incoming gradient
+    (the executor does both for sin/multiply).
+    """
+    L = steps
+    sizes, costs, deps, inpl, names = [], [], [], [], []
+    for k in range(1, L):
+        deps.append((k - 2,) if k >= 2 else ())
+        inpl.append((0,) if inplace and k >= 2 else ())
+        names.append(f"y{k}")
+    nf = L - 1
+    for k in range(L, 0, -1):
+        ds = []
+        if k - 1 >= 1:
+            ds.append(k - 2)  # y_{k-1}
+        if k < L:
+            ds.append(len(deps) - 1)  # g_{k+1}, the previous node
+        deps.append(tuple(ds))
+        inpl.append((len(ds) - 1,) if inplace and k < L else ())
+        names.append(f"g{k}")
+    n = len(deps)
+    assert n == nf + L
+    return Problem(
+        sizes=(size,) * n,
+        costs=(1.0,) * n,
+        deps=tuple(deps),
+        recomputable=(True,) * nf + (False,) * L,
+        outputs=(n - 1,),
+        pinned_bytes=pinned,
+        inplace=tuple(inpl),
+        kinds=("elementwise",) * n,
+        names=tuple(names),
+    )
+
+
+def revolve_extra(L: int, c: int) -> int:
+    """Least extra forward steps to reverse L steps with c slots (the input counted): F(L, c-1) - (L-1).
+
+    F(l, s) = min_{1<=j<l} [ j + F(l-j, s-1) + F(j, s) ], F(1, s) = 0, F(l, 0) = l(l-1)/2 (Griewank & Walther).
+    """
+
+    @lru_cache(maxsize=None)
+    def F(l, s):
+        if l <= 1:
+            return 0
+        if s == 0:
+            return l * (l - 1) // 2
+        return min(j + F(l - j, s - 1) + F(j, s) for j in range(1, l))
+
+    return F(L, c - 1) - (L - 1)

@@ -1,0 +1,98 @@
+"""Chain adjoints: the planner's extra forward steps equal Revolve's optimum, computed here by the classic DP.
+
+Budget mapping. chain_problem(L) is the adjoint of an L-step chain y_k = f(y_{k-1}) whose backward
+step k reads y_{k-1} and the incoming gradient (like a `sin` chain's). Revolve's c slots count the
+input x = y_0, here a parameter (pinned), so c - 1 slots hold forward values; Revolve also has its
+working state (the value being advanced, overwritten in place), and the backward needs its own
+working set: the incoming gradient (overwritten in place by the outgoing one). So c slots mean a
+budget of pinned + (c - 1 + 1 + 1) * size bytes.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from ckpt_helpers import chain_problem, revolve_extra
+
+from retrograd.passes.checkpoint import InfeasibleBudget, simulate, solve
+from retrograd.passes.checkpoint.chain import detect, revolve_steps
+
+SIZE, PINNED = 8, 16
+
+
+def chain_budget(c: int) -> int:
+    return PINNED + (c + 1) * SIZE
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _deep_dp():
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(old, 20000))  # the test's own DP (revolve_extra) is recursive
+    yield
+    sys.setrecursionlimit(old)
+
+
+def test_revolve_figures_from_the_issue():
+    assert [revolve_extra(100, c) for c in (5, 10, 20)] == [217, 123, 79]
+
+
+@pytest.mark.parametrize("steps", [8, 9, 12, 17, 25, 40, 64, 100])
+def test_chain_extra_steps_equal_revolve_dp(steps):
+    p = chain_problem(steps, size=SIZE, pinned=PINNED)
+    assert detect(p) is not None
+    for c in range(2, 21):
+        budget = chain_budget(c)
+        sim = simulate(p, solve(p, budget))
+        assert sim.valid, sim.error
+        assert sim.peak_bytes <= budget
+        assert sim.recomputed_count == max(0, revolve_extra(steps, c)), (steps, c)
+        assert sim.extra_cost == sim.recomputed_count
+
+
+def test_closed_form_equals_dp():
+    from functools import lru_cache
+
+    @lru_cache(maxsize=None)
+    def F(l, s):
+        if l <= 1:
+            return 0
+        if s == 0:
+            return l * (l - 1) // 2
+        return min(j + F(l - j, s - 1) + F(j, s) for j in range(1, l))
+
+    for s in range(0, 10):
+        for l in range(1, 90):
+            assert revolve_steps(l, s) == F(l, s)
+
+
+@pytest.mark.parametrize("steps", [6, 8])
+def test_exact_milp_with_in_place_agrees_with_the_dp(steps):
+    """A second solver (the planner's MILP, which models in-place reuse) finds the same optimum:
+    the budget mapping above leaves no room for a plan better than Revolve's."""
+    pytest.importorskip("scipy.optimize")
+    from retrograd.passes.checkpoint.exact import model
+
+    p = chain_problem(steps, size=SIZE, pinned=PINNED)
+    m = model(p)
+    for c in range(2, 5):
+        sched, cost = m.solve(chain_budget(c))
+        assert round(cost) == revolve_extra(steps, c)
+        assert simulate(p, sched).peak_bytes <= chain_budget(c)
+
+
+def test_long_chain_is_valid_and_fits():
+    p = chain_problem(2000, size=SIZE, pinned=PINNED)
+    for c in (3, 8, 40):
+        sim = simulate(p, solve(p, chain_budget(c)))
+        assert sim.valid and sim.peak_bytes <= chain_budget(c)
+        assert sim.recomputed_count == revolve_steps(2000, c - 1) - 1999
+
+
+def test_chain_below_one_slot_is_infeasible():
+    p = chain_problem(30, size=SIZE, pinned=PINNED)
+    least = chain_budget(1)  # the input, the working state and the gradient
+    assert simulate(p, solve(p, least)).peak_bytes == least
+    with pytest.raises(InfeasibleBudget) as err:
+        solve(p, least - 1)
+    assert err.value.least_feasible == least

@@ -1,0 +1,456 @@
+"""Grammar-aware fuzzer of the parser, printer and verifier: mutated corpus scripts must parse into a
+module that verifies and round-trips through print and parse, or fail with a located DiagnosticError.
+
+    python tools/fuzz.py --inputs 100000 --seed 1 --timeout 5      # by hand (a worker process)
+    python tools/fuzz.py --inputs 2000 --in-process                 # what the test suite runs
+
+Each input is counted once: accepted (and checked), a located error, another exception (a bug), a hang
+(over --timeout seconds), a parse-print-parse mismatch, or a parser/well_formed disagreement. Failing
+inputs are written to --save-dir for replay (`--replay FILE`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import multiprocessing as mp
+import os
+import random
+import re
+import signal
+import sys
+import time
+import traceback
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+CORPUS_DIRS = [ROOT / "tests" / "corpus", ROOT / "examples"]
+# A file no input may ever create: the payloads below try to.
+SENTINEL = Path(os.environ.get("TMPDIR", "/tmp")) / f"retrograd-fuzz-pwned-{os.getuid() if hasattr(os, 'getuid') else 0}"
+PAYLOADS = [
+    f"__import__('os').system('touch {SENTINEL}')",
+    f"open('{SENTINEL}', 'w')",
+    f"exec(\"open('{SENTINEL}','w')\")",
+    f"eval(\"__import__('os').system('touch {SENTINEL}')\")",
+]
+_TOKEN = re.compile(r'"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'|[A-Za-z_][A-Za-z0-9_.]*|\d+(?:\.\d*)?(?:[eE][-+]?\d+)?|\S')
+LOOKALIKES = {
+    "a": ["а", "ɑ"], "e": ["е"], "o": ["о", "ο"], "x": ["х", "×"], "R": ["Ｒ", "Ꭱ"], "T": ["Т"], "0": ["０", "٠"],
+    "1": ["１", "¹", "١"], "3": ["٣", "³"], "2": ["²"], "(": ["（"], ")": ["）"], ",": ["，"], ".": ["·", "．"],
+    '"': ["“", "”"], " ": ["\u00a0", "\u3000", "\u200b"], "=": ["＝"], "-": ["−", "‐"], "_": ["＿"],
+}
+LINE_BREAKS = ["\r", "\r\n", "\x0b", "\x0c", "\x1c", "\x1d", "\x1e", "\x85", "\u2028", "\u2029", "\n\n", "\\\n", "\t"]
+SPECIAL_LITERALS = [
+    "0", "-0", "1e999", "-1e999", "1e-999", "9" * 5000, "9" * 30, str(2**63), str(2**64), str(-(2**63) - 1), "0.0",
+    'float("nan")', 'float("inf")', '-float("inf")', "True", "None", '""', '"\\x"', '"\\U0010ffff"', '"\\N{BULLET}"',
+    "[]", "()", "{}", "[[]]", "T.int64(5)", "T.int8(1000)", "T.uint8(-1)", 'T.int64("a")', "-1", "100000000",
+    "2147483648", "1.5", "-2.5e10", '"\\101\\a"', '"²"', '"٣"', '"n + 1"', '"-1"', "((1,),)",
+]
+BYTES = "()[]{},:=.+-*/%\"'#\\@\n\t \x00\x7f\ufeff\ud800é😀$`!?;<>|&^~"
+
+
+def load_corpus() -> list[str]:
+    texts = []
+    for d in CORPUS_DIRS:
+        texts.extend(p.read_text(encoding="utf-8") for p in sorted(d.glob("*.py")))
+    return texts
+
+
+def _ops() -> list:
+    from retrograd.ops.registry import all_ops
+
+    return sorted(all_ops(), key=lambda op: op.script_name)
+
+
+# Values that often fit an attribute of this name: the call then reaches inference and the kernel.
+PLAUSIBLE = {
+    "axis": ["-1", "0", "1", "None"], "axes": ["[0]", "[-1]", "[0, 1]", "None"], "dtype": ['"float32"', '"int64"'],
+    "keepdims": ["True", "False"], "pool_size": ["[2, 2]", "[1, 1]"], "strides": ["[1, 1]", "[2, 2]"],
+    "padding": ["[0, 0]", "[1, 1, 1, 1]"], "dilation": ["[1, 1]"], "indices_or_sections": ["2", "[1, 3]"],
+    "reduction": ['"mean"', '"sum"', '"none"'], "mode": ['"clip"', '"wrap"', '"fast"'], "out_dtype": ['"float32"', "None"],
+    "begin": ["[0]", "[1]"], "end": ["[2]", "[-1]"], "ceil_mode": ["True", "False"], "layout": ['"NCHW"', '"NHWC"'],
+}
+
+
+def _attr_values(rng: random.Random) -> str:
+    choice = rng.randrange(8)
+    if choice == 0:
+        return str(rng.choice([0, 1, 2, -1, -3, 3, 100000000, 2**40, 10**30]))
+    if choice == 1:
+        return "[" + ", ".join(str(rng.choice([0, 1, 2, -1, 100000000])) for _ in range(rng.randrange(5))) + "]"
+    if choice == 2:
+        return rng.choice(['"float32"', '"int64"', '"bfloat16"', '"NCHW"', '"mean"', '"clip"', '"nope"', '""'])
+    if choice == 3:
+        return rng.choice(["True", "False", "None", "1.5", "-0.0", 'float("nan")'])
+    if choice == 4:
+        return "(" + ", ".join(str(rng.randrange(-2, 4)) for _ in range(rng.randrange(1, 4))) + ",)"
+    if choice == 5:
+        return "[" * rng.randrange(1, 40) + "1" + "]" * rng.randrange(1, 40)
+    if choice == 6:
+        return "{" + '"k": ' + rng.choice(["1", "[1]", "{}"]) + "}"
+    return rng.choice(SPECIAL_LITERALS)
+
+
+class Mutator:
+    """Token- and text-level mutations of corpus scripts."""
+
+    def __init__(self, corpus: list[str], seed: int):
+        self.corpus = corpus
+        self.rng = random.Random(seed)
+        self.ops = _ops()
+        self.kinds = [
+            self.delete_token, self.duplicate_token, self.swap_tokens, self.random_bytes, self.deep_nesting,
+            self.long_identifier, self.lookalike, self.line_break, self.special_literal, self.op_call,
+            self.payload, self.splice,
+        ]
+
+    def mutate(self) -> tuple[str, str]:
+        rng = self.rng
+        text = rng.choice(self.corpus)
+        names = []
+        for _ in range(rng.choice([1, 1, 1, 2, 3])):
+            kind = rng.choice(self.kinds)
+            names.append(kind.__name__)
+            text = kind(text)
+        return text, "+".join(names)
+
+    def _tokens(self, text: str) -> list[re.Match]:
+        return list(_TOKEN.finditer(text))
+
+    def _pick(self, text: str):
+        toks = self._tokens(text)
+        return self.rng.choice(toks) if toks else None
+
+    def delete_token(self, text):
+        t = self._pick(text)
+        return text if t is None else text[: t.start()] + text[t.end() :]
+
+    def duplicate_token(self, text):
+        t = self._pick(text)
+        return text if t is None else text[: t.end()] + t.group() * self.rng.randrange(1, 4) + text[t.end() :]
+
+    def swap_tokens(self, text):
+        toks = self._tokens(text)
+        if len(toks) < 2:
+            return text
+        i = self.rng.randrange(len(toks) - 1)
+        a, b = toks[i], toks[i + 1] if self.rng.random() < 0.7 else self.rng.choice(toks)
+        if b.start() < a.start():
+            a, b = b, a
+        if a.end() > b.start():
+            return text
+        return text[: a.start()] + b.group() + text[a.end() : b.start()] + a.group() + text[b.end() :]
+
+    def random_bytes(self, text):
+        rng = self.rng
+        i = rng.randrange(len(text) + 1)
+        junk = "".join(rng.choice(BYTES) for _ in range(rng.randrange(1, 6)))
+        cut = rng.randrange(0, 3)
+        return text[:i] + junk + text[i + cut :]
+
+    def deep_nesting(self, text):
+        t = self._pick(text)
+        if t is None:
+            return text
+        depth = self.rng.choice([50, 99, 100, 101, 150, 199, 200, 201, 300, 1000])
+        opener, closer = self.rng.choice([("(", ")"), ("[", "]"), ("R.exp(", ")"), ("R.add(x, ", ")"), ("-", ""),
+                                          ("R.tuple(", ")"), ("(", ",)"), ("{1: ", "}")])
+        return text[: t.start()] + opener * depth + t.group() + closer * depth + text[t.end() :]
+
+    def long_identifier(self, text):
+        toks = [t for t in self._tokens(text) if t.group()[0].isalpha() or t.group()[0] == "_"]
+        if not toks:
+            return text
+        t = self.rng.choice(toks)
+        name = self.rng.choice(["a", "x", "R.a", "_"]) * self.rng.choice([100, 1000, 10000])
+        if self.rng.random() < 0.5:  # rename every occurrence: stays valid
+            return re.sub(rf"\b{re.escape(t.group())}\b", name, text)
+        return text[: t.start()] + name + text[t.end() :]
+
+    def lookalike(self, text):
+        positions = [i for i, c in enumerate(text) if c in LOOKALIKES]
+        if not positions:
+            return text
+        i = self.rng.choice(positions)
+        return text[:i] + self.rng.choice(LOOKALIKES[text[i]]) + text[i + 1 :]
+
+    def line_break(self, text):
+        rng = self.rng
+        brk = rng.choice(LINE_BREAKS)
+        if rng.random() < 0.3:
+            return text.replace("\n", brk) if brk not in ("\\\n",) else text
+        i = rng.randrange(len(text) + 1)
+        if rng.random() < 0.5:  # inside a comment: must not shift later error lines
+            return text[:i] + "  # c" + brk + "c\n" + text[i:]
+        return text[:i] + brk + text[i:]
+
+    def special_literal(self, text):
+        toks = [t for t in self._tokens(text) if t.group()[0].isdigit() or t.group()[0] in "\"'"]
+        if not toks:
+            return text
+        t = self.rng.choice(toks)
+        return text[: t.start()] + self.rng.choice(SPECIAL_LITERALS) + text[t.end() :]
+
+    def op_call(self, text):
+        """A call of a random op on the function's parameters, with attributes from its schema (plausible
+        or random values), inserted before a return."""
+        rng = self.rng
+        returns = [m for m in re.finditer(r"^([ \t]*)return \S", text, re.M)]
+        params = re.findall(r"[(,]\s*(\w+): R\.Tensor", text)
+        if not returns or not params:
+            return text
+        m = rng.choice(returns)
+        op = rng.choice(self.ops)
+        required = [a for a in op.args if not a.optional]
+        count = len(required) if rng.random() < 0.8 else rng.randrange(0, len(op.args) + 2)
+        args = [rng.choice(params) if (i >= len(op.args) or op.args[i].kind != "shape") else "R.shape([2, 3])"
+                for i in range(count)]
+        attrs = []
+        for a in op.attrs_schema:
+            if rng.random() < 0.5:
+                plausible = PLAUSIBLE.get(a.name)
+                value = rng.choice(plausible) if plausible and rng.random() < 0.7 else _attr_values(rng)
+                attrs.append(f"{a.name}={value}")
+        if rng.random() < 0.05:
+            attrs.append(f"nope={_attr_values(rng)}")
+        line = f"{m.group(1)}zz_fuzz = {op.script_name}({', '.join(args + attrs)})\n"
+        return text[: m.start()] + line + text[m.start() :]
+
+    def payload(self, text):
+        """Code where text can go: strings, attributes, dims, comments, metadata, decorators, names."""
+        rng = self.rng
+        p = rng.choice(PAYLOADS)
+        toks = self._tokens(text)
+        if not toks:
+            return text
+        t = rng.choice(toks)
+        form = rng.choice([p, repr(p), f"# {p}", f'"{p}"', f"R.Tensor(({p!r},))", f"{{{p!r}: 1}}", f"@{p}\n"])
+        return text[: t.start()] + form + text[t.end() :]
+
+    def splice(self, text):
+        other = self.rng.choice(self.corpus)
+        i, j = self.rng.randrange(len(text) + 1), self.rng.randrange(len(other) + 1)
+        return text[:i] + other[j:]
+
+
+# -- checking one input ---------------------------------------------------------------------------
+
+OUTCOMES = ("accepted", "located", "other", "hang", "mismatch", "disagree", "unlocated")
+
+
+def check(text: str) -> tuple[str, str]:
+    """(outcome, detail) for one input."""
+    import retrograd
+    from retrograd.errors import DiagnosticError
+    from retrograd.ir import well_formed
+
+    try:
+        mod = retrograd.parse(text, source_name="fuzz.py")
+    except DiagnosticError as err:
+        span = err.span
+        if span is None or span.source_name != "fuzz.py" or span.line < 1 or span.col < 1:
+            return "unlocated", str(err)[:300]
+        try:
+            rendered = str(err)
+        except Exception as e:  # noqa: BLE001 - the renderer itself failed
+            return "other", f"rendering: {type(e).__name__}: {e}"
+        if len(rendered) > 20000:
+            return "other", "an error message of over 20,000 characters"
+        return "located", ""
+    except Exception as e:  # noqa: BLE001 - the finding
+        return "other", f"parse: {type(e).__name__}: {e}\n{traceback.format_exc(limit=-4)}"
+    try:
+        problems = well_formed(mod)
+    except Exception as e:  # noqa: BLE001
+        return "other", f"well_formed: {type(e).__name__}: {e}"
+    if problems:
+        return "disagree", "; ".join(problems)[:500]
+    try:
+        printed = mod.script()
+        again = retrograd.parse(printed, source_name="printed.py")
+        same = retrograd.structural_equal(mod, again)
+    except Exception as e:  # noqa: BLE001
+        return "mismatch", f"{type(e).__name__}: {str(e)[:500]}"
+    if not same:
+        return "mismatch", "structural_equal(parse(text), parse(print(parse(text)))) is False"
+    return after_parse(mod)
+
+
+PIPELINE = "fold-constant, cse, simplify, dce"
+MAX_RUN_ELEMENTS = 1 << 16
+
+
+def after_parse(mod) -> tuple[str, str]:
+    """An accepted module through the optimizing passes (their output verifies, prints and parses
+    back) and, when its parameters are small static tensors, run on random inputs."""
+    import numpy as np
+
+    import retrograd
+    from retrograd.errors import DiagnosticError
+    from retrograd.ir import well_formed
+    from retrograd.ir.struct_info import TensorStructInfo
+    from retrograd.passes import parse_pipeline
+
+    try:
+        out = parse_pipeline(PIPELINE)(mod)
+    except DiagnosticError:
+        pass
+    except Exception as e:  # noqa: BLE001
+        return "other", f"passes: {type(e).__name__}: {e}\n{traceback.format_exc(limit=-4)}"
+    else:
+        problems = well_formed(out)
+        if problems:
+            return "other", f"passes produced an ill-formed module: {problems[:2]}"
+        try:
+            retrograd.parse(out.script(), source_name="passes.py")
+        except Exception as e:  # noqa: BLE001
+            return "mismatch", f"the passes' output does not parse back: {type(e).__name__}: {str(e)[:300]}"
+    rng = np.random.default_rng(0)
+    for name, func in mod.items():
+        params = [p.struct_info for p in getattr(func, "params", ())]
+        if not all(isinstance(s, TensorStructInfo) and s.shape is not None and s.dtype
+                   and all(isinstance(d, int) for d in s.shape) and int(np.prod(s.shape)) <= MAX_RUN_ELEMENTS
+                   for s in params):
+            continue
+        inputs = [(rng.integers(0, 2, s.shape) if s.dtype[0] in "iub" else rng.standard_normal(s.shape)).astype(s.dtype)
+                  for s in params]
+        try:
+            retrograd.build(mod)[name](*inputs)
+        except DiagnosticError:
+            pass
+        except Exception as e:  # noqa: BLE001
+            return "other", f"run {name}: {type(e).__name__}: {e}\n{traceback.format_exc(limit=-4)}"
+    return "accepted", ""
+
+
+class Hang(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise Hang()
+
+
+def check_in_process(text: str, timeout: float) -> tuple[str, str]:
+    """check() under a SIGALRM timer (Unix, main thread): a hang in Python code is reported, not waited out."""
+    old = signal.signal(signal.SIGALRM, _alarm)
+    signal.setitimer(signal.ITIMER_REAL, timeout)
+    try:
+        return check(text)
+    except Hang:
+        return "hang", f"over {timeout} s"
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+
+
+def _worker(conn):
+    while True:
+        text = conn.recv()
+        if text is None:
+            return
+        conn.send(check(text))
+
+
+class WorkerPool:
+    """One worker process; an input over the timeout is a hang and the worker is replaced."""
+
+    def __init__(self, timeout: float):
+        self.timeout = timeout
+        self.ctx = mp.get_context("fork" if hasattr(os, "fork") else "spawn")
+        self._start()
+
+    def _start(self):
+        self.conn, child = self.ctx.Pipe()
+        self.proc = self.ctx.Process(target=_worker, args=(child,), daemon=True)
+        self.proc.start()
+
+    def check(self, text: str) -> tuple[str, str]:
+        self.conn.send(text)
+        if self.conn.poll(self.timeout):
+            try:
+                return self.conn.recv()
+            except EOFError:
+                self.proc.join()
+                self._start()
+                return "other", f"the worker died (exit code {self.proc.exitcode})"
+        self.proc.kill()
+        self.proc.join()
+        self._start()
+        return "hang", f"over {self.timeout} s"
+
+    def close(self):
+        self.conn.send(None)
+        self.proc.join(5)
+
+
+# The run stage checks behaviour, not capacity: results over 256 MiB are refused (a located error).
+LIMIT_VAR, FUZZ_LIMIT = "RETROGRAD_MAX_ALLOCATION_BYTES", str(1 << 28)
+
+
+def run(inputs: int, seed: int, timeout: float = 5.0, in_process: bool = False, save_dir: Path | None = None,
+        progress: bool = False) -> dict:
+    """Fuzz `inputs` mutated scripts; returns the counts per outcome and the first findings."""
+    # Kernels on random data overflow and divide by zero: NumPy's warnings about that are noise here.
+    warnings.simplefilter("ignore", RuntimeWarning)
+    SENTINEL.unlink(missing_ok=True)
+    mutator = Mutator(load_corpus(), seed)
+    counts = {k: 0 for k in OUTCOMES}
+    findings: list[tuple[str, str, str, str]] = []
+    saved_limit = os.environ.get(LIMIT_VAR)
+    os.environ[LIMIT_VAR] = FUZZ_LIMIT
+    pool = None if in_process else WorkerPool(timeout)
+    start = time.time()
+    try:
+        for i in range(inputs):
+            text, how = mutator.mutate()
+            outcome, detail = check_in_process(text, timeout) if in_process else pool.check(text)
+            counts[outcome] += 1
+            if outcome not in ("accepted", "located"):
+                findings.append((outcome, how, detail, text))
+                if save_dir is not None:
+                    save_dir.mkdir(parents=True, exist_ok=True)
+                    (save_dir / f"{outcome}-{seed}-{i}.py").write_text(text, encoding="utf-8", errors="surrogatepass")
+            if progress and (i + 1) % 5000 == 0:
+                print(f"{i + 1} inputs, {time.time() - start:.0f} s: {counts}", file=sys.stderr, flush=True)
+    finally:
+        if pool is not None:
+            pool.close()
+        if saved_limit is None:
+            os.environ.pop(LIMIT_VAR, None)
+        else:
+            os.environ[LIMIT_VAR] = saved_limit
+    counts["inputs"] = inputs
+    counts["seconds"] = round(time.time() - start, 1)
+    counts["payload_executed"] = SENTINEL.exists()
+    return {"counts": counts, "findings": findings}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--inputs", type=int, default=10000)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--timeout", type=float, default=5.0, help="seconds per input before it counts as a hang")
+    ap.add_argument("--in-process", action="store_true", help="no worker process (SIGALRM timeout)")
+    ap.add_argument("--save-dir", type=Path, help="write failing inputs here")
+    ap.add_argument("--replay", type=Path, help="check one saved input and print the outcome")
+    args = ap.parse_args(argv)
+    if args.replay:
+        os.environ[LIMIT_VAR] = FUZZ_LIMIT
+        outcome, detail = check(args.replay.read_text(encoding="utf-8", errors="surrogatepass"))
+        print(outcome, detail)
+        return 0 if outcome in ("accepted", "located") else 1
+    result = run(args.inputs, args.seed, args.timeout, args.in_process, args.save_dir, progress=True)
+    counts = result["counts"]
+    for outcome, how, detail, _ in result["findings"][:20]:
+        print(f"[{outcome}] via {how}: {detail.strip()[:400]}")
+    print(" ".join(f"{k}={v}" for k, v in counts.items()))
+    bad = sum(counts[k] for k in ("other", "hang", "mismatch", "disagree", "unlocated")) + counts["payload_executed"]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
