@@ -24,7 +24,7 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from retrograd.ops.kernels import activation, conv, index, loss, pool  # noqa: E402
+from retrograd.ops.kernels import activation, attention, conv, conv_nd, index, loss, norm, pool, resample  # noqa: E402
 
 aten = torch.ops.aten
 
@@ -159,6 +159,112 @@ def conv_cases(rng):
     )
 
 
+def norm_cases(rng):
+    x = rng.standard_normal((8192, 1024), dtype=np.float32)
+    g = rng.standard_normal(x.shape, dtype=np.float32)
+    gamma, beta = rng.standard_normal(1024, dtype=np.float32), rng.standard_normal(1024, dtype=np.float32)
+    xt, gt, gat, bet = (torch.from_numpy(a) for a in (x, g, gamma, beta))
+    _, mean, rstd = aten.native_layer_norm(xt, [1024], gat, bet, 1e-5)
+    yield (
+        "layer_norm fwd 8192x1024",
+        lambda: norm.layer_norm(x, gamma, beta, axes=[-1]),
+        lambda: torch.nn.functional.layer_norm(xt, (1024,), gat, bet),
+        2.0,
+    )
+    yield (
+        "layer_norm bwd (dx, dgamma, dbeta)",
+        lambda: norm.layer_norm_backward(g, x, gamma, axes=[-1]),
+        lambda: aten.native_layer_norm_backward(gt, xt, [1024], mean, rstd, gat, bet, [True, True, True]),
+        2.0,
+    )
+    xb = rng.standard_normal((32, 64, 56, 56), dtype=np.float32)
+    gb = rng.standard_normal(xb.shape, dtype=np.float32)
+    c1, c0 = np.ones(64, np.float32), np.zeros(64, np.float32)
+    xbt, gbt, c1t, c0t = (torch.from_numpy(a) for a in (xb, gb, c1, c0))
+    _, smean, sinv = aten.native_batch_norm(xbt, c1t, c0t, None, None, True, 0.1, 1e-5)[:3]
+    yield (
+        "batch_norm train fwd 32x64x56x56",
+        lambda: norm.batch_norm(xb, c1, c0, c0, c1, axis=1, training=True),
+        lambda: aten.native_batch_norm(xbt, c1t, c0t, c0t.clone(), c1t.clone(), True, 0.1, 1e-5),
+        2.0,
+    )
+    yield (
+        "batch_norm train bwd",
+        lambda: norm.batch_norm_backward(gb, c0, c0, xb, c1, c0, c1, axis=1, training=True),
+        lambda: aten.native_batch_norm_backward(gbt, xbt, c1t, None, None, smean, sinv, True, 1e-5, [True, True, True]),
+        2.0,
+    )
+
+
+def attention_cases(rng):
+    b, s, n, h = 4, 512, 8, 64
+    q, k, v = (rng.standard_normal((b, s, n, h), dtype=np.float32) for _ in range(3))
+    g = rng.standard_normal((b, s, n, h), dtype=np.float32)
+    # PyTorch's CPU kernel takes (B, N, S, H); the transposes are not timed.
+    qt, kt, vt, gt = (torch.from_numpy(a).transpose(1, 2).contiguous() for a in (q, k, v, g))
+    out, lse = aten._scaled_dot_product_flash_attention_for_cpu(qt, kt, vt, 0.0, True)
+    yield (
+        "attention fwd causal 4x512x8x64",
+        lambda: attention.attention(q, k, v, causal_mask="TopLeft"),
+        lambda: aten._scaled_dot_product_flash_attention_for_cpu(qt, kt, vt, 0.0, True),
+        2.0,
+    )
+    yield (
+        "attention bwd causal (dq, dk, dv)",
+        lambda: attention.attention_backward(g, q, k, v, causal_mask="TopLeft"),
+        lambda: aten._scaled_dot_product_flash_attention_for_cpu_backward(gt, qt, kt, vt, out, lse, 0.0, True),
+        2.0,
+    )
+
+
+def conv1d_cases(rng):
+    n, c, o, w = 32, 128, 128, 1024
+    x = rng.standard_normal((n, c, w), dtype=np.float32)
+    wt_ = rng.standard_normal((o, c, 3), dtype=np.float32) * np.float32(0.05)
+    g = rng.standard_normal((n, o, w), dtype=np.float32)
+    xt, wt, gt = torch.from_numpy(x), torch.from_numpy(wt_), torch.from_numpy(g)
+
+    def torch_bwd(mask):
+        return aten.convolution_backward(gt, xt, wt, None, [1], [1], [1], False, [0], 1, mask)
+
+    yield (
+        "conv1d fwd 32x128x1024 k3",
+        lambda: conv_nd.conv1d(x, wt_, padding=1),
+        lambda: torch.nn.functional.conv1d(xt, wt, padding=1),
+        2.0,
+    )
+    yield (
+        "conv1d bwd data (conv1d_transpose)",
+        lambda: conv_nd.conv1d_transpose(g, wt_, padding=1),
+        lambda: torch_bwd([True, False, False]),
+        2.0,
+    )
+    yield (
+        "conv1d bwd weight (conv1d CNW)",
+        lambda: conv_nd.conv1d(x, g, padding=1, data_layout="CNW", kernel_layout="IOW", out_layout="CNW"),
+        lambda: torch_bwd([False, True, False]),
+        2.0,
+    )
+
+
+def resize_cases(rng):
+    x = rng.standard_normal((32, 64, 56, 56), dtype=np.float32)
+    g = rng.standard_normal((32, 64, 112, 112), dtype=np.float32)
+    xt, gt = torch.from_numpy(x), torch.from_numpy(g)
+    yield (
+        "resize2d bilinear fwd 56->112",
+        lambda: resample.resize(x, (112, 112), layout="NCHW"),
+        lambda: torch.nn.functional.interpolate(xt, size=(112, 112), mode="bilinear"),
+        2.0,
+    )
+    yield (
+        "resize2d bilinear bwd",
+        lambda: resample.resize_backward(g, x, layout="NCHW"),
+        lambda: aten.upsample_bilinear2d_backward(gt, [112, 112], [32, 64, 56, 56], False),
+        2.0,
+    )
+
+
 def matmul_cases(rng):
     a = rng.standard_normal((2048, 1024), dtype=np.float32)
     b = rng.standard_normal((1024, 1024), dtype=np.float32)
@@ -203,7 +309,8 @@ def main(argv=None) -> None:
     print(f"{'op':<36} {'ours ms':>9} {'torch ms':>9} {'ratio':>7} {'target':>8}")
     met = True
     with torch.no_grad():
-        for group in (pool_cases, loss_cases, index_cases, conv_cases, matmul_cases, math_cases):
+        for group in (pool_cases, loss_cases, index_cases, conv_cases, norm_cases, attention_cases, conv1d_cases,
+                      resize_cases, matmul_cases, math_cases):
             for name, ours, theirs, target in group(rng):
                 if args.only and args.only not in name:
                     continue

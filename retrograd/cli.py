@@ -214,8 +214,60 @@ def cmd_passes(args) -> int:
     return 0
 
 
+def _write(data, output: str | None) -> None:
+    """Text or bytes to the file `output`, or to standard output when it is None or '-'."""
+    if output in (None, "-"):
+        if isinstance(data, bytes):
+            sys.stdout.flush()
+            sys.stdout.buffer.write(data)
+        else:
+            sys.stdout.write(data)
+        return
+    with open(output, "wb" if isinstance(data, bytes) else "w") as fh:
+        fh.write(data)
+
+
+def cmd_lower(args) -> int:
+    from retrograd.lower import lower_to_python
+
+    mod = _load(args.file)
+    _verify(mod, args.file)
+    _write(lower_to_python(mod, source_name="<stdin>" if args.file == "-" else args.file), args.output)
+    return 0
+
+
+def cmd_dot(args) -> int:
+    from retrograd.lower import render, to_dot
+
+    mod = _load(args.file)
+    _verify(mod, args.file)
+    text = to_dot(mod, args.func)
+    fmt = "svg" if args.svg else "png" if args.png else None
+    _write(render(text, fmt) if fmt else text, args.output)
+    return 0
+
+
+def _add_inspection_commands(sub) -> None:
+    lw = sub.add_parser("lower", help="write the module as a standalone Python/NumPy module")
+    lw.add_argument("file", help="script file, or - for standard input")
+    lw.add_argument("-o", "--output", help="write the Python source here (- or absent: standard output)")
+    lw.set_defaults(run=cmd_lower)
+
+    d = sub.add_parser("dot", help="write the dataflow graph as Graphviz DOT (or SVG/PNG)")
+    d.add_argument("file", help="script file, or - for standard input")
+    d.add_argument("--func", help="only this function (default: every function)")
+    d.add_argument("-o", "--output", help="write the graph here (- or absent: standard output)")
+    fmt = d.add_mutually_exclusive_group()
+    fmt.add_argument("--svg", action="store_true", help="render SVG with Graphviz instead of writing DOT")
+    fmt.add_argument("--png", action="store_true", help="render PNG with Graphviz instead of writing DOT")
+    d.set_defaults(run=cmd_dot)
+
+
 def build_parser() -> argparse.ArgumentParser:
+    import retrograd
+
     p = argparse.ArgumentParser(prog="retrograd", description=__doc__)
+    p.add_argument("--version", action="version", version=f"retrograd {retrograd.__version__}")
     sub = p.add_subparsers(dest="command", required=True)
 
     c = sub.add_parser("check", help="parse and verify a script")
@@ -243,6 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     ls = sub.add_parser("passes", help="list the registered passes")
     ls.set_defaults(run=cmd_passes)
+    _add_inspection_commands(sub)
 
     from retrograd.examples.command import add_train_arguments, run_train
 

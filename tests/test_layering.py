@@ -1,4 +1,4 @@
-"""Layering `ir <- ops <- analysis <- parser/passes/runtime <- cli`: no module imports upward or sideways,
+"""Layering `ir <- ops <- analysis <- parser/passes/runtime <- lower <- cli`: no module imports upward or sideways,
 function-level (lazy) imports included; read from the source with `ast`, so nothing is executed."""
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ RANK = {
     "ops": 2,
     "analysis": 3,  # may not exist yet
     "parser": 4, "passes": 4, "runtime": 4,
-    "training": 4.5,  # above passes and runtime, below cli
-    "examples": 4.7,  # runnable examples built on training; cli starts them
-    "cli": 5, "testing": 5, "__init__": 5,
+    "lower": 5,
+    "training": 5,  # above passes and runtime, beside lower, below cli
+    "examples": 5.5,  # runnable examples built on training; cli starts them
+    "cli": 6, "testing": 6, "__init__": 6, "__main__": 6,
 }
 SIBLINGS = {"parser", "passes", "runtime"}
 

@@ -175,6 +175,19 @@ class Function(Expr):
             sinfo = FuncStructInfo(tuple(p.struct_info for p in self.params), ret, self.is_pure)
             object.__setattr__(self, "struct_info", sinfo)
 
+    def script(self, name: str | None = None) -> str:
+        """The function as a script of its own, `@R.function def name(...)` (TVM's `func.script()`);
+        named `name`, else its `global_symbol`, else its name in the module it was last put in."""
+        from retrograd.ir.module import function_script  # module.py imports this file
+
+        return function_script(self, name)
+
+    def show(self, file=None) -> None:
+        """Print `script()`, highlighted on a terminal when pygments is installed."""
+        from retrograd.ir.module import show
+
+        show(self.script(), file)
+
 
 LEAF_TYPES = (Var, GlobalVar, Constant, ShapeExpr, PrimValue, StringImm)
 

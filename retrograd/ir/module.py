@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+import weakref
 from typing import Callable, Iterator
 
 from retrograd.ir.expr import Function, GlobalVar
@@ -9,12 +11,40 @@ from retrograd.ir.expr import Function, GlobalVar
 # The printer lives in the parser package, above the IR: it installs itself here when imported
 # (`import retrograd` imports it), so the IR never imports upward.
 _printer: Callable[["IRModule"], str] | None = None
+_function_printer: Callable[[Function, str], str] | None = None
+
+# The name each function last had in a module, so `mod["main"].script()` prints `def main`.
+_names: "weakref.WeakKeyDictionary[Function, str]" = weakref.WeakKeyDictionary()
 
 
-def set_printer(printer: Callable[["IRModule"], str]) -> None:
-    """Install the function behind `IRModule.script()`."""
-    global _printer
+def set_printer(printer: Callable[["IRModule"], str], function_printer: Callable[[Function, str], str] | None = None) -> None:
+    """Install the functions behind `IRModule.script()` and `Function.script()`."""
+    global _printer, _function_printer
     _printer = printer
+    _function_printer = function_printer
+
+
+def function_script(func: Function, name: str | None = None) -> str:
+    """`Function.script()`: the function as a script of its own, named `name` or its name in its module."""
+    if _function_printer is None:  # pragma: no cover - `import retrograd` installs the parser's printer
+        raise RuntimeError("no printer installed: import retrograd.parser")
+    return _function_printer(func, name or func.attrs.get("global_symbol") or _names.get(func, "main"))
+
+
+def show(text: str, file=None) -> None:
+    """Print script text, highlighted when `file` is a terminal and pygments is installed."""
+    stream = sys.stdout if file is None else file
+    isatty = getattr(stream, "isatty", None)
+    if isatty is not None and isatty():
+        try:
+            from pygments import highlight
+            from pygments.formatters import TerminalFormatter
+            from pygments.lexers import PythonLexer
+        except ImportError:
+            pass  # pygments is optional: plain text
+        else:
+            text = highlight(text, PythonLexer(), TerminalFormatter())
+    stream.write(text if text.endswith("\n") else text + "\n")
 
 
 class IRModule:
@@ -26,6 +56,9 @@ class IRModule:
         self._functions: dict[str, Function] = dict(functions or {})
         self.attrs: dict = dict(attrs or {})
         self._gvars: dict[str, GlobalVar] = {}
+        for name, func in self._functions.items():
+            if isinstance(func, Function):
+                _names[func] = name
 
     # -- mapping protocol ---------------------------------------------------
     def __getitem__(self, name: str) -> Function:
@@ -81,6 +114,10 @@ class IRModule:
         if _printer is None:  # pragma: no cover - `import retrograd` installs the parser's printer
             raise RuntimeError("no printer installed: import retrograd.parser")
         return _printer(self)
+
+    def show(self, file=None) -> None:
+        """Print the script (to standard output by default), highlighted on a terminal when pygments is installed."""
+        show(self.script(), file)
 
     def __str__(self) -> str:
         return self.script()

@@ -4,7 +4,9 @@ from retrograd.ops import elementwise, elementwise_math, logical  # noqa: F401  
 from retrograd.ops import create_range, einsum, gather_scatter, stack_repeat  # noqa: F401  (registers ops)
 from retrograd.ops import index_put, reduce_more, sorting  # noqa: F401  (registers ops)
 from retrograd.ops import create, indexing, linalg, manipulate, reduce  # noqa: F401  (registers the core families)
-from retrograd.ops import nn_activation, nn_conv, nn_loss, nn_pool  # noqa: F401  (registers nn.* ops)
+from retrograd.ops import nn_activation, nn_adaptive, nn_conv, nn_conv_nd, nn_loss, nn_pool, nn_pool_nd  # noqa: F401  (nn.*)
+from retrograd.ops import nn_attention, nn_norm, nn_pad, nn_pointwise  # noqa: F401  (norms, attention, dropout, pad, activations)
+from retrograd.ops import nn_image, nn_reshape, nn_sampling  # noqa: F401  (image.*, pixel_shuffle, batch_flatten)
 from retrograd.ops import grad  # noqa: F401  (registers grad.* ops)
 from retrograd.ops import grad_sparse  # noqa: F401  (registers grad.merge_sparse_rows)
 from retrograd.ops.registry import Arg, Attr, InferCtx, OpDef, all_ops, get, lookup, register

@@ -40,7 +40,7 @@ CONV2D_TRANSPOSE_ATTRS = (
 )
 
 
-def _canonical(attrs: dict) -> dict:
+def canonical_conv_attrs(attrs: dict) -> dict:
     """out_layout defaults to data_layout, spelled out as TVM prints it; groups must be positive."""
     if attrs["groups"] < 1:
         raise ValueError(f"groups must be >= 1, got {attrs['groups']}")
@@ -117,7 +117,7 @@ def _infer_conv2d_transpose(ctx: InferCtx) -> TensorStructInfo:
 # -- gradients -------------------------------------------------------------------------------
 
 
-def _static(call, expr, what: str, layout: str, canonical: str) -> tuple:
+def static_dims(call, expr, what: str, layout: str, canonical: str) -> tuple:
     """The shape of `expr` (laid out as `layout`) in `canonical` order; only a batch dim (N) may be symbolic."""
     s = expr.struct_info
     dims = from_layout(s.shape, layout, canonical) if isinstance(s, TensorStructInfo) and s.shape is not None else None
@@ -128,7 +128,7 @@ def _static(call, expr, what: str, layout: str, canonical: str) -> tuple:
     return dims
 
 
-def _permute(expr, src: str, dst: str):
+def permute_layout(expr, src: str, dst: str):
     """expr (laid out as src) with its axes in dst order; no binding when they already agree."""
     return expr if src == dst else R.permute_dims(expr, axes=[src.index(c) for c in dst])
 
@@ -175,17 +175,17 @@ def _conv_grad(core, kernel_order: str):
         a = call.attrs
         data, weight = call.args
         shapes = (
-            _static(call, data, "the data", a["data_layout"], "NCHW"),
-            _static(call, weight, "the weight", a["kernel_layout"], kernel_order),
-            _static(call, out, "the result", a["out_layout"], "NCHW"),
+            static_dims(call, data, "the data", a["data_layout"], "NCHW"),
+            static_dims(call, weight, "the weight", a["kernel_layout"], kernel_order),
+            static_dims(call, out, "the result", a["out_layout"], "NCHW"),
         )
         if out.struct_info.dtype != data.struct_info.dtype:  # out_dtype: differentiate in the data's dtype
             g = R.astype(g, data.struct_info.dtype)
-        x = _permute(data, a["data_layout"], "NCHW")
-        w = _permute(weight, a["kernel_layout"], kernel_order)
-        g = _permute(g, a["out_layout"], "NCHW")
+        x = permute_layout(data, a["data_layout"], "NCHW")
+        w = permute_layout(weight, a["kernel_layout"], kernel_order)
+        g = permute_layout(g, a["out_layout"], "NCHW")
         dx, dw_ = core(x, w, g, *shapes, a)
-        return [_permute(dx, "NCHW", a["data_layout"]), _permute(dw_, kernel_order, a["kernel_layout"])]
+        return [permute_layout(dx, "NCHW", a["data_layout"]), permute_layout(dw_, kernel_order, a["kernel_layout"])]
 
     return rule
 
@@ -225,7 +225,7 @@ conv2d = register(
     infer=_infer_conv2d,
     kernel=conv_kernels.conv2d,
     grad=_conv_grad(_conv2d_grad_core, "OIHW"),
-    canonicalize=_canonical,
+    canonicalize=canonical_conv_attrs,
 )
 conv2d_transpose = register(
     "relax.nn.conv2d_transpose",
@@ -234,5 +234,5 @@ conv2d_transpose = register(
     infer=_infer_conv2d_transpose,
     kernel=conv_kernels.conv2d_transpose,
     grad=_conv_grad(_conv2d_transpose_grad_core, "IOHW"),
-    canonicalize=_canonical,
+    canonicalize=canonical_conv_attrs,
 )

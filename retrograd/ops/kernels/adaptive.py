@@ -1,0 +1,38 @@
+"""Adaptive average pooling as separable averaging matrices, one contraction per spatial axis."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from retrograd.errors import KernelError
+from retrograd.ops.kernels.resample import apply_axes
+from retrograd.ops.kernels.window import check_float, to_layout
+
+
+def averaging_matrix(size: int, out: int, dtype="float64") -> np.ndarray:
+    """(out, size): row i averages input [floor(i * size / out), ceil((i + 1) * size / out)) (TVM's bins)."""
+    i = np.arange(out)
+    start = (i * size) // out
+    end = -((-(i + 1) * size) // out)
+    cols = np.arange(size)
+    inside = (cols >= start[:, None]) & (cols < end[:, None])
+    return (inside / (end - start)[:, None]).astype(dtype)
+
+
+def adaptive_avg_pool(data, *, output_size=None, layout, out_layout=None, spatial):
+    """Average over TVM's adaptive bins along the axes `spatial` (e.g. "HW") of `layout`."""
+    op = f"adaptive_avg_pool{len(spatial)}d"
+    x = np.asarray(data)
+    check_float(op, "data", x)
+    canon = "NC" + spatial
+    y = to_layout(op, x, layout, canon)
+    sizes = y.shape[2:] if output_size is None else tuple(int(v) for v in output_size)
+    if len(sizes) == 1 and len(spatial) > 1:
+        sizes = sizes * len(spatial)
+    if len(sizes) != len(spatial) or min(sizes, default=1) < 1:
+        raise KernelError(f"{op}: output_size must be {len(spatial)} positive ints, got {output_size!r}")
+    # Equal sizes are identity bins: no contraction.
+    y = apply_axes(y, [None if o == n else averaging_matrix(n, o, y.dtype) for n, o in zip(y.shape[2:], sizes)])
+    out = to_layout(op, y, canon, out_layout or layout)
+    # Never the data itself (all bins the identity): the result owns its buffer.
+    return np.array(out, order="C", copy=True) if np.shares_memory(out, x) else np.ascontiguousarray(out)

@@ -1,0 +1,117 @@
+"""image.resize2d / resize3d against PyTorch's interpolate (forward and autograd), and TVM reading our text."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import retrograd
+from retrograd.errors import KernelError
+from retrograd.ops.kernels import resample
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+RNG = np.random.default_rng(0)
+
+# (our attributes, torch's mode and align_corners)
+MODES = [
+    (dict(method="linear"), "bilinear", False),
+    (dict(method="linear", coordinate_transformation_mode="align_corners"), "bilinear", True),
+    (dict(method="nearest_neighbor", coordinate_transformation_mode="asymmetric", rounding_method="floor"), "nearest", None),
+    (dict(method="cubic"), "bicubic", False),
+    (dict(method="cubic", coordinate_transformation_mode="align_corners"), "bicubic", True),
+]
+
+
+@pytest.mark.parametrize("attrs,mode,corners", MODES)
+@pytest.mark.parametrize("size", [(9, 11), (3, 2), (5, 5)])
+def test_resize2d_and_its_adjoint_match_torch(attrs, mode, corners, size):
+    x = RNG.normal(size=(2, 3, 5, 6))
+    got = resample.resize(x, size, layout="NCHW", **attrs)
+    xt = torch.tensor(x, requires_grad=True)
+    y = F.interpolate(xt, size=size, mode=mode, align_corners=corners)
+    np.testing.assert_allclose(got, y.detach().numpy(), rtol=1e-10, atol=1e-12)
+    g = RNG.normal(size=got.shape)
+    y.backward(torch.tensor(g))
+    mats = [resample.resize_matrix(n, o, attrs["method"], attrs.get("coordinate_transformation_mode", "half_pixel"),
+                                   attrs.get("rounding_method", "round")) for n, o in zip((5, 6), size)]
+    back = np.einsum("ncij,ia,jb->ncab", g, *mats)
+    np.testing.assert_allclose(back, xt.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_resize3d_trilinear_and_channels_last():
+    x = RNG.normal(size=(1, 2, 3, 4, 5))
+    got = resample.resize(x, (5, 3, 7), layout="NCDHW", spatial="DHW")
+    want = F.interpolate(torch.tensor(x), size=(5, 3, 7), mode="trilinear", align_corners=False).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+    x2 = RNG.normal(size=(2, 4, 5, 3))
+    got = resample.resize(x2, (7, 8), layout="NHWC")
+    want = F.interpolate(torch.tensor(x2.transpose(0, 3, 1, 2)), size=(7, 8), mode="bilinear").numpy()
+    np.testing.assert_allclose(got, want.transpose(0, 2, 3, 1), rtol=1e-10, atol=1e-12)
+
+
+def test_resize_errors():
+    x = np.ones((1, 1, 2, 2))
+    with pytest.raises(KernelError, match="not supported"):
+        resample.resize(x, (3, 3), layout="NCHW", coordinate_transformation_mode="tf_crop_and_resize")
+    with pytest.raises(KernelError, match="method"):
+        resample.resize(x, (3, 3), layout="NCHW", method="area")
+
+
+def test_tvm_reads_our_resize_and_infers_the_same():
+    tvm_script = pytest.importorskip("tvm.script")
+    text = """
+@R.function
+def main(x: R.Tensor((2, 3, 4, 5), "float32")):
+    with R.dataflow():
+        y = R.image.resize2d(x, R.shape([8, 3]), method="cubic", coordinate_transformation_mode="align_corners")
+        z = R.image.resize3d(R.reshape(x, R.shape([2, 3, 4, 5, 1])), R.shape([3, 2, 2]), layout="NCDHW")
+        R.output(y, z)
+    return (y, z)
+"""
+    mod = retrograd.parse(text)
+    ours = mod.script()
+    theirs = tvm_script.from_source(ours)
+    ret = theirs["main"].ret_ty
+    assert [tuple(int(d) for d in f.shape) for f in ret.fields] == [(2, 3, 8, 3), (2, 3, 3, 2, 2)]
+    binding = theirs["main"].body.blocks[0].bindings[0].value
+    assert binding.attrs.method == "cubic" and binding.attrs.coordinate_transformation_mode == "align_corners"
+
+
+def test_pixel_shuffle_matches_torch():
+    from retrograd.ops.registry import get
+
+    x = RNG.normal(size=(2, 3, 18, 2, 4))
+    got = get("relax.nn.pixel_shuffle").kernel(x, upscale_factor=3)
+    np.testing.assert_array_equal(got, F.pixel_shuffle(torch.tensor(x), 3).numpy())
+
+
+# -- affine_grid and grid_sample -----------------------------------------------------------------------
+
+from retrograd.ops.kernels import sampling  # noqa: E402
+
+
+@pytest.mark.parametrize("size,corners", [((4, 5), True), ((3, 6), False), ((2, 3, 4), True), ((3, 2, 2), False)])
+def test_affine_grid_matches_torch_in_tvm_s_layout(size, corners):
+    nd = len(size)
+    theta = RNG.normal(size=(2, nd, nd + 1))
+    got = sampling.affine_grid(theta, size, align_corners=corners)
+    want = F.affine_grid(torch.tensor(theta), (2, 1, *size), align_corners=corners).numpy()
+    np.testing.assert_allclose(got, np.moveaxis(want, -1, 1), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("method", ["bilinear", "nearest"])
+@pytest.mark.parametrize("padding_mode", ["zeros", "border"])
+@pytest.mark.parametrize("corners", [True, False])
+def test_grid_sample_and_its_backward_match_torch(method, padding_mode, corners):
+    x = RNG.normal(size=(2, 3, 5, 4))
+    grid = RNG.uniform(-1.3, 1.3, size=(2, 2, 6, 7))
+    got = sampling.grid_sample(x, grid, method=method, padding_mode=padding_mode, align_corners=corners)
+    xt, gt = torch.tensor(x, requires_grad=True), torch.tensor(np.moveaxis(grid, 1, -1).copy(), requires_grad=True)
+    y = F.grid_sample(xt, gt, mode=method, padding_mode=padding_mode, align_corners=corners)
+    np.testing.assert_allclose(got, y.detach().numpy(), rtol=1e-10, atol=1e-12)
+    g = RNG.normal(size=got.shape)
+    y.backward(torch.tensor(g))
+    dx, dgrid = sampling.grid_sample_backward(g, x, grid, method=method, padding_mode=padding_mode, align_corners=corners)
+    np.testing.assert_allclose(dx, xt.grad.numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(dgrid, np.moveaxis(gt.grad.numpy(), -1, 1), rtol=1e-9, atol=1e-12)
