@@ -64,7 +64,22 @@ def cmd_opt(args) -> int:
         sys.stdout.write(text if text.endswith("\n") else text + "\n")
     if timing is not None:
         sys.stderr.write(timing.report() + "\n")
+    if args.plan_report:
+        for report in _plan_reports(pipeline):
+            sys.stderr.write(report.details() + "\n")
     return 0
+
+
+def _plan_reports(pipeline) -> list:
+    """The plan reports of the pipeline's planning passes (checkpoint), in order."""
+    out, stack = [], [pipeline]
+    while stack:
+        p = stack.pop()
+        report = getattr(p, "last_report", None)
+        if report is not None:
+            out.append(report)
+        stack.extend(reversed(getattr(p, "passes", ())))
+    return out
 
 
 def cmd_run(args) -> int:
@@ -110,7 +125,12 @@ def cmd_run(args) -> int:
     _print_value(result, "result")
     stats = getattr(ex, "stats", None)
     if stats is not None and getattr(stats, "peak_live_bytes", None) is not None:
-        print(f"peak live bytes: {stats.peak_live_bytes}")
+        from retrograd.ir.text import human_bytes
+
+        print(
+            f"peak live bytes: {stats.peak_live_bytes} ({human_bytes(stats.peak_live_bytes)}; "
+            f"parameters {stats.param_bytes}, intermediates {stats.peak_intermediate_bytes})"
+        )
     if args.profile and hasattr(ex, "profile_report"):
         print(ex.profile_report())
     return 0
@@ -281,6 +301,9 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--print-after-all", action="store_true")
     o.add_argument("--print-changed", action="store_true")
     o.add_argument("--time-passes", action="store_true")
+    o.add_argument(
+        "--plan-report", action="store_true", help="print what checkpoint passes kept and recomputed (standard error)"
+    )
     o.add_argument("--no-verify", action="store_true", help="skip the well-formedness checks")
     o.set_defaults(run=cmd_opt)
 

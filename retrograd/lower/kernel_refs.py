@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import functools
 import importlib
 import inspect
 import keyword
@@ -103,10 +104,38 @@ def kernel_ref(op, alias: str, registry_only: bool = False) -> tuple[list[str], 
             return [f"from {module} import {qual}" + ("" if qual == alias else f" as {alias}")], None
         head = qual.split(".")[0]
         return [f"from {module} import {head}"], f"{alias} = {qual}"
-    made = _factory_ref(k, module, qual, alias) or _lambda_ref(k, alias)
+    if isinstance(k, functools.partial):
+        made = _partial_ref(k, alias)
+    elif getattr(k, "__code__", None) is None:
+        made = None
+    else:
+        made = _factory_ref(k, module, qual, alias) or _lambda_ref(k, alias)
     if made is not None:
         return made
     return _registry_ref(op, alias)
+
+
+def _partial_ref(k: functools.partial, alias):
+    """`alias = functools.partial(f, ...)` when `f` is importable and every bound value has a source literal."""
+    got = _value_text(k.func)
+    if got is None:
+        return None
+    text, imp = got
+    imports = ["import functools"] + ([imp] if imp else [])
+    args = [text]
+    for v in k.args:
+        one = _value_text(v)
+        if one is None:
+            return None
+        args.append(one[0])
+        imports += [one[1]] if one[1] else []
+    for name, v in k.keywords.items():
+        one = _value_text(v)
+        if one is None:
+            return None
+        args.append(f"{name}={one[0]}")
+        imports += [one[1]] if one[1] else []
+    return imports, f"{alias} = functools.partial({', '.join(args)})"
 
 
 def _registry_ref(op, alias):

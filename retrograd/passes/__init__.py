@@ -32,3 +32,4 @@ from retrograd.passes.simplify import Simplify  # noqa: F401,E402
 from retrograd.passes.gradient import Gradient  # noqa: F401,E402
 from retrograd.passes.gradient import densify_sparse_grad, merge_sparse_grad  # noqa: F401,E402
 from retrograd.passes.cse import CommonSubexprElimination  # noqa: F401,E402
+from retrograd.passes.checkpoint import Checkpoint, PlanReport, plan_checkpoint  # noqa: F401,E402

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import attrs
 
+from retrograd.ir.text import human_bytes  # noqa: F401  (re-exported: the profile table's unit)
+
 
 @attrs.frozen
 class RunStats:
@@ -39,13 +41,3 @@ def format_profile(prof: dict) -> str:
     calls = sum(rec[0] for _, rec in rows)
     lines.append(f"{'total':<{width}}  {calls:>7}  {total * 1e3:>10.3f}")
     return "\n".join(lines)
-
-
-def human_bytes(n: int) -> str:
-    """1536 -> '1.5 KiB'."""
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} GiB"  # pragma: no cover

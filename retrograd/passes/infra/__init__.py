@@ -5,6 +5,7 @@ from retrograd.passes.infra.decorators import function_pass, kebab_case, module_
 from retrograd.passes.infra.pass_base import FunctionPass, ModulePass, Pass, PassInfo, check_pass_result, map_functions
 from retrograd.passes.infra.pipeline import Sequential, parse_pipeline
 from retrograd.passes.infra.registry import (
+    OptionError,
     get_pass,
     list_passes,
     pass_factory,
@@ -28,6 +29,7 @@ __all__ = [
     "list_passes",
     "pass_factory",
     "pass_options",
+    "OptionError",
     "parse_pipeline",
     "kebab_case",
     "check_pass_result",

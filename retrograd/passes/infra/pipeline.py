@@ -49,7 +49,8 @@ class Sequential(Pass):
 _PIPE_TOKEN = re.compile(
     r"""\s*+(?:
         (?P<str>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')
-      | (?P<num>[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![A-Za-z_]))
+      | (?P<num>[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![A-Za-z_\d.%]))
+      | (?P<qty>(?:\d+\.\d*|\.\d+|\d+)(?:%|[A-Za-z]+))
       | (?P<word>[A-Za-z_][A-Za-z0-9_.\-]*)
       | (?P<punct>[(),=\[\]])
     )""",
@@ -61,7 +62,8 @@ _MAX_NESTING = 50
 
 
 class _PipelineParser:
-    """`name(opt=value, ...), name, ...`; values: numbers, true/false/none, names, strings, [lists]."""
+    """`name(opt=value, ...), name, ...`; values: numbers, quantities (40%, 12MiB, kept as text),
+    true/false/none, names, strings, [lists]."""
 
     def __init__(self, text: str, source_name: str):
         self.text = text
@@ -168,6 +170,8 @@ class _PipelineParser:
                 return unescape(text[1:-1])
             except EscapeError as err:
                 raise self.error(str(err), start + 1 + err.offset, start + 3 + err.offset) from None
+        if kind == "qty":
+            return text  # a number with a unit (40%, 12MiB): the pass reads it
         if kind == "num":
             return float(text) if any(c in text for c in ".eE") else int(text)
         if kind == "word":

@@ -12,6 +12,14 @@ from typing import Any
 from retrograd.errors import PassError, Span
 from retrograd.passes.infra.pass_base import Pass
 
+class OptionError(ValueError):
+    """A pass's complaint about the value of one option: pipeline errors point at that option."""
+
+    def __init__(self, option: str, message: str):
+        super().__init__(message)
+        self.option = option
+
+
 class _Entry:
     __slots__ = ("name", "factory", "aliases", "doc")
 
@@ -160,7 +168,8 @@ def instantiate(
     except PassError:
         raise
     except (TypeError, ValueError) as err:
-        raise PassError(f"pass '{item.name}': {err}", span) from None
+        where = spans.get(err.option, span) if isinstance(err, OptionError) else span
+        raise PassError(f"pass '{item.name}': {err}", where) from None
     if not isinstance(result, Pass):
         raise PassError(f"factory of pass '{item.name}' returned {type(result).__name__}, not a Pass")
     return result

@@ -1,0 +1,234 @@
+"""The checkpoint pass on chains, transformer-like blocks and a ResNet-like CNN: peaks, recomputation, time.
+
+Run by hand:  python benchmarks/bench_checkpoint.py [--quick] [--repeat 5]
+
+(S1) 100-layer `sin` chain and 100-layer matmul+relu chain: store-all, sqrt, and budgets of c = 5, 10, 20
+     slots (the input counted): measured peak in activations above the parameters, extra forward steps
+     against the Revolve optimum (Griewank & Walther's dynamic programme, computed here), time ratio.
+(S2) 24 transformer-like blocks: budgets of 0.1 .. 1.0 of the unplanned activation peak (peak minus
+     parameters): measured peak, extra FLOPs (all / matmul), time ratio; target: >= 40% of the activation
+     memory saved with zero extra matmul FLOPs.
+(S3) a ResNet-like CNN at 1/3 of the unplanned activation peak: time overhead (target <= 20%).
+(S4) planning time of a 10,000-binding adjoint (target < 2 s).
+Peaks are the executor's `peak_live_bytes`. Times alternate the compared functions run by run and report
+the median ratio. OPENBLAS_CORETYPE is set on this machine (printed below): matmul speed depends on it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import retrograd  # noqa: E402
+from retrograd.ir.expr import Call  # noqa: E402
+from retrograd.passes import Gradient  # noqa: E402
+from retrograd.passes.checkpoint import InfeasibleBudgetError, plan_checkpoint  # noqa: E402
+from models import chain_text, matmul_relu_chain_text, resnet_text, transformer_text  # noqa: E402
+
+FN = "main_adjoint"
+
+
+def revolve_extra(steps: int, slots: int) -> int:
+    """Least extra forward steps to reverse `steps` steps with `slots` checkpoints, the input counted.
+
+    T(l, s): forward steps to reverse l steps holding s free slots besides the current start; the start
+    of the segment is stored. T(1, s) = 0; T(l, 0) = l(l-1)/2; T(l, s) = min_j j + T(l-j, s-1) + T(j, s).
+    The store-nothing sweep does l-1 forward steps anyway, so the extra is T(l, c-1) - (l-1).
+    """
+    T = [[0] * slots for _ in range(steps + 1)]
+    for length in range(2, steps + 1):
+        T[length][0] = length * (length - 1) // 2
+        for s in range(1, slots):
+            T[length][s] = min(j + T[length - j][s - 1] + T[j][s] for j in range(1, length))
+    return T[steps][slots - 1] - (steps - 1)
+
+
+def adjoint(text: str):
+    return Gradient("main")(retrograd.parse(text))
+
+
+def inputs(func, seed: int = 0) -> list:
+    rng = np.random.default_rng(seed)
+    out = []
+    for p in func.params:
+        shape = [int(d) for d in p.struct_info.shape]
+        scale = 1.0 / np.sqrt(shape[0]) if len(shape) == 2 and p.name_hint.startswith("w") else 0.5
+        out.append((rng.standard_normal(shape) * scale).astype("float32"))
+    return out
+
+
+def measure(mod, args) -> int:
+    ex = retrograd.build(mod)
+    ex[FN](*args)
+    return ex.stats.peak_live_bytes
+
+
+def time_ratio(base, other, args, repeat: int) -> float:
+    """time(other) / time(base): medians of per-call times over alternating samples of a few calls each."""
+    fns = [retrograd.build(base)[FN], retrograd.build(other)[FN]]
+    t = time.perf_counter()
+    for f in fns:
+        f(*args)  # warm-up, and the size of a sample
+    calls = max(1, int(0.05 / max(time.perf_counter() - t, 1e-6)))
+    samples: list[list[float]] = [[], []]
+    for _ in range(repeat):
+        for k, f in enumerate(fns):
+            gc.collect()
+            t = time.perf_counter()
+            for _ in range(calls):
+                f(*args)
+            samples[k].append((time.perf_counter() - t) / calls)
+    return statistics.median(samples[1]) / statistics.median(samples[0])
+
+
+def recomputed_ops(mod) -> dict:
+    """op name -> number of recomputed bindings (named <v>_cp) in the planned function."""
+    counts: dict = {}
+    for block in mod[FN].body.blocks:
+        for b in block.bindings:
+            if b.var.name_hint.endswith("_cp") and isinstance(b.value, Call):
+                name = getattr(b.value.op, "name", "?").replace("relax.", "")
+                counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+def least_feasible(mod) -> int:
+    try:
+        plan_checkpoint(mod, FN, 1)
+    except InfeasibleBudgetError as err:
+        return err.least_feasible
+    raise AssertionError("a 1-byte budget was met")
+
+
+def s1(layers: int, repeat: int) -> None:
+    print(f"\n(S1) {layers}-layer chains: peak in activations above the parameters; extra forward steps vs Revolve")
+    for label, text, step_op in (
+        ("sin", chain_text(layers, width=64, batch=256), "sin"),
+        ("matmul+relu", matmul_relu_chain_text(layers, width=64, batch=256), "matmul"),
+    ):
+        mod = adjoint(text)
+        args = inputs(mod[FN])
+        act = 256 * 64 * 4  # one activation; the matmul chain's weights (and gradients) are 1/4 of one
+        pinned = sum(a.nbytes for a in args)
+        full = measure(mod, args)
+        base = least_feasible(mod)
+        print(f"  {label}: store-all peak {(full - pinned) / act:.1f} act; least feasible {(base - pinned) / act:.1f} act")
+        print(f"    {'plan':<14} {'peak (act)':>10} {'extra fwd':>10} {'optimum':>8} {'time x':>7}  recomputed ops")
+        rows = [("store-all", None, None), ("sqrt", None, "sqrt")]
+        rows += [(f"c={c}", base + (c - 1) * act, "budget") for c in (5, 10, 20)]
+        for name, budget, policy in rows:
+            if policy is None:
+                planned = mod
+            else:
+                planned, _ = plan_checkpoint(mod, FN, budget, policy)
+            peak = measure(planned, args)
+            ops = recomputed_ops(planned)
+            extra = ops.get(step_op, 0)
+            opt = revolve_extra(layers, int(name[2:])) if name.startswith("c=") else None
+            ratio = time_ratio(mod, planned, args, repeat) if planned is not mod else 1.0
+            print(
+                f"    {name:<14} {(peak - pinned) / act:>10.1f} {extra:>10} {opt if opt is not None else '-':>8} "
+                f"{ratio:>7.2f}  {ops or '-'}"
+            )
+
+
+def s2(blocks: int, repeat: int) -> None:
+    print(f"\n(S2) {blocks} transformer-like blocks: budgets as fractions of the unplanned activation peak")
+    mod = adjoint(transformer_text(blocks, seq=64, d=64))
+    args = inputs(mod[FN])
+    pinned = sum(a.nbytes for a in args)
+    full = measure(mod, args)
+    act_full = full - pinned
+    print(f"  unplanned peak {full} B (activations {act_full} B)")
+    print(f"    {'budget':<8} {'peak act':>9} {'saved':>6} {'extra FLOPs':>12} {'matmul':>10} {'time x':>7}")
+    best = None
+    rows = [(f"{f / 10:.1f}", pinned + act_full * f // 10, "budget") for f in range(1, 11)]
+    rows += [("cheap", None, "cheap"), ("sqrt", None, "sqrt")]
+    for name, budget, policy in rows:
+        try:
+            planned, report = plan_checkpoint(mod, FN, budget, policy)
+        except InfeasibleBudgetError as err:
+            print(f"    {name:<8} infeasible (least feasible {err.least_feasible} B)")
+            continue
+        peak = measure(planned, args)
+        saved = 1 - (peak - pinned) / act_full
+        ratio = time_ratio(mod, planned, args, repeat) if planned is not mod else 1.0
+        print(
+            f"    {name:<8} {peak - pinned:>9} {saved:>6.1%} {report.extra_cost:>12.3g} "
+            f"{report.extra_matmul_cost:>10.3g} {ratio:>7.2f}"
+        )
+        if report.extra_matmul_cost == 0 and (best is None or saved > best[1]):
+            best = (name, saved)
+    if best is not None:
+        print(f"  most activation memory saved with zero extra matmul FLOPs: {best[1]:.1%} ({best[0]}; target >= 40%)")
+
+
+def s3(repeat: int) -> None:
+    print("\n(S3) ResNet-like CNN at 1/3 of the unplanned activation peak")
+    mod = adjoint(resnet_text(stages=3, blocks=2, channels=16, size=32, batch=8))
+    args = inputs(mod[FN])
+    pinned = sum(a.nbytes for a in args)
+    full = measure(mod, args)
+    budget = pinned + (full - pinned) // 3
+    try:
+        planned, report = plan_checkpoint(mod, FN, budget)
+    except InfeasibleBudgetError as err:
+        share = (err.least_feasible - pinned) / (full - pinned)
+        print(f"  infeasible at 1/3: least feasible {err.least_feasible} B ({share:.1%}); planning at that budget")
+        planned, report = plan_checkpoint(mod, FN, err.least_feasible)
+    peak = measure(planned, args)
+    ratio = time_ratio(mod, planned, args, repeat)
+    print(f"  activations {full - pinned} -> {peak - pinned} B ({(peak - pinned) / (full - pinned):.1%}); {report.summary()}")
+    print(f"  time overhead {ratio - 1:+.1%} (target <= +20%)")
+
+
+def s4(bindings: int) -> None:
+    print(f"\n(S4) planning time of a {bindings:,}-binding adjoint")
+    layers = 1
+    while True:
+        mod = adjoint(transformer_text(layers, seq=8, d=8))
+        n = sum(len(b.bindings) for b in mod[FN].body.blocks)
+        if n >= bindings:
+            break
+        layers = max(layers + 1, int(layers * bindings / n) + 1)
+    for budget in ("80%", "60%"):
+        gc.collect()
+        t = time.perf_counter()
+        try:
+            _, report = plan_checkpoint(mod, FN, budget)
+            what = report.summary()
+        except InfeasibleBudgetError as err:
+            what = f"infeasible (least feasible {err.least_feasible} B)"
+        dt = time.perf_counter() - t
+        print(f"  {layers} transformer-like blocks, {n} bindings, budget {budget}: {dt:.2f} s (target < 2 s); {what}")
+
+
+def main(argv=None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="smaller models (a smoke run)")
+    ap.add_argument("--repeat", type=int, default=7)
+    ap.add_argument("--only", nargs="*", default=["S1", "S2", "S3", "S4"])
+    args = ap.parse_args(argv)
+    print(f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}  numpy {np.__version__}")
+    if "S1" in args.only:
+        s1(20 if args.quick else 100, args.repeat)
+    if "S2" in args.only:
+        s2(3 if args.quick else 24, args.repeat)
+    if "S3" in args.only:
+        s3(args.repeat)
+    if "S4" in args.only:
+        s4(1000 if args.quick else 10000)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,73 @@
+"""Memory budgets as users write them: 917504 (bytes), "40%" (of the unplanned peak), "12MiB", "1.5GB"."""
+
+from __future__ import annotations
+
+import re
+
+import attrs
+
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 1000,
+    "mb": 1000**2,
+    "gb": 1000**3,
+    "tb": 1000**4,
+    "kib": 1024,
+    "mib": 1024**2,
+    "gib": 1024**3,
+    "tib": 1024**4,
+    "k": 1024,
+    "m": 1024**2,
+    "g": 1024**3,
+}
+_QUANTITY = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(%|[A-Za-z]*)\s*")
+
+
+@attrs.frozen
+class Budget:
+    """Either a number of bytes or a fraction of the function's unplanned peak."""
+
+    nbytes: int | None = None
+    fraction: float | None = None
+
+    def resolve(self, unplanned_peak: int) -> int:
+        if self.fraction is not None:
+            return int(unplanned_peak * self.fraction)
+        return self.nbytes
+
+    def __str__(self) -> str:
+        return f"{self.fraction * 100:g}%" if self.fraction is not None else f"{self.nbytes} bytes"
+
+
+def parse_budget(value) -> Budget | None:
+    """None, a Budget, an int of bytes, or text: "917504", "40%", "12MiB", "1.5GB" (KB = 1000, KiB = K = 1024).
+
+    Raises ValueError (the pass turns it into a located error) for anything else.
+    """
+    if value is None or isinstance(value, Budget):
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError(
+            f"budget must be a number of bytes (an integer) or text like '40%', '12MiB', '1.5GB'; got {value!r}"
+        )
+    if isinstance(value, int):
+        if value <= 0:
+            raise ValueError(f"budget must be positive, got {value}")
+        return Budget(nbytes=value)
+    m = _QUANTITY.fullmatch(value)
+    unit = m.group(2).lower() if m else None
+    if m is None or (unit != "%" and unit not in _UNITS):
+        units = "%, B, KB, MB, GB, TB, KiB, MiB, GiB, TiB"
+        raise ValueError(f"cannot read the budget {value!r}: expected a number with one of the units {units}")
+    number = float(m.group(1))
+    if unit == "%":
+        if not 0 < number <= 100:
+            raise ValueError(f"a budget in percent must be in (0, 100], got {value!r}")
+        return Budget(fraction=number / 100)
+    if _UNITS[unit] == 1 and number != int(number):
+        raise ValueError(f"a budget in bytes must be a whole number, got {value!r} (for a fraction, write '40%')")
+    nbytes = int(number * _UNITS[unit])
+    if nbytes <= 0:
+        raise ValueError(f"budget must be positive, got {value!r}")
+    return Budget(nbytes=nbytes)

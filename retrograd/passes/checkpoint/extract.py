@@ -1,0 +1,242 @@
+"""IR Function -> checkpoint Problem: one node per top-level binding, sized and costed from struct info."""
+
+from __future__ import annotations
+
+from math import prod
+
+import attrs
+import numpy as np
+
+from retrograd.errors import PassError
+from retrograd.ir.expr import (
+    Call,
+    Constant,
+    Function,
+    GlobalVar,
+    If,
+    Op,
+    PrimValue,
+    ShapeExpr,
+    StringImm,
+    Tuple,
+    TupleGetItem,
+    Var,
+)
+from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo
+from retrograd.ir.text import format_sinfo
+from retrograd.passes.checkpoint.cost import op_cost
+from retrograd.passes.checkpoint.problem import Problem
+from retrograd.ir.analysis import read_vars
+
+# Which ops may return their first argument's buffer is the op's own declaration (`OpDef.aliases`); when
+# they do is below. Views whose result is not C-contiguous in general: a later reshape of them copies.
+_STRIDED_VIEWS = frozenset(("relax.permute_dims", "relax.broadcast_to", "relax.strided_slice", "relax.split"))
+_RESHAPES = frozenset(("relax.reshape", "relax.flatten"))
+# Kernels whose result is a view of a fresh buffer of their own (a transposed or strided layout): counted
+# as new, but not reusable in place (the executor only writes over arrays that are not views).
+_FRESH_VIEWS = frozenset(
+    "relax." + n
+    for n in (
+        "nn.conv2d nn.conv2d_transpose nn.max_pool2d nn.avg_pool2d nn.softmax nn.log_softmax "
+        "grad.max_pool2d_backward grad.avg_pool2d_backward grad.max_pool2d_backward_grad"
+    ).split()
+)
+_LEAVES = (Constant, PrimValue, ShapeExpr, StringImm)
+
+
+def static_bytes(sinfo, what: str, span=None) -> int:
+    """Bytes of a value with static struct info (prod(shape) * itemsize; tuples add up; non-tensors 0)."""
+    if isinstance(sinfo, TensorStructInfo):
+        if sinfo.shape is None or not all(isinstance(d, int) for d in sinfo.shape) or not sinfo.dtype:
+            raise PassError(
+                f"checkpoint: {what} has struct info {format_sinfo(sinfo, brief=True)}; planning needs static shapes and dtypes",
+                span,
+            )
+        return prod(sinfo.shape) * (1 if sinfo.dtype == "bool" else np.dtype(sinfo.dtype).itemsize)
+    if isinstance(sinfo, TupleStructInfo):
+        return sum(static_bytes(f, what, span) for f in sinfo.fields)
+    return 0
+
+
+@attrs.frozen(eq=False)
+class Extraction:
+    """The Problem and how its nodes map back to the function.
+
+    bindings[i]: node i's binding; block_of[i]: index of its block; node_of: var -> node for the vars
+    of real nodes (alias_of names the node a view reads, not the buffer's owner); expand: var -> structure for transparent bindings (aliases, tuples, leaves), which
+    the executor does not run: a structure is a node id, a leaf expression, a param Var, or a tuple
+    of structures.
+    """
+
+    problem: Problem
+    func: Function
+    bindings: tuple
+    block_of: tuple
+    node_of: dict
+    expand: dict
+    transparent: frozenset
+
+
+def _nodes(struct, out: list) -> list:
+    """The node ids a structure refers to, in order."""
+    stack = [struct]
+    while stack:
+        s = stack.pop()
+        if isinstance(s, int):
+            out.append(s)
+        elif isinstance(s, tuple):
+            stack.extend(reversed(s))
+    return out
+
+
+def extract(func: Function) -> Extraction:
+    """Nodes, sizes, costs, dependencies, aliases and in-place rights of `func`'s top-level bindings."""
+    pinned = sum(static_bytes(p.struct_info, f"parameter '{p.name_hint}'", p.span) for p in func.params)
+    node_of: dict = {}
+    expand: dict = {}
+    contiguous: list[bool] = []
+    owns: list[bool] = []  # node's value is an array owning its buffer (in-place reuse is possible)
+    sizes, costs, deps, recomputable, alias_of, inplace, kinds, names = ([] for _ in range(8))
+    bindings, block_of, transparent = [], [], set()
+
+    def struct_of(expr):
+        if isinstance(expr, Var):
+            if expr in node_of:
+                return node_of[expr]
+            return expand.get(expr, expr)  # a parameter stays itself
+        if isinstance(expr, Tuple):
+            return tuple(struct_of(f) for f in expr.fields)
+        return expr
+
+    for bi, block in enumerate(func.body.blocks):
+        for b in block.bindings:
+            i = len(bindings)
+            bindings.append(b)
+            block_of.append(bi)
+            var, value = b.var, b.value
+            names.append(var.name_hint)
+            read: list = []
+            read_vars(value, read)
+            dep_nodes: list[int] = []
+            for v in read:
+                _nodes(struct_of(v), dep_nodes)
+            dep_tuple = tuple(dict.fromkeys(dep_nodes))
+            where = f"binding '{var.name_hint}'"
+            # Transparent bindings: the executor reads their sources directly (no instruction).
+            static_item = (
+                isinstance(value, TupleGetItem)
+                and isinstance(value.tuple_value, Var)
+                and isinstance(struct_of(value.tuple_value), tuple)
+            )
+            if isinstance(value, (Var, Tuple, *_LEAVES)) or static_item:
+                transparent.add(i)
+                expand[var] = struct_of(value.tuple_value)[value.index] if static_item else struct_of(value)
+                sizes.append(0)
+                costs.append(0.0)
+                # Not a read at run time: the readers of `var` read the sources themselves.
+                deps.append(())
+                recomputable.append(True)
+                alias_of.append(None)
+                inplace.append(())
+                kinds.append("view")
+                contiguous.append(True)
+                owns.append(False)
+                continue
+            node_of[var] = i
+            size = static_bytes(var.struct_info, where, b.span)
+            root = None
+            contig = True
+            rec = True
+            kind, cost = "other", float(size)
+            ins: tuple = ()
+            if isinstance(value, TupleGetItem):
+                src = struct_of(value.tuple_value)
+                kind, cost = "view", 0.0
+                if isinstance(src, int):
+                    root, contig = src, contiguous[src]
+                size = 0
+            elif isinstance(value, Call) and isinstance(value.op, Op):
+                kind, cost = op_cost(value, var.struct_info)
+                # Without a variable to read, a recomputation could not be told apart from the original (CSE).
+                rec = bool(getattr(value.op, "pure", True)) and bool(read)
+                name = value.op.name
+                first = struct_of(value.args[0]) if value.args else None
+                if _shares(value, first, contiguous):
+                    size = 0
+                    if isinstance(first, int):
+                        root = first
+                        contig = contiguous[first] and name not in _STRIDED_VIEWS
+                    else:
+                        contig = name not in _STRIDED_VIEWS
+                else:
+                    ins = _inplace_positions(value, var, dep_tuple, struct_of, owns)
+            elif isinstance(value, Call) and isinstance(value.op, GlobalVar):
+                rec = False
+            elif isinstance(value, If):
+                rec = False
+            else:
+                raise PassError(f"checkpoint: {where} holds a {type(value).__name__}, which cannot be planned", b.span)
+            sizes.append(size)
+            costs.append(cost)
+            deps.append(dep_tuple)
+            recomputable.append(rec)
+            alias_of.append(root)
+            inplace.append(ins)
+            kinds.append(kind)
+            contiguous.append(contig)
+            own = size > 0 and root is None and isinstance(value, Call) and isinstance(value.op, Op)
+            # A reshape that must copy returns a view of its copy.
+            owns.append(own and value.op.name not in _FRESH_VIEWS and value.op.name not in _RESHAPES)
+    outputs = tuple(dict.fromkeys(_nodes(struct_of(func.body.body), [])))
+    problem = Problem(
+        sizes=tuple(sizes),
+        costs=tuple(costs),
+        deps=tuple(deps),
+        recomputable=tuple(recomputable),
+        outputs=outputs,
+        pinned_bytes=pinned,
+        alias_of=tuple(alias_of),
+        inplace=tuple(inplace),
+        kinds=tuple(kinds),
+        names=tuple(names),
+    )
+    return Extraction(problem, func, tuple(bindings), tuple(block_of), node_of, expand, frozenset(transparent))
+
+
+def _shares(call: Call, first, contiguous) -> bool:
+    """Whether the op's result is its first argument's buffer (a view or the same object) in this call."""
+    if 0 not in call.op.aliases:
+        return False
+    name = call.op.name
+    src = call.args[0].struct_info
+    if name in _RESHAPES:
+        # NumPy views a contiguous array, copies a strided one (parameters and constants are contiguous).
+        return not (isinstance(first, int) and not contiguous[first])
+    if name == "relax.astype":
+        return isinstance(src, TensorStructInfo) and src.dtype == call.attrs.get("dtype")
+    if name in ("relax.collapse_sum_to", "relax.collapse_sum_like"):
+        # Nothing to sum: the input itself.
+        return src == call.struct_info
+    return True
+
+
+def _inplace_positions(call: Call, var: Var, dep_tuple, struct_of, owns) -> tuple:
+    """Positions in dep_tuple whose buffer the executor may reuse for the result (see runtime/inplace.py)."""
+    # The executor's rule needs every argument in one register: not a tuple, nor a var standing for one.
+    structs = [struct_of(a) for a in call.args]
+    if getattr(call.op, "inplace", None) is None or any(isinstance(s, tuple) for s in structs):
+        return ()
+    positions = call.op.inplace_candidates([getattr(a, "struct_info", None) for a in call.args], var.struct_info)
+    out = []
+    for p in positions:
+        s = structs[p]
+        if isinstance(s, int) and owns[s]:
+            k = dep_tuple.index(s)
+            if k not in out:
+                out.append(k)
+        elif isinstance(s, Var | int):
+            # The executor tries only the first candidate dying here; a parameter, a view or an array
+            # that is not its buffer's owner fails that try. The Problem cannot say when such a value
+            # dies, so the later candidates are dropped (the model can only over-estimate).
+            break
+    return tuple(out)

@@ -1,0 +1,147 @@
+"""The `checkpoint` pass: plan which values of a function to keep and which to recompute under a memory budget."""
+
+from __future__ import annotations
+
+from retrograd.analysis import peak_memory
+from retrograd.errors import PassError
+from retrograd.gc_pause import collector_paused
+from retrograd.ir.expr import Function
+from retrograd.ir.module import IRModule
+from retrograd.passes.checkpoint.budget import parse_budget
+from retrograd.passes.checkpoint.extract import extract
+from retrograd.passes.checkpoint.problem import InfeasibleBudget, Schedule
+from retrograd.passes.checkpoint.report import PlanReport
+from retrograd.passes.checkpoint.rewrite import rewrite
+from retrograd.passes.checkpoint.simulate import simulate
+from retrograd.passes.checkpoint.policies import POLICIES, solve
+from retrograd.passes.infra import OptionError, module_pass
+
+# Re-plans with a tighter budget when the rewritten function's own peak exceeds the plan's (a mismatch
+# between the schedule's model and the program it became); a handful always sufficed in tests.
+_MAX_REPLANS = 4
+
+
+class InfeasibleBudgetError(PassError):
+    """The budget is below the least feasible one, given in bytes as `least_feasible`."""
+
+    def __init__(self, message: str, least_feasible: int):
+        super().__init__(message)
+        self.least_feasible = least_feasible
+
+
+@module_pass(name="checkpoint", aliases={"func": "func_name"})
+class Checkpoint:
+    """Recompute values of `func_name` instead of keeping them, so that its peak of live bytes fits `budget`.
+
+    budget: bytes (int), or text: "40%" of the function's unplanned peak, "12MiB", "1.5GB" (KB = 1000,
+    KiB = 1024); None: no limit (policy "budget" then recomputes nothing). policy:
+    "budget" (least recomputation cost within the budget), "sqrt" (Chen et al. 2016 segments), "cheap"
+    (recompute only pointwise ops, views and reductions). After the pass, `last_report` holds the plan.
+    """
+
+    def __init__(self, func_name: str, budget: int | str | None = None, policy: str = "budget"):
+        if policy not in POLICIES:
+            raise OptionError("policy", f"unknown policy {policy!r} (policies: {', '.join(POLICIES)})")
+        self.func_name = func_name
+        try:
+            self.budget = parse_budget(budget)
+        except ValueError as err:
+            raise OptionError("budget", str(err)) from None
+        self.policy = policy
+        self.last_report: PlanReport | None = None
+
+    def transform_module(self, mod: IRModule, ctx=None) -> IRModule:
+        new_mod, self.last_report = plan_checkpoint(mod, self.func_name, self.budget, self.policy)
+        return new_mod
+
+
+
+def plan_checkpoint(mod: IRModule, func_name: str, budget=None, policy: str = "budget") -> tuple[IRModule, PlanReport]:
+    """(module with `func_name` rewritten, report). Errors are PassErrors; the input module is unchanged."""
+    func = mod[func_name] if func_name in mod else None
+    if not isinstance(func, Function):
+        known = ", ".join(name for name, f in mod.items() if isinstance(f, Function)) or "none"
+        raise PassError(f"checkpoint: the module has no function '{func_name}' (functions: {known})")
+    if policy not in POLICIES:
+        raise PassError(f"checkpoint: unknown policy {policy!r} (policies: {', '.join(POLICIES)})")
+    try:
+        parsed = parse_budget(budget)
+    except ValueError as err:
+        raise PassError(f"checkpoint: {err}") from None
+    # Like Gradient: without the pause, the collector rescans the big IR again and again (superlinear).
+    with collector_paused():
+        return _plan(mod, func, func_name, parsed, policy)
+
+
+def _plan(mod: IRModule, func: Function, func_name: str, parsed, policy: str) -> tuple[IRModule, PlanReport]:
+    ex = extract(func)
+    problem = ex.problem
+    unplanned = simulate(problem, None).check().peak_bytes
+    target = parsed.resolve(unplanned) if parsed is not None else None
+    goal = target
+    for replans in range(_MAX_REPLANS + 1):
+        try:
+            schedule = solve(problem, goal, policy)
+        except InfeasibleBudget as err:
+            if goal != target:
+                break  # tightened past what can be met: reported below as a mismatch
+            raise InfeasibleBudgetError(
+                f"checkpoint: the budget of {target} bytes for '{func_name}' cannot be met: the least feasible "
+                f"budget is {err.least_feasible} bytes (parameters alone: {problem.pinned_bytes} bytes; "
+                f"unplanned peak: {unplanned} bytes)",
+                err.least_feasible,
+            ) from None
+        new_func = rewrite(ex, schedule.recompute)
+        planned = simulate(problem, schedule).check().peak_bytes
+        peak = _measure(mod, func_name, new_func, planned)
+        if target is None or peak <= target or policy != "budget":
+            break
+        # The program peaks higher than its plan said: plan for less by the difference, a few times.
+        goal -= peak - target
+    if target is not None and policy == "budget" and peak > target:
+        raise PassError(
+            f"checkpoint: no plan for '{func_name}' fits {target} bytes by the memory model (the planned "
+            f"schedule peaks at {peak} bytes after {replans} re-plans); no plan returned"
+        )
+    report = _report(ex, schedule, func_name, policy, target, unplanned, peak, replans)
+    return (mod if new_func is func else mod.with_function(func_name, new_func)), report
+
+
+def _measure(mod: IRModule, func_name: str, new_func: Function, planned: int) -> int:
+    """The rewritten function's peak by the exact static memory model (what the executor will measure)."""
+    return peak_memory(mod.with_function(func_name, new_func), func_name)
+
+
+def _report(ex, schedule: Schedule, func_name, policy, target, unplanned, peak, replans) -> PlanReport:
+    p = ex.problem
+    recomputed: set[int] = set()
+    chosen = []
+    extra = extra_mm = 0.0
+    count = 0
+    for t, group in enumerate(schedule.recompute):
+        if not group:
+            continue
+        chosen.append((p.names[t], tuple(p.names[v] for v in group)))
+        for v in group:
+            recomputed.add(v)
+            count += 1
+            extra += p.costs[v]
+            if p.kinds[v] in ("matmul", "conv"):
+                extra_mm += p.costs[v]
+    own = [i for i in range(p.n) if p.sizes[i] > 0]
+    kept = sum(1 for i in own if i not in recomputed)
+    return PlanReport(
+        function=func_name,
+        policy=policy,
+        budget=target,
+        unplanned_peak=unplanned,
+        predicted_peak=peak,
+        kept=kept,
+        recomputed=len(recomputed),
+        recomputations=count,
+        extra_cost=extra,
+        base_cost=float(sum(p.costs)),
+        extra_matmul_cost=extra_mm,
+        chosen=tuple(chosen),
+        replans=replans,
+    )

@@ -1,0 +1,59 @@
+"""The plan report: what the checkpoint pass kept and recomputed, at what cost, for which peak."""
+
+from __future__ import annotations
+
+import attrs
+
+from retrograd.ir.text import human_bytes
+
+
+@attrs.frozen
+class PlanReport:
+    """One checkpoint plan.
+
+    kept: values with a buffer of their own that are never recomputed; recomputed: distinct values
+    recomputed at least once; recomputations: bindings added (a value may be recomputed more than once);
+    extra_cost / base_cost: FLOPs-like cost of the recomputations / of the function as written;
+    extra_matmul_cost: the part of extra_cost spent in matmul and conv; unplanned_peak: the function's peak
+    before planning; predicted_peak: the memory model's peak of the rewritten function; chosen: per
+    stage, (stage binding, recomputed bindings) where recomputation happens.
+    """
+
+    function: str
+    policy: str
+    budget: int | None
+    unplanned_peak: int
+    predicted_peak: int
+    kept: int
+    recomputed: int
+    recomputations: int
+    extra_cost: float
+    base_cost: float
+    extra_matmul_cost: float
+    chosen: tuple = ()
+    replans: int = 0
+
+    def summary(self) -> str:
+        share = f" (+{self.extra_cost / self.base_cost * 100:.1f}%)" if self.base_cost else ""
+        budget = _bytes(self.budget) if self.budget is not None else "none"
+        return (
+            f"checkpoint {self.function} [{self.policy}]: kept {self.kept}, recomputed {self.recomputed} "
+            f"({self.recomputations} bindings), extra FLOPs {self.extra_cost:.4g}{share}, "
+            f"predicted peak {_bytes(self.predicted_peak)} vs budget {budget}, unplanned {_bytes(self.unplanned_peak)}"
+        )
+
+    def details(self) -> str:
+        """The summary, then one line per stage with recomputations."""
+        lines = [self.summary()]
+        for stage, names in self.chosen:
+            lines.append(f"  before {stage}: recompute {', '.join(names)}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+
+def _bytes(n: int) -> str:
+    """'901120 B (880.0 KiB)'; small counts once."""
+    text = human_bytes(n)
+    return f"{n} B" if text == f"{n} B" else f"{n} B ({text})"

@@ -1,0 +1,155 @@
+"""Schedule -> Function: recomputations emitted right before the stage that needs them, behind markers.
+
+A recomputation group (the nodes recomputed before one stage) reads each of its inputs through a fresh
+`R.grad.start_checkpoint(v)` and hands each value needed later out through `R.grad.end_checkpoint(v_cp)`.
+The markers are identities at run time (the same object, no bytes), but they make every recomputed call
+read variables no other binding reads, so CSE cannot merge a recomputation with the original and undo
+the plan (the role of JAX's optimization_barrier, played here by TVM's own checkpoint markers).
+Recomputed values are named `<v>_cp` (TVM's naming); later uses read the latest instance.
+"""
+
+from __future__ import annotations
+
+from retrograd.ir.block import DataflowBlock, VarBinding
+from retrograd.ir.builder import BlockBuilder
+from retrograd.ir.expr import Call, DataflowVar, Function, SeqExpr, Tuple, Var
+from retrograd.ir.struct_info import TupleStructInfo
+from retrograd.ops.registry import get as get_op
+from retrograd.passes.checkpoint.extract import Extraction
+from retrograd.passes.checkpoint.problem import Schedule
+from retrograd.passes.checkpoint.simulate import events
+from retrograd.ir.analysis import read_vars
+from retrograd.ir.copy import copy_expr
+
+_START = get_op("relax.grad.start_checkpoint")
+_END = get_op("relax.grad.end_checkpoint")
+
+
+def rewrite(ex: Extraction, recompute) -> Function:
+    """The function with `recompute[t]` (node ids, in order) recomputed just before stage t."""
+    func = ex.func
+    if not any(recompute):
+        return func
+    problem = ex.problem
+    latest: dict[int, Var] = {i: var for var, i in ex.node_of.items()}
+    ev = events(problem, Schedule(tuple(recompute)))
+    if isinstance(ev, str):
+        raise ValueError(f"invalid schedule: {ev}")
+    nodes, stages, _, last_use = ev
+    stage_event = [0] * len(ex.bindings)
+    for e, (v, t) in enumerate(zip(nodes, stages)):
+        if v == t:
+            stage_event[t] = e
+    # exits[t]: recomputed nodes whose new instance is read at or after stage t (it leaves the group).
+    exits: list[set] = [set() for _ in ex.bindings]
+    for e, (v, t) in enumerate(zip(nodes, stages)):
+        if v != t and last_use[e] >= stage_event[t]:
+            exits[t].add(v)
+    dataflow = [isinstance(blk, DataflowBlock) for blk in func.body.blocks]
+    emitted: list[list[VarBinding]] = [[] for _ in func.body.blocks]
+
+    def expr_of(struct, node_var):
+        if isinstance(struct, int):
+            return node_var(struct)
+        if isinstance(struct, tuple):
+            fields = tuple(expr_of(s, node_var) for s in struct)
+            return Tuple(fields, TupleStructInfo(tuple(f.struct_info for f in fields)))
+        return struct  # a parameter or a leaf
+
+    def struct_of(var):
+        node = ex.node_of.get(var)
+        if node is not None:
+            return node
+        return ex.expand.get(var, var)
+
+    def substituted(value, node_var, param_var=None):
+        read: list = []
+        read_vars(value, read)
+        vmap = {}
+        for v in read:
+            s = struct_of(v)
+            if param_var is not None and s is v:
+                vmap[v] = param_var(v)
+            else:
+                vmap[v] = expr_of(s, node_var)
+        return copy_expr(value, vmap)
+
+    def new_var(name, sinfo, bi):
+        return (DataflowVar if dataflow[bi] else Var)(name, sinfo)
+
+    for t, binding in enumerate(ex.bindings):
+        bi = ex.block_of[t]
+        out = emitted[bi]
+        group = recompute[t] if t < len(recompute) else ()
+        if group:
+            fresh: dict[int, Var] = {}
+            marked: dict = {}
+
+            def mark(key, src):
+                var = marked.get(key)
+                if var is None:
+                    var = marked[key] = new_var(f"{src.name_hint}_ckin", src.struct_info, bi)
+                    out.append(VarBinding(var, Call(_START, (src,), {}, src.struct_info)))
+                return var
+
+            def group_input(u):
+                return fresh[u] if u in fresh else mark(u, latest[u])
+
+            for v in group:
+                b = ex.bindings[v]
+                value = substituted(b.value, group_input, lambda p: mark(p, p))
+                var = new_var(f"{b.var.name_hint}_cp", b.var.struct_info, bi)
+                out.append(VarBinding(var, value, span=b.span))
+                fresh[v] = var
+            for v in group:
+                if v in exits[t]:
+                    cp = fresh[v]
+                    var = new_var(f"{ex.bindings[v].var.name_hint}_ckout", cp.struct_info, bi)
+                    out.append(VarBinding(var, Call(_END, (cp,), {}, cp.struct_info)))
+                    latest[v] = var
+        if t in ex.transparent:
+            value = expr_of(struct_of(binding.var), latest.__getitem__)
+        else:
+            value = substituted(binding.value, latest.__getitem__)
+        out.append(binding if value is binding.value else VarBinding(binding.var, value, span=binding.span))
+    body = substituted(func.body.body, latest.__getitem__)
+    return _assemble(func, emitted, body)
+
+
+def _assemble(func: Function, emitted, body) -> Function:
+    """Blocks as in `func`; a DataflowVar read outside its block becomes a Var (an output of the block)."""
+    home: dict = {}
+    promote: dict = {}
+    for bi, bindings in enumerate(emitted):
+        for b in bindings:
+            read: list = []
+            read_vars(b.value, read)
+            for v in read:
+                if isinstance(v, DataflowVar) and home.get(v, bi) != bi:
+                    promote[v] = None
+            home[b.var] = bi
+    read = []
+    read_vars(body, read)
+    promote.update((v, None) for v in read if isinstance(v, DataflowVar))
+    if promote:
+        vmap = {v: Var(v.name_hint, v.struct_info, span=v.span) for v in promote}
+        emitted = [
+            [VarBinding(vmap.get(b.var, b.var), copy_expr(b.value, vmap), span=b.span) for b in bindings]
+            for bindings in emitted
+        ]
+        body = copy_expr(body, vmap)
+    bb = BlockBuilder()
+    bb.begin_scope()
+    for blk, bindings in zip(func.body.blocks, emitted):
+        bb.begin_block(dataflow=isinstance(blk, DataflowBlock))
+        for b in bindings:
+            bb.emit_binding(b)
+        bb.end_block()
+    seq = bb.end_scope(body)
+    seq = SeqExpr(seq.blocks, seq.body, func.body.struct_info, span=func.body.span)
+    return Function(
+        func.params, seq, func.ret_struct_info, func.is_pure, func.private, dict(func.attrs), span=func.span
+    )
+
+
+__all__ = ["rewrite"]

@@ -1,0 +1,145 @@
+"""The checkpoint pass: budgets in every form, the pipeline, errors, the plan report, the command line."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from checkpoint_helpers import adjoint_module, bitwise_equal, inputs_for, models, run
+
+import retrograd
+from retrograd.cli import main as cli_main
+from retrograd.errors import PassError
+from retrograd.passes import Checkpoint, PlanReport, parse_pipeline, plan_checkpoint
+from retrograd.passes.checkpoint.budget import Budget, parse_budget
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        (917504, Budget(nbytes=917504)),
+        ("917504", Budget(nbytes=917504)),
+        ("40%", Budget(fraction=0.4)),
+        ("12.5%", Budget(fraction=0.125)),
+        ("12MiB", Budget(nbytes=12 * 2**20)),
+        ("1.5GB", Budget(nbytes=1_500_000_000)),
+        ("64KiB", Budget(nbytes=65536)),
+        ("2kb", Budget(nbytes=2000)),
+        ("3M", Budget(nbytes=3 * 2**20)),
+        ("100B", Budget(nbytes=100)),
+        (None, None),
+    ],
+)
+def test_budget_forms(text, expected):
+    assert parse_budget(text) == expected
+
+
+@pytest.mark.parametrize("bad", ["12XB", "0%", "150%", "-5", "1.5", "abc", "", 0, -3, 2.5, True])
+def test_bad_budgets_are_clear_errors(bad):
+    with pytest.raises(ValueError, match="budget"):
+        parse_budget(bad)
+
+
+def test_fraction_resolves_against_the_unplanned_peak():
+    assert Budget(fraction=0.4).resolve(1000) == 400
+    assert Budget(nbytes=77).resolve(1000) == 77
+
+
+@pytest.mark.parametrize("budget", ["917504", "100%", "12MiB", "1.5GB", "1MB"])
+def test_pipeline_accepts_every_budget_form(budget):
+    mod = retrograd.parse(models.chain_text(16, width=8, batch=4))
+    pipeline = parse_pipeline(f"gradient(func=main), checkpoint(func=main_adjoint, budget={budget})")
+    out = pipeline(mod)
+    report = pipeline.passes[1].last_report
+    assert isinstance(report, PlanReport)
+    assert report.predicted_peak <= report.budget
+    _, peak = run(out, "main_adjoint", inputs_for(out["main_adjoint"]))
+    assert peak <= report.budget
+
+
+@pytest.mark.parametrize(
+    "option, message",
+    [
+        ("budget=12XB", "cannot read the budget '12XB'"),
+        ("budget=0%", "in percent"),
+        ("policy=fast", "unknown policy 'fast'"),
+    ],
+)
+def test_pipeline_errors_point_at_the_option(option, message):
+    text = f"gradient(func=main), checkpoint(func=main_adjoint, {option})"
+    with pytest.raises(PassError, match=re.escape(message)) as info:
+        parse_pipeline(text)
+    span = info.value.span
+    assert text[span.col - 1 : span.end_col - 1] == option
+
+
+def test_unknown_function():
+    mod = retrograd.parse(models.chain_text(3, width=4, batch=2))
+    with pytest.raises(PassError, match="no function 'nope'"):
+        Checkpoint("nope", budget="50%")(mod)
+
+
+def test_infeasible_budget_states_the_least_feasible_one():
+    mod = adjoint_module(models.chain_text(16, width=8, batch=4))
+    act = 8 * 4 * 4
+    with pytest.raises(PassError, match=r"least feasible budget is (\d+) bytes") as info:
+        plan_checkpoint(mod, "main_adjoint", act)
+    least = int(re.search(r"least feasible budget is (\d+) bytes", str(info.value)).group(1))
+    # The stated budget can be met, and one byte less cannot.
+    new_mod, report = plan_checkpoint(mod, "main_adjoint", least)
+    assert report.predicted_peak <= least
+    _, peak = run(new_mod, "main_adjoint", inputs_for(mod["main_adjoint"]))
+    assert peak <= least
+    with pytest.raises(PassError, match="least feasible"):
+        plan_checkpoint(mod, "main_adjoint", least - 1)
+
+
+def test_report_and_input_not_mutated():
+    mod = adjoint_module(models.chain_text(16, width=8, batch=4))
+    before = mod.script()
+    new_mod, report = plan_checkpoint(mod, "main_adjoint", "100%")
+    assert mod.script() == before
+    assert report.function == "main_adjoint" and report.policy == "budget"
+    summary = report.summary()
+    for word in ("kept", "recomputed", "extra FLOPs", "predicted peak", "budget"):
+        assert word in summary
+    assert "\n" not in summary
+    args = inputs_for(mod["main_adjoint"])
+    out, peak = run(new_mod, "main_adjoint", args)
+    ref, full = run(mod, "main_adjoint", args)
+    assert report.unplanned_peak == full and peak <= report.budget and bitwise_equal(out, ref)
+
+
+def test_cli_plan_report_and_run_peak(tmp_path, capsys):
+    path = tmp_path / "chain.py"
+    path.write_text(models.chain_text(16, width=8, batch=4))
+    pipe = "gradient(func=main), checkpoint(func=main_adjoint, budget=100%)"
+    out_path = tmp_path / "planned.py"
+    assert cli_main(["opt", str(path), "-p", pipe, "--plan-report", "-o", str(out_path)]) == 0
+    err = capsys.readouterr().err
+    assert "checkpoint main_adjoint" in err and "predicted peak" in err
+    assert cli_main(["run", str(out_path), "--func", "main_adjoint", "--profile"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"peak live bytes: \d+", out)
+
+
+def test_a_model_mismatch_is_replanned_or_refused(monkeypatch):
+    from retrograd.passes.checkpoint import pass_ as pass_module
+
+    mod = adjoint_module(models.chain_text(16, width=8, batch=4))
+    _, full = run(mod, "main_adjoint", inputs_for(mod["main_adjoint"]))
+    seen = []
+
+    def pessimistic(mod_, name, func, planned):
+        seen.append(planned)
+        return planned + 256  # the program "peaks" two activations above its plan
+
+    monkeypatch.setattr(pass_module, "_measure", pessimistic)
+    budget = full - 128
+    try:
+        _, report = plan_checkpoint(mod, "main_adjoint", budget)
+    except PassError as err:
+        assert "no plan" in str(err) or "least feasible" in str(err)
+    else:
+        assert report.predicted_peak <= budget and report.replans >= 1
+    assert len(seen) >= 1
