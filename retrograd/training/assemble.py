@@ -31,8 +31,8 @@ def setup_trainer(mod: IRModule, loss: Loss | None, optimizer: Optimizer, checkp
     `sparse` names embedding tables read only by `take(table, indices, axis=0)`: their gradients are
     (indices, rows) pairs, and plain SGD updates only those rows.
     `train_step(inputs..., params..., targets..., state...) -> (loss, (new params), (new state))`
-    is forward, backward and update in one function; `checkpoint` (a budget for the checkpoint pass)
-    lets it recompute values instead of keeping them. The input module is not changed.
+    is forward, backward and update in one function; `checkpoint` (a budget for the checkpoint pass, or
+    True to let its policy choose) lets it recompute values instead of keeping them (static shapes only). The input module is not changed.
     """
     name = _backbone_name(mod, func)
     backbone = mod[name]
@@ -90,7 +90,7 @@ def _checkpointed(mod: IRModule, budget) -> IRModule:
         from retrograd.passes import Checkpoint
     except ImportError:
         raise TrainingError("checkpoint=: the checkpoint pass is not available in this version of retrograd") from None
-    return Checkpoint("train_step", budget=budget)(mod)
+    return Checkpoint("train_step", budget=None if budget is True else budget)(mod)
 
 
 def _backbone_name(mod: IRModule, func: str | None) -> str:
