@@ -205,14 +205,21 @@ def check_gradients(
     def objective() -> float:
         return _dot(_target(forward(*args), target_index), cot)
 
+    grads = tuple(grads)
+    if len(grads) != len(required):
+        raise ValueError(f"the adjoint returned {len(grads)} gradient(s) for {len(required)} required input(s)")
     for grad, k in zip(grads, required):
         param = func.params[k]
         leaves: list = []
         _leaves(args[k], param.struct_info, param.name_hint, leaves)
         grad_leaves: list = []
         _leaves(grad, param.struct_info, param.name_hint, grad_leaves)
+        if len(grad_leaves) != len(leaves):
+            raise ValueError(f"the gradient of '{param.name_hint}' has {len(grad_leaves)} float field(s), the input {len(leaves)}")
         for (name, arr), (_, g) in zip(leaves, grad_leaves):
             g = np.asarray(g, dtype=np.float64)
+            if g.shape != arr.shape:
+                raise ValueError(f"the gradient of {name} has shape {g.shape}, the input {arr.shape}")
             flat = arr.reshape(-1)  # a view: perturbing it perturbs the input
             coords = np.arange(flat.size)
             if max_coords is not None and flat.size > max_coords:
@@ -240,7 +247,8 @@ def check_gradients(
             max_abs, max_rel = max(max_abs, abs_err), max(max_rel, rel_err)
     ratio, name, index, analytic, numeric = worst
     return GradientCheckReport(
-        ok=name is None or bool(ratio <= 1.0),
+        # Nothing checked is not a pass: a check that compared no element cannot vouch for anything.
+        ok=checked > 0 and bool(ratio <= 1.0),
         worst_input=name,
         worst_index=None if index is None else tuple(int(i) for i in index),
         analytic=analytic,

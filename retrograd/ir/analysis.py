@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from retrograd.ir.block import DataflowBlock
-from retrograd.ir.expr import Call, DataflowVar, Expr, Function, If, SeqExpr, Tuple, TupleGetItem, Var
+from retrograd.ir.expr import Call, DataflowVar, Expr, Function, GlobalVar, If, SeqExpr, Tuple, TupleGetItem, Var
 
 
 def read_vars(expr: Expr, out: list) -> None:
@@ -92,3 +92,29 @@ def is_dataflow_block(block) -> bool:
 
 def is_dataflow_var(var) -> bool:
     return isinstance(var, DataflowVar)
+
+
+def called_functions(func: Function) -> set:
+    """Names of module functions a function refers to (calls, or GlobalVars passed as values)."""
+    names: set = set()
+    stack = [func.body]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, GlobalVar):
+            names.add(e.name_hint)
+        elif isinstance(e, SeqExpr):
+            stack.append(e.body)
+            for block in e.blocks:
+                stack.extend(b.value for b in block.bindings)
+        elif isinstance(e, Call):
+            stack.append(e.op)
+            stack.extend(e.args)
+        elif isinstance(e, If):
+            stack.extend((e.true_branch, e.false_branch))
+        elif isinstance(e, Function):
+            stack.append(e.body)
+        elif hasattr(e, "fields"):
+            stack.extend(e.fields)
+        elif hasattr(e, "tuple_value"):
+            stack.append(e.tuple_value)
+    return names

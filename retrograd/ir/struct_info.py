@@ -58,6 +58,9 @@ class TensorStructInfo(StructInfo):
     def __attrs_post_init__(self):
         if self.shape is not None and self.ndim != len(self.shape):
             object.__setattr__(self, "ndim", len(self.shape))
+        elif self.shape is None and self.ndim == 0:
+            # A 0-d tensor's shape is always (): full reductions of unknown-shape tensors are scalars.
+            object.__setattr__(self, "shape", ())
 
     @property
     def is_static(self) -> bool:

@@ -162,12 +162,24 @@ power = register(
     ("x1", "x2"),
     infer=_infer_binary(None),
     kernel=_power,
-    # d/dx2 uses log(x1): NaN where x1 <= 0, as in TVM and PyTorch; no guard.
-    grad=lambda c, o, g: [
-        R.multiply(R.multiply(g, c.args[1]), R.power(c.args[0], R.subtract(c.args[1], scalar(1, c.args[1])))),
-        R.multiply(R.multiply(g, o), R.log(c.args[0])),
-    ],
+    grad=lambda c, o, g: _power_grad(c.args[0], c.args[1], o, g),
 )
+
+
+def _power_grad(x1, x2, out, g):
+    """PyTorch's convention (pow_backward_self / pow_backward_exponent), which finite differences share:
+    where x2 == 0 the base gets 0 (not 0 * x1 ** -1 = nan at x1 = 0); where x1 == 0 and x2 >= 0
+    the exponent gets 0 (x1 ** x2 is constant 0 or 1 there), not out * log(0) = 0 * -inf = nan.
+    Elsewhere log(x1) is NaN for x1 < 0, as in TVM and PyTorch. The guards replace the operands
+    (never the products), so no inf or NaN is computed and masked."""
+    zero2 = R.equal(x2, scalar(0, x2))
+    base_exp = R.subtract(R.where(zero2, scalar(1, x2), x2), scalar(1, x2))
+    dx1 = R.multiply(R.multiply(g, x2), R.power(x1, base_exp))
+    flat = R.logical_and(R.equal(x1, scalar(0, x1)), R.greater_equal(x2, scalar(0, x2)))
+    dx2 = R.multiply(R.multiply(g, out), R.log(R.where(flat, scalar(1, x1), x1)))
+    return [dx1, dx2]
+
+
 maximum = _binary("maximum", np.maximum, _max_min_grad("greater_equal"), inplace=True)
 minimum = _binary("minimum", np.minimum, _max_min_grad("less_equal"), inplace=True)
 equal = _binary("equal", np.equal, out_dtype="bool")

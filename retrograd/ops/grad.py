@@ -266,4 +266,10 @@ take_backward = register(
     grad=_take_backward_grad,
     # TVM prints mode="" but its parser rejects the keyword: leave it out so our text loads in TVM.
     print_omit={"mode": ""},
+    # "" (TVM's unset mode) is take's default: the two spellings are one attribute value.
+    canonicalize=lambda a: {**a, "mode": ""} if a.get("mode") == "fast" else a,
+    tvm_note=lambda a: (
+        f'R.grad.take_backward(mode="{a["mode"]}") has no TVM spelling (TVM\'s take_backward has no mode: it is take\'s "fast")'
+        if a.get("mode") else None
+    ),
 )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from retrograd.errors import GradientError
-from retrograd.ir.expr import Tuple, shape_expr
+from retrograd.ir.expr import Constant, Expr, PrimValue, Tuple, shape_expr
 from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
@@ -19,6 +19,7 @@ from retrograd.ops.elementwise import scalar
 from retrograd.ops.kernels import index as index_kernels
 from retrograd.ops.reduce import axes_of
 from retrograd.ops.registry import Attr, InferCtx, register
+from retrograd.ops.runtime_dims import axis_positions
 from retrograd.ops.shape_utils import broadcast_shapes, same_dtype
 
 
@@ -64,7 +65,7 @@ def _strided_slice_grad(call, out, g):
     x = call.args[0]
     xs, os_ = x.struct_info.shape, out.struct_info.shape
     if xs is None or os_ is None:
-        raise GradientError("R.strided_slice: the gradient needs known shapes", call.span)
+        return [_strided_slice_grad_dynamic(call, g)]
     dtype = x.struct_info.dtype
     strides = call.attrs["strides"] or (1,) * len(call.attrs["axes"])
     shape = list(os_)
@@ -103,6 +104,25 @@ def _strided_slice_grad(call, out, g):
         g = R.concat(Tuple(parts), axis=a) if len(parts) > 1 else g
         shape[a] = n
     return [g]
+
+
+def _strided_slice_grad_dynamic(call, g):
+    """The same scatter for sizes known only at run time: per sliced axis (last first), the sliced
+    positions of that axis (a run-time arange sliced like x) index a take_backward into a template
+    shaped like x on the axes done and like the slice on the others."""
+    x = call.args[0]
+    ndim = x.struct_info.ndim
+    if ndim == -1:
+        raise GradientError("R.strided_slice: the gradient needs the rank of its input", call.span)
+    strides = call.attrs["strides"] or (1,) * len(call.attrs["axes"])
+    items = [(a % ndim, b, e, s) for a, b, e, s in zip(call.attrs["axes"], call.attrs["begin"], call.attrs["end"], strides)]
+    for k in range(len(items) - 1, -1, -1):
+        a, b, e, s = items[k]
+        rest = items[:k]
+        template = x if not rest else R.strided_slice(x, *(list(t) for t in zip(*rest)))
+        where = R.strided_slice(axis_positions(x, a), axes=[0], begin=[b], end=[e], strides=[s])
+        g = R.grad.take_backward(g, template, where, axis=a)
+    return g
 
 
 strided_slice = register(
@@ -144,9 +164,27 @@ def _infer_take(ctx: InferCtx) -> TensorStructInfo:
     return TensorStructInfo(x.shape[:axis] + idx.shape + x.shape[axis + 1 :], x.dtype)
 
 
+def in_range_indices(indices: Expr, size, mode: str) -> Expr | None:
+    """The indices take(mode=clip|wrap) really reads along an axis of `size`, as an expression (or None
+    when size is not a static positive int): with them, mode "fast" addresses the same elements."""
+    if mode not in ("clip", "wrap") or not isinstance(size, int) or size <= 0:
+        return None
+    if mode == "clip":
+        return R.clip(indices, PrimValue(0), PrimValue(size - 1))
+    dtype = indices.struct_info.dtype
+    return R.floor_mod(indices, Constant(np.array(size, dtype=dtype), TensorStructInfo((), dtype)))
+
+
 def _take_grad(call, out, g):
     x, idx = call.args
-    return [R.grad.take_backward(g, x, idx, axis=call.attrs["axis"], mode=call.attrs["mode"]), None]
+    axis, mode = call.attrs["axis"], call.attrs["mode"]
+    s = x.struct_info
+    size = s.shape[0 if axis is None else axis] if getattr(s, "shape", None) is not None else None
+    fixed = in_range_indices(idx, size, mode)
+    if fixed is not None:
+        # TVM's take_backward has no mode: clip/wrap become in-range indices, which it reads as they are.
+        idx, mode = fixed, "fast"
+    return [R.grad.take_backward(g, x, idx, axis=axis, mode=mode), None]
 
 
 take = register(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 
 from retrograd.errors import GradientError, KernelError
-from retrograd.ir.expr import Tuple
+from retrograd.ir.expr import Tuple, TupleGetItem
 from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, is_float_dtype
 from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
@@ -17,6 +17,7 @@ from retrograd.ops.create import np_dtype, shape_arg
 from retrograd.ops.elementwise import shape_of
 from retrograd.ops.reduce import axes_of
 from retrograd.ops.registry import Arg, Attr, InferCtx, register
+from retrograd.ops.runtime_dims import axis_length, axis_positions
 from retrograd.ops.shape_utils import dim_add, dims_product, from_monomial, monomial, same_dtype
 
 _SHAPE = Arg("shape", kind="shape")
@@ -119,12 +120,30 @@ def _concat_grad(call, out, g):
     for f in fields[:-1]:
         d = f.shape[axis] if f.shape is not None else None
         if not isinstance(d, int):
-            raise GradientError("R.concat: the gradient needs static sizes along the concat axis", call.span)
+            return [_concat_grad_dynamic(call, g, axis)]
         at_ += d
         indices.append(at_)
     if not indices:
         return [Tuple([g])]  # one tensor: no split (TVM types split(x, 1) as a tensor, not a tuple)
     return [R.split(g, indices_or_sections=indices, axis=axis)]
+
+
+def _concat_grad_dynamic(call, g, axis):
+    """Sizes known only at run time: part i of g is taken at the positions offset_i + arange(n_i), the
+    offset summing the run-time lengths of the parts before it."""
+    items = call.args[0]
+    n = len(items.struct_info.fields)
+    fields = items.fields if isinstance(items, Tuple) else [TupleGetItem(items, i) for i in range(n)]
+    if any(s.ndim == -1 for s in items.struct_info.fields):
+        raise GradientError("R.concat: the gradient needs the rank of its inputs", call.span)
+    a = axis % items.struct_info.fields[0].ndim
+    grads, offset = [], None
+    for f in fields:
+        where = axis_positions(f, a) if offset is None else R.add(axis_positions(f, a), offset)
+        grads.append(R.take(g, where, axis=a))
+        length = axis_length(f, a)
+        offset = length if offset is None else R.add(offset, length)
+    return Tuple(grads)
 
 
 def _to_sections(v):

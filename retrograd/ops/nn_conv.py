@@ -10,6 +10,7 @@ from retrograd.ops.api import R
 from retrograd.ops.kernels import conv as conv_kernels
 from retrograd.ops.nn_shape import check_4d, from_layout, to_layout, transposed_size, window_count
 from retrograd.ops.registry import Attr, InferCtx, register
+from retrograd.ops.runtime_dims import axis_positions
 from retrograd.ops.shape_utils import dim_mul, same_dtype
 
 _PAIR = at.at_least(at.fixed_ints(2), 1)
@@ -117,11 +118,11 @@ def _infer_conv2d_transpose(ctx: InferCtx) -> TensorStructInfo:
 # -- gradients -------------------------------------------------------------------------------
 
 
-def static_dims(call, expr, what: str, layout: str, canonical: str) -> tuple:
-    """The shape of `expr` (laid out as `layout`) in `canonical` order; only a batch dim (N) may be symbolic."""
+def static_dims(call, expr, what: str, layout: str, canonical: str, free: str = "N") -> tuple:
+    """The shape of `expr` (laid out as `layout`) in `canonical` order; only dims named in `free` may be symbolic."""
     s = expr.struct_info
     dims = from_layout(s.shape, layout, canonical) if isinstance(s, TensorStructInfo) and s.shape is not None else None
-    if dims is None or not all(isinstance(d, int) for c, d in zip(canonical, dims) if c != "N"):
+    if dims is None or not all(isinstance(d, int) for c, d in zip(canonical, dims) if c not in free):
         raise GradientError(
             f"{call.op.script_name}: the gradient needs static channel and spatial dims for {what}, got {s}", call.span
         )
@@ -149,8 +150,12 @@ def weight_grad(data, data_shape, out_grad, kernel_hw, strides, padding, dilatio
         data = R.reshape(data, shape_expr((n, groups, cg, h, w)))
         data = R.permute_dims(data, axes=[1, 0, 2, 3, 4])
         data = R.reshape(data, shape_expr((dim_mul(groups, n), cg, h, w)))
-    unread_h = (h + pt + pb - dh * (kh - 1) - 1) % sh
-    unread_w = (w + pl + pr - dw * (kw - 1) - 1) % sw
+    if not (isinstance(h, int) and isinstance(w, int)):
+        # Rows the forward never read are unknown until run time: keep the padding, crop to the kernel.
+        unread_h, unread_w = pb + 1, pr + 1
+    else:
+        unread_h = (h + pt + pb - dh * (kh - 1) - 1) % sh
+        unread_w = (w + pl + pr - dw * (kw - 1) - 1) % sw
     pb2, pr2 = (pb - unread_h if unread_h <= pb else pb), (pr - unread_w if unread_w <= pr else pr)
     dw_ = R.nn.conv2d(
         data,
@@ -168,16 +173,17 @@ def weight_grad(data, data_shape, out_grad, kernel_hw, strides, padding, dilatio
     return dw_
 
 
-def _conv_grad(core, kernel_order: str):
-    """A rule that brings data, weight and g to NCHW / kernel_order, applies `core`, and permutes back."""
+def _conv_grad(core, kernel_order: str, free: str = "N"):
+    """A rule that brings data, weight and g to NCHW / kernel_order, applies `core`, and permutes back.
+    Dims of data and result named in `free` may be symbolic (the core then handles them)."""
 
     def rule(call, out, g):
         a = call.attrs
         data, weight = call.args
         shapes = (
-            static_dims(call, data, "the data", a["data_layout"], "NCHW"),
+            static_dims(call, data, "the data", a["data_layout"], "NCHW", free),
             static_dims(call, weight, "the weight", a["kernel_layout"], kernel_order),
-            static_dims(call, out, "the result", a["out_layout"], "NCHW"),
+            static_dims(call, out, "the result", a["out_layout"], "NCHW", free),
         )
         if out.struct_info.dtype != data.struct_info.dtype:  # out_dtype: differentiate in the data's dtype
             g = R.astype(g, data.struct_info.dtype)
@@ -195,17 +201,25 @@ def _conv2d_grad_core(x, w, g, x_shape, w_shape, y_shape, a):
     # weight: weight_grad (a convolution of the data with g).
     (_, _, h, wd), (_, _, kh, kw), (_, _, oh, ow) = x_shape, w_shape, y_shape
     (sh, sw), (dh, dw), (pt, pl, pb, pr) = a["strides"], a["dilation"], a["padding"]
-    covered_h = (oh - 1) * sh - pt - pb + dh * (kh - 1) + 1
-    covered_w = (ow - 1) * sw - pl - pr + dw * (kw - 1) + 1
+    # A symbolic spatial dim: pad by stride - 1 (the most rows the strides can drop), then keep the
+    # input's rows, counted at run time; the extra rows hold no gradient (the forward never read them).
+    dynamic = [not (isinstance(n, int) and isinstance(o, int)) for n, o in ((h, oh), (wd, ow))]
+    pads = [
+        s - 1 if dyn else n - ((o - 1) * s - p0 - p1 + d * (k - 1) + 1)
+        for dyn, n, o, s, p0, p1, d, k in ((dynamic[0], h, oh, sh, pt, pb, dh, kh), (dynamic[1], wd, ow, sw, pl, pr, dw, kw))
+    ]
     dx = R.nn.conv2d_transpose(
         g,
         w,
         strides=a["strides"],
         padding=a["padding"],
-        output_padding=(h - covered_h, wd - covered_w),
+        output_padding=tuple(pads),
         dilation=a["dilation"],
         groups=a["groups"],
     )
+    for axis, dyn in ((2, dynamic[0]), (3, dynamic[1])):
+        if dyn:
+            dx = R.take(dx, axis_positions(x, axis), axis=axis)
     return dx, weight_grad(x, x_shape, g, (kh, kw), a["strides"], a["padding"], a["dilation"], a["groups"])
 
 
@@ -224,7 +238,7 @@ conv2d = register(
     CONV2D_ATTRS,
     infer=_infer_conv2d,
     kernel=conv_kernels.conv2d,
-    grad=_conv_grad(_conv2d_grad_core, "OIHW"),
+    grad=_conv_grad(_conv2d_grad_core, "OIHW", free="NHW"),
     canonicalize=canonical_conv_attrs,
 )
 conv2d_transpose = register(

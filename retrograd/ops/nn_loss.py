@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from retrograd.errors import GradientError
 from retrograd.ir.expr import const
 from retrograd.ir.struct_info import TensorStructInfo, is_int_dtype
 from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
 from retrograd.ops.kernels import activation as act_kernels
 from retrograd.ops.kernels import loss as loss_kernels
+from retrograd.ops.indexing import in_range_indices
 from retrograd.ops.registry import Arg, Attr, InferCtx, register
+from retrograd.ops.runtime_dims import axis_length
 from retrograd.ops.shape_utils import same_dtype
 
 NLL_ATTRS = (
@@ -67,10 +68,33 @@ def _nll_loss_infer(ctx: InferCtx) -> TensorStructInfo:
 
 
 def _nll_loss_grad(call, out, g):
-    # The explicit backward op (as TVM): -w[t] * g at each target class. Targets are indices; class
-    # weights are treated as constants, as in TVM and PyTorch.
+    # Predictions: the explicit backward op (as TVM), -w[t] * g at each target class. Targets are
+    # indices. Class weights get their true gradient (PyTorch and TVM treat them as constants).
     predictions, targets, *weights = call.args
-    return [R.grad.nll_loss_backward(g, predictions, targets, *weights, **call.attrs), None] + [None] * len(weights)
+    dpred = R.grad.nll_loss_backward(g, predictions, targets, *weights, **call.attrs)
+    return [dpred, None] + ([_nll_weight_grad(call, out, g)] if weights else [])
+
+
+def _nll_weight_grad(call, out, g):
+    """d loss / d w[c] = sum over entries i with target c of coef_i, scattered by take_backward, with
+    l_i = -p[i, t_i] (0 where ignored): coef_i = g * l_i for sum and none; for mean, loss = A / B with
+    B = sum of w[t_i] over valid entries, so coef_i = g * (l_i - loss * valid_i) / B."""
+    pred, targets, w = call.args
+    reduction, ignore = call.attrs["reduction"], call.attrs["ignore_index"]
+    per_entry = R.nn.nll_loss(pred, targets, reduction="none", ignore_index=ignore)
+    if reduction == "mean":
+        ones = R.ones_like(pred)
+        valid = R.negative(R.nn.nll_loss(ones, targets, reduction="none", ignore_index=ignore))
+        total = R.negative(R.nn.nll_loss(ones, targets, w, reduction="sum", ignore_index=ignore))
+        coef = R.divide(R.multiply(g, R.subtract(per_entry, R.multiply(out, valid))), total)
+    else:
+        coef = R.multiply(g, per_entry)
+    # Ignored entries have coef 0; clipping only keeps their (maybe out-of-range) class readable.
+    shape = w.struct_info.shape
+    rows = in_range_indices(targets, shape[0] if shape is not None else None, "clip")
+    if rows is None:
+        return R.grad.take_backward(coef, w, targets, axis=0, mode="clip")
+    return R.grad.take_backward(coef, w, rows, axis=0)
 
 
 nll_loss = register(
@@ -102,12 +126,10 @@ def _cross_entropy_grad(call, out, g):
     x, y = call.args
     if x.struct_info.ndim > 1:
         n = x.struct_info.shape[0] if x.struct_info.shape is not None else None
-        if not isinstance(n, int):
-            raise GradientError(
-                "R.nn.cross_entropy_with_logits: the gradient needs a static batch size, got "
-                f"{x.struct_info.shape}", call.span
-            )
-        g = R.divide(g, const(n, out.struct_info.dtype))
+        dtype = out.struct_info.dtype
+        # A symbolic batch size is counted at run time.
+        count = const(n, dtype) if isinstance(n, int) else R.astype(axis_length(x, 0), dtype)
+        g = R.divide(g, count)
     ng = R.negative(g)
     return [R.multiply(ng, y), R.multiply(ng, x)]
 

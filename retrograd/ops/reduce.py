@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from retrograd.errors import KernelError
+from retrograd.errors import GradientError, KernelError
 from retrograd.ir.expr import Expr
 from retrograd.ir.struct_info import TensorStructInfo, is_int_dtype
 from retrograd.ops.api import R
@@ -116,9 +116,18 @@ def _cumsum(x, axis=None, dtype=None, exclusive=False):
 def _reduced_axes(call) -> tuple[int, ...]:
     ndim = call.args[0].struct_info.ndim
     axis = call.attrs["axis"]
+    if ndim == -1 and (axis is None or any(a < 0 for a in axis)):
+        raise GradientError(
+            f"the gradient of {call.op.name} needs the rank of its input to place axis {axis}", getattr(call, "span", None)
+        )
     if axis is None:
         return tuple(range(ndim))
     return tuple(a % ndim for a in axis)
+
+
+def reduced_axes_attr(call) -> list[int] | None:
+    """The reduced axes as an axis attribute: None (all) for a full reduction, whatever the rank."""
+    return None if call.attrs["axis"] is None else list(_reduced_axes(call))
 
 
 def _keep(call, v: Expr) -> Expr:
@@ -140,11 +149,11 @@ def broadcast_like(v: Expr, x: Expr) -> Expr:
 def _count(call) -> Expr:
     """The number of reduced elements: a constant, or a computed tensor when dims are symbolic."""
     x = call.args[0]
-    axes = _reduced_axes(call)
-    dims = [x.struct_info.shape[a] for a in axes] if x.struct_info.shape is not None else None
-    if dims is not None and all(isinstance(d, int) for d in dims):
-        return scalar(float(math.prod(dims)), x)
-    return R.sum(R.ones_like(x), axis=list(axes), keepdims=True)
+    if x.struct_info.shape is not None:
+        dims = [x.struct_info.shape[a] for a in _reduced_axes(call)]
+        if all(isinstance(d, int) for d in dims):
+            return scalar(float(math.prod(dims)), x)
+    return R.sum(R.ones_like(x), axis=reduced_axes_attr(call), keepdims=True)
 
 
 def _sum_grad(call, out, g):
@@ -157,7 +166,7 @@ def _mean_grad(call, out, g):
 
 def _variance_grad(call, out, g):
     x = call.args[0]
-    centered = R.subtract(x, R.mean(x, axis=list(_reduced_axes(call)), keepdims=True))
+    centered = R.subtract(x, R.mean(x, axis=reduced_axes_attr(call), keepdims=True))
     two_over_n = R.divide(scalar(2.0, x), _count(call))
     return [R.multiply(R.multiply(_keep(call, g), two_over_n), centered)]
 
@@ -166,7 +175,7 @@ def _extremum_grad(call, out, g):
     # TVM has no rule; we split g evenly among tied extrema (PyTorch's amax/amin rule).
     x = call.args[0]
     mask = R.astype(R.equal(x, _keep(call, out)), x.struct_info.dtype)
-    ties = R.sum(mask, axis=list(_reduced_axes(call)), keepdims=True)
+    ties = R.sum(mask, axis=reduced_axes_attr(call), keepdims=True)
     return [R.divide(R.multiply(_keep(call, g), mask), ties)]
 
 

@@ -18,6 +18,7 @@ from retrograd.ops.reduce import (
     _infer_reduce,
     _keep,
     _reduced_axes,
+    reduced_axes_attr,
     broadcast_like,
 )
 from retrograd.ops.registry import Attr, InferCtx, register
@@ -68,7 +69,7 @@ def _std(x, axis=None, keepdims=False):
 
 def _std_grad(call, out, g):
     x = call.args[0]
-    centered = R.subtract(x, R.mean(x, axis=list(_reduced_axes(call)), keepdims=True))
+    centered = R.subtract(x, R.mean(x, axis=reduced_axes_attr(call), keepdims=True))
     scale = R.divide(_keep(call, g), R.multiply(_count(call), _keep(call, out)))
     return [R.multiply(scale, centered)]
 
@@ -121,7 +122,7 @@ def _median_grad(call, out, g):
             idx, gv = R.expand_dims(idx, axis=[a]), R.expand_dims(gv, axis=[a])
         return [R.scatter_elements(R.zeros_like(x), idx, gv, axis=a)]
     mask = R.astype(R.equal(x, _keep(call, out)), x.struct_info.dtype)
-    ties = R.sum(mask, axis=list(_reduced_axes(call)), keepdims=True)
+    ties = R.sum(mask, axis=reduced_axes_attr(call), keepdims=True)
     return [R.divide(R.multiply(_keep(call, g), mask), ties)]
 
 

@@ -92,6 +92,8 @@ class OpDef(Op):
       first None (strided_slice's axes/begin/end/strides, triu's k); the rest print as keywords;
     - `print_omit`: attributes left out of the printed call when they hold the given value (TVM
       prints take_backward's mode="" but its parser rejects it);
+    - `tvm_note(attrs) -> str | None`: why a call with these attributes has no spelling TVM's parser
+      reads (the printer puts the reason in the script's header comment), or None;
     - `inplace(*arrays, out=array) -> out`: the kernel computing its result into `out`, where the
       executor may pass the buffer of a dying argument (see `inplace_candidates`). Only for ops whose
       kernel is exactly this computation on floats, elementwise, with at most two arguments;
@@ -115,6 +117,7 @@ class OpDef(Op):
     print_positional: tuple[str, ...] = attrs.field(default=(), converter=tuple)
     print_omit: Mapping[str, Any] = attrs.field(factory=dict, converter=_frozen_map)
     inplace: Callable | None = None
+    tvm_note: Callable[[dict], str | None] | None = None
     aliases: tuple[int, ...] = attrs.field(default=(), converter=tuple)
     _attr_index: Mapping[str, Attr] = attrs.field(init=False)
 
@@ -267,6 +270,7 @@ def register(
     print_omit: Mapping[str, Any] | None = None,
     inplace: Callable | None = None,
     aliases: tuple[int, ...] = (),
+    tvm_note: Callable[[dict], str | None] | None = None,
 ) -> OpDef:
     """Register an op; `args` items are names or Arg. Registering a name twice is an error.
 
@@ -289,6 +293,7 @@ def register(
         print_omit=print_omit or {},
         inplace=inplace,
         aliases=aliases,
+        tvm_note=tvm_note,
     )
     _REGISTRY[name] = op
     return op

@@ -134,6 +134,7 @@ class _ModulePrinter:
         self.uses_tir = False
         self.sinfo_memo: dict = {}
         self.op_names: dict = {}
+        self.tvm_notes: dict = {}  # reasons TVM cannot read the text, in first-seen order
 
     def metadata_ref(self, c: Constant) -> str:
         idx = self.const_index.get(id(c))
@@ -205,6 +206,8 @@ def _header(mp: _ModulePrinter) -> list[str]:
     if mp.uses_tir:
         lines.append("# from tvm.script import tir as T")
     lines.append("# from tvm.script import relax as R")
+    for reason in mp.tvm_notes:
+        lines.append(f"# not loadable in TVM: {reason}")
     lines.append("")
     if mp.constants:
         # Before the module: TVM's parser evaluates it there, and so can ours (literals only).
@@ -314,6 +317,9 @@ class _FunctionPrinter:
                 for key in positional:
                     if attrs.get(key) is None:
                         skip.add(key)
+                note = getattr(op, "tvm_note", None)
+                if note is not None and (reason := note(attrs)):
+                    self.mp.tvm_notes[reason] = None
                 omit = getattr(op, "print_omit", {})
                 for key, v in attrs.items():
                     if key not in skip and not (key in omit and omit[key] == v):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from retrograd.ir.analysis import read_vars, used_vars
+from retrograd.ir.analysis import called_functions, read_vars, used_vars
 from retrograd.ir.block import VarBinding
 from retrograd.ir.expr import Call, Function, GlobalVar, If, SeqExpr
 from retrograd.ir.functor import ExprMutator
@@ -79,32 +79,6 @@ def _find_dead(seq: SeqExpr, mod, dead: set) -> set:
     return live
 
 
-def _called_functions(func: Function) -> set:
-    """Names of module functions a function refers to (calls, or GlobalVars passed as values)."""
-    names: set = set()
-    stack = [func.body]
-    while stack:
-        e = stack.pop()
-        if isinstance(e, GlobalVar):
-            names.add(e.name_hint)
-        elif isinstance(e, SeqExpr):
-            stack.append(e.body)
-            for block in e.blocks:
-                stack.extend(b.value for b in block.bindings)
-        elif isinstance(e, Call):
-            stack.append(e.op)
-            stack.extend(e.args)
-        elif isinstance(e, If):
-            stack.extend((e.true_branch, e.false_branch))
-        elif isinstance(e, Function):
-            stack.append(e.body)
-        elif hasattr(e, "fields"):
-            stack.extend(e.fields)
-        elif hasattr(e, "tuple_value"):
-            stack.append(e.tuple_value)
-    return names
-
-
 @module_pass(name="dce")
 class DeadCodeElimination:
     """Remove unused pure bindings and empty blocks in every function, then private functions no public function reaches."""
@@ -122,7 +96,7 @@ class DeadCodeElimination:
             f = out[stack.pop()]
             if not isinstance(f, Function):
                 continue
-            for callee in _called_functions(f):
+            for callee in called_functions(f):
                 if callee in out and callee not in reached:
                     reached.add(callee)
                     stack.append(callee)

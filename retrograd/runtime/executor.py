@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from retrograd.errors import ExecutionError
 from retrograd.runtime.interp import Meter, invoke, run_code, run_code_profiled
 from retrograd.runtime.lowering import lower_module
@@ -72,7 +74,10 @@ class BuiltFunction:
         exe.stats = None
         m = Meter(exe._skip, exe._run, exe.profile)
         try:
-            result = invoke(self.prog, args, m, True)
+            # inf and nan are results here (IEEE, as in TVM), not warnings: whether a kernel wrote in
+            # place (runtime/inplace.py) or not, one errstate per call keeps NumPy quiet about them.
+            with np.errstate(all="ignore"):
+                result = invoke(self.prog, args, m, True)
         except RecursionError:
             raise ExecutionError(
                 f"{self.prog.name}: calls between functions nest deeper than Python's recursion limit allows"

@@ -130,9 +130,16 @@ def test_relu_gradient_is_zero_at_zero():
     assert grads[0].tolist() == [0.0, 0.0, 1.0]
 
 
-def test_conv2d_gradient_needs_static_spatial_dims():
+def test_conv2d_gradient_needs_static_channels_and_handles_symbolic_spatial_dims():
+    # Spatial dims may be symbolic (issue 9; values are checked in tests/passes/test_gradient_issue9.py).
     x = Var("x", TensorStructInfo(("n", 2, "h", 5), "float32"))
     w = Var("w", TensorStructInfo((3, 2, 3, 3), "float32"))
+    call = BlockBuilder().normalize(get("relax.nn.conv2d")(x, w))
+    out = Var("out", call.struct_info)
+    dx, _ = get("relax.nn.conv2d").grad(call, out, out)
+    assert dx.op.name == "relax.take" and dx.attrs["axis"] == 2
+    x = Var("x", TensorStructInfo((1, "c", 5, 5), "float32"))
+    w = Var("w", TensorStructInfo((3, "c", 3, 3), "float32"))
     call = BlockBuilder().normalize(get("relax.nn.conv2d")(x, w))
     out = Var("out", call.struct_info)
     with pytest.raises(GradientError, match="static channel and spatial dims for the data"):

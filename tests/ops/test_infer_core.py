@@ -89,7 +89,10 @@ def tvm_script(case: OpCase) -> str:
         else:
             args.append(next(names))
     opdef = case.opdef
-    attrs = opdef.normalize_attrs(case.attrs)
+    try:
+        attrs = opdef.normalize_attrs(case.attrs)
+    except OpError:
+        attrs = dict(case.attrs)  # attributes we refuse go to TVM as written: it must refuse them too
     args += [f"{k}={_tvm_value(v)}" for k, v in attrs.items()]
     decls = "".join(f"    {s} = T.int64()\n" for s in sorted(symbols))
     return f"@R.function\ndef main({', '.join(params)}):\n{decls}    r = {opdef.script_name}({', '.join(args)})\n    return r\n"
@@ -240,7 +243,7 @@ ERRORS = [
     (OpCase("relax.full", [S(2), T(2, dtype="int32")]), TypeInferenceError, ["R.full (argument 'fill_value')", "scalar"], True),
     (OpCase("relax.sum", [T(3, 4)], {"axes": [0]}), OpError, ["R.sum has no attribute 'axes'", "axis, keepdims"], True),
     (OpCase("relax.sum", [T(3, 4)], {"keepdims": 1}), OpError, ["R.sum: bad value 1 for attribute 'keepdims'"], False),
-    (OpCase("relax.astype", [T(3, 4)], {"dtype": "float33"}), OpError, ["R.astype: bad value 'float33' for attribute 'dtype'"], True),
+    (OpCase("relax.astype", [T(3, 4)], {"dtype": "float33"}), OpError, ["R.astype: bad value 'float33' for attribute 'dtype'"], False),  # TVM 0.27 parses dtype="float33" (its test reached only our helper)
     (OpCase("relax.take", [T(3, 4), ints([0])], {"axis": 0, "mode": "raise"}), OpError, ["R.take", "'mode'", "'fast'"], False),
 ] + MATH_ERRORS
 
@@ -255,10 +258,14 @@ def test_inference_errors(case, kind, fragments, tvm_rejects):
 
 @pytest.mark.parametrize("case", [c for c, _, _, rejects in ERRORS if rejects], ids=lambda c: c.id)
 def test_tvm_rejects_the_same_calls(case):
-    # Our errors are not stricter than TVM's where TVM has a rule.
-    pytest.importorskip("tvm")
-    with pytest.raises(Exception):
-        tvm_infer(case)
+    # Our errors are not stricter than TVM's where TVM has a rule. The text is built first, so a failure
+    # of our own helper is a test error, never mistaken for TVM's rejection.
+    tvm = pytest.importorskip("tvm")
+    from tvm.script import from_source
+
+    text = tvm_script(case)
+    with pytest.raises(tvm.error.DiagnosticError):
+        from_source(text)
 
 
 def test_error_names_the_source_location():

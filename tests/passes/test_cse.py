@@ -158,3 +158,22 @@ def main(x: R.Tensor((4,), "float32")):
     out = parse_pipeline("cse, dce")(mod)
     assert mod.script() == before
     assert out.script().count("R.exp(") == 1
+
+
+def test_calls_differing_only_in_attributes_stay_apart_on_a_square_input():
+    # Same op, same argument, same result shape (the input is square): only the axis tells them apart.
+    before, after = _cse(
+        """
+@R.function
+def main(x: R.Tensor((3, 3), "float32")):
+    with R.dataflow():
+        a = R.sum(x, axis=[0], keepdims=False)
+        b = R.sum(x, axis=[1], keepdims=False)
+        c = R.subtract(a, b)
+        R.output(c)
+    return c
+"""
+    )
+    x = np.arange(9, dtype="float32").reshape(3, 3)
+    np.testing.assert_array_equal(retrograd.build(after)["main"](x), x.sum(axis=0) - x.sum(axis=1))
+    assert len(after["main"].body.blocks[0].bindings) == 3

@@ -162,3 +162,24 @@ class Module:
 '''
     mod = retrograd.parse(text)
     assert get_pass("dce")(mod)["main"] is mod["main"]
+
+
+def test_an_unused_if_with_one_impure_branch_stays():
+    before = '''
+@I.ir_module
+class Module:
+    @R.function(pure=False)
+    def effect(x: R.Tensor((3,), "float32")) -> R.Tensor((3,), "float32"):
+        return x
+
+    @R.function(pure=False)
+    def main(x: R.Tensor((3,), "float32"), c: R.Tensor((), "bool")) -> R.Tensor((3,), "float32"):
+        cls = Module
+        if c:
+            r = R.exp(x)
+        else:
+            r = cls.effect(x)
+        return x
+'''
+    mod = retrograd.parse(before)
+    _check(before, mod.script())

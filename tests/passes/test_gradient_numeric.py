@@ -226,6 +226,19 @@ def test_checker_rejects_wrong_number_of_inputs():
         check_gradients(mod, "main", [])
 
 
+def test_check_gradients_is_not_ok_when_it_checked_nothing():
+    mod = retrograd.parse(HEAD + """
+    @R.function
+    def main(x: R.Tensor((3,), "float64")) -> R.Tensor((), "float64"):
+        s = R.sum(x)
+        return s
+""")
+    for options in ({"require_grads": []}, {"max_coords": 0}):
+        report = check_gradients(mod, "main", [np.ones(3)], **options)
+        assert report.checked == 0 and not report.ok, options
+        assert "nothing to check" in str(report)
+
+
 def test_gradient_of_the_adjoint_itself_is_a_hessian_vector_product():
     text = '''
     @R.function

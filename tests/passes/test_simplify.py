@@ -222,3 +222,26 @@ def test_if_branches_are_simplified():
         return r
 '''
     _check(before, expected, then_dce=True)
+
+
+def test_two_permutes_compose_in_order_on_values():
+    # Non-commuting permutations: applying them in the wrong order gives another layout.
+    text = """
+@R.function
+def main(y: R.Tensor((2, 3, 4), "float32")):
+    with R.dataflow():
+        p = R.permute_dims(y, axes=[1, 2, 0])
+        q = R.permute_dims(p, axes=[1, 0, 2])
+        R.output(q)
+    return q
+"""
+    _rg = retrograd
+    mod = _rg.parse(text)
+    out = get_pass("simplify")(mod)
+    y = np.arange(24, dtype="float32").reshape(2, 3, 4)
+    expected = np.transpose(np.transpose(y, (1, 2, 0)), (1, 0, 2))
+    got = _rg.build(out)["main"](y)
+    assert got.shape == expected.shape == (4, 3, 2)
+    np.testing.assert_array_equal(got, expected)
+    q = out["main"].body.blocks[0].bindings[-1].value
+    assert q.args[0] is out["main"].params[0]  # composed into one permute of y

@@ -28,6 +28,14 @@ def checked_indices(op, indices, size, mode, axis):
         raise KernelError(f"{op}: indices must have an integer dtype, got {idx.dtype}")
     if mode not in _MODES:
         raise KernelError(f"{op}: mode must be one of {_MODES}, got {mode!r}")
+    if idx.dtype.kind == "u" and idx.dtype.itemsize >= np.dtype(np.intp).itemsize:
+        # uint64 beyond intp would wrap to negative (and read from the end): settle them unsigned first.
+        if mode == "wrap":
+            idx = np.mod(idx, max(size, 1))
+        elif mode == "fast" and (idx >= size).any():
+            raise KernelError(f"{op}: index {idx[idx >= size][0]} out of range for axis {axis} of size {size}")
+        else:
+            idx = np.minimum(idx, size)  # still out of range: clipped by clip, dropped by nan
     idx = idx.astype(np.intp, copy=False)
     if mode == "clip":
         return np.clip(idx, 0, max(size - 1, 0)), None

@@ -30,10 +30,14 @@ class _Nll:
             raise KernelError(f"{op}: targets have shape {tgt.shape}, expected {expect} for predictions {pred.shape}")
         n = lead[0] if lead else 1
         self.c = c = pred.shape[0] if pred.ndim == 1 else pred.shape[1]
-        self.pred = pred.reshape(n, c, -1)
+        # Spelled out, not -1: a batch of 0 leaves -1 undetermined.
+        d = int(np.prod(pred.shape[2:], dtype=np.int64))
+        self.pred = pred.reshape(n, c, d)
         self.shape, self.tshape, self.dtype = pred.shape, tgt.shape, pred.dtype
-        t = tgt.reshape(n, -1)
+        t = tgt.reshape(n, d)
         self.valid = t != ignore_index
+        if t.dtype.kind == "u" and t.dtype.itemsize >= np.dtype(np.intp).itemsize:
+            t = np.minimum(t, c)  # beyond intp a cast would wrap to a negative class; c stays out of range
         self.t = np.where(self.valid, t, 0).astype(np.intp, copy=False)
         bad = (self.t < 0) | (self.t >= c)
         if bad.any():

@@ -8,6 +8,7 @@ from retrograd.ir.analysis import read_vars
 from retrograd.ir.expr import Call, Tuple, Var, shape_expr
 from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops.grad_sparse import densify_sparse_grad, merge_sparse_grad, merge_sparse_rows
+from retrograd.ops.indexing import in_range_indices
 from retrograd.ops.registry import get as get_op
 from retrograd.ops.shape_utils import dim_mul
 from retrograd.passes.gradient.spec import GradientSpec
@@ -45,7 +46,8 @@ class SparseGrads:
                 if self.spec.sparse_explicit:
                     where = bad.get(new)
                     raise self.spec.error(
-                        f"sparse_grads: '{orig.name_hint}' is used other than as take(table, indices, axis=0)",
+                        f"sparse_grads: '{orig.name_hint}' is used other than as take(table, indices, axis=0) "
+                        "with mode fast, or clip/wrap on a table of a static number of rows",
                         where,
                     )
                 continue
@@ -58,7 +60,11 @@ class SparseGrads:
         if not self.vars or getattr(call.op, "name", None) != "relax.take" or call.args[0] not in self.vars:
             return False
         g = sweep.materialize(adj, binding.var.struct_info, binding.var)
-        self.vars[call.args[0]].append((sweep.host.restore(call.args[1]), g))
+        indices = sweep.host.restore(call.args[1])
+        fixed = in_range_indices(indices, call.args[0].struct_info.shape[0], call.attrs.get("mode") or "fast")
+        if fixed is not None:  # the rows take(mode=clip|wrap) really read
+            indices = sweep.bb.emit(fixed, "lv")
+        self.vars[call.args[0]].append((indices, g))
         return True
 
     def result(self, sweep, var):
@@ -106,7 +112,17 @@ def _is_row_gather(value, table: Var) -> bool:
         and value.args[0] is table
         and all(a is not table for a in value.args[1:])
         and value.attrs.get("axis") == 0
+        and _sparse_mode(value.attrs.get("mode") or "fast", table)
     )
+
+
+def _sparse_mode(mode: str, table: Var) -> bool:
+    """Whether the rows take(table, indices, mode=mode) reads can be named by integer indices alone
+    (mode nan drops rows: its sparse form would need a mask)."""
+    if mode == "fast":
+        return True
+    shape = getattr(table.struct_info, "shape", None)
+    return mode in ("clip", "wrap") and shape is not None and isinstance(shape[0], int) and shape[0] > 0
 
 
 __all__ = ["SparseGrads", "densify_sparse_grad", "merge_sparse_grad"]

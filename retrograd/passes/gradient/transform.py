@@ -6,6 +6,7 @@ from typing import Any
 
 from retrograd.errors import GradientError
 from retrograd.gc_pause import collector_paused
+from retrograd.ir.analysis import called_functions
 from retrograd.ir.block import DataflowBlock, VarBinding
 from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.copy import copy_binding, copy_expr, fresh_var
@@ -52,7 +53,9 @@ class Gradient:
         by `take(table, indices, axis=0)` as an (indices, rows) pair; `merge_duplicates` sums rows
         of repeated indices (see `densify_sparse_grad`);
       - several blocks, bindings outside dataflow blocks, If, and calls to other functions of the
-        module (differentiated into private `<callee>_vjp` functions);
+        module (differentiated into private `<callee>_vjp` functions; a name the module already
+        uses gets a suffix, `<callee>_vjp_1`, so user functions are never captured or replaced; an
+        existing `<func_name>_adjoint` is replaced only when no function calls it, as on a re-run);
       - `cleanup` (default True) folds constants, simplifies and removes dead code in the new functions.
     """
 
@@ -97,6 +100,16 @@ class ModuleAD:
         self.options = options
         self.new_functions: dict[str, Function] = {}
         self.vjps: dict[str, tuple] = {}
+        self.reserved: set[str] = set()
+
+    def _fresh_name(self, base: str) -> str:
+        """`base`, or `base_1`, `base_2`, ... : a name no function of the module (or of this pass) has."""
+        name, k = base, 0
+        while name in self.mod or name in self.reserved:
+            k += 1
+            name = f"{base}_{k}"
+        self.reserved.add(name)
+        return name
 
     def run(self) -> IRModule:
         o = self.options
@@ -105,6 +118,15 @@ class ModuleAD:
         spec = resolve_spec(name, func, o.require_grads, o.target_index, o.seeds, o.sparse_grads, o.merge_duplicates)
         ad = FunctionAD(self, spec)
         adjoint_name = f"{name}_adjoint"
+        callers = [n for n, f in self.mod.items() if isinstance(f, Function) and adjoint_name in called_functions(f)]
+        if adjoint_name in self.mod and callers:
+            # A re-run replaces the previous adjoint; replacing a function others call would change their meaning.
+            raise GradientError(
+                f"the module already has a function named '{adjoint_name}', called by {', '.join(sorted(callers))}: "
+                "rename it (generated functions never replace called ones)",
+                func.span,
+            )
+        self.reserved.add(adjoint_name)
         self.new_functions = {adjoint_name: ad.build(return_forward=True, new_name=adjoint_name), **self.new_functions}
         out = self.mod
         if o.cleanup:
@@ -120,7 +142,7 @@ class ModuleAD:
             return hit
         func = _lookup(self.mod, callee, caller.spec.func_name, binding)
         indices = [k for k, p in enumerate(func.params) if all_float(p.struct_info)]
-        vjp_name = f"{callee}_vjp"
+        vjp_name = self._fresh_name(f"{callee}_vjp")
         ret = func.ret_struct_info or func.body.struct_info
         grads = [func.params[k].struct_info for k in indices]
         out_sinfo = grads[0] if len(grads) == 1 else TupleStructInfo(tuple(grads))
