@@ -319,6 +319,12 @@ def build_parser() -> argparse.ArgumentParser:
     ls = sub.add_parser("passes", help="list the registered passes")
     ls.set_defaults(run=cmd_passes)
     _add_inspection_commands(sub)
+
+    from retrograd.examples.command import add_train_arguments, run_train
+
+    t = sub.add_parser("train", help="train the digits example, or a script's function returning a loss")
+    add_train_arguments(t)
+    t.set_defaults(run=run_train)
     return p
 
 

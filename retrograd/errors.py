@@ -161,3 +161,9 @@ class ExecutionError(DiagnosticError):
     """Running a built module failed: bad arguments, or a kernel failure located at its binding."""
 
     kind = "execution error"
+
+
+class TrainingError(DiagnosticError):
+    """Training was set up or driven wrongly: a non-scalar loss, parameters missing or of the wrong shape or dtype."""
+
+    kind = "training error"

@@ -21,6 +21,8 @@ RANK = {
     "analysis": 3,  # may not exist yet
     "parser": 4, "passes": 4, "runtime": 4,
     "lower": 5,
+    "training": 5,  # above passes and runtime, beside lower, below cli
+    "examples": 5.5,  # runnable examples built on training; cli starts them
     "cli": 6, "testing": 6, "__init__": 6, "__main__": 6,
 }
 SIBLINGS = {"parser", "passes", "runtime"}

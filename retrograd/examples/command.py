@@ -1,0 +1,82 @@
+"""`retrograd train`: the digits example, or a user's module whose function returns a scalar loss."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from retrograd.errors import TrainingError
+from retrograd.examples import digits
+
+EXAMPLES = {"digits": digits}
+OPTIMIZERS = ("adam", "adamw", "sgd", "momentum")
+
+
+def add_train_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("target", help="an example (digits) or a script FILE whose function returns a scalar loss")
+    digits.add_arguments(p, epochs=None, lr=None)
+    p.add_argument("--data", metavar="DATA.npz", help="FILE only: arrays named after the function's data parameters, "
+                   "sharing their first (batch) dimension; the other parameters are trained")
+    p.add_argument("--func", default="main", help="FILE only: the function to train")
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default="adam", help="FILE only")
+    p.add_argument("--init", default="he_uniform", help="FILE only: initialisation of the trained parameters")
+
+
+def run_train(args, stream=None) -> int:
+    stream = stream or sys.stdout
+    example = EXAMPLES.get(args.target)
+    if example is not None:
+        args.epochs = 20 if args.epochs is None else args.epochs
+        args.lr = 2e-3 if args.lr is None else args.lr
+        example.run(args, stream)
+        return 0
+    return _train_file(args, stream)
+
+
+def _optimizer(name: str, lr: float):
+    from retrograd.training import SGD, Adam, AdamW
+
+    return {"adam": lambda: Adam(lr), "adamw": lambda: AdamW(lr), "sgd": lambda: SGD(lr),
+            "momentum": lambda: SGD(lr, momentum=0.9)}[name]()
+
+
+def _train_file(args, stream) -> int:
+    from retrograd.parser import parse_file
+    from retrograd.training import Trainer, setup_trainer
+    from retrograd.training.loop import blas_threads, fit
+    from retrograd.training.progress import Progress
+
+    if not Path(args.target).exists():
+        raise TrainingError(f"'{args.target}' is neither an example ({', '.join(EXAMPLES)}) nor a file")
+    if not args.data:
+        raise TrainingError("training a script needs --data DATA.npz (arrays named after its data parameters)")
+    mod = parse_file(args.target)
+    try:
+        with np.load(args.data, allow_pickle=False) as data:
+            arrays = {k: data[k] for k in data.files}
+    except (OSError, ValueError) as err:
+        raise TrainingError(f"cannot read {args.data}: {err}") from None
+    names = list(arrays)
+    lr = 1e-3 if args.lr is None else args.lr
+    epochs = 1 if args.epochs is None else args.epochs
+    train_mod = setup_trainer(mod, None, _optimizer(args.optimizer, lr), checkpoint=args.checkpoint,
+                              func=args.func, inputs=names)
+    trainer = Trainer(train_mod)
+    trainer.init_params(args.init, seed=args.seed)
+    n = len(arrays[names[0]]) if names and np.ndim(arrays[names[0]]) else 0
+    steps = epochs * -(-n // args.batch_size) if n else 0
+    with blas_threads(args.threads or None):
+        history = fit(trainer, [arrays[k] for k in names], epochs, args.batch_size, seed=args.seed,
+                      progress=Progress(steps, desc=Path(args.target).stem))
+    losses = history["loss"]
+    stream.write(f"{len(losses)} steps, first loss {losses[0]:.6g}, last loss {losses[-1]:.6g}\n" if losses
+                 else "no step taken\n")
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        trainer.export_params(out / "params.npz")
+        stream.write(f"parameters written to {out / 'params.npz'}\n")
+    return 0

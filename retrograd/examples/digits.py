@@ -1,0 +1,135 @@
+"""A small CNN trained on the 8x8 handwritten digits: `python -m retrograd.examples.digits` or `retrograd train digits`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+DATA = Path(__file__).parent / "data" / "digits.npz"
+
+MODEL = """
+@I.ir_module
+class DigitsCNN:
+    @R.function
+    def main(x: R.Tensor(("n", 1, 8, 8), dtype="float32"), conv1_w: R.Tensor((16, 1, 3, 3), dtype="float32"), conv1_b: R.Tensor((1, 16, 1, 1), dtype="float32"), conv2_w: R.Tensor((32, 16, 3, 3), dtype="float32"), conv2_b: R.Tensor((1, 32, 1, 1), dtype="float32"), fc_w: R.Tensor((512, 10), dtype="float32"), fc_b: R.Tensor((10,), dtype="float32")) -> R.Tensor(("n", 10), dtype="float32"):
+        n = T.int64()
+        with R.dataflow():
+            c1 = R.nn.relu(R.add(R.nn.conv2d(x, conv1_w, padding=[1, 1, 1, 1]), conv1_b))
+            c2 = R.nn.relu(R.add(R.nn.conv2d(c1, conv2_w, padding=[1, 1, 1, 1]), conv2_b))
+            pooled = R.nn.max_pool2d(c2, pool_size=[2, 2], strides=[2, 2])
+            flat = R.reshape(pooled, R.shape([n, 512]))
+            logits = R.add(R.matmul(flat, fc_w), fc_b)
+            out = R.nn.log_softmax(logits, axis=1)
+            R.output(out)
+        return out
+"""
+
+
+def load_digits():
+    """(images (1797, 1, 8, 8) float32 scaled to [0, 1], labels (1797,) int64), from the data shipped here."""
+    with np.load(DATA, allow_pickle=False) as data:
+        images, labels = data["images"], data["target"]
+    return (images.astype(np.float32) / 16.0)[:, None], labels.astype(np.int64)
+
+
+def stratified_split(labels: np.ndarray, test_fraction: float, seed: int):
+    """(train indices, test indices): each class split at `test_fraction`, shuffled with the seed."""
+    rng = np.random.default_rng(seed)
+    train, test = [], []
+    for c in np.unique(labels):
+        idx = rng.permutation(np.flatnonzero(labels == c))
+        k = int(round(test_fraction * len(idx)))
+        test.append(idx[:k])
+        train.append(idx[k:])
+    return rng.permutation(np.concatenate(train)), np.sort(np.concatenate(test))
+
+
+def add_arguments(p: argparse.ArgumentParser, epochs: int = 20, lr: float = 2e-3) -> None:
+    """The options of every training command."""
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--epochs", type=int, default=epochs)
+    p.add_argument("--batch-size", type=int, default=32)
+    p.add_argument("--lr", type=float, default=lr)
+    p.add_argument("--checkpoint", metavar="BUDGET", help="memory budget for the train step (bytes, 12MiB, 40%%)")
+    p.add_argument("--out", metavar="DIR", help="write the loss/accuracy curve (PNG) and the parameters here")
+    p.add_argument("--threads", type=int, default=1,
+                   help="BLAS threads while training (needs threadpoolctl; 0: the library's default)")
+    p.add_argument("--limit", type=int, help=argparse.SUPPRESS)  # a subset, for tests
+
+
+def run(args, stream=None) -> float:
+    """Train, print `test accuracy 0.xxxx`, write the outputs; return the test accuracy."""
+    from retrograd.parser import parse
+    from retrograd.training import Adam, NLLLoss, Trainer, setup_trainer
+    from retrograd.training.loop import accuracy, blas_threads, fit
+    from retrograd.training.progress import Progress
+
+    stream = stream or sys.stdout
+    start = time.perf_counter()
+    x, y = load_digits()
+    tr, te = stratified_split(y, 0.2, args.seed)
+    if args.limit:
+        tr = tr[: args.limit]
+    mod = setup_trainer(parse(MODEL), NLLLoss(), Adam(args.lr), checkpoint=args.checkpoint)
+    trainer = Trainer(mod)
+    trainer.init_params("he_uniform", seed=args.seed)
+    steps = args.epochs * -(-len(tr) // args.batch_size)
+    with blas_threads(args.threads or None):
+        history = fit(trainer, [x[tr], y[tr]], args.epochs, args.batch_size, seed=args.seed,
+                      evaluate=lambda t: {"test_acc": accuracy(t, x[te], y[te])},
+                      progress=Progress(steps, desc="digits"))
+        acc = accuracy(trainer, x[te], y[te])
+    elapsed = time.perf_counter() - start
+    stream.write(f"{len(tr)} training and {len(te)} test images, {steps} steps in {elapsed:.1f} s\n")
+    stream.write(f"test accuracy {acc:.4f}\n")
+    if args.out:
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        trainer.export_params(out / "digits_params.npz")
+        stream.write(plot_history(history, out / "digits_curve.png") + "\n")
+    return acc
+
+
+def plot_history(history: dict, path: Path) -> str:
+    """Write the per-step loss and per-epoch accuracy as a PNG; a line saying what happened."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "matplotlib is not installed: no plot written (pip install 'retrograd[train]')"
+    fig, ax = plt.subplots(figsize=(7, 4))
+    ax.plot(history["loss"], color="tab:blue", linewidth=0.8, label="training loss (per step)")
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss")
+    ax.set_yscale("log")
+    accs = history.get("test_acc", [])
+    if accs:
+        per_epoch = len(history["loss"]) // len(accs)
+        ax2 = ax.twinx()
+        ax2.plot([per_epoch * (i + 1) for i in range(len(accs))], accs, "o-", color="tab:red", label="test accuracy")
+        ax2.set_ylabel("test accuracy")
+        ax2.set_ylim(min(0.8, min(accs)), 1.0)
+        ax2.legend(loc="center right")
+    ax.legend(loc="lower left")
+    ax.set_title("retrograd: digits CNN")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return f"curve written to {path}"
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m retrograd.examples.digits", description=__doc__)
+    add_arguments(p)
+    run(p.parse_args(argv))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,162 @@
+"""`setup_trainer`: one module holding the backbone, its loss, the loss's adjoint, the optimizer and a fused train step."""
+
+from __future__ import annotations
+
+from retrograd.errors import TrainingError
+from retrograd.ir.builder import BlockBuilder
+from retrograd.ir.copy import fresh_var
+from retrograd.ir.expr import Function, Tuple, TupleGetItem, Var
+from retrograd.ir.module import IRModule
+from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, is_float_dtype
+from retrograd.ir.text import format_sinfo
+from retrograd.passes.gradient import Gradient
+from retrograd.training.inline import inline_body
+from retrograd.training.losses import Loss, append_loss
+from retrograd.training.optimizers import Optimizer
+
+# Attributes of `train_step` that give its parameter layout: inputs, trained parameters, targets, state.
+LAYOUT_ATTRS = ("num_input", "num_param", "num_target")
+
+
+def setup_trainer(mod: IRModule, loss: Loss | None, optimizer: Optimizer, checkpoint=None,
+                  func: str | None = None, num_inputs: int | None = None, inputs: list[str] | None = None,
+                  sparse: list[str] | None = None) -> IRModule:
+    """A module with `backbone`, `backbone_loss`, `backbone_loss_adjoint`, `optimizer` and `train_step`.
+
+    `func` names the backbone (default: `backbone`, else `main`, else the only function). Its first
+    `num_inputs` parameters (default: its `num_input` attribute, else 1) are the data; the others are
+    trained. With `loss=None` the backbone itself returns the scalar loss (its last parameters are then
+    data too: pass `num_inputs` as the parameters that are not trained, targets included). `inputs`
+    names the data parameters instead, wherever they are: they are moved first, in the given order.
+    `sparse` names embedding tables read only by `take(table, indices, axis=0)`: their gradients are
+    (indices, rows) pairs, and plain SGD updates only those rows.
+    `train_step(inputs..., params..., targets..., state...) -> (loss, (new params), (new state))`
+    is forward, backward and update in one function; `checkpoint` (a budget for the checkpoint pass, or
+    True to let its policy choose) lets it recompute values instead of keeping them (static shapes only). The input module is not changed.
+    """
+    name = _backbone_name(mod, func)
+    backbone = mod[name]
+    if inputs is not None:
+        backbone, num_inputs = _inputs_first(backbone, name, list(inputs)), len(inputs)
+    n_in = _num_inputs(backbone, num_inputs)
+    out = IRModule({"backbone": _renamed(backbone, "backbone")})
+    if loss is None:
+        n_targets = 0
+        out = out.with_function("backbone_loss", _renamed(backbone, "backbone_loss"))
+    else:
+        out = append_loss(out, loss, "backbone")
+        n_targets = 1
+    loss_func = out["backbone_loss"]
+    ret = loss_func.ret_struct_info
+    if not (isinstance(ret, TensorStructInfo) and ret.ndim == 0 and is_float_dtype(ret.dtype or "")):
+        hint = " (a reduction of 'none' keeps one loss per element)" if loss is not None else ""
+        raise TrainingError(f"the loss must be a float scalar to be trained, got {format_sinfo(ret, brief=True)}{hint}")
+    n_param = len(backbone.params) - n_in
+    if n_param <= 0:
+        raise TrainingError(f"'{name}' has no parameter to train: its {len(backbone.params)} parameters are all inputs")
+    trained = list(range(n_in, n_in + n_param))
+    params = [loss_func.params[i] for i in trained]
+    sparse_idx = _sparse_indices(params, trained, sparse or [])
+    out = Gradient("backbone_loss", require_grads=trained, sparse_grads=sparse_idx or None)(out)
+    grad_sinfo = [_bindable(g) for g in out["backbone_loss_adjoint"].ret_struct_info.fields[1].fields]
+    out = out.with_function("optimizer", optimizer.function(params, grad_sinfo))
+    step = _train_step(out["backbone_loss_adjoint"], optimizer, n_in, n_param, n_targets)
+    out = out.with_function("train_step", step)
+    if checkpoint is not None:
+        out = _checkpointed(out, checkpoint)
+    return out
+
+
+def _bindable(sinfo):
+    """A sparse gradient's (indices, rows) types with sizes like `12 * n`, which no argument can bind,
+    relaxed to their rank: the standalone optimizer takes them as arguments."""
+    if not isinstance(sinfo, TupleStructInfo):
+        return sinfo
+    return TupleStructInfo(tuple(
+        s if s.shape is None or all(isinstance(d, int) for d in s.shape) else TensorStructInfo(None, s.dtype, s.ndim)
+        for s in sinfo.fields))
+
+
+def _sparse_indices(params: list, trained: list[int], names: list[str]) -> list[int]:
+    by_name = {p.name_hint: i for p, i in zip(params, trained)}
+    for n in names:
+        if n not in by_name:
+            raise TrainingError(f"sparse: '{n}' is not a trained parameter (parameters: {', '.join(by_name)})")
+    return [by_name[n] for n in names]
+
+
+def _checkpointed(mod: IRModule, budget) -> IRModule:
+    try:
+        from retrograd.passes import Checkpoint
+    except ImportError:
+        raise TrainingError("checkpoint=: the checkpoint pass is not available in this version of retrograd") from None
+    return Checkpoint("train_step", budget=None if budget is True else budget)(mod)
+
+
+def _backbone_name(mod: IRModule, func: str | None) -> str:
+    if func is not None:
+        if func not in mod:
+            raise TrainingError(f"the module has no function '{func}' (functions: {', '.join(mod.keys())})")
+        return func
+    for candidate in ("backbone", "main"):
+        if candidate in mod:
+            return candidate
+    names = [n for n, f in mod.items() if isinstance(f, Function)]
+    if len(names) != 1:
+        raise TrainingError(f"name the backbone with func= (functions: {', '.join(names) or 'none'})")
+    return names[0]
+
+
+def _num_inputs(backbone: Function, num_inputs: int | None) -> int:
+    n = num_inputs if num_inputs is not None else backbone.attrs.get("num_input", 1)
+    try:
+        n = int(n)
+    except (TypeError, ValueError):
+        raise TrainingError(f"num_inputs must be an integer, got {n!r}") from None
+    if not 0 <= n <= len(backbone.params):
+        raise TrainingError(f"num_inputs={n} but the backbone has {len(backbone.params)} parameters")
+    return n
+
+
+def _inputs_first(func: Function, name: str, inputs: list[str]) -> Function:
+    by_name = {p.name_hint: p for p in func.params}
+    for n in inputs:
+        if n not in by_name or inputs.count(n) > 1:
+            why = "is named twice" if n in by_name else "is not a parameter"
+            raise TrainingError(f"input '{n}' {why} of '{name}' (parameters: {', '.join(by_name)})")
+    first = [by_name[n] for n in inputs]
+    params = first + [p for p in func.params if p not in first]
+    return Function(params, func.body, func.ret_struct_info, func.is_pure, func.private, dict(func.attrs), span=func.span)
+
+
+def _renamed(func: Function, name: str) -> Function:
+    attrs = {k: v for k, v in func.attrs.items() if k != "num_input"}
+    if "global_symbol" in attrs:
+        attrs["global_symbol"] = name
+    return Function(func.params, func.body, func.ret_struct_info, func.is_pure, func.private, attrs, span=func.span)
+
+
+def _field(bb: BlockBuilder, value, index: int):
+    return value.fields[index] if isinstance(value, Tuple) else bb.emit(TupleGetItem(value, index))
+
+
+def _train_step(adjoint: Function, optimizer: Optimizer, n_in: int, n_param: int, n_targets: int) -> Function:
+    """The adjoint's bindings inlined, then the optimizer's update of the parameters with their gradients."""
+    params = [fresh_var(p, promote=True) for p in adjoint.params]
+    trained = params[n_in:n_in + n_param]
+    names = optimizer.state_names([p.name_hint for p in trained])
+    sinfos = optimizer.state_sinfo([p.struct_info for p in trained])
+    state = [Var(n, s) for n, s in zip(names, sinfos)]
+    bb = BlockBuilder()
+    bb.begin_scope()
+    result = inline_body(bb, adjoint, params)
+    bb.begin_block(dataflow=True)
+    loss = _field(bb, result, 0)
+    grads_tuple = _field(bb, result, 1)
+    grads = [_field(bb, grads_tuple, i) for i in range(n_param)]
+    new_params, new_state = optimizer.emit_update(bb, trained, grads, state)
+    result = bb.emit_output(Tuple([loss, Tuple(new_params), Tuple(new_state)]), "step_out")
+    bb.end_block()
+    seq = bb.end_scope(result)
+    attrs = {"global_symbol": "train_step", "num_input": n_in, "num_param": n_param, "num_target": n_targets}
+    return Function(tuple(params) + tuple(state), seq, seq.struct_info, True, False, attrs)

@@ -1,0 +1,180 @@
+"""The Trainer: runs a module made by `setup_trainer`, holding parameters and optimizer state as NumPy arrays."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from retrograd.errors import TrainingError
+from retrograd.ir.module import IRModule
+from retrograd.runtime import build
+from retrograd.runtime.signature import Binder, Mismatch, compile_checker
+from retrograd.training.assemble import LAYOUT_ATTRS
+from retrograd.training.init import initial_value
+
+_PARAM, _STATE = "param/", "optimizer/"
+
+
+class Trainer:
+    """`Trainer(setup_trainer(...))`: `init_params`, `step(*batch) -> loss`, `predict`, `evaluate`, save and load.
+
+    A batch is the inputs then the targets, in the order of `train_step`'s parameters. Parameters and
+    optimizer state are dicts keyed by the names in the module (`param_names`, `state_names`).
+    """
+
+    def __init__(self, mod: IRModule, **build_options):
+        if "train_step" not in mod:
+            raise TrainingError("the module has no 'train_step': make it with setup_trainer")
+        step = mod["train_step"]
+        try:
+            n_in, n_param, n_target = (int(step.attrs[k]) for k in LAYOUT_ATTRS)
+        except (KeyError, TypeError, ValueError):
+            raise TrainingError(f"'train_step' lacks its layout attributes {', '.join(LAYOUT_ATTRS)}") from None
+        ps = step.params
+        self.mod = mod
+        self.inputs = list(ps[:n_in])
+        self.trained = list(ps[n_in:n_in + n_param])
+        self.targets = list(ps[n_in + n_param:n_in + n_param + n_target])
+        self.state_vars = list(ps[n_in + n_param + n_target:])
+        self.param_names = [p.name_hint for p in self.trained]
+        self.state_names = [p.name_hint for p in self.state_vars]
+        for kind, names in (("parameter", self.param_names), ("state entry", self.state_names)):
+            dup = sorted({n for n in names if names.count(n) > 1})
+            if dup:
+                raise TrainingError(f"two trained values share the {kind} name '{dup[0]}': names key the saved arrays")
+        self._check_param = {p.name_hint: compile_checker(p.struct_info, p.name_hint, TrainingError) for p in self.trained}
+        self._check_state = {p.name_hint: compile_checker(p.struct_info, p.name_hint, TrainingError)
+                             for p in self.state_vars}
+        self.exe = build(mod, **build_options)
+        self.params: dict[str, np.ndarray] | None = None
+        self.state: dict[str, np.ndarray] | None = None
+
+    # -- parameters -------------------------------------------------------------
+    def init_params(self, method: str = "he_uniform", seed: int = 0, overrides: dict | None = None) -> None:
+        """Initialise every parameter (`method`: zeros, xavier_uniform/normal, he_uniform/normal; 1-D ones
+        start at zero) and reset the optimizer state. `overrides` maps names to a method or an array."""
+        rng = np.random.default_rng(seed)
+        overrides = dict(overrides or {})
+        unknown = sorted(set(overrides) - set(self.param_names))
+        if unknown:
+            raise TrainingError(f"init_params: no parameter named '{unknown[0]}' (parameters: {', '.join(self.param_names)})")
+        values = {}
+        for p in self.trained:
+            s = p.struct_info
+            if s.shape is None or not all(isinstance(d, int) for d in s.shape):
+                raise TrainingError(f"init_params: parameter '{p.name_hint}' needs a static shape, has {s.shape}")
+            how = overrides.get(p.name_hint, method)
+            values[p.name_hint] = (np.asarray(how) if not isinstance(how, str)
+                                   else initial_value(how, tuple(s.shape), s.dtype, rng))
+        self.set_params(values)
+
+    def set_params(self, values: dict, reset_state: bool = True) -> None:
+        """Take parameters by name (all of them, checked for shape and dtype); reset the optimizer state."""
+        self.params = self._checked(values, self._check_param, "parameter")
+        if reset_state or self.state is None:
+            self.state = {p.name_hint: np.zeros(tuple(p.struct_info.shape), p.struct_info.dtype) for p in self.state_vars}
+
+    def _checked(self, values: dict, checkers: dict, kind: str) -> dict:
+        missing = [n for n in checkers if n not in values]
+        extra = sorted(set(values) - set(checkers))
+        if missing or extra:
+            what = f"missing {kind} '{missing[0]}'" if missing else f"unknown {kind} '{extra[0]}'"
+            raise TrainingError(f"{what} (expected: {', '.join(checkers)})")
+        out = {}
+        for name, check in checkers.items():
+            try:
+                out[name] = np.array(check(values[name], Binder()), copy=True)
+            except Mismatch as mm:
+                raise TrainingError(f"{kind} {mm}") from None
+        return out
+
+    def _require_params(self, what: str) -> None:
+        if self.params is None:
+            raise TrainingError(f"{what} before the parameters exist: call init_params() or load_params() first")
+
+    # -- running ----------------------------------------------------------------------
+    def step(self, *batch) -> float:
+        """One training step on a batch (inputs, then targets); returns the loss before the update."""
+        self._require_params("step()")
+        inputs, targets = self._split(batch, len(self.inputs) + len(self.targets), "step")
+        args = [*inputs, *(self.params[n] for n in self.param_names), *targets, *(self.state[n] for n in self.state_names)]
+        loss, new_params, new_state = self.exe["train_step"](*args)
+        self.params = dict(zip(self.param_names, new_params))
+        self.state = dict(zip(self.state_names, new_state))
+        return float(loss)
+
+    def predict(self, *inputs):
+        """The backbone's output for the inputs."""
+        self._require_params("predict()")
+        return self.exe["backbone"](*self._split(inputs, len(self.inputs), "predict")[0],
+                                    *(self.params[n] for n in self.param_names))
+
+    def evaluate(self, *batch) -> float:
+        """The loss on a batch (inputs, then targets), without updating anything."""
+        self._require_params("evaluate()")
+        inputs, targets = self._split(batch, len(self.inputs) + len(self.targets), "evaluate")
+        return float(self.exe["backbone_loss"](*inputs, *(self.params[n] for n in self.param_names), *targets))
+
+    def _split(self, batch, expected: int, who: str):
+        if len(batch) != expected:
+            names = [p.name_hint for p in self.inputs + (self.targets if expected > len(self.inputs) else [])]
+            raise TrainingError(f"{who}() takes {expected} arrays ({', '.join(names)}), got {len(batch)}")
+        return list(batch[:len(self.inputs)]), list(batch[len(self.inputs):])
+
+    @property
+    def steps_done(self) -> int:
+        return int(self.state["step"]) if self.state and "step" in self.state else 0
+
+    # -- saving -------------------------------------------------------------------------
+    def export_params(self, path) -> None:
+        """Write the parameters to `.npz`, keyed by name."""
+        self._require_params("export_params()")
+        np.savez(_npz(path), **self.params)
+
+    def load_params(self, path) -> None:
+        """Read parameters written by `export_params` (checked by name, shape and dtype); resets the optimizer state."""
+        self.set_params(_read_npz(path))
+
+    def state_dict(self) -> dict:
+        """{"params": {...}, "optimizer": {...}}: copies of everything needed to resume."""
+        self._require_params("state_dict()")
+        return {"params": {k: v.copy() for k, v in self.params.items()},
+                "optimizer": {k: np.array(v, copy=True) for k, v in self.state.items()}}
+
+    def load_state_dict(self, state: dict) -> None:
+        if set(state) != {"params", "optimizer"}:
+            raise TrainingError("a trainer state has exactly the keys 'params' and 'optimizer'")
+        self.set_params(state["params"])
+        self.state = self._checked(state["optimizer"], self._check_state, "optimizer state")
+
+    def save_state(self, path) -> None:
+        """Parameters and optimizer state in one `.npz` (keys `param/NAME`, `optimizer/NAME`)."""
+        sd = self.state_dict()
+        arrays = {_PARAM + k: v for k, v in sd["params"].items()}
+        arrays.update({_STATE + k: v for k, v in sd["optimizer"].items()})
+        np.savez(_npz(path), **arrays)
+
+    def load_state(self, path) -> None:
+        arrays = _read_npz(path)
+        bad = sorted(k for k in arrays if not k.startswith((_PARAM, _STATE)))
+        if bad:
+            raise TrainingError(f"{os.fspath(path)}: '{bad[0]}' is neither a param/ nor an optimizer/ entry")
+        self.load_state_dict({
+            "params": {k[len(_PARAM):]: v for k, v in arrays.items() if k.startswith(_PARAM)},
+            "optimizer": {k[len(_STATE):]: v for k, v in arrays.items() if k.startswith(_STATE)},
+        })
+
+
+def _npz(path):
+    # np.savez appends ".npz" to names without it; say so by writing the name it would choose.
+    path = os.fspath(path)
+    return path if path.endswith(".npz") else path + ".npz"
+
+
+def _read_npz(path) -> dict:
+    try:
+        with np.load(_npz(path), allow_pickle=False) as data:
+            return {k: data[k] for k in data.files}
+    except (OSError, ValueError) as err:
+        raise TrainingError(f"cannot read {os.fspath(path)}: {err}") from None
