@@ -32,15 +32,6 @@ from retrograd.ir.analysis import read_vars
 # they do is below. Views whose result is not C-contiguous in general: a later reshape of them copies.
 _STRIDED_VIEWS = frozenset(("relax.permute_dims", "relax.broadcast_to", "relax.strided_slice", "relax.split"))
 _RESHAPES = frozenset(("relax.reshape", "relax.flatten"))
-# Kernels whose result is a view of a fresh buffer of their own (a transposed or strided layout): counted
-# as new, but not reusable in place (the executor only writes over arrays that are not views).
-_FRESH_VIEWS = frozenset(
-    "relax." + n
-    for n in (
-        "nn.conv2d nn.conv2d_transpose nn.max_pool2d nn.avg_pool2d nn.softmax nn.log_softmax "
-        "grad.max_pool2d_backward grad.avg_pool2d_backward grad.max_pool2d_backward_grad"
-    ).split()
-)
 _LEAVES = (Constant, PrimValue, ShapeExpr, StringImm)
 
 
@@ -186,7 +177,7 @@ def extract(func: Function) -> Extraction:
             contiguous.append(contig)
             own = size > 0 and root is None and isinstance(value, Call) and isinstance(value.op, Op)
             # A reshape that must copy returns a view of its copy.
-            owns.append(own and value.op.name not in _FRESH_VIEWS and value.op.name not in _RESHAPES)
+            owns.append(own and value.op.name not in _RESHAPES)
     outputs = tuple(dict.fromkeys(_nodes(struct_of(func.body.body), [])))
     problem = Problem(
         sizes=tuple(sizes),
