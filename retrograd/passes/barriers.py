@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from retrograd.ir.expr import Call
 
-BARRIER_OPS = frozenset({"relax.grad.start_checkpoint", "relax.grad.end_checkpoint"})
+START = "relax.grad.start_checkpoint"
+END = "relax.grad.end_checkpoint"
+BARRIER_OPS = frozenset({START, END})
 
 
 def is_barrier(value) -> bool:

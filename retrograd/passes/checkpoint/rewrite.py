@@ -15,14 +15,15 @@ from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.expr import Call, DataflowVar, Function, SeqExpr, Tuple, Var
 from retrograd.ir.struct_info import TupleStructInfo
 from retrograd.ops.registry import get as get_op
+from retrograd.passes.barriers import END, START
 from retrograd.passes.checkpoint.extract import Extraction
 from retrograd.passes.checkpoint.problem import Schedule
 from retrograd.passes.checkpoint.simulate import events
 from retrograd.ir.analysis import read_vars
 from retrograd.ir.copy import copy_expr
 
-_START = get_op("relax.grad.start_checkpoint")
-_END = get_op("relax.grad.end_checkpoint")
+_START = get_op(START)
+_END = get_op(END)
 
 
 def rewrite(ex: Extraction, recompute) -> Function:

@@ -6,11 +6,8 @@ from retrograd.ir.analysis import read_vars
 from retrograd.ir.copy import copy_expr
 from retrograd.ir.expr import Call, Expr, Function, Tuple, TupleGetItem, Var
 from retrograd.ops.registry import get as get_op
-from retrograd.passes.barriers import is_barrier
+from retrograd.passes.barriers import END, START, is_barrier
 from retrograd.passes.dce import is_pure
-
-START = "relax.grad.start_checkpoint"
-END = "relax.grad.end_checkpoint"
 
 
 def marker_kind(value: Expr) -> str | None:
