@@ -88,6 +88,8 @@ def _project_patterns() -> list[re.Pattern]:
 
     found = []
     for info in pkgutil.walk_packages(retrograd.__path__, "retrograd."):
+        if info.name.endswith(".__main__"):  # importing it runs the command
+            continue
         try:
             mod = importlib.import_module(info.name)
         except ImportError:
