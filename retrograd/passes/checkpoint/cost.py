@@ -1,7 +1,7 @@
 """What recomputing one op costs (FLOPs-like, from static struct info) and its class for the policies.
 
-The per-op figures live here, in one table, until ops carry them as a registration property (the
-frozen OpDef of branch `ops-arch`): then COSTS moves into each `register(...)` call unchanged.
+The per-op figures live here, in one table, until ops carry them as a `register(...)` property of
+the frozen OpDef: then COSTS moves into each registration unchanged (not done yet).
 Only ratios matter to the planner: a matmul or a conv dwarfs a pointwise op of the same output size,
 so plans never recompute one to save recomputing the other.
 """
