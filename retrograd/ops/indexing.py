@@ -225,6 +225,6 @@ where = register(
     "relax.where",
     ("condition", "x1", "x2"),
     infer=_infer_where,
-    kernel=lambda condition, x1, x2: np.asarray(np.where(condition, x1, x2), order="C"),
+    kernel=index_kernels.where,
     grad=_where_grad,
 )

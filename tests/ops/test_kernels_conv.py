@@ -111,12 +111,19 @@ def test_conv2d_matches_naive(case):
     np.testing.assert_allclose(conv.conv2d(x, w, **_attrs(s, p, d, g)), naive_conv2d(x, w, s, p, d, g), rtol=1e-12, atol=1e-12)
 
 
-@pytest.mark.parametrize("case", [c for c in CASES if c[3] == (1, 1) and c[6] == 1 and c[0][0] > 1])
-def test_conv2d_row_shift_path_across_image_chunks(case, monkeypatch):
-    """One image per chunk: the shifted reads past a chunk's last plane must only reach cropped outputs."""
-    monkeypatch.setattr(conv, "_ROWS_BYTES", 1)
+@pytest.mark.parametrize("case", [c for c in CASES if c[6] == 1 and c[0][0] > 1])
+def test_one_group_paths_across_image_chunks(case, monkeypatch):
+    """One image per chunk: im2col, col2im and the weight gradient's per-chunk sums must cover every
+    image once, and a chunk's padding buffer must not leak the previous image."""
+    monkeypatch.setattr(conv, "_IMAGE_COLS_BYTES", 1)
     x, w, s, p, d, g = _setup(case)
     np.testing.assert_allclose(conv.conv2d(x, w, **_attrs(s, p, d, g)), naive_conv2d(x, w, s, p, d, g), rtol=1e-12, atol=1e-12)
+    gy = _rand(naive_conv2d(x, w, s, p, d, g).shape, 2)
+    np.testing.assert_allclose(tvm_weight_grad(x, gy, w.shape, s, p, d, g), naive_weight_grad(x, gy, w.shape, s, p, d, g),
+                               rtol=1e-10, atol=1e-10)
+    op = _output_padding(x.shape, gy.shape, w.shape[2:], s, p, d)
+    got = conv.conv2d_transpose(gy, w, strides=s, padding=p, output_padding=op, dilation=d)
+    np.testing.assert_allclose(got, naive_conv2d_transpose(gy, w, s, p, op, d, 1), rtol=1e-10, atol=1e-10)
 
 
 def _output_padding(x_shape, y_shape, k, s, p, d):

@@ -56,57 +56,89 @@ def conv2d(
         raise KernelError(f"{op}: data has {x.shape[1]} channels, weight expects {w.shape[1]} x {g} groups")
     win = Window2d(op, x.shape[2:], w.shape[2:], strides, padding, dilation, kernel_name="kernel size")
     x, w = x.astype(dtype, copy=False), w.astype(dtype, copy=False)
+    if g == 1 and (data_layout, kernel_layout, out_layout) == ("CNHW", "IOHW", "CNHW") and win.kh * win.kw > win.oh * win.ow:
+        # TVM's weight gradient of conv2d(X, W): X is `data` and the output gradient is `weight`, both
+        # NCHW in memory; the result, CNHW, is dW as OIHW. Computed directly as sum_n G_n @ im2col(X_n)^T.
+        fwd = Window2d(op, x.shape[2:], (win.oh, win.ow), (win.dh, win.dw), padding, (win.sh, win.sw), kernel_name="kernel size")
+        xs, gs = x.transpose(1, 0, 2, 3), w.transpose(1, 0, 2, 3)
+        if (fwd.oh, fwd.ow) == gs.shape[2:]:
+            return _weight_grad_by_images(xs, gs, fwd)
     y = _conv(x, w, win, g)
     return np.ascontiguousarray(to_layout(op, y, "NCHW", out_layout or data_layout))
 
 
 def _conv(x, w, win, g):
     """Pick the formulation: loop over whichever is fewer, kernel taps (the usual case) or output
-    positions (a weight gradient, whose "kernel" is a whole output gradient); unit strides without
-    groups shift rows instead of copying every tap."""
+    positions (a weight gradient, whose "kernel" is a whole output gradient)."""
     if win.kh * win.kw > win.oh * win.ow:
         return _conv_by_outputs(x, w, win, g)
-    if win.sh == win.sw == 1 and g == 1:
-        return _conv_by_rows(x, w, win)
+    if g == 1:
+        return _conv_by_images(x, w, win)
     return _conv_by_taps(x, w, win, g)
 
 
-# Shifted copies per chunk of images in _conv_by_rows: two 56x56x64 images' worth measured best.
-_ROWS_BYTES = 6 << 20
+# im2col of a few images at a time: the columns stay in cache between the copy and the matmul.
+_IMAGE_COLS_BYTES = 2 << 20
 
 
-def _conv_by_rows(x, w, win):
-    """Unit strides, one group: copy the plane kw times, shifted by each column tap, and stack the copies
-    along K; each kernel row is then a contiguous offset (i*dh rows) into those flat planes, a strided
-    view BLAS reads in place. kh wide matmuls per chunk of images instead of a kh*kw-fold im2col:
-    a third of the copying. Outputs are computed at the padded width and cropped."""
+def _image_chunks(x, win, cols_bytes_per_image):
+    """(slice, images of the slice zero-padded as the window needs, as (b, C, Hp, Wp)) over chunks of x."""
     n, c, h, wd = x.shape
-    o, _, kh, kw = w.shape
-    hp, wp = h + win.pt + win.pb, wd + win.pl + win.pr
-    plane = hp * wp
-    reach = (kh - 1) * win.dh * wp  # how far past a chunk the row offsets read
-    shift = (kw - 1) * win.dw
-    nb = max(1, min(n, _ROWS_BYTES // max(1, kw * c * plane * x.itemsize)))
-    buf = np.zeros((c, nb * plane + reach + shift), x.dtype)
-    planes = buf[:, : nb * plane].reshape(c, nb, hp, wp)
-    z = np.empty((kw * c, nb * plane + reach), x.dtype)
-    rows = [np.ascontiguousarray(w[:, :, i].transpose(0, 2, 1)).reshape(o, kw * c) for i in range(kh)]
-    acc = np.empty((o, nb * plane), x.dtype)
-    tmp = np.empty_like(acc) if kh > 1 else None
-    y = np.empty((n, o, win.oh, win.ow), x.dtype)
+    nb = max(1, min(n, _IMAGE_COLS_BYTES // max(1, cols_bytes_per_image)))
+    pads = (win.pt, win.pl, win.pb, win.pr)
+    buf = np.zeros((nb, c, h + win.pt + win.pb, wd + win.pl + win.pr), x.dtype) if any(pads) else None
     for sl in plane_chunks(n, nb):
+        if buf is None:
+            yield sl, x[sl]
+        else:
+            b = buf[: sl.stop - sl.start]
+            b[:, :, win.pt : win.pt + h, win.pl : win.pl + wd] = x[sl]
+            yield sl, b
+
+
+def _im2col(xp, win, cols):
+    """cols[b, c, tap, oy, ox] = xp[b, c, oy*sh + i*dh, ox*sw + j*dw] for tap (i, j); `cols` may be a
+    transposed view of the caller's buffer, so the copy writes straight into the layout it needs."""
+    for t in range(win.kh * win.kw):
+        i, j = divmod(t, win.kw)
+        rows = slice(i * win.dh, i * win.dh + (win.oh - 1) * win.sh + 1, win.sh)
+        cs = slice(j * win.dw, j * win.dw + (win.ow - 1) * win.sw + 1, win.sw)
+        cols[:, :, t] = xp[:, :, rows, cs]
+
+
+def _conv_by_images(x, w, win):
+    """One group: per chunk of images, im2col and one batched matmul (O, C*k) @ (b, C*k, OH*OW) that
+    writes the NCHW result in place: no transposed copy of the output."""
+    n, c = x.shape[:2]
+    o, k, npos = w.shape[0], win.kh * win.kw, win.oh * win.ow
+    y = np.empty((n, o, win.oh, win.ow), x.dtype)
+    cols = np.empty(c * k * npos * min(n, max(1, _IMAGE_COLS_BYTES // (c * k * npos * x.itemsize))), x.dtype)
+    wm = w.reshape(o, c * k)
+    for sl, xp in _image_chunks(x, win, c * k * npos * x.itemsize):
         b = sl.stop - sl.start
-        m = b * plane
-        planes[:, :b, win.pt : win.pt + h, win.pl : win.pl + wd] = x[sl].transpose(1, 0, 2, 3)
-        for j in range(kw):
-            z[j * c : (j + 1) * c, : m + reach] = buf[:, j * win.dw : j * win.dw + m + reach]
-        np.matmul(rows[0], z[:, :m], out=acc[:, :m])
-        for i in range(1, kh):
-            off = i * win.dh * wp
-            np.matmul(rows[i], z[:, off : off + m], out=tmp[:, :m])
-            acc[:, :m] += tmp[:, :m]
-        y[sl] = acc[:, :m].reshape(o, b, hp, wp)[:, :, : win.oh, : win.ow].transpose(1, 0, 2, 3)
+        cb = cols[: b * c * k * npos].reshape(b, c, k, win.oh, win.ow)
+        _im2col(xp, win, cb)
+        np.matmul(wm, cb.reshape(b, c * k, npos), out=y[sl].reshape(b, o, npos))
     return y
+
+
+def _weight_grad_by_images(x, g, win):
+    """dW (O, C, kh, kw) of conv2d(x, W) (one group) from its output gradient g (N, O, OH, OW): per chunk
+    of images, im2col laid out as (C*k, b*OH*OW) and one matmul with g's chunk as (O, b*OH*OW)."""
+    n, c = x.shape[:2]
+    o, k, npos = g.shape[1], win.kh * win.kw, win.oh * win.ow
+    dw = np.zeros((o, c * k), x.dtype)
+    step = np.empty_like(dw)
+    per_image = c * k * npos * x.itemsize
+    cols = np.empty(c * k * npos * min(n, max(1, _IMAGE_COLS_BYTES // per_image)), x.dtype)
+    for sl, xp in _image_chunks(x, win, per_image):
+        b = sl.stop - sl.start
+        cb = cols[: b * c * k * npos].reshape(c, k, b, win.oh, win.ow)
+        _im2col(xp, win, cb.transpose(2, 0, 1, 3, 4))
+        gb = np.ascontiguousarray(g[sl].reshape(b, o, npos).transpose(1, 0, 2)).reshape(o, b * npos)
+        np.matmul(gb, cb.reshape(c * k, b * npos).T, out=step)
+        dw += step
+    return dw.reshape(o, c, win.kh, win.kw)
 
 
 def _conv_by_taps(x, w, win, g):
@@ -209,33 +241,14 @@ def conv2d_transpose(
     if out_h <= 0 or out_w <= 0:
         raise KernelError(f"{op}: padding {padding!r} leaves an empty output ({out_h} x {out_w})")
     x, w = x.astype(dtype, copy=False), w.astype(dtype, copy=False)
-    if sh == sw == 1:
-        # The extra output_padding rows are zero-gradient rows of conv2d's input: less padding.
-        out = _transpose_as_conv(x, w, g, (pt, pl, pb - oph, pr - opw), (dh, dw))
-    else:
-        out = _transpose_by_scatter(x, w, g, (sh, sw), (pt, pl), (out_h, out_w), (dh, dw))
+    out = _transpose_by_scatter(x, w, g, (sh, sw), (pt, pl), (out_h, out_w), (dh, dw))
     return np.ascontiguousarray(to_layout(op, out, "NCHW", out_layout or data_layout))
 
 
-def _transpose_as_conv(x, w, g, pads, dilation):
-    """Unit strides: the adjoint is a conv2d of x with the flipped, in/out-swapped kernel and
-    complementary padding d*(k-1) - p (negative padding crops x)."""
-    ci, cg, kh, kw = w.shape
-    dh, dw = dilation
-    flipped = w.reshape(g, ci // g, cg, kh, kw).transpose(0, 2, 1, 3, 4).reshape(g * cg, ci // g, kh, kw)
-    flipped = flipped[:, :, ::-1, ::-1]
-    pt, pb = ((kh - 1) * dh - p for p in pads[0::2])
-    pl, pr = ((kw - 1) * dw - p for p in pads[1::2])
-    h, wd = x.shape[2:]
-    x = x[:, :, max(0, -pt) : h - max(0, -pb), max(0, -pl) : wd - max(0, -pr)]
-    pads = (max(pt, 0), max(pl, 0), max(pb, 0), max(pr, 0))
-    win = Window2d("conv2d_transpose", x.shape[2:], (kh, kw), 1, pads, dilation, kernel_name="kernel size")
-    return _conv(x, flipped, win, g)
-
-
 def _transpose_by_scatter(x, w, g, strides, pads, out_hw, dilation):
-    """Strided: col2im, the literal adjoint of im2col. One matmul per chunk of images gives every
-    tap's contribution; each tap is added into a strided view of a padded buffer, then cropped."""
+    """col2im, the literal adjoint of im2col. One matmul per chunk of images gives every tap's
+    contribution; each tap is added into a strided view of a padded buffer, then cropped. Exact flops
+    (a conv2d with the flipped kernel would also multiply the padding) and no im2col copy of x."""
     n, ci, h, wd = x.shape
     _, cg, kh, kw = w.shape
     (sh, sw), (pt, pl), (out_h, out_w), (dh, dw) = strides, pads, out_hw, dilation
@@ -245,11 +258,12 @@ def _transpose_by_scatter(x, w, g, strides, pads, out_hw, dilation):
     wb = max((wd - 1) * sw + (kw - 1) * dw + 1, pl + out_w)
     wm = np.ascontiguousarray(w.reshape(g, ci // g, cg * kh * kw).transpose(0, 2, 1))  # (G, Cg*K, Ci/G)
     out = np.empty((n, c, out_h, out_w), x.dtype)
-    nb = max(1, min(n, _COLS_BYTES // max(1, c * kh * kw * h * wd * x.itemsize)))
+    nb = max(1, min(n, _IMAGE_COLS_BYTES // max(1, c * kh * kw * h * wd * x.itemsize)))
     buf = np.empty((nb, c, hb, wb), x.dtype)
+    cols_buf = np.empty((nb, g, cg * kh * kw, h * wd), x.dtype)
     for sl in plane_chunks(n, nb):
         b = sl.stop - sl.start
-        cols = np.matmul(wm, x[sl].reshape(b, g, ci // g, h * wd)).reshape(b, c, kh * kw, h, wd)
+        cols = np.matmul(wm, x[sl].reshape(b, g, ci // g, h * wd), out=cols_buf[:b]).reshape(b, c, kh * kw, h, wd)
         bb = buf[:b]
         bb.fill(0)
         for t in range(kh * kw):
