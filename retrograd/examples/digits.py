@@ -81,7 +81,7 @@ def run(args, stream=None) -> float:
     with blas_threads(args.threads or None):
         history = fit(trainer, [x[tr], y[tr]], args.epochs, args.batch_size, seed=args.seed,
                       evaluate=lambda t: {"test_acc": accuracy(t, x[te], y[te])},
-                      progress=Progress(steps, desc="digits"))
+                      progress=Progress(steps, desc="digits"), batch_accuracy=True)
         acc = accuracy(trainer, x[te], y[te])
     elapsed = time.perf_counter() - start
     stream.write(f"{len(tr)} training and {len(te)} test images, {steps} steps in {elapsed:.1f} s\n")

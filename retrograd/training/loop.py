@@ -20,10 +20,14 @@ def batches(n: int, batch_size: int, rng: np.random.Generator | None):
 
 
 def fit(trainer: Trainer, arrays: list, epochs: int, batch_size: int, seed: int = 0,
-        evaluate: Callable[[Trainer], dict] | None = None, progress: Progress | None = None) -> dict:
+        evaluate: Callable[[Trainer], dict] | None = None, progress: Progress | None = None,
+        batch_accuracy: bool = False) -> dict:
     """Train on `arrays` (inputs then targets, sharing their first dimension) for `epochs` epochs.
 
-    Returns the history: per-step `loss`, and per epoch the values `evaluate(trainer)` returns.
+    Returns the history: per-step `loss`, and per epoch the values `evaluate(trainer)` returns. With
+    `batch_accuracy` (a classifier: one input, integer class targets), the progress also shows `acc`,
+    the share of the batch classified right before the step, computed only on the steps it prints
+    (a forward pass costs about a third of a step).
     """
     n = len(arrays[0])
     if any(len(a) != n for a in arrays):
@@ -35,9 +39,11 @@ def fit(trainer: Trainer, arrays: list, epochs: int, batch_size: int, seed: int 
     last: dict = {}
     for _ in range(epochs):
         for idx in batches(n, batch_size, rng):
-            history["loss"].append(trainer.step(*(a[idx] for a in arrays)))
+            batch = [a[idx] for a in arrays]
+            acc = accuracy(trainer, batch[0], batch[-1]) if batch_accuracy and progress is not None and progress.due() else None
+            history["loss"].append(trainer.step(*batch))
             if progress is not None:
-                progress.update(loss=history["loss"][-1], **last)
+                progress.update(loss=history["loss"][-1], acc=acc, **last)
         if evaluate is not None:
             last = evaluate(trainer)
             for k, v in last.items():

@@ -25,11 +25,19 @@ class Progress:
                 self._bar = tqdm(total=total, desc=desc, file=self.stream, dynamic_ncols=True)
         self.desc = desc
 
+    def due(self) -> bool:
+        """Whether the next update prints a line (every `every` steps, and the last): values that cost
+        something to compute, such as a batch accuracy, need only be computed then."""
+        nxt = self.done + 1
+        return nxt % self.every == 0 or nxt == self.total
+
     def update(self, **values) -> None:
         self.done += 1
         shown = {k: f"{v:.4f}" for k, v in values.items() if v is not None}
         if self._bar is not None:
-            self._bar.set_postfix(shown, refresh=False)
+            # A value given only on some steps (a batch accuracy) stays on the bar until replaced.
+            self._shown = {**getattr(self, "_shown", {}), **shown}
+            self._bar.set_postfix(self._shown, refresh=False)
             self._bar.update(1)
         elif self.done % self.every == 0 or self.done == self.total:
             fields = " ".join(f"{k} {v}" for k, v in shown.items())

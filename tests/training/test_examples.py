@@ -113,3 +113,26 @@ def test_progress_lines_without_a_terminal():
         p.update(loss=1.0 / (i + 1), acc=None)
     p.close()
     assert buf.getvalue().splitlines() == ["t step 5/10 loss 0.2000", "t step 10/10 loss 0.1000"]
+
+
+def test_fit_shows_the_batch_accuracy_before_each_printed_step():
+    from retrograd.training.progress import Progress
+
+    x, y = load_digits()
+    x, y = x[:96], y[:96]
+    t = Trainer(setup_trainer(retrograd.parse(MODEL), NLLLoss(), Adam(1e-3)))
+    t.init_params("he_uniform", seed=0)
+    expected, step = [], t.step
+
+    def recording_step(*batch):  # the accuracy the line must show: this batch, before the update
+        logits = t.exe["backbone"](batch[0], *(t.params[n] for n in t.param_names))
+        expected.append(float((np.asarray(logits).argmax(1) == batch[1]).mean()))
+        return step(*batch)
+
+    t.step = recording_step
+    buf = io.StringIO()
+    fit(t, [x, y], epochs=1, batch_size=32, progress=Progress(3, desc="d", stream=buf, every=2), batch_accuracy=True)
+    lines = buf.getvalue().splitlines()
+    assert [ln.split()[2] for ln in lines] == ["2/3", "3/3"]
+    shown = [float(re.search(r"acc (\S+)", ln).group(1)) for ln in lines]
+    assert shown == pytest.approx([expected[1], expected[2]], abs=5e-5)

@@ -112,10 +112,6 @@ def max_pool2d_backward(
     op = "max_pool2d_backward"
     s = _Setup(op, data, pool_size, strides, padding, dilation, ceil_mode, layout)
     g = s.grad(output_grad, out_layout or layout)
-    win = s.win
-    if (win.kh, win.kw) == (win.sh, win.sw) and win.dh == win.dw == 1 and not any((win.pt, win.pl, win.pb, win.pr)) and \
-            win.oh * win.kh <= win.h and win.ow * win.kw <= win.w:
-        return s.finish(_max_backward_tiled(s.planes, g, win), layout)
     planes, grid, size = s.planes, s.grid, s.size
     src = grid.buffer(size, planes.dtype, -np.inf)
     top, contrib = (np.empty((size, grid.length), planes.dtype) for _ in range(2))
@@ -139,34 +135,6 @@ def max_pool2d_backward(
             d += t
 
     return s.finish(_scatter(s, g, spread), layout)
-
-
-def _max_backward_tiled(planes, g, win):
-    """Windows that tile the plane (stride = pool size, no padding): every tap is a strided view of the
-    data and of dx, so no phase grid is loaded or stored; chunks of planes keep the masks in cache."""
-    n, h, w = planes.shape
-    th, tw = win.oh * win.kh, win.ow * win.kw
-    dx = (np.empty if (th, tw) == (h, w) else np.zeros)((n, h, w), planes.dtype)
-    size = plane_chunk_size(win.oh * win.ow * 4)
-    top = np.empty((size, win.oh, win.ow), planes.dtype)
-    hit, free = (np.empty((size, win.oh, win.ow), bool) for _ in range(2))
-    for sl in plane_chunks(n, size):
-        p = sl.stop - sl.start
-        xv = planes[sl, :th, :tw].reshape(p, win.oh, win.kh, win.ow, win.kw)
-        dv = dx[sl, :th, :tw].reshape(p, win.oh, win.kh, win.ow, win.kw)
-        taps = [(i, j) for i in range(win.kh) for j in range(win.kw)]
-        m, e, f = top[:p], hit[:p], free[:p]
-        m[...] = xv[:, :, 0, :, 0]
-        for i, j in taps[1:]:
-            np.maximum(m, xv[:, :, i, :, j], out=m)
-        # Taps in row-major order; `f` marks windows whose maximum is not found yet.
-        f.fill(True)
-        for i, j in taps:
-            np.equal(xv[:, :, i, :, j], m, out=e)
-            e &= f
-            f ^= e
-            np.multiply(g[sl], e, out=dv[:, :, i, :, j])
-    return dx
 
 
 def _axis_counts(size, k, s, p0, p1, d, n_out, include_pad):
