@@ -86,6 +86,8 @@ CASES = [
     ((1, 2, 7, 9), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), False),  # stride 1
     ((1, 2, 9, 10), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1), True),  # ceil_mode overhang
     ((2, 2, 5, 5), (2, 2), (2, 2), (0, 0, 0, 0), (1, 1), True),  # ceil: last window half outside
+    ((2, 3, 9, 7), (2, 2), (2, 2), (0, 0, 0, 0), (1, 1), False),  # tiling windows; a row and a column unread
+    ((1, 2, 9, 12), (3, 3), (3, 3), (0, 0, 0, 0), (1, 1), False),  # 3x3 tiles
     ((1, 2, 8, 9), (2, 3), (2, 1), (0, 1, 1, 0), (1, 1), False),  # asymmetric everything
     ((1, 2, 9, 9), (2, 2), (1, 1), (0, 0, 0, 0), (2, 2), False),  # dilation
     ((1, 1, 10, 11), (3, 2), (3, 2), (2, 1, 2, 1), (2, 3), True),  # dilation + stride + pad + ceil

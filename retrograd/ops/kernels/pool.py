@@ -6,7 +6,7 @@ import numpy as np
 
 from retrograd.errors import KernelError
 from retrograd.ops.kernels.phase import PhaseGrid
-from retrograd.ops.kernels.window import Window2d, check_float, plane_chunk_size, plane_chunks, to_layout
+from retrograd.ops.kernels.window import CHUNK_BYTES, Window2d, check_float, plane_chunk_size, plane_chunks, to_layout
 
 # Pure elementwise work on contiguous tap slices: no BLAS (whose threads stall on a busy machine), and
 # every temporary is allocated once per call and reused across chunks (fresh pages cost more than
@@ -112,6 +112,12 @@ def max_pool2d_backward(
     op = "max_pool2d_backward"
     s = _Setup(op, data, pool_size, strides, padding, dilation, ceil_mode, layout)
     g = s.grad(output_grad, out_layout or layout)
+    win = s.win
+    # Small data in tiling windows: strided views beat loading and storing phase grids (digits CNN:
+    # 0.3 vs 0.9 ms); past a cache's worth the grids' contiguous taps win (MNIST net: 8 vs 12 ms).
+    if (win.kh, win.kw) == (win.sh, win.sw) and win.dh == win.dw == 1 and not any((win.pt, win.pl, win.pb, win.pr)) and \
+            win.oh * win.kh <= win.h and win.ow * win.kw <= win.w and s.planes.nbytes <= CHUNK_BYTES:
+        return s.finish(_max_backward_tiled(s.planes, g, win), layout)
     planes, grid, size = s.planes, s.grid, s.size
     src = grid.buffer(size, planes.dtype, -np.inf)
     top, contrib = (np.empty((size, grid.length), planes.dtype) for _ in range(2))
@@ -135,6 +141,28 @@ def max_pool2d_backward(
             d += t
 
     return s.finish(_scatter(s, g, spread), layout)
+
+
+def _max_backward_tiled(planes, g, win):
+    """Windows that tile the plane (stride = pool size, no padding; floor mode may leave rows and columns
+    no window reads, which get 0): every tap is a strided view of the data and of dx."""
+    n, h, w = planes.shape
+    th, tw = win.oh * win.kh, win.ow * win.kw
+    dx = (np.empty if (th, tw) == (h, w) else np.zeros)((n, h, w), planes.dtype)
+    xv = planes[:, :th, :tw].reshape(n, win.oh, win.kh, win.ow, win.kw)
+    dv = dx[:, :th, :tw].reshape(n, win.oh, win.kh, win.ow, win.kw)
+    taps = [(i, j) for i in range(win.kh) for j in range(win.kw)]
+    m = np.array(xv[:, :, 0, :, 0])
+    for i, j in taps[1:]:
+        np.maximum(m, xv[:, :, i, :, j], out=m)
+    # Taps in row-major order; `f` marks windows whose maximum is not found yet.
+    f, e = np.ones(m.shape, bool), np.empty(m.shape, bool)
+    for i, j in taps:
+        np.equal(xv[:, :, i, :, j], m, out=e)
+        e &= f
+        f ^= e
+        np.multiply(g, e, out=dv[:, :, i, :, j])
+    return dx
 
 
 def _axis_counts(size, k, s, p0, p1, d, n_out, include_pad):
