@@ -265,8 +265,13 @@ def _transpose_by_scatter(x, w, g, strides, pads, out_hw, dilation):
         b = sl.stop - sl.start
         cols = np.matmul(wm, x[sl].reshape(b, g, ci // g, h * wd), out=cols_buf[:b]).reshape(b, c, kh * kw, h, wd)
         bb = buf[:b]
-        bb.fill(0)
-        for t in range(kh * kw):
+        if sh == sw == 1:  # tap 0 covers the top-left h x wd block: assign it, zero only the rest
+            bb[:, :, :h, :wd] = cols[:, :, 0]
+            bb[:, :, h:].fill(0)
+            bb[:, :, :h, wd:].fill(0)
+        else:
+            bb.fill(0)
+        for t in range(1 if sh == sw == 1 else 0, kh * kw):
             i, j = divmod(t, kw)
             bb[:, :, i * dh : i * dh + (h - 1) * sh + 1 : sh, j * dw : j * dw + (wd - 1) * sw + 1 : sw] += cols[:, :, t]
         out[sl] = bb[:, :, pt : pt + out_h, pl : pl + out_w]

@@ -1,0 +1,45 @@
+"""100 SGD steps of the benchmarked training steps (benchmarks/bench_training.py) end at PyTorch's loss."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+BENCH_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_training.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_training", BENCH_PATH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize("name", ["mlp", "mnist", "digits"])
+def test_final_loss_after_100_sgd_steps_matches_torch(bench, name, tmp_path, monkeypatch):
+    """Same initial weights and batch in both systems; the MNIST net at batch 2 instead of 64 (time)."""
+    torch = pytest.importorskip("torch")
+    model = bench._model
+
+    def smaller(which):
+        text, shape, classes = model(which)
+        if which == "mnist":
+            text = text.replace("(64, 1, 28, 28)", "(2, 1, 28, 28)").replace("[64, 9216]", "[2, 9216]")
+            text = text.replace('-> R.Tensor((64, 10)', '-> R.Tensor((2, 10)')
+            shape = (2,) + shape[1:]
+        return text, shape, classes
+
+    monkeypatch.setattr(bench, "_model", smaller)
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the worker sets torch's threads from it: restored below
+    threads = torch.get_num_threads()
+    data = str(tmp_path / "data.npz")
+    bench._data(name, data)
+    ours = bench.worker("retrograd", name, data, 0, check=True)["final_loss"]
+    try:
+        theirs = bench.worker("torch", name, data, 0, check=True)["final_loss"]
+    finally:
+        torch.set_num_threads(threads)
+    assert ours == pytest.approx(theirs, rel=1e-4)
