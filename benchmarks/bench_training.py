@@ -15,7 +15,8 @@ its shapes and operand layouts) timed alone in NumPy and with torch.matmul on th
 step ratio can be given with the BLAS difference factored out (our step - our matmuls + torch's
 matmuls, over torch's step); 100 SGD steps from the same start in each system, compared by final
 loss; TVM (when installed): our train_step printed as TVMScript, parsed by TVM, relax.build for llvm
-(untuned) and run on its VirtualMachine (build time excluded; one round of a few steps). --no-coretype
+(untuned) and run on its VirtualMachine (build time excluded; one round of a few steps). --clock cpu
+times CPU time instead of wall time (for --threads 1 on a shared machine). --no-coretype
 drops OPENBLAS_CORETYPE from the workers' environment (it pins NumPy's OpenBLAS to a kernel set;
 `--coretype-only` measures what that costs on a float32 matmul).
 """
@@ -143,6 +144,7 @@ def _matmul_times(calls, reps):
 
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     rng = np.random.default_rng(0)
+    clock = time.process_time if os.environ.get("BENCH_CLOCK") == "cpu" else time.perf_counter
     total = {"numpy": 0.0, "torch": 0.0}
     for sa, sb, dtype, la, lb in calls:
         def operand(shape, layout):
@@ -155,9 +157,9 @@ def _matmul_times(calls, reps):
         times = {k: [] for k in fns}
         for _ in range(reps):
             for k, f in fns.items():
-                t0 = time.perf_counter()
+                t0 = clock()
                 f()
-                times[k].append(time.perf_counter() - t0)
+                times[k].append(clock() - t0)
         for k in total:
             total[k] += statistics.median(times[k])
     return total
@@ -202,11 +204,12 @@ def worker(system, name, data_path, steps, check):
     loss0 = step()  # at the initial weights (TVM's step is always fed them: a check that it computes the same)
     for _ in range(2):
         step()
+    clock = time.process_time if os.environ.get("BENCH_CLOCK") == "cpu" else time.perf_counter
     times = []
     for _ in range(steps):
-        t0 = time.perf_counter()
+        t0 = clock()
         step()
-        times.append(time.perf_counter() - t0)
+        times.append(clock() - t0)
     out = {"median_s": statistics.median(times), "loss0": loss0}
     if system == "retrograd":
         with open(data_path + ".matmuls.json", "w") as f:
@@ -229,9 +232,9 @@ def _data(name, path):
              __y=rng.integers(0, classes, xshape[0]).astype("int64"), **t.params)
 
 
-def _env(threads, coretype=True):
+def _env(threads, coretype=True, clock="wall"):
     env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads),
-               MKL_NUM_THREADS=str(threads), TVM_NUM_THREADS=str(threads), PYTHONPATH=ROOT)
+               MKL_NUM_THREADS=str(threads), TVM_NUM_THREADS=str(threads), PYTHONPATH=ROOT, BENCH_CLOCK=clock)
     if not coretype:
         env.pop("OPENBLAS_CORETYPE", None)
     return env
@@ -289,7 +292,7 @@ def _tvm_available():
 def run_model(name, tmp, args, threads):
     data = os.path.join(tmp, f"{name}.npz")
     _data(name, data)
-    env = _env(threads, not args.no_coretype)
+    env = _env(threads, not args.no_coretype, args.clock)
     times, loss0 = {"retrograd": [], "torch": []}, {}
     for r in range(args.rounds):
         order = ("retrograd", "torch") if r % 2 == 0 else ("torch", "retrograd")
@@ -302,7 +305,7 @@ def run_model(name, tmp, args, threads):
     mm_np, mm_t = mm["numpy"] * 1e3, mm["torch"] * 1e3
     factored = (ours - mm_np + mm_t) / theirs
     target = TARGETS.get(name)
-    tvm = "not installed"
+    tvm = "skipped" if args.no_tvm else "not installed"
     if not args.no_tvm and _tvm_available():
         try:
             res = _spawn("tvm", name, data, args.tvm_steps, env)
@@ -323,6 +326,9 @@ def main():
     ap.add_argument("--models", default="mlp,mnist,digits")
     ap.add_argument("--tvm-steps", type=int, default=3)
     ap.add_argument("--no-tvm", action="store_true")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="cpu: each process's CPU time (meaningful with --threads 1 on a loaded machine, where "
+                         "wall time mostly measures the scheduler)")
     ap.add_argument("--no-coretype", action="store_true", help="run the workers without OPENBLAS_CORETYPE")
     ap.add_argument("--coretype-only", action="store_true", help="only measure what OPENBLAS_CORETYPE costs")
     ap.add_argument("--worker")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 BENCH_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_training.py"
@@ -38,8 +39,16 @@ def test_final_loss_after_100_sgd_steps_matches_torch(bench, name, tmp_path, mon
     data = str(tmp_path / "data.npz")
     bench._data(name, data)
     ours = bench.worker("retrograd", name, data, 0, check=True)["final_loss"]
+    with np.load(data) as d:  # the same start in float64: PyTorch's exact trajectory, to 1e-12
+        np.savez(tmp_path / "data64.npz", **{k: d[k].astype(np.float64) if d[k].dtype == np.float32 else d[k] for k in d.files})
     try:
         theirs = bench.worker("torch", name, data, 0, check=True)["final_loss"]
+        exact = bench.worker("torch", name, str(tmp_path / "data64.npz"), 0, check=True)["final_loss"]
     finally:
         torch.set_num_threads(threads)
-    assert ours == pytest.approx(theirs, rel=1e-4)
+    assert ours == pytest.approx(exact, rel=1e-4)
+    if name != "mlp":
+        assert ours == pytest.approx(theirs, rel=1e-4)
+    # The MLP memorizes its batch and float32 rounding drifts: PyTorch's own float32 run ends 8.4e-5
+    # from its float64 run, ours 4e-5 to 7e-5 depending on OpenBLAS's kernels, so float32 against
+    # float32 measured 2.2e-5 (AVX2 kernels) and 1.3e-4 (AVX-512): the float64 run is the fair reference.
