@@ -11,6 +11,7 @@ from __future__ import annotations
 from retrograd.errors import GradientError
 from retrograd.ir.expr import Tuple, TupleGetItem, const, shape_expr
 from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, is_float_dtype
+from retrograd.ir.text import format_sinfo
 from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
 from retrograd.ops.composed import ComposedVjp
@@ -282,7 +283,7 @@ def _affine(y, gamma, beta, axes, ndim):
 def _static_ndim(call, data: int = 1):
     x = call.args[data].struct_info
     if x.ndim == -1:
-        raise GradientError(f"{call.op.script_name}: the gradient needs the data's rank, got {x}", call.span)
+        raise GradientError(f"{call.op.script_name}: the gradient needs the data's rank, got {format_sinfo(x)}", call.span)
     return x.ndim
 
 

@@ -14,6 +14,7 @@ from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.expr import Call, Constant, PrimValue, ShapeExpr, Tuple, TupleGetItem, Var
 from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo
 from retrograd.ops.api import R
+from retrograd.ops.composed import ComposedVjp
 from retrograd.ops.registry import get
 
 
@@ -62,6 +63,8 @@ def rule_gradients(case, arrays, seed_grad):
     out = Var("out", call.struct_info)
     g = Var("g", call.struct_info)
     grads = get(case.op).grad(call, out, g)
+    if isinstance(grads, ComposedVjp):
+        pytest.skip("a composed-form rule: only the Gradient pass expands it (test_op_gradients.py checks it)")
     assert len(grads) == len(call.args), "one entry per argument"
     emitted = [None if e is None else bb.emit(e, "grad") for e in grads]
     seq = bb.end_scope(Tuple([v for v in emitted if v is not None]))

@@ -14,6 +14,7 @@ from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.expr import Var
 from retrograd.errors import GradientError
 from retrograd.ir.struct_info import TensorStructInfo, is_float_dtype
+from retrograd.ops.composed import ComposedVjp
 from retrograd.ops.registry import all_ops
 from retrograd.testing import check_gradients
 
@@ -75,6 +76,8 @@ def _rule_gives_gradients(op, case) -> bool:
         grads = op.grad(call, out, g)
     except Exception:  # noqa: BLE001 - a rule that cannot even run on its own case is a differentiable op
         return True
+    if isinstance(grads, ComposedVjp):
+        return True  # a fused backward op differentiated through its composed form
     return any(e is not None and getattr(getattr(e, "op", None), "name", "") != "relax.grad.no_grad" for e in grads)
 
 
