@@ -13,6 +13,9 @@ import pytest
 
 from all_cases import ALL_CASES
 from higher_order import dot_of_adjoint, random_value
+from retrograd.errors import DiagnosticError
+from retrograd.ir.well_formed import well_formed
+from retrograd.passes.gradient import Gradient
 from retrograd.passes.gradient.activity import all_float
 from retrograd.testing import check_gradients, to_float64
 
@@ -32,3 +35,19 @@ def test_second_order_matches_finite_differences(case):
     wrt = required + ([n] if all_float(dot.params[n].struct_info) else [])
     report = check_gradients(mod, "main_dot", inputs + extra, require_grads=wrt, rtol=1e-4, atol=1e-6, max_coords=8, seed=4)
     assert report.ok, f"{case.op} {case.name}:\n{report}"
+
+
+SYMBOLIC_CASES = [c for c in ALL_CASES if not c.is_static and c.differentiable_params()]
+
+
+@pytest.mark.parametrize("case", SYMBOLIC_CASES, ids=lambda c: c.id)
+def test_second_order_of_symbolic_cases_is_well_formed_or_a_located_error(case):
+    required = case.differentiable_params()
+    try:
+        mod = dot_of_adjoint(to_float64(case.build()), "main", required, target_index=None, seeds="param")
+        second = Gradient("main_dot", required)(mod)
+    except DiagnosticError as err:
+        # Rules that need static sizes say so, at first or second order, naming the function and binding.
+        assert err.message.startswith("in function 'main") and "binding '" in err.message, err.message
+        return
+    assert well_formed(second) == []

@@ -139,6 +139,14 @@ class Sweep:
                 for i, (f, s) in enumerate(zip(value.fields, target_sinfo.fields))
             )
         got = value.struct_info
+        if isinstance(got, TupleStructInfo) and isinstance(target_sinfo, TupleStructInfo) and got != target_sinfo:
+            # A tuple-valued partial less precise than the argument (split with symbolic sizes): fit
+            # each field, so that adjoints keep the argument's shapes.
+            leaf = value if is_leaf(value) else bb.emit(value, "lv")
+            return tuple(
+                self.fit(TupleGetItem(leaf, i), s, None if like is None else self._like_field(like, i), name)
+                for i, s in enumerate(target_sinfo.fields)
+            )
         if isinstance(got, TensorStructInfo) and isinstance(target_sinfo, TensorStructInfo):
             value = self._fit_shape(value, got, target_sinfo, like)
         if is_leaf(value):
@@ -224,8 +232,11 @@ class Sweep:
                 hint = f"{arg.name_hint}_adjoint" if isinstance(arg, Var) and arg not in self.adj else "lv"
                 # The forward values a partial reads, as the backward part has them: kept, or recomputed here.
                 self.add(arg, self.fit(self.host.restore(part), arg.struct_info, arg, hint))
-        except GradientError:
-            raise
+        except GradientError as err:
+            if err.span is not None or err.message.startswith("in function"):
+                raise
+            # A rule's error without a source location: name the function and the binding instead.
+            raise self.host.error(err.message, binding) from err
         except DiagnosticError as err:
             raise self.host.error(f"the gradient rule of {op.script_name} failed: {err.message}", binding) from err
 
