@@ -194,3 +194,44 @@ def test_the_vjp_of_the_composed_form_is_the_fused_kernel(case):
     assert len(fused) == len(grads)
     for got, want in zip(grads, fused):
         np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-11)
+
+
+# -- in context: checkpoint segments, and the adjoint differentiated directly --------------------------
+
+CHECKPOINTED = """
+@R.function
+def main(x: R.Tensor((2, 3, 4), "float64"), g: R.Tensor((4,), "float64"), b: R.Tensor((4,), "float64"),
+         q: R.Tensor((2, 3, 1, 4), "float64")):
+    with R.dataflow():
+        x1 = R.grad.start_checkpoint(x)
+        y = R.nn.layer_norm(x1, g, b, axes=[-1])
+        z = R.tanh(y)
+        z1 = R.grad.end_checkpoint(z)
+        k = R.reshape(z1, R.shape([2, 3, 1, 4]))
+        a = R.nn.attention(q, k, k, causal_mask="TopLeft")
+        s = R.sum(R.multiply(a, a))
+        R.output(s)
+    return s
+"""
+
+
+def test_second_order_through_a_checkpointed_norm_and_attention():
+    mod = dot_of_adjoint(retrograd.parse(CHECKPOINTED), "main", [0, 1, 2, 3])
+    rng = np.random.default_rng(0)
+    inputs = [random_value(p.struct_info, rng) for p in mod["main_dot"].params]
+    report = check_gradients(mod, "main_dot", inputs, require_grads=[0, 1, 2, 3], rtol=1e-5, atol=1e-7)
+    assert report.ok, str(report)
+
+
+def test_differentiating_the_adjoint_directly_equals_differentiating_a_call_to_it():
+    # Gradient of main_adjoint's gradient tuple (a vjp with cotangent w) is main_dot's gradient.
+    mod = dot_of_adjoint(retrograd.parse(CHECKPOINTED), "main", [0, 1, 2, 3])
+    direct = Gradient("main_adjoint", [0, 1, 2, 3], 1, seeds="param")(mod)
+    via_call = Gradient("main_dot", [0, 1, 2, 3])(mod)
+    rng = np.random.default_rng(2)
+    params = mod["main_dot"].params
+    inputs = [random_value(p.struct_info, rng) for p in params]
+    _, want = build(via_call)["main_dot_adjoint"](*inputs)
+    _, got = build(direct)["main_adjoint_adjoint"](*inputs[:4], tuple(inputs[4:]))
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
