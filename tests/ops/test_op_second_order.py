@@ -14,12 +14,20 @@ import pytest
 from all_cases import ALL_CASES
 from higher_order import dot_of_adjoint, random_value
 from retrograd.errors import DiagnosticError
+from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ir.well_formed import well_formed
 from retrograd.passes.gradient import Gradient
 from retrograd.passes.gradient.activity import all_float
+from retrograd.runtime import build
 from retrograd.testing import check_gradients, to_float64
 
 SECOND_CASES = [c for c in ALL_CASES if c.is_static and c.differentiable_params()]
+
+
+def _with_shape(sinfo, value):
+    if isinstance(sinfo, TensorStructInfo) and sinfo.shape is None:
+        return TensorStructInfo(np.shape(value), sinfo.dtype)
+    return sinfo
 
 
 @pytest.mark.parametrize("case", SECOND_CASES, ids=lambda c: c.id)
@@ -30,7 +38,11 @@ def test_second_order_matches_finite_differences(case):
     inputs = [np.asarray(v, np.float64) if np.asarray(v).dtype.kind == "f" else v for v in case.make_inputs(seed=1)]
     n = len(inputs)
     rng = np.random.default_rng(3)
-    extra = [random_value(p.struct_info, rng) for p in dot.params[n:]]
+    # Shapes known only at run time (dynamic_strided_slice): the cotangent's from the result, the
+    # weights' from their inputs.
+    result = build(mod)["main"](*inputs)
+    like = [result] + [inputs[k] for k in required]
+    extra = [random_value(_with_shape(p.struct_info, v), rng) for p, v in zip(dot.params[n:], like)]
     # The params and the cotangent (unless it carries integers: topk's indices take no cotangent).
     wrt = required + ([n] if all_float(dot.params[n].struct_info) else [])
     report = check_gradients(mod, "main_dot", inputs + extra, require_grads=wrt, rtol=1e-4, atol=1e-6, max_coords=8, seed=4)
