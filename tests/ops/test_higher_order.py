@@ -235,3 +235,24 @@ def test_differentiating_the_adjoint_directly_equals_differentiating_a_call_to_i
     _, got = build(direct)["main_adjoint_adjoint"](*inputs[:4], tuple(inputs[4:]))
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)
+
+
+def test_merge_sparse_rows_differentiates_in_its_values_at_first_and_second_order():
+    mod = retrograd.parse("""
+@R.function
+def main(idx: R.Tensor((5,), "int64"), v: R.Tensor((5, 3), "float64"), c: R.Tensor((4, 3), "float64")):
+    with R.dataflow():
+        m = R.grad.merge_sparse_rows(idx, R.multiply(v, v), num_rows=6)
+        rows = m[1]
+        s = R.sum(R.multiply(R.tanh(rows), c))
+        R.output(s)
+    return s
+""")
+    rng = np.random.default_rng(3)
+    # Repeated and negative indices (-1 is row 5): 4 distinct rows.
+    inputs = [np.array([2, -1, 2, 0, 4]), rng.standard_normal((5, 3)), rng.standard_normal((4, 3))]
+    report = check_gradients(mod, "main", inputs, require_grads=[1])
+    assert report.ok, str(report)
+    mod = dot_of_adjoint(mod, "main", [1])
+    report = check_gradients(mod, "main_dot", inputs + [rng.standard_normal((5, 3))], require_grads=[1])
+    assert report.ok, str(report)

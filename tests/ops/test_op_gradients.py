@@ -10,6 +10,7 @@ from dataclasses import replace
 import pytest
 
 from all_cases import ALL_CASES
+from test_op_coverage import OWN_OPS
 from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.expr import Var
 from retrograd.errors import GradientError
@@ -90,6 +91,8 @@ def test_every_rule_has_a_case():
         if op.grad is None:
             continue
         cases = by_op.get(op.name)
+        if op.name in OWN_OPS:
+            continue  # run-time-shaped results the generated tests cannot draw: checked by their own tests
         if not cases:
             missing.append(f"{op.name} (no OpCase at all)")
             continue
