@@ -63,3 +63,12 @@ def test_second_order_of_symbolic_cases_is_well_formed_or_a_located_error(case):
         assert err.message.startswith("in function 'main") and "binding '" in err.message, err.message
         return
     assert well_formed(second) == []
+
+
+def test_every_registered_op_has_a_gradient_rule():
+    # Gradients of gradients need a rule for every op a rule may emit: non-differentiable ops say so
+    # with `no_gradient`, so that a missing rule is always a decision, never an omission.
+    from retrograd.ops.registry import all_ops
+
+    missing = sorted(op.name for op in all_ops() if op.grad is None)
+    assert not missing, f"ops without a gradient rule (use registry.no_gradient when none applies): {missing}"
