@@ -1,4 +1,4 @@
-"""Advanced indexing and slice writes: index_tensor, index_put, slice_scatter, dynamic_strided_slice (and its backward op)."""
+"""Advanced indexing and slice writes: index_tensor, index_put, slice_scatter, dynamic_strided_slice (+ backward)."""
 
 from __future__ import annotations
 

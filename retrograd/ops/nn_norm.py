@@ -283,7 +283,9 @@ def _affine(y, gamma, beta, axes, ndim):
 def _static_ndim(call, data: int = 1):
     x = call.args[data].struct_info
     if x.ndim == -1:
-        raise GradientError(f"{call.op.script_name}: the gradient needs the data's rank, got {format_sinfo(x)}", call.span)
+        raise GradientError(
+            f"{call.op.script_name}: the gradient needs the data's rank, got {format_sinfo(x)}", call.span
+        )
     return x.ndim
 
 
@@ -298,7 +300,10 @@ def _layer_norm_backward_grad(call, out, g):
     a = call.attrs
     nd = _static_ndim(call)
     axes = [ax % nd for ax in a["axes"]]
-    form = lambda x, gm, bt: _affine(_normalized(x, axes, True, a["epsilon"], x.struct_info.dtype), gm, bt, axes, nd)  # noqa: E731
+
+    def form(x, gm, bt):
+        return _affine(_normalized(x, axes, True, a["epsilon"], x.struct_info.dtype), gm, bt, axes, nd)
+
     return ComposedVjp(call.args[0], _norm_params(call, 2, a["scale"]), form)
 
 
@@ -306,7 +311,10 @@ def _rms_norm_backward_grad(call, out, g):
     a = call.attrs
     nd = _static_ndim(call)
     axes = [ax % nd for ax in a["axes"]]
-    form = lambda x, w: R.multiply(_normalized(x, axes, False, a["epsilon"], x.struct_info.dtype), _along(w, axes, nd))  # noqa: E731
+
+    def form(x, w):
+        return R.multiply(_normalized(x, axes, False, a["epsilon"], x.struct_info.dtype), _along(w, axes, nd))
+
     return ComposedVjp(call.args[0], call.args[1:3], form)
 
 
@@ -317,7 +325,9 @@ def _group_norm_backward_grad(call, out, g):
     c_ax = a["channel_axis"] % nd
     groups = a["num_groups"]
     if shape is None or not isinstance(shape[c_ax], int):
-        raise GradientError(f"R.grad.group_norm_backward: the gradient needs a static channel count, got {shape}", call.span)
+        raise GradientError(
+            f"R.grad.group_norm_backward: the gradient needs a static channel count, got {shape}", call.span
+        )
     split = shape_expr(tuple(shape[:c_ax]) + (groups, shape[c_ax] // groups) + tuple(shape[c_ax + 1 :]))
     stat = [c_ax + 1] + [ax % nd + 1 if ax % nd > c_ax else ax % nd for ax in a["axes"]]
 
@@ -374,7 +384,8 @@ def _batch_norm_backward_grad(call, out, g):
             y = _normalized(x, others, True, eps, dtype)
         else:
             stats = [mean0, var0]
-            y = R.multiply(R.subtract(x, _along(mean0, [ax], nd)), _along(R.rsqrt(R.add(var0, const(eps, dtype))), [ax], nd))
+            rstd = R.rsqrt(R.add(var0, const(eps, dtype)))
+            y = R.multiply(R.subtract(x, _along(mean0, [ax], nd)), _along(rstd, [ax], nd))
         return Tuple([_affine(y, w, b, [ax], nd), *stats])
 
     gamma_eff = gamma if a["scale"] else R.ones_like(gamma)

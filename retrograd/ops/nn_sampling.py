@@ -115,8 +115,10 @@ def _composed_grid_sample(data, grid, *, method, layout, padding_mode, align_cor
     if ds is None or gs is None or not all(isinstance(d, int) for d in (*ds, *gs)):
         raise GradientError(f"R.grad.grid_sample_backward: the gradient needs static shapes, got {ds} and {gs}", span)
     if layout != "NCHW" or method not in ("bilinear", "nearest") or padding_mode not in ("zeros", "border"):
-        raise GradientError(f"R.grad.grid_sample_backward: no gradient for layout={layout}, method={method}, "
-                            f"padding_mode={padding_mode} (the kernel supports NCHW, bilinear/nearest, zeros/border)", span)
+        raise GradientError(
+            f"R.grad.grid_sample_backward: no gradient for layout={layout}, method={method}, padding_mode="
+            f"{padding_mode} (the kernel supports NCHW, bilinear/nearest, zeros/border)", span
+        )
     (n, c, h, w), (_, _, ho, wo) = ds, gs
     dtype, length = data.struct_info.dtype, ho * wo
     num = lambda v: const(float(v), dtype)  # noqa: E731

@@ -254,7 +254,8 @@ class Sweep:
         first.run(block[start:])
         grads = [first.materialize(first.adj.get(p), p.struct_info, p) for p in primals]
         result = grads[0] if vjp.single else bb.normalize(Tuple(grads))
-        restored = {a: self.host.restore(a) for a in dict.fromkeys(call.args) if isinstance(a, Var) and self.is_active(a)}
+        args = [a for a in dict.fromkeys(call.args) if isinstance(a, Var) and self.is_active(a)]
+        restored = {a: self.host.restore(a) for a in args}
         second = Sweep(self.host, bb, compute_active(block[start:], list(restored.values())))
         second.add(result, g)
         second.run(block[start:])
