@@ -16,7 +16,7 @@ from retrograd.ir.struct_info import TupleStructInfo
 from retrograd.ops.composed import ComposedVjp
 from retrograd.passes.gradient import Gradient
 from retrograd.runtime import build
-from retrograd.testing import check_gradients, to_float64
+from retrograd.testing import check_gradients
 
 
 def _script(params: dict, body: str) -> IRModule:

@@ -13,8 +13,9 @@ import pytest
 
 from all_cases import ALL_CASES
 from higher_order import dot_of_adjoint, random_value
+from test_op_gradients import _bound, _random_ints
 from retrograd.errors import DiagnosticError
-from retrograd.ir.struct_info import TensorStructInfo
+from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo
 from retrograd.ir.well_formed import well_formed
 from retrograd.passes.gradient import Gradient
 from retrograd.passes.gradient.activity import all_float
@@ -25,7 +26,10 @@ SECOND_CASES = [c for c in ALL_CASES if c.is_static and c.differentiable_params(
 
 
 def _with_shape(sinfo, value):
-    if isinstance(sinfo, TensorStructInfo) and sinfo.shape is None:
+    """`sinfo` with the run-time shape of `value` where it is not static (unknown or symbolic)."""
+    if isinstance(sinfo, TupleStructInfo):
+        return TupleStructInfo(tuple(_with_shape(f, v) for f, v in zip(sinfo.fields, value)))
+    if isinstance(sinfo, TensorStructInfo) and not sinfo.is_static:
         return TensorStructInfo(np.shape(value), sinfo.dtype)
     return sinfo
 
@@ -34,12 +38,16 @@ def _with_shape(sinfo, value):
 def test_second_order_matches_finite_differences(case):
     required = case.differentiable_params()
     mod = dot_of_adjoint(to_float64(case.build()), "main", required, target_index=None, seeds="param")
+    _check_numerically(case, mod, required)
+
+
+def _check_numerically(case, mod, required):
     dot = mod["main_dot"]
     inputs = [np.asarray(v, np.float64) if np.asarray(v).dtype.kind == "f" else v for v in case.make_inputs(seed=1)]
     n = len(inputs)
     rng = np.random.default_rng(3)
-    # Shapes known only at run time (dynamic_strided_slice): the cotangent's from the result, the
-    # weights' from their inputs.
+    # Shapes known only at run time (symbolic dims, dynamic_strided_slice): the cotangent's from the
+    # result, the weights' from their inputs.
     result = build(mod)["main"](*inputs)
     like = [result] + [inputs[k] for k in required]
     extra = [random_value(_with_shape(p.struct_info, v), rng) for p, v in zip(dot.params[n:], like)]
@@ -63,6 +71,10 @@ def test_second_order_of_symbolic_cases_is_well_formed_or_a_located_error(case):
         assert err.message.startswith("in function 'main") and "binding '" in err.message, err.message
         return
     assert well_formed(second) == []
+    if _random_ints(case):
+        return  # indices/targets need a valid range the symbolic case does not give
+    # The module stays symbolic; the data binds its dims to small sizes.
+    _check_numerically(_bound(case), mod, required)
 
 
 def test_every_registered_op_has_a_gradient_rule():
