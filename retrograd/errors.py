@@ -167,3 +167,17 @@ class TrainingError(DiagnosticError):
     """Training was set up or driven wrongly: a non-scalar loss, parameters missing or of the wrong shape or dtype."""
 
     kind = "training error"
+
+
+class UsageError(DiagnosticError):
+    """The command line asks for something that does not exist or cannot be done (a name, a file kind)."""
+
+    kind = "error"
+
+
+def did_you_mean(name: str, choices) -> str:
+    """"; did you mean 'x'?" naming the choices closest to `name`, or "" when none is close."""
+    import difflib
+
+    close = difflib.get_close_matches(name, [str(c) for c in choices], n=3) if isinstance(name, str) else []
+    return f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
