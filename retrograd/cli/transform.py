@@ -20,13 +20,14 @@ def compose_pipelines(texts: list[str]):
     """One Sequential running the passes of every `-p` text in order; errors point into their own text."""
     from retrograd.passes import Sequential, parse_pipeline
 
-    passes, spans = [], []
+    passes, spans, option_spans = [], [], []
     for i, text in enumerate(texts):
         name = "<pipeline>" if len(texts) == 1 else f"<pipeline {i + 1}>"
         seq = parse_pipeline(text, source_name=name)
         passes += seq.passes
         spans += seq.spans
-    return Sequential(passes, name="pipeline", spans=spans)
+        option_spans += seq.option_spans
+    return Sequential(passes, name="pipeline", spans=spans, option_spans=option_spans)
 
 
 def _pass_names(items: list[str] | None) -> list[str]:

@@ -170,7 +170,7 @@ def instantiate(
         where = spans.get(err.option, span) if isinstance(err, OptionError) else span
         raise PassError(f"pass '{item.name}': {err}", where) from None
     if not isinstance(result, Pass):
-        raise PassError(f"factory of pass '{item.name}' returned {type(result).__name__}, not a Pass")
+        raise PassError(f"factory of pass '{item.name}' returned {type(result).__name__}, not a Pass", span)
     return result
 
 
@@ -203,7 +203,7 @@ def _convert(value, hint):
                 return _convert(value, member)
             except (TypeError, ValueError) as err:
                 errors.append(str(err))
-        raise ValueError("; ".join(errors) or "no alternative fits")
+        raise ValueError("; ".join(dict.fromkeys(errors)) or "no alternative fits")
     if origin is typing.Literal:
         if value in args:
             return value
