@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import sys
 import zipfile
 
@@ -52,7 +53,8 @@ def read_inputs(path: str, func, func_name: str) -> dict[str, np.ndarray]:
     names = [p.name_hint for p in func.params]
     shown = "standard input" if path == STDIO else path
     try:
-        data = np.load(sys.stdin.buffer if path == STDIO else path, allow_pickle=False)
+        # np.load needs a seekable file: standard input is read whole first.
+        data = np.load(io.BytesIO(sys.stdin.buffer.read()) if path == STDIO else path, allow_pickle=False)
         if isinstance(data, np.ndarray):
             if len(names) != 1:
                 raise UsageError(
