@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from retrograd.cli.common import count_bindings, load_module, load_verified, source_name, verify, write_output
+from retrograd.cli.common import count_bindings, function_named, load_module, load_verified, source_name, verify, write_output
 
 FILE_HELP = "script file, or - for standard input"
 
@@ -93,6 +93,14 @@ def cmd_lower(args) -> int:
     from retrograd.lower import lower_to_python
 
     mod = load_verified(args.file)
+    if args.func is not None:
+        from retrograd.ir.analysis import reachable_functions
+
+        function_named(mod, args.func, args.file)
+        keep = set(reachable_functions(mod, [args.func]))
+        for name in list(mod.keys()):
+            if name not in keep:
+                mod = mod.without(name)
     write_output(lower_to_python(mod, source_name=source_name(args.file)), args.output)
     return 0
 
@@ -144,6 +152,7 @@ def add_parsers(sub, parents) -> None:
 
     lw = sub.add_parser("lower", parents=parents, help="write the module as a standalone Python/NumPy module")
     lw.add_argument("file", help=FILE_HELP)
+    lw.add_argument("--func", help="only this function and the functions it calls (default: every function)")
     lw.add_argument("-o", "--output", help="write the Python source here (- or absent: standard output)")
     lw.set_defaults(run=cmd_lower)
 
