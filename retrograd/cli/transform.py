@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 
 from retrograd.cli.common import count_bindings, function_named, load_module, load_verified, source_name, verify, write_output
+from retrograd.errors import UsageError, did_you_mean
 
 FILE_HELP = "script file, or - for standard input"
 
@@ -30,13 +31,15 @@ def compose_pipelines(texts: list[str]):
     return Sequential(passes, name="pipeline", spans=spans, option_spans=option_spans)
 
 
-def _pass_names(items: list[str] | None) -> list[str]:
+def _pass_names(items: list[str] | None, option: str) -> list[str]:
     """The pass names of --print-ir-before/after (repeatable, comma-separated), each checked to exist."""
-    from retrograd.passes.infra.registry import entry
+    from retrograd.passes import list_passes
 
     names = [n.strip() for item in items or () for n in item.split(",") if n.strip()]
     for name in names:
-        entry(name)  # an unknown name is an error suggesting close ones
+        if name not in list_passes():
+            hint = did_you_mean(name, list_passes())
+            raise UsageError(f"{option}: unknown pass '{name}'{hint} (known passes: {', '.join(list_passes())})")
     return names
 
 
@@ -44,7 +47,8 @@ def _instruments(args) -> tuple[list, object]:
     from retrograd.passes import instrument as ins
 
     out = []
-    before, after = _pass_names(args.print_ir_before), _pass_names(args.print_ir_after)
+    before = _pass_names(args.print_ir_before, "--print-ir-before")
+    after = _pass_names(args.print_ir_after, "--print-ir-after")
     if args.print_ir_before_all or before:
         out.append(ins.PrintBeforeAfter(sys.stderr, before=True, after=False, only=None if args.print_ir_before_all else before))
     if args.print_ir_after_all or after:

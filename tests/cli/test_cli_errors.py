@@ -148,3 +148,17 @@ def test_error_messages_show_no_internal_reprs(tmp_path):
         assert proc.err.strip() and "internal error" not in proc.err, (argv, proc.err)
         for mark in REPR_MARKS:
             assert mark not in proc.err, (argv, mark, proc.err)
+
+
+def test_a_bug_is_one_line_and_its_traceback_is_shown_on_request(tmp_path):
+    plugin = tmp_path / "buggy.py"
+    plugin.write_text(
+        "from retrograd.passes import module_pass\n\n\n@module_pass\nclass Buggy:\n"
+        '    """Divides by zero."""\n\n    def transform_module(self, mod, ctx):\n        return 1 // 0\n'
+    )
+    quiet = cli("--load", str(plugin), "opt", MLP, "-p", "buggy")
+    assert quiet.returncode == 1
+    assert quiet.err.splitlines() == ["internal error: ZeroDivisionError: integer division or modulo by zero; "
+                                      "rerun with --traceback and report it"]
+    loud = cli("--load", str(plugin), "opt", MLP, "-p", "buggy", "--traceback")
+    assert loud.returncode == 1 and "Traceback" in loud.err and "return 1 // 0" in loud.err
