@@ -123,12 +123,14 @@ def test_several_p_options_run_in_the_order_given(order):
 
 
 def test_passes_lists_descriptions_and_typed_options_with_defaults():
-    from retrograd.passes import list_passes, pass_factory
+    from retrograd.passes import pass_factory
 
     proc = cli("passes")
     assert proc.returncode == 0
     entries = re.split(r"\n(?=\S)", proc.out.strip())
-    assert [e.split()[0] for e in entries] == list_passes()
+    names = [e.split()[0] for e in entries]
+    # (This process's registry may also hold passes other tests registered.)
+    assert names == sorted(names) and names == ["checkpoint", "cse", "dce", "fold-constant", "gradient", "simplify"]
     for e in entries:
         doc = inspect.getdoc(pass_factory(e.split()[0])).splitlines()[0]
         assert e.splitlines()[0].endswith(doc)
