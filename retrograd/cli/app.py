@@ -40,16 +40,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"retrograd {retrograd.__version__}",
                    help="print the version and exit")
     _global_options(p, suppress=False)
-    common = argparse.ArgumentParser(add_help=False)
-    _global_options(common, suppress=True)
-    parents = [common]
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", help="one of:")
-    transform.add_parsers(sub, parents)
-    run.add_parser(sub, parents)
-    listing.add_parsers(sub, parents)
-    t = sub.add_parser("train", parents=parents, help="train the digits example, or a script's function returning a loss")
+    transform.add_parsers(sub)
+    run.add_parser(sub)
+    listing.add_parsers(sub)
+    t = sub.add_parser("train", help="train the digits example, or a script's function returning a loss")
     add_train_arguments(t)
     t.set_defaults(run=run_train)
+    for command in sub.choices.values():
+        _global_options(command, suppress=True)
     return p
 
 

@@ -45,7 +45,8 @@ def function_named(mod, name: str, path: str):
     if name not in mod:
         names = list(mod.keys())
         raise UsageError(
-            f"no function '{name}' in {source_name(path)}{did_you_mean(name, names)} (functions: {', '.join(names) or 'none'})"
+            f"no function '{name}' in {source_name(path)}{did_you_mean(name, names)} "
+            f"(functions: {', '.join(names) or 'none'})"
         )
     return mod[name]
 

@@ -42,7 +42,8 @@ def parse_dims(items, func, func_name: str) -> dict[str, int]:
             raise UsageError(f"--dim {name}: {value} is larger than {MAX_DIM}")
         if name not in known:
             listing = f"its symbolic dims are {', '.join(known)}" if known else "it has no symbolic dims"
-            raise UsageError(f"--dim {name}: no parameter of '{func_name}' has a dim named '{name}'{did_you_mean(name, known)} ({listing})")
+            hint = did_you_mean(name, known)
+            raise UsageError(f"--dim {name}: no parameter of '{func_name}' has a dim named '{name}'{hint} ({listing})")
         dims[name] = int(value)
     return dims
 
@@ -71,7 +72,8 @@ def read_inputs(path: str, func, func_name: str) -> dict[str, np.ndarray]:
     for key in arrays:
         if key not in names:
             raise UsageError(
-                f"{shown}: '{func_name}' has no parameter named {key}{did_you_mean(key, names)} (parameters: {', '.join(names)})"
+                f"{shown}: '{func_name}' has no parameter named {key}{did_you_mean(key, names)} "
+                f"(parameters: {', '.join(names)})"
             )
     return arrays
 
@@ -131,7 +133,10 @@ class RandomInputs:
         for d in sinfo.shape:
             if isinstance(d, str):
                 if d not in self.dims:
-                    raise UsageError(f"parameter '{name}' has the symbolic dim '{d}': give its size with --dim {d}=SIZE, or the array with --inputs")
+                    raise UsageError(
+                        f"parameter '{name}' has the symbolic dim '{d}': give its size with --dim {d}=SIZE, "
+                        "or the array with --inputs"
+                    )
                 d = self.dims[d]
             shape.append(d)
         if int(np.prod(shape, dtype=object)) > MAX_DIM:

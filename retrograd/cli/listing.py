@@ -85,15 +85,18 @@ def cmd_ops(args) -> int:
     return 0
 
 
-def add_parsers(sub, parents) -> None:
+def add_parsers(sub) -> None:
     ls = sub.add_parser(
-        "passes", parents=parents, help="list the registered passes with their options",
+        "passes", help="list the registered passes with their options",
         description="List every registered pass: its one-line description, then its options with types and defaults.",
     )
     ls.set_defaults(run=cmd_passes)
     ops = sub.add_parser(
-        "ops", parents=parents, help="list the registered ops with attributes, kernel and gradient",
-        description="List registered ops: arguments, attributes with defaults, and whether each has a kernel and a gradient rule.",
+        "ops", help="list the registered ops with attributes, kernel and gradient",
+        description="List registered ops: arguments, attributes with defaults, and whether each has a kernel "
+        "and a gradient rule.",
     )
-    ops.add_argument("pattern", nargs="?", help="only ops whose name contains this text (or matches it, with * ? [ as in globs)")
+    ops.add_argument(
+        "pattern", nargs="?", help="only ops whose name contains this text (or matches it, with * ? [ as in globs)"
+    )
     ops.set_defaults(run=cmd_ops)

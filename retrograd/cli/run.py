@@ -101,24 +101,33 @@ def _print_value(value, label, out) -> None:
     print(f"{label}: shape={arr.shape} dtype={arr.dtype} first={preview}", file=out)
 
 
-def add_parser(sub, parents) -> None:
+def add_parser(sub) -> None:
     r = sub.add_parser(
-        "run", parents=parents, help="execute a function on given or random inputs",
+        "run", help="execute a function on given or random inputs",
         description="Execute a function on inputs from --inputs or random ones (seeded), and report its "
         "results and peak memory.",
     )
     r.add_argument("file", help="script file, or - for standard input")
     r.add_argument("--func", default="main", help="the function to run (default: main)")
     r.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default: 0)")
-    r.add_argument("--dim", action="append", metavar="NAME=SIZE", help="the size of a symbolic dim of the parameters (repeatable)")
+    r.add_argument(
+        "--dim", action="append", metavar="NAME=SIZE", help="the size of a symbolic dim of the parameters (repeatable)"
+    )
     r.add_argument(
         "--inputs", metavar="FILE",
         help="an .npz of arrays named after the parameters (the others are random), or an .npy for a "
         "function of one parameter; - reads standard input",
     )
-    r.add_argument("--cast", action="store_true", help="convert --inputs arrays to their parameters' dtypes instead of refusing them")
-    r.add_argument("--save", metavar="OUT.npz", help="write the outputs to an .npz archive (result, or result_0, result_1, ... for tuples); - for standard output")
+    r.add_argument(
+        "--cast", action="store_true", help="convert --inputs arrays to their parameters' dtypes instead of refusing them"
+    )
+    r.add_argument(
+        "--save", metavar="OUT.npz",
+        help="write the outputs to an .npz archive (result, or result_0, result_1, ... for tuples); - for standard output",
+    )
     r.add_argument("--profile", action="store_true", help="time every op and print a table per op")
-    r.add_argument("--repeat", type=int, default=0, metavar="N", help="time N more runs and print median, mean, min, max and std")
+    r.add_argument(
+        "--repeat", type=int, default=0, metavar="N", help="time N more runs and print median, mean, min, max and std"
+    )
     r.add_argument("--warmup", type=int, default=1, metavar="N", help="untimed runs before the --repeat runs (default: 1)")
     r.set_defaults(run=cmd_run)

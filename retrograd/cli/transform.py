@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import sys
 
-from retrograd.cli.common import count_bindings, function_named, load_module, load_verified, source_name, verify, write_output
+from retrograd.cli.common import (
+    count_bindings,
+    function_named,
+    load_module,
+    load_verified,
+    source_name,
+    verify,
+    write_output,
+)
 from retrograd.errors import UsageError, did_you_mean
 
 FILE_HELP = "script file, or - for standard input"
@@ -50,9 +58,11 @@ def _instruments(args) -> tuple[list, object]:
     before = _pass_names(args.print_ir_before, "--print-ir-before")
     after = _pass_names(args.print_ir_after, "--print-ir-after")
     if args.print_ir_before_all or before:
-        out.append(ins.PrintBeforeAfter(sys.stderr, before=True, after=False, only=None if args.print_ir_before_all else before))
+        only = None if args.print_ir_before_all else before
+        out.append(ins.PrintBeforeAfter(sys.stderr, before=True, after=False, only=only))
     if args.print_ir_after_all or after:
-        out.append(ins.PrintBeforeAfter(sys.stderr, before=False, after=True, only=None if args.print_ir_after_all else after))
+        only = None if args.print_ir_after_all else after
+        out.append(ins.PrintBeforeAfter(sys.stderr, before=False, after=True, only=only))
     if args.print_changed:
         out.append(ins.PrintChanged(stream=sys.stderr))
     timing = ins.Timing() if args.time_passes else None
@@ -119,13 +129,13 @@ def cmd_dot(args) -> int:
     return 0
 
 
-def add_parsers(sub, parents) -> None:
-    c = sub.add_parser("check", parents=parents, help="parse and verify a script", description="Parse and verify a script.")
+def add_parsers(sub) -> None:
+    c = sub.add_parser("check", help="parse and verify a script", description="Parse and verify a script.")
     c.add_argument("file", help=FILE_HELP)
     c.set_defaults(run=cmd_check)
 
     o = sub.add_parser(
-        "opt", parents=parents, help="run a pass pipeline and print the result",
+        "opt", help="run a pass pipeline and print the result",
         description="Run pass pipelines on a script and print the resulting module (instruments write to standard error).",
     )
     o.add_argument("file", help=FILE_HELP)
@@ -154,13 +164,13 @@ def add_parsers(sub, parents) -> None:
     o.add_argument("--no-verify", action="store_true", help="skip the well-formedness checks")
     o.set_defaults(run=cmd_opt)
 
-    lw = sub.add_parser("lower", parents=parents, help="write the module as a standalone Python/NumPy module")
+    lw = sub.add_parser("lower", help="write the module as a standalone Python/NumPy module")
     lw.add_argument("file", help=FILE_HELP)
     lw.add_argument("--func", help="only this function and the functions it calls (default: every function)")
     lw.add_argument("-o", "--output", help="write the Python source here (- or absent: standard output)")
     lw.set_defaults(run=cmd_lower)
 
-    d = sub.add_parser("dot", parents=parents, help="write the dataflow graph as Graphviz DOT (or SVG/PNG)")
+    d = sub.add_parser("dot", help="write the dataflow graph as Graphviz DOT (or SVG/PNG)")
     d.add_argument("file", help=FILE_HELP)
     d.add_argument("--func", help="only this function (default: every function)")
     d.add_argument("-o", "--output", help="write the graph here (- or absent: standard output)")
