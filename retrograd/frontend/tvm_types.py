@@ -61,6 +61,8 @@ def to_python(value):
     """TVM attribute values (IntImm, Array, Map, dtype, String) as plain Python; tensors as NumPy."""
     if value is None or isinstance(value, bool | int | float | str):
         return value
+    if isinstance(value, np.dtype):
+        return str(value)
     k = kind(value)
     if k in ("IntImm", "FloatImm"):
         v = value.value

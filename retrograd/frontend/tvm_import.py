@@ -10,6 +10,7 @@ from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.expr import (
     Call,
     Constant,
+    DataflowVar,
     Expr,
     Function,
     GlobalVar,
@@ -56,6 +57,9 @@ def from_tvm(tvm_mod) -> IRModule:
     differently from TVM is an error. TIR PrimFuncs and external functions are skipped with a
     warning; a call of one is an UnsupportedError naming it.
     """
+    if kind(tvm_mod) == "Function":  # a bare @R.function: a module of one function, as retrograd.parse makes
+        attrs = attr_fields(field(tvm_mod, "attrs", default=None))
+        return _module({str(attrs.get("global_symbol", "main")): tvm_mod}, [], {})
     funcs = {}
     skipped = []
     for gvar, func in tvm_mod.functions.items():
@@ -66,9 +70,12 @@ def from_tvm(tvm_mod) -> IRModule:
             skipped.append(name)
     if skipped:
         warnings.warn(f"from_tvm: skipped functions retrograd cannot hold ({', '.join(sorted(skipped))})", stacklevel=2)
+    return _module(funcs, skipped, attr_fields(field(tvm_mod, "attrs", default=None)))
+
+
+def _module(funcs: dict, skipped: list, mod_attrs: dict) -> IRModule:
     signatures = {name: _signature(f) for name, f in funcs.items()}
     out = {name: _FunctionImporter(signatures, skipped).run(f, name) for name, f in funcs.items()}
-    mod_attrs = attr_fields(field(tvm_mod, "attrs", default=None))
     return IRModule(out, {k: v for k, v in mod_attrs.items() if _printable(v)})
 
 
@@ -123,13 +130,15 @@ class _FunctionImporter:
             warnings.warn(f"from_tvm: function '{name}' attributes dropped (no retrograd value): {', '.join(dropped)}", stacklevel=3)
         attrs = {k: v for k, v in attrs.items() if _printable(v) and k != _WEIGHTS_ATTR}
         private = "global_symbol" not in attrs
+        if attrs.get("global_symbol") == name:
+            del attrs["global_symbol"]  # retrograd marks a public function by `private`, not the attribute
         try:
             body = self.seq(func.body)
         except DiagnosticError as err:
             err.notes.append(f"in function '{name}' imported from TVM")
             raise
         sig = self.signatures[name]
-        return Function(tuple(params), body, sig.ret, sig.purity, private, attrs)
+        return Function(tuple(params), body, _refine(sig.ret, body.struct_info), sig.purity, private, attrs)
 
     # -- scopes and bindings ----------------------------------------------------------------------
     def seq(self, seq_expr):
@@ -157,11 +166,11 @@ class _FunctionImporter:
                     f"from_tvm: R.match_cast of '{name}' narrows {format_sinfo(value.struct_info, brief=True)} to "
                     f"{format_sinfo(cast, brief=True)}, a run-time check retrograd does not support"
                 )
-        if dataflow and kind(tvm_var) != "DataflowVar":
-            var = self.bb.emit_output(value, name)
-        else:
-            var = self.bb.emit(value, name)
-        _check_agrees(var, want, binding.value)
+        value = self.bb.normalize(value)
+        _check_agrees(name, value.struct_info, want, binding.value)
+        cls = DataflowVar if dataflow and kind(tvm_var) == "DataflowVar" else Var
+        var = cls(name, _refine(want, value.struct_info))
+        self.bb.bind(var, value)
         self.vars[tvm_var.__chandle__()] = var
 
     # -- expressions ------------------------------------------------------------------------------
@@ -264,9 +273,22 @@ def _literal_of(value):
     return value
 
 
-def _check_agrees(var: Var, want, tvm_value) -> None:
+def _describe(tvm_value) -> str:
+    op = field(tvm_value, "op", default=None)
+    name = field(op, "name", "name_hint", default=None) if op is not None else None
+    return f"call of {name}" if name is not None else kind(tvm_value)
+
+
+def _refine(ann, inferred):
+    """The struct info a variable keeps, as retrograd's parser decides it for an annotated binding:
+    TVM's when it is strictly less specific than retrograd's inference, else the inferred one."""
+    if ann == inferred or (is_base_of(ann, inferred) and is_base_of(inferred, ann)):
+        return inferred
+    return ann if is_base_of(ann, inferred) else inferred
+
+
+def _check_agrees(name: str, got, want, tvm_value) -> None:
     """Retrograd's inferred struct info must match TVM's on static shapes and dtypes."""
-    got = var.struct_info
     pairs = [(got, want)]
     while pairs:
         a, b = pairs.pop()
@@ -277,6 +299,6 @@ def _check_agrees(var: Var, want, tvm_value) -> None:
             same_shape = not (a.is_static and b.is_static) or a.shape == b.shape
             if not (same_dtype and same_shape):
                 raise TypeInferenceError(
-                    f"from_tvm: retrograd infers {format_sinfo(got, brief=True)} for '{var.name_hint}' "
-                    f"where TVM has {format_sinfo(want, brief=True)} ({kind(tvm_value)} {field(tvm_value, 'op', default='')})"
+                    f"from_tvm: retrograd infers {format_sinfo(got, brief=True)} for '{name}' "
+                    f"where TVM has {format_sinfo(want, brief=True)} (a {_describe(tvm_value)})"
                 )
