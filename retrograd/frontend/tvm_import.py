@@ -86,13 +86,15 @@ def tvm_params(tvm_mod, name: str = "main") -> dict:
     attrs = field(func, "attrs", default=None)
     if attrs is None or _WEIGHTS_ATTR not in attrs:
         return {}
-    num_input = int(to_int(attrs["num_input"])) if "num_input" in attrs else 0
+    num_input = int(getattr(attrs["num_input"], "value", attrs["num_input"])) if "num_input" in attrs else 0
     names = [str(field(p, "name", "name_hint")) for p in func.params[num_input:]]
     return {n: t.numpy() for n, t in zip(names, attrs[_WEIGHTS_ATTR])}
 
 
-def to_int(value) -> int:
-    return int(getattr(value, "value", value))
+def _key(obj) -> int:
+    """A TVM object's identity: its handle (Python wrappers of one object are not always the same)."""
+    chandle = getattr(obj, "__chandle__", None)
+    return chandle() if chandle is not None else obj.handle.value
 
 
 def _signature(func) -> FuncStructInfo:
@@ -122,13 +124,13 @@ class _FunctionImporter:
         params = []
         for p in func.params:
             var = Var(str(field(p, "name", "name_hint")), to_sinfo(type_of(p)))
-            self.vars[p.__chandle__()] = var
+            self.vars[_key(p)] = var
             params.append(var)
-        attrs = attr_fields(field(func, "attrs", default=None))
-        dropped = [k for k, v in attrs.items() if k != _WEIGHTS_ATTR and not _printable(v)]
+        attrs = attr_fields(field(func, "attrs", default=None), skip=(_WEIGHTS_ATTR,))
+        dropped = [k for k, v in attrs.items() if not _printable(v)]
         if dropped:
             warnings.warn(f"from_tvm: function '{name}' attributes dropped (no retrograd value): {', '.join(dropped)}", stacklevel=3)
-        attrs = {k: v for k, v in attrs.items() if _printable(v) and k != _WEIGHTS_ATTR}
+        attrs = {k: v for k, v in attrs.items() if _printable(v)}
         private = "global_symbol" not in attrs
         if attrs.get("global_symbol") == name:
             del attrs["global_symbol"]  # retrograd marks a public function by `private`, not the attribute
@@ -171,7 +173,7 @@ class _FunctionImporter:
         cls = DataflowVar if dataflow and kind(tvm_var) == "DataflowVar" else Var
         var = cls(name, _refine(want, value.struct_info))
         self.bb.bind(var, value)
-        self.vars[tvm_var.__chandle__()] = var
+        self.vars[_key(tvm_var)] = var
 
     # -- expressions ------------------------------------------------------------------------------
     def expr(self, e) -> Expr:
@@ -191,7 +193,7 @@ class _FunctionImporter:
     def leaf(self, e):
         k = kind(e)
         if k in ("Var", "DataflowVar"):
-            var = self.vars.get(e.__chandle__())
+            var = self.vars.get(_key(e))
             if var is None:
                 raise UnsupportedError(f"from_tvm: variable '{field(e, 'name', 'name_hint')}' is used outside its scope")
             return var

@@ -44,17 +44,19 @@ def type_of(expr):
     return field(expr, "ty", "struct_info", default=None)
 
 
-def attr_fields(attrs) -> dict:
-    """A TVM attrs object (op attributes, a function's DictAttrs) as {name: Python value}."""
+def attr_fields(attrs, skip=()) -> dict:
+    """A TVM attrs object (op attributes, a function's DictAttrs) as {name: Python value}, leaving
+    out the keys in `skip` (unconverted: a frontend's weights)."""
     if attrs is None:
         return {}
     info = getattr(type(attrs), "__tvm_ffi_type_info__", None)
     if kind(attrs) == "DictAttrs" or info is None or not info.fields:
         try:
-            return {str(k): to_python(v) for k, v in dict(attrs).items()}
+            items = dict(attrs).items()
         except TypeError:
             return {}
-    return {f.name: to_python(getattr(attrs, f.name)) for f in info.fields}
+        return {str(k): to_python(v) for k, v in items if str(k) not in skip}
+    return {f.name: to_python(getattr(attrs, f.name)) for f in info.fields if f.name not in skip}
 
 
 def to_python(value):

@@ -155,3 +155,20 @@ def test_embedding_bag_model_is_pytorch_embedding_bag():
     with torch.no_grad():
         bags = torch.nn.functional.embedding(tokens, model.bag.weight).mean(dim=1)
         np.testing.assert_allclose(bags.numpy(), model.bag(tokens).numpy(), rtol=1e-6, atol=1e-7)
+
+
+def test_interop_doc_example_runs_and_its_gradients_are_pytorch_ones():
+    import re
+    from pathlib import Path
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "tvm_interop.md").read_text()
+    code = re.search(r"```python\n(.*?)```", doc, re.S).group(1)
+    scope: dict = {}
+    exec(compile(code, "tvm_interop.md", "exec"), scope)  # the doc's own example, not user input
+    model, x, cot = scope["model"], scope["x"].clone().requires_grad_(), scope["cot"]
+    model.zero_grad()
+    model(x).backward(torch.from_numpy(cot))
+    expected = [x.grad] + [p.grad for p in model.parameters()]
+    assert len(scope["grads"]) == len(expected)
+    for got, want in zip(scope["grads"], expected):
+        np.testing.assert_allclose(got, want.numpy(), rtol=GRAD_RTOL, atol=GRAD_ATOL)
