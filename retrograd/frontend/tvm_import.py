@@ -194,6 +194,8 @@ class _FunctionImporter:
         k = kind(e)
         if k in ("Var", "DataflowVar"):
             var = self.vars.get(_key(e))
+            if var is None and kind(type_of(e)) in ("PrimType", "PrimStructInfo"):
+                return _Literal(dim(e))  # a TIR variable (TVM 0.27 spells symbolic prim values so)
             if var is None:
                 raise UnsupportedError(f"from_tvm: variable '{field(e, 'name', 'name_hint')}' is used outside its scope")
             return var
@@ -250,12 +252,26 @@ class _FunctionImporter:
             raise UnsupportedError(f"from_tvm: op {name} has no retrograd definition")
         args = [self.leaf(a) for a in e.args]
         attrs = attr_fields(e.attrs)
+        if name == "relax.arange" and any(isinstance(a, _Literal) for a in args):
+            return self.symbolic_arange(args, attrs)
         args, attr_vals = opdef.bind(args, attrs)
         for i, a in enumerate(args):
             if isinstance(a, _Literal):
                 raise UnsupportedError(f"from_tvm: {name} argument {i} is {a.value!r}, where retrograd takes a value")
         attr_vals = {k: _literal_of(v) for k, v in attr_vals.items()}
         return opdef(*args, **attr_vals)
+
+    def symbolic_arange(self, args, attrs) -> Expr:
+        """`R.arange(0, n, 1)` with a symbolic n (frontends build causal masks so): retrograd's prim
+        values are numbers, so the positions are counted over a tensor of n ones instead."""
+        start, end, step = ([_literal_of(a) for a in args] + [1, 1])[:3] if len(args) > 1 else (0, _literal_of(args[0]), 1)
+        if start != 0 or step != 1 or not isinstance(end, int | str):
+            raise UnsupportedError(
+                f"from_tvm: relax.arange({start}, {end}, {step}) with a symbolic bound: only arange(0, n, 1) is supported"
+            )
+        dtype = attrs.get("dtype") or "int64"
+        ones = self.bb.emit(lookup("relax.ones")(ShapeExpr((end,)), dtype=dtype), "ones")
+        return lookup("relax.cumsum")(ones, axis=0, exclusive=True)
 
 
 def _literal_of(value):
