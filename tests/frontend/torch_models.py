@@ -167,6 +167,24 @@ class Conv1dNet(nn.Module):
         return self.fc(y)
 
 
+class LeNetDropout(nn.Module):
+    """LeNet-style: conv-ReLU-maxpool twice, dropout, two linear layers, log-softmax."""
+
+    def __init__(self, classes=5):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 4, 3)
+        self.conv2 = nn.Conv2d(4, 6, 3)
+        self.drop = nn.Dropout(0.3)
+        self.fc1 = nn.Linear(6 * 2 * 2, 12)
+        self.fc2 = nn.Linear(12, classes)
+
+    def forward(self, x):
+        y = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        y = F.max_pool2d(F.relu(self.conv2(y)), 2)
+        y = self.drop(torch.flatten(y, 1))
+        return F.log_softmax(self.fc2(F.relu(self.fc1(y))), dim=1)
+
+
 def cases():
     """(name, module factory, example inputs, train mode) for every model the tests check."""
     g = torch.Generator().manual_seed(0)
@@ -186,4 +204,5 @@ def cases():
         ("embedding_bag", EmbeddingBagClassifier, (torch.randint(0, 20, (3, 5), generator=g),), False),
         ("lstm", UnrolledLSTM, (randn(3, 2, 6),), False),
         ("conv1d", Conv1dNet, (randn(2, 3, 16),), False),
+        ("lenet_dropout", LeNetDropout, (randn(2, 1, 14, 14),), False),
     ]
