@@ -60,6 +60,8 @@ def from_tvm(tvm_mod) -> IRModule:
     if kind(tvm_mod) == "Function":  # a bare @R.function: a module of one function, as retrograd.parse makes
         attrs = attr_fields(field(tvm_mod, "attrs", default=None))
         return _module({str(attrs.get("global_symbol", "main")): tvm_mod}, [], {})
+    if not hasattr(tvm_mod, "functions"):
+        raise UnsupportedError(f"from_tvm expects a TVM IRModule or Relax function, got {type(tvm_mod).__name__}")
     funcs = {}
     skipped = []
     for gvar, func in tvm_mod.functions.items():
@@ -147,6 +149,8 @@ class _FunctionImporter:
         """A TVM SeqExpr as a retrograd SeqExpr, built in a scope of its own."""
         bb = self.bb
         bb.begin_scope()
+        if kind(seq_expr) != "SeqExpr":  # a body TVM left unnormalized: a SeqExpr without blocks
+            return bb.end_scope(self.expr(seq_expr))
         for block in seq_expr.blocks:
             dataflow = kind(block) == "DataflowBlock"
             bb.begin_block(dataflow=dataflow)
