@@ -206,3 +206,94 @@ def cases():
         ("conv1d", Conv1dNet, (randn(2, 3, 16),), False),
         ("lenet_dropout", LeNetDropout, (randn(2, 1, 14, 14),), False),
     ]
+
+
+class _Seq(nn.Sequential):
+    """nn.Sequential under a name of its own (the cases below are built from library layers)."""
+
+
+class SelfAttention(nn.Module):
+    """nn.MultiheadAttention on one sequence (query = key = value)."""
+
+    def __init__(self, dim=8, heads=2):
+        super().__init__()
+        self.attn = nn.MultiheadAttention(dim, heads, batch_first=True)
+
+    def forward(self, x):
+        return self.attn(x, x, x, need_weights=False)[0]
+
+
+class Upsample(nn.Module):
+    """conv, then bilinear 2x upsampling (resize2d)."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3, padding=1)
+
+    def forward(self, x):
+        return F.interpolate(self.conv(x), scale_factor=2, mode="bilinear", align_corners=False)
+
+
+class LSTMLayer(nn.Module):
+    """nn.LSTM over a sequence, last step read out."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(4, 6, batch_first=True)
+        self.out = nn.Linear(6, 2)
+
+    def forward(self, x):
+        return self.out(self.lstm(x)[0][:, -1])
+
+
+class GRUSteps(nn.Module):
+    """nn.GRUCell over three steps."""
+
+    def __init__(self):
+        super().__init__()
+        self.cell = nn.GRUCell(4, 6)
+
+    def forward(self, x):
+        h = torch.zeros(x.shape[1], 6)
+        for t in range(3):
+            h = self.cell(x[t], h)
+        return h
+
+
+class CrossEntropyLoss(nn.Module):
+    """A linear classifier's cross-entropy loss against fixed labels (a scalar output)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 4)
+        self.register_buffer("labels", torch.tensor([0, 3, 1]))
+
+    def forward(self, x):
+        return F.cross_entropy(self.fc(x), self.labels)
+
+
+def more_cases():
+    """Further library layers: (name, module factory, example inputs), all in eval mode."""
+    g = torch.Generator().manual_seed(5)
+
+    def randn(*shape):
+        return torch.randn(*shape, generator=g)
+
+    return [
+        ("instance_norm", lambda: _Seq(nn.Conv2d(3, 4, 3), nn.InstanceNorm2d(4, affine=True), nn.Tanh()), (randn(2, 3, 6, 6),)),
+        ("conv_transpose_pixel_shuffle", lambda: _Seq(
+            nn.ConvTranspose2d(3, 8, 3, stride=2, padding=1, output_padding=1), nn.PixelShuffle(2), nn.AvgPool2d(2)),
+            (randn(2, 3, 4, 4),)),
+        ("conv3d", lambda: _Seq(nn.Conv3d(2, 3, 3, padding=1), nn.ReLU(), nn.MaxPool3d(2), nn.Flatten(), nn.Linear(24, 4)),
+         (randn(2, 2, 4, 4, 4),)),
+        ("multihead_attention", SelfAttention, (randn(2, 5, 8),)),
+        ("transformer_encoder_layer", lambda: nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0, batch_first=True),
+         (randn(2, 5, 8),)),
+        ("upsample_bilinear", Upsample, (randn(2, 3, 4, 4),)),
+        ("lstm_layer", LSTMLayer, (randn(2, 3, 4),)),
+        ("gru_cell", GRUSteps, (randn(3, 2, 4),)),
+        ("cross_entropy", CrossEntropyLoss, (randn(3, 6),)),
+        ("batch_norm1d_prelu", lambda: _Seq(nn.Linear(6, 8), nn.BatchNorm1d(8), nn.PReLU(), nn.Linear(8, 2), nn.LogSigmoid()),
+         (randn(4, 6),)),
+        ("conv_transpose1d", lambda: _Seq(nn.ConvTranspose1d(3, 4, 3, stride=2), nn.AvgPool1d(2), nn.SiLU()), (randn(2, 3, 8),)),
+    ]
