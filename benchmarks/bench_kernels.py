@@ -29,6 +29,11 @@ from retrograd.ops.kernels import activation, attention, conv, conv_nd, index, l
 aten = torch.ops.aten
 
 
+# --clock cpu: CPU time of this process (with --threads 1, what the kernels cost on a loaded machine,
+# where wall time mostly measures the scheduler).
+CLOCK = time.perf_counter
+
+
 def measure(ours, theirs, repeats: int, pause: float = 0.2):
     """Median times and the median of per-pair ratios; the order inside a pair alternates, with pauses
     so one library's spinning threads do not slow the other."""
@@ -38,9 +43,9 @@ def measure(ours, theirs, repeats: int, pause: float = 0.2):
         pair = {}
         for name, fn in (("ours", ours), ("theirs", theirs)) if r % 2 == 0 else (("theirs", theirs), ("ours", ours)):
             time.sleep(pause)
-            t0 = time.perf_counter()
+            t0 = CLOCK()
             fn()
-            pair[name] = time.perf_counter() - t0
+            pair[name] = CLOCK() - t0
         t_ours.append(pair["ours"])
         t_theirs.append(pair["theirs"])
         ratios.append(pair["ours"] / pair["theirs"])
@@ -297,11 +302,14 @@ def main(argv=None) -> None:
     ap.add_argument("--repeats", type=int, default=7)
     ap.add_argument("--threads", type=int, default=int(_THREADS))
     ap.add_argument("--only", default=None, help="run only the cases whose name contains this text")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall")
     args = ap.parse_args(argv)
+    global CLOCK
+    CLOCK = time.process_time if args.clock == "cpu" else time.perf_counter
     torch.set_num_threads(args.threads)
     rng = np.random.default_rng(0)
     load = os.getloadavg()[0]
-    print(f"threads={args.threads} repeats={args.repeats} numpy={np.__version__} torch={torch.__version__} load={load:.1f}")
+    print(f"threads={args.threads} repeats={args.repeats} clock={args.clock} numpy={np.__version__} torch={torch.__version__} load={load:.1f}")
     if load > 0.5 and args.threads > 1:
         # OpenBLAS threads spin-wait at every sync point; a busy machine deschedules them (seen: 5-10x
         # slower matmul-bound kernels), while PyTorch's pool degrades less. Ratios then mislead.

@@ -259,20 +259,45 @@ def _transpose_by_scatter(x, w, g, strides, pads, out_hw, dilation):
     wm = np.ascontiguousarray(w.reshape(g, ci // g, cg * kh * kw).transpose(0, 2, 1))  # (G, Cg*K, Ci/G)
     out = np.empty((n, c, out_h, out_w), x.dtype)
     nb = max(1, min(n, _IMAGE_COLS_BYTES // max(1, c * kh * kw * h * wd * x.itemsize)))
-    buf = np.empty((nb, c, hb, wb), x.dtype)
+    buf = None if sh == sw == 1 else np.empty((nb, c, hb, wb), x.dtype)
     cols_buf = np.empty((nb, g, cg * kh * kw, h * wd), x.dtype)
     for sl in plane_chunks(n, nb):
         b = sl.stop - sl.start
         cols = np.matmul(wm, x[sl].reshape(b, g, ci // g, h * wd), out=cols_buf[:b]).reshape(b, c, kh * kw, h, wd)
+        if sh == sw == 1:
+            _add_shifted_taps(cols, out[sl], (kh, kw), (pt, pl), (dh, dw))
+            continue
         bb = buf[:b]
-        if sh == sw == 1:  # tap 0 covers the top-left h x wd block: assign it, zero only the rest
-            bb[:, :, :h, :wd] = cols[:, :, 0]
-            bb[:, :, h:].fill(0)
-            bb[:, :, :h, wd:].fill(0)
-        else:
-            bb.fill(0)
-        for t in range(1 if sh == sw == 1 else 0, kh * kw):
+        bb.fill(0)
+        for t in range(kh * kw):
             i, j = divmod(t, kw)
             bb[:, :, i * dh : i * dh + (h - 1) * sh + 1 : sh, j * dw : j * dw + (wd - 1) * sw + 1 : sw] += cols[:, :, t]
         out[sl] = bb[:, :, pt : pt + out_h, pl : pl + out_w]
     return out
+
+
+def _add_shifted_taps(cols, out, kernel_hw, pads, dilation):
+    """Unit strides: tap (i, j)'s block of cols lands in the output shifted by (i*dh - pt, j*dw - pl),
+    so it is added straight into the output's overlap (no padded buffer, no cropping copy). A tap
+    covering the whole output is assigned first instead of zero-filling (the centre tap of a 'same'
+    convolution)."""
+    (kh, kw), (pt, pl), (dh, dw) = kernel_hw, pads, dilation
+    h, wd = cols.shape[3:]
+    oh, ow = out.shape[2:]
+    spans = []
+    for t in range(kh * kw):
+        i, j = divmod(t, kw)
+        y0, x0 = i * dh - pt, j * dw - pl  # where the block's first row and column land
+        ys, ye, xs, xe = max(0, y0), min(oh, y0 + h), max(0, x0), min(ow, x0 + wd)
+        if ys < ye and xs < xe:
+            spans.append((t, (slice(ys, ye), slice(xs, xe)), (slice(ys - y0, ye - y0), slice(xs - x0, xe - x0))))
+    full = next((k for k, (_, dst, _) in enumerate(spans) if (dst[0].stop - dst[0].start, dst[1].stop - dst[1].start) == (oh, ow)), None)
+    if full is None:
+        out.fill(0)
+    else:
+        spans.insert(0, spans.pop(full))
+    for k, (t, (ry, rx), (cy, cx)) in enumerate(spans):
+        if k == 0 and full is not None:
+            out[:, :, ry, rx] = cols[:, :, t, cy, cx]
+        else:
+            out[:, :, ry, rx] += cols[:, :, t, cy, cx]
