@@ -15,6 +15,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 from retrograd.passes.checkpoint import chain, exact, greedy
+from retrograd.passes.checkpoint.share import share
 from retrograd.passes.checkpoint.problem import CHEAP_KINDS, HEAVY_KINDS, InfeasibleBudget, Problem, Schedule
 from retrograd.passes.checkpoint.simulate import simulate
 
@@ -91,7 +92,8 @@ def plan_budget(problem: Problem, budget: int) -> Schedule | None:
             found.append(least[1])
     sims = {}
     if descent is not None:
-        descent, sims[id(descent)] = descent
+        descent, sim = _shared(problem, *descent)
+        sims[id(descent)] = sim
         found.append(descent)
     if not _use_exact(problem):
         # Chen-style segmentations of several lengths: plans fixed in advance, taken when they fit better.
@@ -101,12 +103,22 @@ def plan_budget(problem: Problem, budget: int) -> Schedule | None:
         for size in SEGMENTS:
             s = segment_schedule(problem, size, base)
             if s.recompute:
-                sims[id(s)] = sim = simulate(problem, s, check=False)
+                sim = simulate(problem, s, check=False)
                 if sim.peak_bytes <= budget:
+                    s, sims[id(s)] = _shared(problem, s, sim)
                     found.append(s)
     if not found:
         return None
     return min(found, key=lambda s: _rank(problem, s, sims.get(id(s))))
+
+
+def _shared(problem: Problem, schedule: Schedule, sim):
+    """The plan with recomputations shared between uses where its own peak allows (on problems small
+    enough for the descent's pruning). The limit is the plan's own peak, not the budget: a plan then
+    depends on the budget only through the descent's first fit, which keeps plans monotone in the budget."""
+    if problem.n > greedy.BATCH_NODES:
+        return schedule, sim
+    return share(problem, schedule, sim.peak_bytes, sim)
 
 
 def _rank(problem: Problem, schedule: Schedule, sim=None):
