@@ -5,7 +5,8 @@ the lower peak (with FLOP costs a matmul or conv costs more than the cheap ops t
 the greedy descent also tries everything else before them). Revolve on uniform chain adjoints; exact
 (MILP) for problems of up to EXACT_NODES nodes when scipy is importable; otherwise the greedy
 descent (its plan pruned of recomputations the descent's own peak does not need) and Chen-style
-segmentations of several lengths, the best that fits. policy "sqrt": Chen et al.'s segmentation.
+segmentations of several lengths, each with recomputations shared between close uses (share.py),
+the best that fits. policy "sqrt": Chen et al.'s segmentation.
 policy "cheap": recompute only cheap kinds, each from values live where it is needed (no chains
 of recomputation), to the least peak that gives; no budget (PyTorch's default partitioner's choice).
 """
