@@ -7,6 +7,7 @@ import numpy as np
 from retrograd.errors import KernelError
 from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, is_int_dtype
 from retrograd.ops.attr_types import to_int
+from retrograd.ops.cost import ELEMENTWISE
 from retrograd.ops.registry import Attr, InferCtx, register
 
 
@@ -65,4 +66,5 @@ merge_sparse_rows = register(
     (Attr("num_rows", to_int),),
     infer=_merge_infer,
     kernel=_merge_kernel,
+    cost=ELEMENTWISE,
 )

@@ -15,6 +15,7 @@ from retrograd.ops.kernels.conv_nd import _with_h
 from retrograd.ops.nn_conv_nd import SPATIAL, n_ints, n_pads
 from retrograd.ops.nn_pool import canonical_pool_attrs
 from retrograd.ops.nn_shape import from_layout, to_layout, window_count
+from retrograd.ops.cost import POOL, POOL_BACKWARD
 from retrograd.ops.registry import Attr, InferCtx, register
 
 
@@ -91,6 +92,7 @@ def _register(name, n, count_include_pad, kernel, grad):
         grad=grad,
         canonicalize=canonical_pool_attrs,
         positional_attrs=_POSITIONAL,
+        cost=POOL,
     )
 
 
@@ -125,6 +127,7 @@ def _register_backward(name, kernel, grad):
         grad=grad,
         canonicalize=canonical_pool_attrs,
         positional_attrs=_POSITIONAL,
+        cost=POOL_BACKWARD,
     )
 
 

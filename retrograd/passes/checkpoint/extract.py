@@ -24,7 +24,7 @@ from retrograd.ir.expr import (
 )
 from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo
 from retrograd.ir.text import format_sinfo
-from retrograd.passes.checkpoint.cost import op_cost
+from retrograd.ops.cost import DEFAULT as DEFAULT_COST
 from retrograd.passes.checkpoint.problem import Problem
 from retrograd.ir.analysis import read_vars
 
@@ -147,7 +147,8 @@ def extract(func: Function) -> Extraction:
                     root, contig = src, contiguous[src]
                 size = 0
             elif isinstance(value, Call) and isinstance(value.op, Op):
-                kind, cost = op_cost(value, var.struct_info)
+                op_cost = getattr(value.op, "cost", DEFAULT_COST)  # the op's own declaration (ops/cost.py)
+                kind, cost = op_cost.kind, op_cost(value, var.struct_info)
                 # Without a variable to read, a recomputation could not be told apart from the original (CSE).
                 rec = bool(getattr(value.op, "pure", True)) and bool(read)
                 name = value.op.name
