@@ -1,17 +1,15 @@
-"""Optimal persistent plans for heterogeneous chain adjoints: the discretized-memory dynamic programme of
-Herrmann, Shi, Beaumont, Eyraud-Dubois and Pallez (2019), "Optimal checkpointing for heterogeneous chains".
+"""Plans for heterogeneous chain adjoints: the discretized-memory DP of Herrmann, Shi, Beaumont,
+Eyraud-Dubois and Pallez (2019), "Optimal checkpointing for heterogeneous chains" (docs/checkpoint.md).
 
 The chain is a chain adjoint's forward prefix (chain.chain_reads): node k reads only node k-1, with its own
-size s_k and cost c_k; the backward part reads some of those nodes ("reads"), in reverse order. A plan
-keeps a nested set of checkpoints. C(i, b, M): least cost to serve the reads in (i, r_b], node i held,
-with M memory units free: advance from i to a checkpoint k (the costs of i+1..k), serve the reads after k
-with M - s_k units, serve k itself, then the reads between i and k with M units. The original forward
-sweep (F) advances for free. The memory the backward part holds besides forward values (its gradients,
-which pile up, and its working set: `backward[r]`, measured on the store-all plan) must fit in what is
-free while read r is served, so the plan uses memory the backward has not claimed yet. Checkpoints are
-read nodes, or unread ones smaller than the next read (storing a node that is not smaller than the next
-read is dominated by storing the read). The table is filled once per budget with NumPy over M; the
-plan is then simulated (transient memory is not in the DP), with a unit less until it fits.
+size and cost; the backward part reads some of those nodes ("reads"), in reverse order. C(i, b, M): the
+least cost of serving the reads after checkpoint i up to read b, i held, M memory units free: advance
+from i to a checkpoint k (the costs of i+1..k; free in the original forward sweep), serve the reads after
+k with M - size(k), serve k, then the reads between i and k with M (or drop k after the reads after it
+and serve it again from i). What the backward part itself holds while each read is served (its
+gradients pile up as it goes; measured on the store-all plan), and what a recomputation holds while it
+runs, must fit in what is free. Recomputations run right before the first read they serve. The plan is
+simulated (the DP's model is close to the simulator's, not equal), with less memory until it fits.
 """
 
 from __future__ import annotations
