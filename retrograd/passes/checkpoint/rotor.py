@@ -14,6 +14,7 @@ simulated (the DP's model is close to the simulator's, not equal), with less mem
 
 from __future__ import annotations
 
+from itertools import accumulate
 from math import gcd
 
 import numpy as np
@@ -38,13 +39,14 @@ class Chain:
         self.reads = sorted(need)
         p = problem
         cands = []
-        for k in range(self.reads[-1] + 1):
+        nxt = None
+        for k in range(self.reads[-1], -1, -1):
             if k in need:
+                nxt = k
                 cands.append(k)
-            else:
-                nxt = next(r for r in self.reads if r > k)
-                if p.sizes[k] < p.sizes[nxt]:
-                    cands.append(k)
+            elif p.sizes[k] < p.sizes[nxt]:
+                cands.append(k)
+        cands.reverse()
         self.cands = cands
         self.prefix = [0.0]
         for k in range(self.reads[-1] + 1):
@@ -74,8 +76,8 @@ def _backward_memory(problem: Problem, need: dict, reads: list) -> tuple[dict, d
             last[d] = t
     for o in p.outputs:
         last[o] = p.n
-    during = [0] * (p.n + 1)
-    after = [0] * (p.n + 1)
+    during = [0] * (p.n + 2)
+    after = [0] * (p.n + 2)
     for v in range(first, p.n):
         size = p.sizes[v]
         start = v
@@ -85,11 +87,13 @@ def _backward_memory(problem: Problem, need: dict, reads: list) -> tuple[dict, d
                 if p.alias_of[d] is None and p.sizes[d] == size:
                     start = v + 1  # written over d's buffer, counted during its own stage already
                 break
-        if size:
-            for t in range(start, min(last[v], p.n - 1) + 1):
-                during[t] += size
-            for t in range(v, min(last[v], p.n)):
-                after[t] += size
+        if size:  # difference arrays: += size over [start, last] (during) and [v, last) (after)
+            during[start] += size
+            during[min(last[v], p.n - 1) + 1] -= size
+            after[v] += size
+            after[min(last[v], p.n)] -= size
+    during = list(accumulate(during))
+    after = list(accumulate(after))
     order = sorted(reads, reverse=True)
     held, dead, before = {}, {}, {}
     for idx, r in enumerate(order):
@@ -241,8 +245,8 @@ class Table:
 def detect(problem: Problem) -> Chain | None:
     """The heterogeneous chain of `problem`, or None (not a chain adjoint, or too long for the DP)."""
     found = chain_reads(problem)
-    if found is None:
-        return None
+    if found is None or (max(found[1]) + 2) ** 2 * len(found[1]) // 6 > 4 * MAX_TRIPLES:
+        return None  # far too long: not even measured
     chain = Chain(problem, *found)
     return chain if chain.triples() <= MAX_TRIPLES else None
 

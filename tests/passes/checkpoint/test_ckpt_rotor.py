@@ -131,3 +131,11 @@ def test_matmul_relu_chain_is_planned_by_the_dp_and_measured_within_budget():
         assert peak <= budget and peak == report.predicted_peak
         if dp is not None:
             assert report.extra_cost <= simulate(problem, dp).extra_cost + 1e-6
+
+
+def test_chains_too_long_for_the_dp_are_left_to_the_other_solvers():
+    # 1,000 uneven steps: the DP's table would hold ~10^8 (i, k, read) triples; detect declines at once.
+    rng = random.Random(1)
+    p = hetero_chain(rng, 1000)
+    assert chain.chain_reads(p) is not None and rotor.detect(p) is None
+    assert rotor.detect(hetero_chain(rng, 40)) is not None
