@@ -2,7 +2,8 @@
 
 policy "budget": the least recomputation cost whose simulated peak fits the budget, ties broken by
 the lower peak (with FLOP costs a matmul or conv costs more than the cheap ops that could replace it;
-the greedy descent also tries everything else before them). Revolve on uniform chain adjoints; exact
+the greedy descent also tries everything else before them). Revolve on uniform chain adjoints; the
+heterogeneous-chain DP (rotor.py) among the candidates on other chain adjoints; exact
 (MILP) for problems of up to EXACT_NODES nodes when scipy is importable; otherwise the greedy
 descent (its plan pruned of recomputations the descent's own peak does not need) and Chen-style
 segmentations of several lengths, each with recomputations shared between close uses (share.py),
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from retrograd.passes.checkpoint import chain, exact, greedy
+from retrograd.passes.checkpoint import chain, exact, greedy, rotor
 from retrograd.passes.checkpoint.share import share
 from retrograd.passes.checkpoint.problem import CHEAP_KINDS, HEAVY_KINDS, InfeasibleBudget, Problem, Schedule
 from retrograd.passes.checkpoint.simulate import simulate
@@ -77,6 +78,10 @@ def plan_budget(problem: Problem, budget: int) -> Schedule | None:
     if budget < lower_bound(problem):
         return None
     found = []
+    # A heterogeneous chain adjoint: the optimal persistent plan of the discretized-memory DP (rotor.py).
+    rot = rotor.solve_rotor(problem, budget) if ch is None else None
+    if rot is not None:
+        found.append(rot)
     # Light kinds first, then everything: the descent recomputes a matmul only when the rest does not fit.
     descent = greedy.descend(problem, budget, light_only(problem))
     if _use_exact(problem):
