@@ -8,6 +8,7 @@ from retrograd.errors import KernelError
 from retrograd.ir.struct_info import PrimStructInfo, TensorStructInfo, is_int_dtype
 from retrograd.ops.api import R
 from retrograd.ops.elementwise import _binary, _guarded, _infer_binary, _infer_unary, _unary, _wrap, scalar
+from retrograd.ops.cost import ELEMENTWISE
 from retrograd.ops.registry import Arg, InferCtx, no_gradient, register
 
 # -- clip ---------------------------------------------------------------------------------------
@@ -34,7 +35,7 @@ def _clip_grad(call, out, g):
 
 
 clip = register(
-    "relax.clip", ("x", Arg("min", "prim"), Arg("max", "prim")), infer=_infer_clip, kernel=_clip, grad=_clip_grad
+    "relax.clip", ("x", Arg("min", "prim"), Arg("max", "prim")), infer=_infer_clip, kernel=_clip, grad=_clip_grad, cost=ELEMENTWISE
 )
 
 # -- unary math ---------------------------------------------------------------------------------
@@ -160,14 +161,16 @@ atan2 = _binary("atan2", np.arctan2, _atan2_grad)
 floor_divide = register(
     "relax.floor_divide", ("x1", "x2"), infer=_infer_binary(None),
     kernel=_no_int_zero("floor_divide", np.floor_divide), grad=_floor_divide_grad,
+    cost=ELEMENTWISE,
 )
 # TVM's mod truncates (C fmod: the sign of x1); floor_mod floors (Python's %: the sign of x2).
 mod = register(
-    "relax.mod", ("x1", "x2"), infer=_infer_binary(None), kernel=_no_int_zero("mod", np.fmod), grad=_mod_grad(R.trunc)
+    "relax.mod", ("x1", "x2"), infer=_infer_binary(None), kernel=_no_int_zero("mod", np.fmod), grad=_mod_grad(R.trunc), cost=ELEMENTWISE
 )
 floor_mod = register(
     "relax.floor_mod", ("x1", "x2"), infer=_infer_binary(None),
     kernel=_no_int_zero("floor_mod", np.mod), grad=_mod_grad(R.floor),
+    cost=ELEMENTWISE,
 )
 log_add_exp = _binary("log_add_exp", np.logaddexp, _log_add_exp_grad)
 
@@ -197,4 +200,5 @@ ewise_fma = register(
     infer=_infer_fma,
     kernel=lambda x1, x2, x3: np.asarray(x1 * x2 + x3),
     grad=lambda c, o, g: [R.multiply(g, c.args[1]), R.multiply(g, c.args[0]), g],
+    cost=ELEMENTWISE,
 )
