@@ -114,6 +114,51 @@ def _guarded(ufunc):
     return kernel
 
 
+def _select(name, ufunc, compare):
+    """maximum/minimum as TVM lowers them, one comparison and a select (x1 > x2 ? x1 : x2): for floats
+    a NaN in x1 gives x2 and a NaN in x2 gives NaN (NumPy's ufuncs propagate either NaN). The kernel
+    also takes `out=` (the executor's in-place form), which may be either argument's buffer."""
+
+    def kernel(a, b, out=None):
+        if a.dtype.kind != "f":
+            return np.asarray(ufunc(a, b, out=out, order="C") if out is not None else ufunc(a, b, order="C"))
+        take_a = compare(a, b)
+        if out is None:
+            return np.asarray(np.where(take_a, a, b), order="C")
+        if out is a:
+            np.copyto(out, b, where=~take_a)
+        elif out is b:
+            np.copyto(out, a, where=take_a)
+        else:
+            np.copyto(out, b)
+            np.copyto(out, a, where=take_a)
+        return out
+
+    kernel.__name__ = name
+    return kernel
+
+
+def _no_bool(ufunc):
+    """subtract/negative have no bool form (NumPy raises a TypeError; TVM cannot build them either)."""
+
+    def kernel(*arrays, out=None):
+        if arrays[0].dtype == np.bool_:
+            raise KernelError(f"R.{ufunc.__name__}: not defined for bool tensors (use logical_xor / logical_not)")
+        if out is not None:
+            return ufunc(*arrays, out=out)
+        return np.asarray(ufunc(*arrays, order="C"))
+
+    kernel.__name__ = ufunc.__name__
+    return kernel
+
+
+def _not_equal(a, b):
+    # TVM compares floats with LLVM's ordered predicates: x != NaN is false (NumPy says true).
+    if a.dtype.kind == "f":
+        return np.asarray(np.logical_or(np.less(a, b), np.greater(a, b)), order="C")
+    return np.asarray(np.not_equal(a, b, order="C"))
+
+
 # -- gradient rules (call, out, g) -> one entry per argument; the driver un-broadcasts ----------
 
 
@@ -130,12 +175,14 @@ def _max_min_grad(compare: str):
 
 
 def _binary(name, ufunc, grad=no_gradient, out_dtype=None, inplace=False):
-    """`inplace`: the kernel is exactly `ufunc`, so the executor may write it over a dying float input."""
+    """`ufunc` is a NumPy ufunc or a kernel taking `out=`; `inplace`: the kernel is exactly `ufunc`, so
+    the executor may write it over a dying float input."""
+    kernel = _wrap(ufunc) if isinstance(ufunc, np.ufunc) else ufunc
     return register(
         f"relax.{name}",
         ("x1", "x2"),
         infer=_infer_binary(out_dtype),
-        kernel=_wrap(ufunc),
+        kernel=kernel,
         grad=grad,
         inplace=ufunc if inplace else None,
     )
@@ -146,7 +193,7 @@ def _unary(name, kernel, grad, infer=_infer_float_unary, inplace=None):
 
 
 add = _binary("add", np.add, lambda c, o, g: [g, g], inplace=True)
-subtract = _binary("subtract", np.subtract, lambda c, o, g: [g, R.negative(g)], inplace=True)
+subtract = _binary("subtract", _no_bool(np.subtract), lambda c, o, g: [g, R.negative(g)], inplace=True)
 multiply = _binary(
     "multiply", np.multiply, lambda c, o, g: [R.multiply(g, c.args[1]), R.multiply(g, c.args[0])], inplace=True
 )
@@ -180,10 +227,10 @@ def _power_grad(x1, x2, out, g):
     return [dx1, dx2]
 
 
-maximum = _binary("maximum", np.maximum, _max_min_grad("greater_equal"), inplace=True)
-minimum = _binary("minimum", np.minimum, _max_min_grad("less_equal"), inplace=True)
+maximum = _binary("maximum", _select("maximum", np.maximum, np.greater), _max_min_grad("greater_equal"), inplace=True)
+minimum = _binary("minimum", _select("minimum", np.minimum, np.less), _max_min_grad("less_equal"), inplace=True)
 equal = _binary("equal", np.equal, out_dtype="bool")
-not_equal = _binary("not_equal", np.not_equal, out_dtype="bool")
+not_equal = _binary("not_equal", _not_equal, out_dtype="bool")
 greater = _binary("greater", np.greater, out_dtype="bool")
 greater_equal = _binary("greater_equal", np.greater_equal, out_dtype="bool")
 less = _binary("less", np.less, out_dtype="bool")
@@ -196,7 +243,7 @@ abs = _unary(
     infer=_infer_unary,
     inplace=np.absolute,
 )
-negative = _unary("negative", _wrap(np.negative), lambda c, o, g: [R.negative(g)], infer=_infer_unary, inplace=np.negative)
+negative = _unary("negative", _no_bool(np.negative), lambda c, o, g: [R.negative(g)], infer=_infer_unary, inplace=np.negative)
 cos = _unary("cos", _wrap(np.cos), lambda c, o, g: [R.negative(R.multiply(g, R.sin(c.args[0])))], inplace=np.cos)
 sin = _unary("sin", _wrap(np.sin), lambda c, o, g: [R.multiply(g, R.cos(c.args[0]))], inplace=np.sin)
 exp = _unary("exp", _guarded(np.exp), lambda c, o, g: [R.multiply(g, o)])
