@@ -54,7 +54,7 @@ def _infer_attention_at(ctx: InferCtx, first: int) -> TensorStructInfo:
     equal(b, kb, "batch size", "query", "key", first + 1)
     equal(b, vb, "batch size", "query", "value", first + 2)
     for other, name, arg in ((kn, "key", first + 1), (vn, "value", first + 2)):
-        if _known(n, other) and n % other:
+        if _known(n, other) and (n % other if other else n):  # zero key heads only for zero query heads
             raise ctx.error(f"the query's number of heads ({n}) must be a multiple of the {name}'s ({other})", arg)
     equal(kn, vn, "number of heads", "key", "value", first + 2)
     equal(skv, vs, "sequence length", "key", "value", first + 2)
