@@ -78,6 +78,20 @@ def _wrap(ufunc):
     return kernel
 
 
+def keep_dtype(name, kernel):
+    """Arithmetic stays in the arguments' dtype as in TVM; where NumPy would promote instead (bool / bool
+    is float64, atan2 of ints a float), TVM has no kernel either: an error, not a result of another dtype."""
+
+    def checked(*arrays):
+        out = kernel(*arrays)
+        if out.dtype != arrays[0].dtype:
+            raise KernelError(f"R.{name}: not defined for {arrays[0].dtype} tensors")
+        return out
+
+    checked.__name__ = name
+    return checked
+
+
 def _divide(a, b):
     if is_int_dtype(str(a.dtype)):
         # TVM integer division truncates toward zero (C semantics), unlike NumPy's floor division.
@@ -201,14 +215,14 @@ divide = register(
     "relax.divide",
     ("x1", "x2"),
     infer=_infer_binary(None),
-    kernel=_divide,
+    kernel=keep_dtype("divide", _divide),
     grad=lambda c, o, g: [R.divide(g, c.args[1]), R.negative(R.divide(R.multiply(g, o), c.args[1]))],
 )
 power = register(
     "relax.power",
     ("x1", "x2"),
     infer=_infer_binary(None),
-    kernel=_power,
+    kernel=keep_dtype("power", _power),
     grad=lambda c, o, g: _power_grad(c.args[0], c.args[1], o, g),
 )
 

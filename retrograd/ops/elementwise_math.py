@@ -7,7 +7,7 @@ import numpy as np
 from retrograd.errors import KernelError
 from retrograd.ir.struct_info import PrimStructInfo, TensorStructInfo, is_int_dtype
 from retrograd.ops.api import R
-from retrograd.ops.elementwise import _binary, _guarded, _infer_binary, _infer_unary, _unary, _wrap, scalar
+from retrograd.ops.elementwise import _binary, _guarded, _infer_binary, _infer_unary, _unary, _wrap, keep_dtype, scalar
 from retrograd.ops.registry import Arg, InferCtx, no_gradient, register
 
 # -- clip ---------------------------------------------------------------------------------------
@@ -86,7 +86,7 @@ rsqrt = _unary(
     "rsqrt", _rsqrt, lambda c, o, g: [R.multiply(R.multiply(scalar(-0.5, o), g), R.multiply(o, R.multiply(o, o)))]
 )
 square = _unary(
-    "square", _wrap(np.square), lambda c, o, g: [R.multiply(R.multiply(scalar(2, o), g), c.args[0])], infer=_infer_unary,
+    "square", keep_dtype("square", _wrap(np.square)), lambda c, o, g: [R.multiply(R.multiply(scalar(2, o), g), c.args[0])], infer=_infer_unary,
     inplace=np.square,
 )
 
@@ -153,7 +153,7 @@ def _no_int_zero(name, fn):
             return np.asarray(fn(a, b))
 
     kernel.__name__ = name
-    return kernel
+    return keep_dtype(name, kernel)
 
 
 def _log_add_exp_grad(call, out, g):
@@ -191,7 +191,7 @@ def _floor_mod(a, b):
     return np.mod(a, b, order="C")
 
 
-atan2 = _binary("atan2", np.arctan2, _atan2_grad)
+atan2 = _binary("atan2", keep_dtype("atan2", _wrap(np.arctan2)), _atan2_grad)
 floor_divide = register(
     "relax.floor_divide", ("x1", "x2"), infer=_infer_binary(None),
     kernel=_no_int_zero("floor_divide", _floor_divide), grad=_floor_divide_grad,
@@ -204,7 +204,7 @@ floor_mod = register(
     "relax.floor_mod", ("x1", "x2"), infer=_infer_binary(None),
     kernel=_no_int_zero("floor_mod", _floor_mod), grad=_mod_grad(R.floor),
 )
-log_add_exp = _binary("log_add_exp", np.logaddexp, _log_add_exp_grad)
+log_add_exp = _binary("log_add_exp", keep_dtype("log_add_exp", _wrap(np.logaddexp)), _log_add_exp_grad)
 
 
 def _infer_fma(ctx: InferCtx) -> TensorStructInfo:
