@@ -116,7 +116,7 @@ def _sign(x):
     # is its own sign (NumPy has no sign for bools).
     if x.dtype == np.bool_:
         return x.copy()
-    out = np.sign(x, order="C")
+    out = np.asarray(np.sign(x, order="C"))  # a fresh array, also for a 0-d x (np.sign gives a scalar)
     if x.dtype.kind == "f":
         out[np.isnan(x)] = 0
     return np.asarray(out)
