@@ -59,7 +59,7 @@ def _probabilities(q, k, v, bias, scale, causal_mask, window_size):
     qt = q.transpose(0, 2, 1, 3)
     kt, vt = _heads_first(k, groups), _heads_first(v, groups)
     dtype = np.result_type(q, k, v)
-    sc = dtype.type(1.0 / math.sqrt(h) if scale is None else scale)
+    sc = dtype.type((1.0 / math.sqrt(h) if h else math.inf) if scale is None else scale)  # h = 0: 0 * inf is NaN, as TVM
     p = np.matmul(qt, kt.transpose(0, 1, 3, 2))
     p *= sc
     if bias is not None:
