@@ -3,6 +3,7 @@ exactly the inferred struct info (never a raw NumPy exception, a 0-d turned 1-d,
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import numpy as np
@@ -52,12 +53,22 @@ def _variants():
 
 
 VARIANTS = _variants()
+RAW = re.compile(r"failed: (its result|[A-Z]\w*(Error|Exception)\b)")
 
 
 def _fields(value, sinfo):
     if isinstance(sinfo, TupleStructInfo):
         return [p for v, s in zip(value, sinfo.fields) for p in _fields(v, s)]
     return [(value, sinfo)]
+
+
+def _built(cases, seed):
+    """(case, module, inputs) of the cases inference accepts (the others have a located error)."""
+    for case in cases:
+        try:
+            yield case, case.build(), case.make_inputs(seed=seed)
+        except DiagnosticError:
+            continue
 
 
 def test_variants_cover_every_op_with_a_static_case():
@@ -67,16 +78,15 @@ def test_variants_cover_every_op_with_a_static_case():
 @pytest.mark.parametrize("chunk", range(8))
 def test_a_variant_gives_a_located_error_or_the_inferred_struct_info(chunk):
     problems = []
-    for case in VARIANTS[chunk::8]:
-        try:
-            mod = case.build()
-            values = case.make_inputs(seed=2)
-        except DiagnosticError:
-            continue  # rejected by inference with a located error
+    for case, mod, values in _built(VARIANTS[chunk::8], seed=2):
         try:
             with np.errstate(all="ignore"):
                 got = retrograd.build(mod)["main"](*values)
-        except DiagnosticError:
+        except DiagnosticError as err:
+            # The executor locates every kernel failure; a Python exception inside (or a result that is not
+            # the inferred one) means the kernel met input it does not handle.
+            if RAW.search(str(err)):
+                problems.append(f"{case.id}: {str(err).splitlines()[0]}")
             continue
         except Exception as err:  # noqa: BLE001  (exactly what must not happen)
             problems.append(f"{case.id}: raw {type(err).__name__}: {err}")
@@ -140,3 +150,40 @@ def test_arithmetic_numpy_would_promote_is_a_kernel_error(op, dtype):
     x = np.ones((2,), dtype)
     with pytest.raises(retrograd.errors.KernelError, match=f"R.{op}: not defined for {dtype} tensors"):
         opdef.kernel(*[x] * len(opdef.args))
+
+
+def _gradient_variants():
+    out, seen = [], set()
+    for case in ALL_CASES:
+        if not case.is_static or not case.differentiable_params() or case.op in seen:
+            continue
+        seen.add(case.op)  # the first differentiable case of each op
+        ndim = max((len(s.shape) for s in case.param_sinfo()), default=0)
+        for k in range(ndim):
+            out.append(replace(case, inputs=_map_tensors(case, _zero_dim(k)), name=f"{case.name}-zero{k}").as_dtype("float64"))
+        out.append(replace(case, inputs=_map_tensors(case, lambda t: TensorStructInfo((), t.dtype)), name=f"{case.name}-0d").as_dtype("float64"))
+    return out
+
+
+GRADIENT_VARIANTS = _gradient_variants()
+
+
+@pytest.mark.parametrize("chunk", range(4))
+def test_gradients_of_zero_size_and_0d_variants_run_and_match_finite_differences(chunk):
+    from retrograd.testing import check_gradients
+
+    problems = []
+    for case, mod, values in _built(GRADIENT_VARIANTS[chunk::4], seed=1):
+        if not case.differentiable_params():
+            continue
+        try:
+            with np.errstate(all="ignore"):
+                report = check_gradients(mod, "main", values, require_grads=case.differentiable_params(), target_index=None, seed=2)
+        except DiagnosticError as err:
+            if RAW.search(str(err)):
+                problems.append(f"{case.id}: {str(err).splitlines()[0]}")
+            continue
+        # A zero-size result leaves nothing to compare; 0/0 in std's gradient at one element is NaN as in PyTorch.
+        if not report.ok and "nothing to check" not in str(report) and not case.op.endswith(".std"):
+            problems.append(f"{case.id}: {report}")
+    assert not problems, "\n".join(problems[:20])
