@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from test_infer_core import CASES, tvm_infer
+from test_infer_core import CASES, tvm_infer, tvm_script
 
 from retrograd.errors import DiagnosticError
 from retrograd.ir.struct_info import TensorStructInfo
@@ -65,3 +65,55 @@ def test_what_tvm_rejects_is_rejected_with_a_located_error(case):
     if ours is not None:
         # Stricter than TVM is allowed (TVM's inference is lax where its build then fails); the error is located.
         assert ours.span is not None or "R." in str(ours), str(ours)
+
+
+# -- attribute defaults: a call giving only the case's own attributes gets TVM's values for the rest ----
+
+
+def _tvm_attr_value(v):
+    name = type(v).__name__
+    if name == "IntImm":
+        return int(v)
+    if name == "FloatImm":
+        return float(v.value)
+    if v is None or isinstance(v, bool | int | float | str):
+        return v
+    if hasattr(v, "__len__"):
+        return tuple(_tvm_attr_value(x) for x in v)
+    return str(v)
+
+
+def _first_cases():
+    seen, out = set(), []
+    for case in CASES:
+        if case.tvm and case.is_static and case.op not in seen:
+            seen.add(case.op)
+            out.append(case)
+    return out
+
+
+# TVM keeps these as arguments (strided_slice's axes/begin/end, triu/tril's k), and its Python wrapper
+# resolves arange's dtype=None from the bounds where retrograd infers it from them (same struct info).
+_NOT_ATTRS = {"relax.strided_slice": {"axes", "begin", "end", "strides"}, "relax.triu": {"k"}, "relax.tril": {"k"}, "relax.arange": {"dtype"}}
+
+
+@pytest.mark.parametrize("case", _first_cases(), ids=lambda c: c.id)
+def test_attribute_defaults_and_order_match_tvm(case):
+    tvm_script_mod = pytest.importorskip("tvm.script")
+    op = case.opdef
+    given = {k: tuple(v) if isinstance(v, list) else v for k, v in case.attrs.items()}
+    call = tvm_script_mod.from_source(tvm_script(case, given)).body.blocks[-1].bindings[-1].value
+    skip = _NOT_ATTRS.get(case.op, set())
+    theirs = {}
+    if call.attrs is not None:
+        for f in type(call.attrs).__tvm_ffi_type_info__.fields:
+            if f.name not in skip:
+                theirs[f.name] = _tvm_attr_value(getattr(call.attrs, f.name))
+    ours = {k: tuple(v) if isinstance(v, list) else v for k, v in op.normalize_attrs(case.attrs).items() if k not in skip}
+    ours = {k: v for k, v in ours.items() if k in theirs or op.print_omit.get(k, object()) != v}
+    assert list(ours) == list(theirs), f"{case.op}: attribute order {list(ours)}, TVM's {list(theirs)}"
+    for k, v in theirs.items():
+        if isinstance(v, float):
+            assert ours[k] == pytest.approx(v, rel=1e-6), f"{case.op}.{k}"
+        else:
+            assert ours[k] == v, f"{case.op}.{k}: default {ours[k]!r}, TVM's {v!r}"
