@@ -35,7 +35,9 @@ def _infer_binary(out_dtype: str | None):
     def infer(ctx: InferCtx) -> TensorStructInfo:
         a, b = ctx.tensor(0), ctx.tensor(1)
         dtype = same_dtype(a, b)
-        if dtype is None:
+        # TVM's comparisons take mixed dtypes (int32 < float32 compares the values): only arithmetic
+        # needs one dtype.
+        if dtype is None and out_dtype != "bool":
             raise ctx.error(f"dtypes {a.dtype} and {b.dtype} differ")
         dtype = out_dtype or dtype
         if a.shape is None or b.shape is None:
@@ -168,7 +170,7 @@ def _no_bool(ufunc):
 
 def _not_equal(a, b):
     # TVM compares floats with LLVM's ordered predicates: x != NaN is false (NumPy says true).
-    if a.dtype.kind == "f":
+    if a.dtype.kind == "f" or b.dtype.kind == "f":
         return np.asarray(np.logical_or(np.less(a, b), np.greater(a, b)), order="C")
     return np.asarray(np.not_equal(a, b, order="C"))
 
