@@ -120,3 +120,21 @@ def test_bool_sign_is_the_input_and_a_located_error_for_bool_negative():
     )
     with pytest.raises(retrograd.DiagnosticError, match="not defined for bool"):
         retrograd.build(mod)["main"](x)
+
+
+def test_comparisons_take_mixed_dtypes_and_arithmetic_does_not():
+    text = """@R.function
+def main(i: R.Tensor((4,), "int32"), f: R.Tensor((4,), "float32")):
+    r = R.OP(i, f)
+    return r
+"""
+    i = np.array([-2, 0, 1, 3], "int32")
+    f = np.array([-2.0, 0.5, 1.0, math.nan], "float32")
+    naive = {"less": lambda a, b: a < b, "equal": lambda a, b: a == b,
+             "not_equal": lambda a, b: not (math.isnan(b) or a == b), "greater_equal": lambda a, b: a >= b}
+    for op, want in naive.items():
+        got = retrograd.build(retrograd.parse(text.replace("OP", op)))["main"](i, f)
+        assert got.dtype == np.bool_
+        np.testing.assert_array_equal(got, [want(int(a), float(b)) for a, b in zip(i, f)], err_msg=op)
+    with pytest.raises(retrograd.DiagnosticError, match="dtypes int32 and float32 differ"):
+        retrograd.parse(text.replace("OP", "add"))

@@ -120,6 +120,10 @@ def _semantics_cases() -> list[OpCase]:
         OpCase("relax.matmul", [T(2, 3), T(3, 4)], {"out_dtype": "float64"}, name="out-dtype"),
         OpCase("relax.nn.batch_norm", [T(4, 3, 2), T(3), T(3), T(3), T(3)], {"axis": 1, "training": True, "momentum": 0.3}, low=0.1, name="train-momentum"),
     ]
+    mixed = (ints([[-2, 0, 1, 3]], "int32"), _arr([-2.0, 0.5, 1.0, np.nan]))
+    for name in ("equal", "not_equal", "greater", "greater_equal", "less", "less_equal"):
+        cases.append(OpCase(f"relax.{name}", list(mixed), name="int-vs-float"))
+        cases.append(OpCase(f"relax.{name}", [T(3, 4), T(4, dtype="int64")], low=-2, high=2, name="float-vs-int-bcast"))
     return [replace(c, name=f"sem-{c.name}") for c in cases]  # ids apart from the shared cases'
 
 
