@@ -74,7 +74,11 @@ def _wrap(ufunc):
     """
 
     def kernel(*arrays):
-        return np.asarray(ufunc(*arrays, order="C"))
+        try:
+            return np.asarray(ufunc(*arrays, order="C"))
+        except TypeError:  # NumPy has no loop for these dtypes (bool subtract/negative): nor has TVM a kernel
+            dtypes = ", ".join(sorted({str(a.dtype) for a in arrays}))
+            raise KernelError(f"R.{ufunc.__name__}: not defined for {dtypes} tensors") from None
 
     kernel.__name__ = ufunc.__name__
     return kernel
@@ -154,20 +158,6 @@ def _select(name, ufunc, compare):
     return kernel
 
 
-def _no_bool(ufunc):
-    """subtract/negative have no bool form (NumPy raises a TypeError; TVM cannot build them either)."""
-
-    def kernel(*arrays, out=None):
-        if arrays[0].dtype == np.bool_:
-            raise KernelError(f"R.{ufunc.__name__}: not defined for bool tensors (use logical_xor / logical_not)")
-        if out is not None:
-            return ufunc(*arrays, out=out)
-        return np.asarray(ufunc(*arrays, order="C"))
-
-    kernel.__name__ = ufunc.__name__
-    return kernel
-
-
 def _not_equal(a, b):
     # TVM compares floats with LLVM's ordered predicates: x != NaN is false (NumPy says true).
     if a.dtype.kind == "f" or b.dtype.kind == "f":
@@ -209,7 +199,7 @@ def _unary(name, kernel, grad, infer=_infer_float_unary, inplace=None):
 
 
 add = _binary("add", np.add, lambda c, o, g: [g, g], inplace=True)
-subtract = _binary("subtract", _no_bool(np.subtract), lambda c, o, g: [g, R.negative(g)], inplace=True)
+subtract = _binary("subtract", np.subtract, lambda c, o, g: [g, R.negative(g)], inplace=True)
 multiply = _binary(
     "multiply", np.multiply, lambda c, o, g: [R.multiply(g, c.args[1]), R.multiply(g, c.args[0])], inplace=True
 )
@@ -259,7 +249,7 @@ abs = _unary(
     infer=_infer_unary,
     inplace=np.absolute,
 )
-negative = _unary("negative", _no_bool(np.negative), lambda c, o, g: [R.negative(g)], infer=_infer_unary, inplace=np.negative)
+negative = _unary("negative", _wrap(np.negative), lambda c, o, g: [R.negative(g)], infer=_infer_unary, inplace=np.negative)
 cos = _unary("cos", _wrap(np.cos), lambda c, o, g: [R.negative(R.multiply(g, R.sin(c.args[0])))], inplace=np.cos)
 sin = _unary("sin", _wrap(np.sin), lambda c, o, g: [R.multiply(g, R.cos(c.args[0]))], inplace=np.sin)
 exp = _unary("exp", _guarded(np.exp), lambda c, o, g: [R.multiply(g, o)])
