@@ -126,7 +126,7 @@ def _composed_attention(query, key, value, *bias, scale, causal_mask, window_siz
         t = R.permute_dims(t, [0, 2, 1, 3])
         return R.repeat(t, n // nk, axis=1) if n > nk else t
 
-    sc = 1.0 / math.sqrt(h) if scale is None else scale
+    sc = (1.0 / math.sqrt(h) if h else math.inf) if scale is None else scale  # as the kernel (NaN for h = 0)
     kt = R.permute_dims(heads_first(key), [0, 1, 3, 2])
     scores = R.multiply(R.matmul(R.permute_dims(query, [0, 2, 1, 3]), kt), const(sc, dtype))
     if bias:
