@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
+import difflib
+
 import attrs
+
+
+def did_you_mean(name: str, candidates, n: int = 3) -> str:
+    """"; did you mean 'x'?" naming the candidates closest to `name`, or "" when none is close."""
+    close = difflib.get_close_matches(name, list(candidates), n=n)
+    return f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
 
 
 @attrs.frozen(eq=False)

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from retrograd.errors import DiagnosticError, NameError_, OpError, ParseError, Span, UnsupportedError
+from retrograd.errors import DiagnosticError, NameError_, OpError, ParseError, Span, UnsupportedError, did_you_mean
 from retrograd.ir.expr import Call, Constant, PrimValue, ShapeExpr, StringImm, Tuple, TupleGetItem
 from retrograd.ir.struct_info import PrimStructInfo, ShapeStructInfo, TensorStructInfo
 from retrograd.ops.attr_types import DTYPES, UNSUPPORTED_DTYPES
-from retrograd.ops.registry import lookup
+from retrograd.ops.registry import lookup, op_suggestion
 from retrograd.parser import literals as lit
 from retrograd.parser.syntax import (
     K_ARITH,
     K_CALL,
+    K_COMPARE,
     K_GETITEM,
     K_KWARG,
     K_LIST,
@@ -18,6 +19,7 @@ from retrograd.parser.syntax import (
     K_NAME,
     K_NEG,
     K_NUM,
+    K_POW,
     K_STR,
     K_TUPLE,
     Node,
@@ -26,8 +28,12 @@ from retrograd.parser.syntax import (
 # Deeper values would recurse past Python's default stack; the printed form (annotations add two
 # brackets) stays within the lexer's bracket limit.
 MAX_VALUE_NESTING = 100
+# The ops TVM 0.27's Relax Expr operator overloads make (tvm/relax/op/__init__.py); TVM compares
+# Relax values by identity for == and !=, so its parser refuses them: here they mean equal / not_equal.
 _ARITH_OPS = {"+": "relax.add", "-": "relax.subtract", "*": "relax.multiply", "/": "relax.divide",
-              "//": "relax.floor_divide", "%": "relax.floor_mod"}
+              "//": "relax.floor_divide", "%": "relax.mod", "**": "relax.power",
+              "<": "relax.less", "<=": "relax.less_equal", ">": "relax.greater", ">=": "relax.greater_equal",
+              "==": "relax.equal", "!=": "relax.not_equal"}
 _UNSUPPORTED_CALLS = frozenset((
     "R.call_tir", "R.call_tir_inplace", "R.call_tir_with_grad", "R.call_packed", "R.call_dps_packed",
     "R.call_pure_packed", "R.match_cast", "R.emit_te", "R.call_inplace_packed", "R.builtin.alloc_tensor",
@@ -89,6 +95,12 @@ class ExpressionParser:
             return Call(lookup("relax.negative"), (self._value(operand),), {}, span=self.span(node))
         if k == K_ARITH:
             return self._arith(lit.resolve_arith(node.items), node)
+        if k == K_POW:
+            return self._arith(("**", node.items[0], node.items[1]), node)
+        if k == K_COMPARE:
+            if len(node.items) > 3:
+                raise UnsupportedError("chained comparisons (a < b < c) are not supported: compare two values", self.span(node))
+            return self._arith((node.items[1], node.items[0], node.items[2]), node)
         raise ParseError("expected a value", self.span(node))
 
     def _arith(self, tree, whole: Node):
@@ -136,7 +148,7 @@ class ExpressionParser:
         if fname.startswith("R."):
             op = lookup(fname)
             if op is None:
-                raise OpError(f"unknown op {fname}", self.span(func))
+                raise OpError(f"unknown op {fname}{op_suggestion(fname)}", self.span(func))
             return self._op_call(op, node)
         if fname.startswith("T.") and fname[2:] in DTYPES:
             if len(node.items) != 1:
@@ -150,12 +162,12 @@ class ExpressionParser:
             return self._global_call(attr, node)
         if fname in self.funcs:
             raise NameError_(f"call module functions as cls.{fname}(...) after `cls = Module`", self.span(func))
-        raise NameError_(f"unknown function '{fname}'", self.span(func))
+        raise NameError_(f"unknown function '{fname}'{did_you_mean(attr or fname, self.funcs)}", self.span(func))
 
     def _global_call(self, name: str, node: Node) -> Call:
         info = self.funcs.get(name)
         if info is None:
-            raise NameError_(f"the module has no function '{name}'", self.span(node.value))
+            raise NameError_(f"the module has no function '{name}'{did_you_mean(name, self.funcs)}", self.span(node.value))
         gvar = self._gvar(info, node)
         args = []
         for a in node.items:

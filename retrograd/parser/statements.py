@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from retrograd.errors import DiagnosticError, NameError_, ParseError, TypeInferenceError, UnsupportedError
+from retrograd.errors import DiagnosticError, NameError_, ParseError, TypeInferenceError, UnsupportedError, did_you_mean
 from retrograd.ir.block import VarBinding
 from retrograd.ir.expr import DataflowVar, If, Var, is_leaf
 from retrograd.ir.struct_info import PrimStructInfo, ShapeStructInfo, TensorStructInfo, TupleStructInfo, is_base_of
@@ -242,7 +242,8 @@ class StatementParser:
             raise NameError_(f"module function '{attr}' can only be called", self.span(node))
         if name in self.funcs:
             raise NameError_(f"'{name}' is a module function: call it as cls.{name}(...) after `cls = Module`", self.span(node))
-        raise NameError_(f"undefined variable '{name}'", self.span(node))
+        names = [n for scope in self.cur.scopes for n, v in scope.items() if v is not MODULE]
+        raise NameError_(f"undefined variable '{name}'{did_you_mean(name, names)}", self.span(node))
 
 
 def _may_be_base(ann, inferred) -> bool:

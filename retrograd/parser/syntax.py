@@ -37,6 +37,7 @@ class Node:
 # Expression kinds.
 K_NAME, K_NUM, K_STR, K_LIT, K_TUPLE, K_LIST, K_DICT = "name", "num", "str", "lit", "tuple", "list", "dict"
 K_CALL, K_GETITEM, K_NEG, K_ARITH, K_KWARG = "call", "getitem", "neg", "arith", "kwarg"
+K_COMPARE, K_POW = "compare", "pow"
 # Statement kinds.
 K_ASSIGN, K_RETURN, K_EXPR, K_PASS, K_WITH, K_IF = "assign", "return", "expr", "pass", "with", "if"
 K_FUNC, K_CLASS, K_IMPORT, K_TOP_ASSIGN = "func", "class", "import", "top_assign"
@@ -145,6 +146,14 @@ class _Build(Transformer):
     def arith(self, ch):
         items = [c.value if type(c) is Tok else c for c in ch]
         return _node(K_ARITH, None, items, ch[0], ch[-1])
+
+    def compare(self, ch):
+        items = [c.value if type(c) is Tok else c for c in ch]
+        return _node(K_COMPARE, None, items, ch[0], ch[-1])
+
+    def power(self, ch):
+        base, _op, exponent = ch
+        return _node(K_POW, None, [base, exponent], base, exponent)
 
     def neg(self, ch):
         tok, operand = ch
@@ -414,6 +423,7 @@ _WORDS = {
     "_DEDENT": "end of the indented block",
     "$END": "end of input",
     "ARITH_OP": "an operator",
+    "CMP": "a comparison",
 }
 
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import difflib
 import inspect
 import re
 import types
 import typing
 from typing import Any
 
-from retrograd.errors import PassError, Span
+from retrograd.errors import PassError, Span, did_you_mean
 from retrograd.passes.infra.pass_base import Pass
 
 class OptionError(ValueError):
@@ -77,8 +76,7 @@ def entry(name: str, span: Span | None = None) -> _Entry:
     """The registry entry of a pass; an unknown name is a PassError suggesting close names."""
     found = _REGISTRY.get(name)
     if found is None:
-        close = difflib.get_close_matches(name, list(_REGISTRY), n=3)
-        hint = f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
+        hint = did_you_mean(name, _REGISTRY)
         known = ", ".join(sorted(_REGISTRY)) or "none registered"
         raise PassError(f"unknown pass '{name}'{hint} (known passes: {known})", span)
     return found
