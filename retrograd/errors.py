@@ -106,6 +106,10 @@ def _window(text: str, col: int, width: int) -> tuple[str, int, int]:
     return head + text[start:end] + tail, col - start + len(head), width
 
 
+class ScriptWarning(UserWarning):
+    """The parser read something it does not keep or cannot run (dropped attributes, TIR functions)."""
+
+
 class ParseError(DiagnosticError):
     """The text does not follow the script grammar."""
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from retrograd.errors import NameError_, OpError, ParseError, Span, TypeInferenceError, UnsupportedError
+import warnings
+
+from retrograd.errors import NameError_, OpError, ParseError, ScriptWarning, Span, TypeInferenceError, UnsupportedError
 from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.expr import Function, GlobalVar, Var
 from retrograd.ir.module import IRModule
@@ -14,6 +16,7 @@ from retrograd.parser.syntax import (
     K_DICT,
     K_EXPR,
     K_FUNC,
+    K_GETITEM,
     K_KWARG,
     K_LIST,
     K_NAME,
@@ -143,12 +146,38 @@ class DeclarationParser:
             e = node.items
             if e.kind == K_STR:
                 return  # docstring
-            if e.kind == K_CALL and e.value.kind == K_NAME and e.value.value == "I.module_attrs":
+            callee = callee_name(e)
+            if callee == "I.module_attrs":
+                self.mod_attrs.update(self._attr_dict(e, "the module"))
+                return
+            if callee == "I.module_global_infos":
+                # Virtual devices and other global infos: retrograd runs on the host only.
                 if len(e.items) != 1 or e.items[0].kind != K_DICT:
-                    raise ParseError("I.module_attrs takes one dict literal", self.span(e))
-                self.mod_attrs.update(self.literal(e.items[0], "a module attribute"))
+                    raise ParseError("I.module_global_infos takes one dict literal", self.span(e))
+                keys = [repr(k.value) if k.kind == K_STR else "?" for k, _ in e.items[0].items]
+                self._dropped(keys, "the module", e, "global infos (virtual devices) are not kept; retrograd runs on the host")
                 return
         raise UnsupportedError("a module class holds @R.function definitions and I.module_attrs({...})", self.span(node))
+
+    def _attr_dict(self, call: Node, owner: str) -> dict:
+        """The literal dict of `R.func_attr({...})` / `I.module_attrs({...})`. Entries that refer to
+        metadata (TVM's frontend prints `"params": [metadata["ffi.Tensor"][0], ...]`, data no text
+        holds) are dropped with a warning naming them."""
+        fname = callee_name(call)
+        if len(call.items) != 1 or call.items[0].kind != K_DICT:
+            raise ParseError(f"{fname} takes one dict literal", self.span(call))
+        kept, dropped = [], []
+        for key, value in call.items[0].items:
+            (dropped if _refers_to_metadata(value) else kept).append((key, value))
+        out = self.literal(Node(K_DICT, None, kept, call.line, call.col, call.end_line, call.end_col), f"an attribute of {owner}")
+        if dropped:
+            names = [repr(k.value) if k.kind == K_STR else "?" for k, _ in dropped]
+            self._dropped(names, owner, call, "the text does not hold the metadata they refer to")
+        return out
+
+    def _dropped(self, names: list[str], owner: str, node: Node, why: str) -> None:
+        what = "attribute" if len(names) == 1 else "attributes"
+        warnings.warn(f"{self.span(node)}: dropped {what} {', '.join(names)} of {owner}: {why}", ScriptWarning, stacklevel=2)
 
     # -- functions ----------------------------------------------------------------------------
     def _declare(self, node: Node) -> None:
@@ -222,10 +251,7 @@ class DeclarationParser:
             if s.kind == K_EXPR and s.items.kind == K_STR:
                 start += 1  # docstring
             elif s.kind == K_EXPR and callee_name(s.items) == "R.func_attr":
-                e = s.items
-                if len(e.items) != 1 or e.items[0].kind != K_DICT:
-                    raise ParseError("R.func_attr takes one dict literal", self.span(e))
-                attrs.update(self.literal(e.items[0], "a function attribute"))
+                attrs.update(self._attr_dict(s.items, f"function '{info.name}'"))
                 start += 1
             else:
                 break
@@ -247,3 +273,22 @@ class DeclarationParser:
         )
         info.state = "done"
         self.cur = saved
+
+
+def _refers_to_metadata(node: Node) -> bool:
+    """Does a literal-looking value hold `metadata[...]` anywhere?"""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n.kind == K_GETITEM:
+            base = n.value
+            while base.kind == K_GETITEM:
+                base = base.value
+            if base.kind == K_NAME and base.value == "metadata":
+                return True
+        elif n.kind in (K_LIST, K_TUPLE):
+            stack.extend(n.items)
+        elif n.kind == K_DICT:
+            for k, v in n.items:
+                stack += [k, v]
+    return False

@@ -110,11 +110,31 @@ def literal(node: Node, depth: int = 0):
                 raise NotLiteral(a, "a dict key is a number, string, True/False/None or a tuple of them")
             out[key] = literal(b, depth + 1)
         return out
-    if k == K_CALL and node.value.kind == K_NAME and node.value.value == "float" and len(node.items) == 1:
-        arg = node.items[0]
-        if arg.kind == K_STR and arg.value.strip().lower() in _SPECIAL_FLOATS:
+    if k == K_CALL and node.value.kind == K_NAME and len(node.items) == 1 and node.items[0].kind != K_KWARG:
+        fname, arg = node.value.value, node.items[0]
+        if fname == "float" and arg.kind == K_STR and arg.value.strip().lower() in _SPECIAL_FLOATS:
             return _SPECIAL_FLOATS[arg.value.strip().lower()]
+        # Typed scalars as TVM's frontend prints attribute values: T.float32(0.5), R.prim_value(3).
+        if fname.startswith("T.") and fname[2:] in DTYPES:
+            return _typed(literal(arg, depth + 1), fname[2:], node)
+        if fname == "R.prim_value":
+            return literal(arg, depth + 1)
     raise NotLiteral(node)
+
+
+def _typed(v, dtype: str, node: Node):
+    """A T.<dtype>(v) literal as the Python number of that dtype's kind."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        if dtype == "bool" and isinstance(v, bool):
+            return v
+        raise NotLiteral(node, f"T.{dtype}(...) takes a number")
+    if dtype == "bool":
+        return bool(v)
+    if dtype.startswith(("int", "uint")):
+        if isinstance(v, float) and not v.is_integer():
+            raise NotLiteral(node, f"T.{dtype}(...) takes an integer, got {v!r}")
+        return int(v)
+    return float(v)
 
 
 def _hashable(v) -> bool:
@@ -426,6 +446,11 @@ def const_array(ctx: Ctx, value_node: Node, dtype: str | None, call: Node) -> np
         value = nested_literal(value_node)
     except NotLiteral as err:
         raise OpError(err.reason or "R.const takes a number, True/False or a nested list of them", ctx.span(err.node)) from None
+    if isinstance(value, str) and value.strip().lower() in _SPECIAL_FLOATS:
+        # TVM prints special scalars as R.const("-inf", "float32") (its own parser does not read them back).
+        if dtype is None or not dtype.startswith(("float", "bfloat")):
+            raise OpError(f"R.const({value_node.value!r}) names a special float: give a float dtype such as \"float32\"", ctx.span(call))
+        value = _SPECIAL_FLOATS[value.strip().lower()]
     if isinstance(value, str | dict) or value is None:
         raise OpError("R.const takes a number, True/False or a nested list of them", ctx.span(value_node))
     if dtype in UNSUPPORTED_DTYPES:
