@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import warnings
 
 from retrograd.errors import NameError_, OpError, ParseError, ScriptWarning, Span, TypeInferenceError, UnsupportedError
@@ -35,7 +36,7 @@ _FUNC_DECORATORS = frozenset(("R.function", "tvm.script.relax.function", "relax.
 class FuncInfo:
     """A function of the script: its signature first (any call order works), its body on demand."""
 
-    __slots__ = ("node", "name", "params", "ret_ann", "ret", "is_pure", "private", "gvar", "func", "state")
+    __slots__ = ("node", "name", "params", "ret_ann", "ret", "is_pure", "private", "gvar", "func", "state", "symbols")
 
     def __init__(self, node: Node, name: str):
         self.node = node
@@ -48,6 +49,7 @@ class FuncInfo:
         self.gvar: GlobalVar | None = None
         self.func: Function | None = None
         self.state = "declared"
+        self.symbols: set[str] = set()  # symbolic dim names its body may use bare
 
 
 class FuncState:
@@ -109,6 +111,7 @@ class DeclarationParser:
             callee = value.value.value
             # `n = TypeVar("n")` (TVM's printer) and `n = T.int64()` declare symbolic dims: nothing to do.
             if callee in ("TypeVar", "typing.TypeVar") or (callee.startswith("T.") and callee[2:] in DTYPES):
+                self.global_symbols.add(node.value)
                 return
         raise UnsupportedError(
             f"top-level assignment to '{node.value}': only `metadata = {{...}}` and symbolic dim declarations "
@@ -187,6 +190,9 @@ class DeclarationParser:
             raise NameError_(f"function '{name}' is defined twice", self.span(node))
         info = FuncInfo(node, name)
         self._function_decorators(info, decorators, node)
+        # As in TVM: the signature may use names declared before the module or named in its string dims.
+        info.symbols = self.global_symbols | _string_dim_names([p.items for p in params] + [ret])
+        self.ctx.symbols = info.symbols
         seen: dict[str, Node] = {}
         for p in params:
             if p.value in seen:
@@ -199,6 +205,7 @@ class DeclarationParser:
             info.params.append(Var(p.value, self.sinfo(p.items), span=self.span(p)))
         if ret is not None:
             info.ret_ann = info.ret = self.sinfo(ret)
+        self.ctx.symbols = None
         self.funcs[name] = info
 
     def _function_decorators(self, info: FuncInfo, decorators: list[Node], node: Node) -> None:
@@ -238,7 +245,8 @@ class DeclarationParser:
 
     def _function(self, info: FuncInfo) -> None:
         info.state = "parsing"
-        saved = self.cur
+        saved, saved_symbols = self.cur, self.ctx.symbols
+        self.ctx.symbols = set(info.symbols)  # body declarations (`n = T.int64()`) add to it
         self.cur = st = FuncState(info)
         st.scopes.append({p.name_hint: p for p in info.params})
         bb = st.bb
@@ -272,7 +280,7 @@ class DeclarationParser:
             tuple(info.params), seq, ret, info.is_pure, info.private, attrs, span=self.span(info.node)
         )
         info.state = "done"
-        self.cur = saved
+        self.cur, self.ctx.symbols = saved, saved_symbols
 
 
 def _refers_to_metadata(node: Node) -> bool:
@@ -292,3 +300,24 @@ def _refers_to_metadata(node: Node) -> bool:
             for k, v in n.items:
                 stack += [k, v]
     return False
+
+
+_NAME_IN_DIM = re.compile(r"(?<![.\w])[A-Za-z_]\w*(?![\w.(])")
+
+
+def _string_dim_names(annotations: list) -> set[str]:
+    """Names written inside string dims (`R.Tensor(("n", 3))`) of annotations: TVM defines them there."""
+    out: set[str] = set()
+    stack = [(a, False) for a in annotations if a is not None]
+    while stack:
+        n, in_shape = stack.pop()
+        if n.kind == K_STR:
+            if in_shape:
+                out.update(_NAME_IN_DIM.findall(n.value))
+        elif n.kind in (K_LIST, K_TUPLE):
+            stack.extend((x, True) for x in n.items)
+        elif n.kind == K_CALL:
+            stack.extend((x, False) for x in n.items)
+        elif n.kind == K_KWARG:
+            stack.append((n.items, False))
+    return out

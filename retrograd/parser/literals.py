@@ -7,7 +7,7 @@ import re
 
 import numpy as np
 
-from retrograd.errors import OpError, Span, TypeInferenceError, UnsupportedError
+from retrograd.errors import NameError_, OpError, Span, TypeInferenceError, UnsupportedError
 from retrograd.ir.struct_info import (
     FuncStructInfo,
     ObjectStructInfo,
@@ -42,11 +42,13 @@ _SPECIAL_FLOATS = {"inf": float("inf"), "nan": float("nan"), "-inf": float("-inf
 class Ctx:
     """What the helpers need to report errors: the source and its name."""
 
-    __slots__ = ("text", "source_name")
+    __slots__ = ("text", "source_name", "symbols")
 
     def __init__(self, text: str, source_name: str):
         self.text = text
         self.source_name = source_name
+        # Symbolic dim names declared where a bare name is read; None: not checked (dims in strings).
+        self.symbols: set[str] | None = None
 
     def span(self, node: Node) -> Span:
         return Span(self.source_name, node.line, node.col, node.end_line, node.end_col, self.text)
@@ -201,6 +203,7 @@ def dim(ctx: Ctx, node: Node, parse_text=None, allow_negative: bool = False):
     if k == K_NAME:
         if "." in node.value:
             raise TypeInferenceError(f"'{node.value}' is not a dimension", ctx.span(node))
+        _check_declared(ctx, node)
         return node.value
     if k == K_STR:
         text = node.value.strip()
@@ -211,9 +214,25 @@ def dim(ctx: Ctx, node: Node, parse_text=None, allow_negative: bool = False):
         if parse_text is None:
             raise TypeInferenceError(f"cannot read dimension {node.value!r}", ctx.span(node))
         inner = parse_text(text, node)
-        return dim(ctx, inner, parse_text)
+        saved, ctx.symbols = ctx.symbols, None  # names in a string dim need no declaration, as in TVM's signatures
+        try:
+            return dim(ctx, inner, parse_text)
+        finally:
+            ctx.symbols = saved
     text, _ = _dim_text(ctx, node)
     return text
+
+
+def _check_declared(ctx: Ctx, node: Node) -> None:
+    """A bare symbolic dim name must be declared (`n = T.int64()`) or defined by a string dim of the
+    function's signature; TVM's parser reports the same, in these words."""
+    if ctx.symbols is not None and node.value not in ctx.symbols:
+        raise NameError_(
+            f"Undefined variable: {node.value}",
+            ctx.span(node),
+            notes=[f"declare a symbolic dim with `{node.value} = T.int64()` (before the module or first in the "
+                   f'function body), or name it in a string in the signature: R.Tensor(("{node.value}", ...))'],
+        )
 
 
 _MAX_DIM = 2**63 - 1
@@ -272,6 +291,7 @@ def _dim_text(ctx: Ctx, node: Node) -> tuple[str, int]:
     if k == K_NUM and isinstance(node.value, int):
         return str(node.value), 4
     if k == K_NAME and "." not in node.value:
+        _check_declared(ctx, node)
         return node.value, 4
     if k == K_STR and _IDENT.match(node.value.strip()):
         return node.value.strip(), 4

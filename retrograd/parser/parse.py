@@ -63,6 +63,7 @@ class _ScriptParser(DeclarationParser, StatementParser, ExpressionParser):
         self.metadata: dict[str, list] = {}
         self.funcs: dict[str, FuncInfo] = {}
         self.mod_attrs: dict = {}
+        self.global_symbols: set[str] = set()  # symbolic dims declared before the module
         self.cur: FuncState | None = None
         self.depth = 0  # nesting of the value being read (ExpressionParser._value)
 

@@ -27,6 +27,7 @@ from retrograd.ir.expr import (
     Var,
 )
 from retrograd.ir.strings import quote as _quote
+from retrograd.ir.struct_info import StructInfo, all_dim_names, dim_names
 from retrograd.ir.text import format_sinfo, op_script_name
 
 __all__ = ["print_module", "print_function", "print_expr", "format_sinfo", "format_value", "METADATA_KEY"]
@@ -353,7 +354,15 @@ class _FunctionPrinter:
             if _needs_tir(params[-1]):
                 self.mp.uses_tir = True
         ret = func.ret_struct_info if func.ret_struct_info is not None else func.body.struct_info
-        ret_text = f" -> {self.mp.sinfo(ret)}" if ret is not None else ""
+        # Bare symbolic names must be defined where TVM (and retrograd) reads them: the parameters'
+        # string dims define theirs; names new in the return annotation are written as strings there,
+        # names new in the body are declared first in it (`n = T.int64()`), as TVM prints them.
+        defined = set().union(*(all_dim_names(p.struct_info) for p in func.params))
+        ret_text = ""
+        if ret is not None:
+            ret_names = all_dim_names(ret)
+            ret_text = f" -> {format_sinfo(ret, quote_names=True) if ret_names - defined else self.mp.sinfo(ret)}"
+            defined |= ret_names
         out.append(f"{ind}def {self.name}({', '.join(params)}){ret_text}:")
         inner = ind + INDENT
         body: list[str] = []
@@ -361,6 +370,9 @@ class _FunctionPrinter:
         body.append(f"{inner}return {self.arg(func.body.body)}")
         if func.attrs:
             out.append(f"{inner}R.func_attr({format_value(dict(func.attrs))})")
+        for name in sorted(_body_dim_names(func.body) - defined):
+            self.mp.uses_tir = True
+            out.append(f"{inner}{name} = T.int64()")
         if self.uses_cls:
             out.append(f"{inner}cls = Module")
         out.extend(body)
@@ -405,3 +417,31 @@ class _FunctionPrinter:
                 self.hints[body] = f"{var.name_hint}_{suffix}"
             self.seq(branch, inner, out)
             out.append(f"{inner}{name}: {ann} = {self.arg(body)}")
+
+
+def _body_dim_names(body: SeqExpr) -> set[str]:
+    """Symbolic names the printed body writes bare: in binding annotations, shape values and
+    struct-info attributes (R.match_cast's target)."""
+    out: set[str] = set()
+    stack = [body]
+    while stack:
+        seq = stack.pop()
+        for block in seq.blocks:
+            for b in block.bindings:
+                out |= all_dim_names(b.var.struct_info)
+                value = b.value
+                if type(value) is If:
+                    stack += [value.true_branch, value.false_branch]
+                    continue
+                if type(value) is Call:
+                    for a in value.args:
+                        if type(a) is ShapeExpr:
+                            for d in a.values:
+                                out |= dim_names(d)
+                    for v in value.attrs.values():
+                        if isinstance(v, StructInfo):
+                            out |= all_dim_names(v)
+                elif type(value) is ShapeExpr:
+                    for d in value.values:
+                        out |= dim_names(d)
+    return out

@@ -26,18 +26,16 @@ from retrograd.ir.expr import (
     TupleGetItem,
     Var,
 )
-from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo
+from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, all_dim_names, dim_names
 from retrograd.runtime.inplace import make as make_inplace
 from retrograd.runtime.interp import make_call, make_if, root_of
 from retrograd.runtime.signature import (
     Binder,
     Mismatch,
-    all_dim_names,
     bindable_names,
     check_deferred,
     compile_checker,
     compile_dim,
-    dim_names,
 )
 
 
