@@ -220,3 +220,19 @@ def all_dim_names(sinfo: StructInfo) -> set[str]:
         for d in dims:
             out |= dim_names(d)
     return out
+
+
+def erase_undefined_dims(sinfo: StructInfo, defined: set[str]) -> StructInfo:
+    """`sinfo` with every shape that uses a name outside `defined` forgotten (its rank kept): what a
+    function's result may say about dims bound only inside its body (TVM's EraseToWellDefined)."""
+    if isinstance(sinfo, TensorStructInfo) and sinfo.shape is not None:
+        if any(dim_names(d) - defined for d in sinfo.shape):
+            return TensorStructInfo(None, sinfo.dtype, len(sinfo.shape))
+    elif isinstance(sinfo, ShapeStructInfo) and sinfo.values is not None:
+        if any(dim_names(d) - defined for d in sinfo.values):
+            return ShapeStructInfo(None, len(sinfo.values))
+    elif isinstance(sinfo, TupleStructInfo):
+        fields = tuple(erase_undefined_dims(f, defined) for f in sinfo.fields)
+        if fields != sinfo.fields:
+            return TupleStructInfo(fields)
+    return sinfo

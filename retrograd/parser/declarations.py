@@ -9,7 +9,7 @@ from retrograd.errors import NameError_, OpError, ParseError, ScriptWarning, Spa
 from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.expr import Function, GlobalVar, Var
 from retrograd.ir.module import IRModule
-from retrograd.ir.struct_info import FuncStructInfo
+from retrograd.ir.struct_info import FuncStructInfo, all_dim_names, erase_undefined_dims
 from retrograd.ops.attr_types import DTYPES
 from retrograd.parser.syntax import (
     K_CALL,
@@ -191,7 +191,7 @@ class DeclarationParser:
         info = FuncInfo(node, name)
         self._function_decorators(info, decorators, node)
         # As in TVM: the signature may use names declared before the module or named in its string dims.
-        info.symbols = self.global_symbols | _string_dim_names([p.items for p in params] + [ret])
+        info.symbols = self.global_symbols | _string_dim_names([p.items for p in params])
         self.ctx.symbols = info.symbols
         seen: dict[str, Node] = {}
         for p in params:
@@ -275,6 +275,8 @@ class DeclarationParser:
         ret = seq.struct_info
         if info.ret_ann is not None:
             ret = self._refine(info.ret_ann, ret, info.node.items[2])
+        else:  # the result cannot name dims bound in the body only (R.match_cast): TVM erases them too
+            ret = erase_undefined_dims(ret, set().union(*(all_dim_names(p.struct_info) for p in info.params)))
         info.ret = ret
         info.func = Function(
             tuple(info.params), seq, ret, info.is_pure, info.private, attrs, span=self.span(info.node)
@@ -306,7 +308,7 @@ _NAME_IN_DIM = re.compile(r"(?<![.\w])[A-Za-z_]\w*(?![\w.(])")
 
 
 def _string_dim_names(annotations: list) -> set[str]:
-    """Names written inside string dims (`R.Tensor(("n", 3))`) of annotations: TVM defines them there."""
+    """Names written inside string dims (`R.Tensor(("n", 3))`) of parameter annotations: TVM defines them there."""
     out: set[str] = set()
     stack = [(a, False) for a in annotations if a is not None]
     while stack:

@@ -36,7 +36,7 @@ _ARITH_OPS = {"+": "relax.add", "-": "relax.subtract", "*": "relax.multiply", "/
               "==": "relax.equal", "!=": "relax.not_equal"}
 _UNSUPPORTED_CALLS = frozenset((
     "R.call_tir", "R.call_tir_inplace", "R.call_tir_with_grad", "R.call_packed", "R.call_dps_packed",
-    "R.call_pure_packed", "R.match_cast", "R.emit_te", "R.call_inplace_packed", "R.builtin.alloc_tensor",
+    "R.call_pure_packed", "R.emit_te", "R.call_inplace_packed", "R.builtin.alloc_tensor",
 ))
 _ANNOTATIONS = frozenset(("R.Tensor", "R.Tuple", "R.Shape", "R.Prim", "R.Object", "R.Any", "R.Callable"))
 
@@ -273,6 +273,13 @@ class ExpressionParser:
                 raise ParseError("R.tuple takes values only", self.span(a))
         return Tuple([self._value(a) for a in node.items], span=self.span(node))
 
+    def _match_cast(self, node: Node) -> Call:
+        value, target = self._args(node, ("value", "struct_info"), 2)
+        sinfo = self.sinfo(target)  # new bare dim names must be declared first (`n = T.int64()`), as in TVM
+        if not isinstance(sinfo, TensorStructInfo):
+            raise UnsupportedError("R.match_cast casts to a tensor struct info, R.Tensor(...)", self.span(target))
+        return lookup("relax.match_cast")(self._value(value), span=self.span(node), struct_info=sinfo)
+
     def _not_a_value(self, node: Node):
         fname = node.value.value
         raise ParseError(f"{fname}(...) is a statement, not a value", self.span(node))
@@ -302,6 +309,7 @@ _SPECIAL = {
     "R.prim_value": ExpressionParser._prim_value,
     "R.str": ExpressionParser._str,
     "R.tuple": ExpressionParser._tuple,
+    "R.match_cast": ExpressionParser._match_cast,
     "R.output": ExpressionParser._not_a_value,
     "R.dataflow": ExpressionParser._not_a_value,
     "R.func_attr": ExpressionParser._not_a_value,

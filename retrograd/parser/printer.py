@@ -27,7 +27,7 @@ from retrograd.ir.expr import (
     Var,
 )
 from retrograd.ir.strings import quote as _quote
-from retrograd.ir.struct_info import StructInfo, all_dim_names, dim_names
+from retrograd.ir.struct_info import StructInfo, all_dim_names, dim_names, erase_undefined_dims
 from retrograd.ir.text import format_sinfo, op_script_name
 
 __all__ = ["print_module", "print_function", "print_expr", "format_sinfo", "format_value", "METADATA_KEY"]
@@ -73,7 +73,9 @@ def format_value(v, positional: bool = False) -> str:
         return "[" + ", ".join(items) + "]"
     if isinstance(v, dict):
         return "{" + ", ".join(f"{format_value(k)}: {format_value(x)}" for k, x in v.items()) + "}"
-    return repr(v)
+    if isinstance(v, StructInfo):
+        return format_sinfo(v)
+    raise UnsupportedError(f"cannot print an attribute value of type {type(v).__name__}")
 
 
 def _element_texts(flat: np.ndarray) -> list[str]:
@@ -315,6 +317,8 @@ class _FunctionPrinter:
                     if v is None:
                         break
                     parts.append(format_value(v, positional=True))
+                    if _needs_tir(parts[-1]):
+                        self.mp.uses_tir = True
                 for key in positional:
                     if attrs.get(key) is None:
                         skip.add(key)
@@ -355,14 +359,12 @@ class _FunctionPrinter:
                 self.mp.uses_tir = True
         ret = func.ret_struct_info if func.ret_struct_info is not None else func.body.struct_info
         # Bare symbolic names must be defined where TVM (and retrograd) reads them: the parameters'
-        # string dims define theirs; names new in the return annotation are written as strings there,
+        # string dims define theirs; the result forgets dims bound in the body only (TVM does too), and
         # names new in the body are declared first in it (`n = T.int64()`), as TVM prints them.
         defined = set().union(*(all_dim_names(p.struct_info) for p in func.params))
         ret_text = ""
         if ret is not None:
-            ret_names = all_dim_names(ret)
-            ret_text = f" -> {format_sinfo(ret, quote_names=True) if ret_names - defined else self.mp.sinfo(ret)}"
-            defined |= ret_names
+            ret_text = f" -> {self.mp.sinfo(erase_undefined_dims(ret, defined))}"
         out.append(f"{ind}def {self.name}({', '.join(params)}){ret_text}:")
         inner = ind + INDENT
         body: list[str] = []
