@@ -304,18 +304,18 @@ def _refers_to_metadata(node: Node) -> bool:
     return False
 
 
-_NAME_IN_DIM = re.compile(r"(?<![.\w])[A-Za-z_]\w*(?![\w.(])")
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
 
 def _string_dim_names(annotations: list) -> set[str]:
-    """Names written inside string dims (`R.Tensor(("n", 3))`) of parameter annotations: TVM defines them there."""
+    """Names written as string dims (`R.Tensor(("n", 3))`) of parameter annotations: TVM defines them there."""
     out: set[str] = set()
     stack = [(a, False) for a in annotations if a is not None]
     while stack:
         n, in_shape = stack.pop()
         if n.kind == K_STR:
-            if in_shape:
-                out.update(_NAME_IN_DIM.findall(n.value))
+            if in_shape and _IDENT.match(n.value.strip()):
+                out.add(n.value.strip())
         elif n.kind in (K_LIST, K_TUPLE):
             stack.extend((x, True) for x in n.items)
         elif n.kind == K_CALL:

@@ -208,17 +208,15 @@ def dim(ctx: Ctx, node: Node, parse_text=None, allow_negative: bool = False):
     if k == K_STR:
         text = node.value.strip()
         if _IDENT.match(text):
+            if ctx.symbols is not None:
+                ctx.symbols.add(text)  # a name in a string defines it (TVM: in a signature)
             return text
         if text.isascii() and text.isdigit():  # not "²" or "٣", which str.isdigit() also accepts
             return dim(ctx, Node(K_NUM, int(text), text, node.line, node.col, node.end_line, node.end_col))
         if parse_text is None:
             raise TypeInferenceError(f"cannot read dimension {node.value!r}", ctx.span(node))
         inner = parse_text(text, node)
-        saved, ctx.symbols = ctx.symbols, None  # names in a string dim need no declaration, as in TVM's signatures
-        try:
-            return dim(ctx, inner, parse_text)
-        finally:
-            ctx.symbols = saved
+        return dim(ctx, inner, parse_text)  # "n + 1" defines nothing: n must be defined (TVM: name 'n' is not defined)
     text, _ = _dim_text(ctx, node)
     return text
 
