@@ -69,7 +69,7 @@ class DeclarationParser:
     """`_ScriptParser`'s part for declarations: what stands outside function bodies, and each function."""
 
     # -- module -------------------------------------------------------------------------------
-    def module(self, nodes: list[Node]) -> IRModule:
+    def module(self, nodes: list[Node], tir: list = ()) -> IRModule:
         classes = [n for n in nodes if n.kind == K_CLASS]
         funcs = [n for n in nodes if n.kind == K_FUNC]
         for n in nodes:
@@ -95,12 +95,32 @@ class DeclarationParser:
                 "the script defines no module (@I.ir_module class) and no @R.function",
                 Span(self.source_name, 1, 1, 1, 2, self.text),
             )
+        self._tir_functions(tir)
         for f in funcs:
             self._declare(f)
         for info in self.funcs.values():
             if info.state == "declared":
                 self._function(info)
-        return IRModule({name: info.func for name, info in self.funcs.items()}, self.mod_attrs)
+        return IRModule(
+            {name: info.func for name, info in self.funcs.items()}, self.mod_attrs, {f.name: f.text for f in tir}
+        )
+
+    def _tir_functions(self, tir: list) -> None:
+        """TIR functions are kept as text; a warning says so once, naming them."""
+        if not tir:
+            return
+        seen: set[str] = set()
+        for f in tir:
+            if f.name in seen:
+                raise NameError_(f"function '{f.name}' is defined twice", f.span)
+            seen.add(f.name)
+        names = ", ".join(f"'{f.name}'" for f in tir)
+        warnings.warn(
+            f"{tir[0].span}: TIR function(s) {names} kept as opaque text: retrograd does not run or "
+            "differentiate TIR (a call of one through R.call_tir is an error)",
+            ScriptWarning,
+            stacklevel=2,
+        )
 
     def _top_assign(self, node: Node) -> None:
         value = node.items[0]
@@ -186,7 +206,7 @@ class DeclarationParser:
     def _declare(self, node: Node) -> None:
         name = node.value
         decorators, params, ret, _body = node.items
-        if name in self.funcs:
+        if name in self.funcs or name in self.tir:
             raise NameError_(f"function '{name}' is defined twice", self.span(node))
         info = FuncInfo(node, name)
         self._function_decorators(info, decorators, node)

@@ -142,6 +142,10 @@ class ExpressionParser:
         if special is not None:
             return special(self, node)
         if fname in _UNSUPPORTED_CALLS:
+            callee = node.items[0] if node.items else None
+            target = callee.value.rpartition(".")[2] if callee is not None and callee.kind == K_NAME else None
+            if target in self.tir:
+                self._tir_use(target, node)
             raise UnsupportedError(f"{fname} is not supported (it calls TIR or packed functions, out of scope)", self.span(func))
         if fname in _ANNOTATIONS:
             raise ParseError(f"{fname}(...) is a struct info annotation, not a value", self.span(func))
@@ -166,6 +170,8 @@ class ExpressionParser:
 
     def _global_call(self, name: str, node: Node) -> Call:
         info = self.funcs.get(name)
+        if info is None and name in self.tir:
+            self._tir_use(name, node)
         if info is None:
             raise NameError_(f"the module has no function '{name}'{did_you_mean(name, self.funcs)}", self.span(node.value))
         gvar = self._gvar(info, node)
@@ -175,6 +181,13 @@ class ExpressionParser:
                 raise ParseError("module functions take positional arguments only", self.span(a))
             args.append(self._value(a))
         return Call(gvar, args, {}, span=self.span(node))
+
+    def _tir_use(self, name: str, node: Node):
+        raise UnsupportedError(
+            f"'{name}' is a TIR function, kept as text only: retrograd cannot run or differentiate it",
+            self.span(node),
+            notes=[f"'{name}' is defined at {self.tir[name].span}"],
+        )
 
     def _op_call(self, op, node: Node) -> Call:
         span = self.span(node)

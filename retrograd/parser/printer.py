@@ -179,7 +179,12 @@ def print_module(mod) -> str:
         if body:
             body.append("")
         _FunctionPrinter(mp, name, func, INDENT).print_into(body)
-    if not mod.items():
+    for text in mod.tir.values():  # opaque TIR functions, as read
+        if body:
+            body.append("")
+        mp.uses_tir = True
+        body.extend(INDENT + line if line else "" for line in text.rstrip("\n").split("\n"))
+    if not mod.items() and not mod.tir:
         body.append(f"{INDENT}pass")
     lines = _header(mp)
     lines.append("@I.ir_module")

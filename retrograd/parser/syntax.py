@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from lark import Lark, Transformer
@@ -12,6 +11,7 @@ from retrograd.errors import ParseError, Span, UnsupportedError
 from retrograd.ir.strings import EscapeError, unescape
 from retrograd.parser.grammar_cache import load_or_build
 from retrograd.parser.lexer import LexError, ScriptLexer, Tok
+from retrograd.parser.tir import TIR_DECORATOR
 
 GRAMMAR = Path(__file__).with_name("grammar.lark")
 
@@ -390,20 +390,17 @@ def _driver() -> _Driver | _LarkLoop:
     return _DRIVER
 
 
-# Statements TVMScript allows that mean TIR: found before parsing, since TIR bodies use syntax we do not read.
-_TIR = re.compile(r"^[ \t]*@((?:T|tir|tvm\.script\.tir|tvm\.script\.tirx|tirx)\.(?:prim_func|macro))\b", re.M)
 
 
 def parse_syntax(text: str, source_name: str) -> list[Node]:
     """The script's top-level syntax nodes; syntax errors become ParseError with a caret."""
-    m = _TIR.search(text)
+    # TIR functions are cut out before (parser/tir.py); one left here stands where no function may.
+    m = TIR_DECORATOR.search(text)
     if m is not None:
-        line = text.count("\n", 0, m.start(1)) + 1
-        col = m.start(1) - (text.rfind("\n", 0, m.start(1)) + 1)
-        span = Span(source_name, line, col, line, col + 1 + len(m.group(1)), text)
-        raise UnsupportedError(
-            f"@{m.group(1)} defines a TIR function; retrograd reads Relax functions only (TIR is out of scope)", span
-        )
+        line = text.count("\n", 0, m.start(2)) + 1
+        col = m.start(2) - (text.rfind("\n", 0, m.start(2)) + 1)
+        span = Span(source_name, line, col, line, col + 1 + len(m.group(2)), text)
+        raise UnsupportedError(f"@{m.group(2)} defines a TIR function, which cannot stand here", span)
     try:
         return _driver().parse(text)
     except LexError as err:
