@@ -105,14 +105,16 @@ class ExpressionParser:
 
     def _arith(self, tree, whole: Node):
         """Python operators on values, with an explicit stack: a flat sum nests as deep as it is long."""
-        stack, values = [(tree, False)], []
+        # A finished left operand is emitted at once (normalize_arg), a right one when its operator's
+        # call is: bindings come in Python's evaluation order, as TVM's parser makes them.
+        stack, values = [(tree, False, False)], []
         while stack:
-            t, ready = stack.pop()
+            t, ready, is_lhs = stack.pop()
             if isinstance(t, Node):
-                values.append(self._value(t))
+                values.append(self._operand(self._value(t), is_lhs, t))
                 continue
             if not ready:
-                stack += [(t, True), (t[2], False), (t[1], False)]
+                stack += [(t, True, is_lhs), (t[2], False, False), (t[1], False, True)]
                 continue
             op_text, lhs, rhs = t
             b, a = values.pop(), values.pop()
@@ -121,11 +123,15 @@ class ExpressionParser:
                 raise OpError(f"operator {op_text} is not supported on values", self.span(whole))
             first, last = _first_node(lhs), _last_node(rhs)
             span = Span(self.source_name, first.line, first.col, last.end_line, last.end_col, self.text)
-            call = Call(op, (a, b), op.normalize_attrs({}, span), span=span)
-            if self.cur is not None:  # normalized now, so the builder never recurses down the chain
-                call = self._guard(lambda c=call: self.cur.bb.normalize(c), whole)
-            values.append(call)
+            # Normalized now, so the builder never recurses down a long chain.
+            values.append(self._operand(Call(op, (a, b), op.normalize_attrs({}, span), span=span), is_lhs, whole))
         return values[0]
+
+    def _operand(self, value, emit: bool, node: Node):
+        if self.cur is None or not isinstance(value, Call):
+            return value
+        bb = self.cur.bb
+        return self._guard(lambda: bb.normalize_arg(value) if emit else bb.normalize(value), node)
 
     def _prim(self, value, dtype, node: Node) -> PrimValue:
         if dtype is None:
