@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import warnings
 
 import attrs
 
@@ -108,6 +109,18 @@ def _window(text: str, col: int, width: int) -> tuple[str, int, int]:
 
 class ScriptWarning(UserWarning):
     """The parser read something it does not keep or cannot run (dropped attributes, TIR functions)."""
+
+
+def warn_script(message: str) -> None:
+    """A ScriptWarning attributed to the first caller outside retrograd (its line, not ours, is shown)."""
+    import sys
+    from pathlib import Path
+
+    package = str(Path(__file__).resolve().parent)
+    level, frame = 2, sys._getframe(1)  # stacklevel 2: warn_script's caller
+    while frame is not None and str(Path(frame.f_code.co_filename).resolve()).startswith(package):
+        level, frame = level + 1, frame.f_back
+    warnings.warn(message, ScriptWarning, stacklevel=level)
 
 
 class ParseError(DiagnosticError):

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import re
-import warnings
 
-from retrograd.errors import NameError_, OpError, ParseError, ScriptWarning, Span, TypeInferenceError, UnsupportedError
+from retrograd.errors import NameError_, OpError, ParseError, Span, TypeInferenceError, UnsupportedError, warn_script
 from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.expr import Function, GlobalVar, Var
 from retrograd.ir.module import IRModule
@@ -115,11 +114,9 @@ class DeclarationParser:
                 raise NameError_(f"function '{f.name}' is defined twice", f.span)
             seen.add(f.name)
         names = ", ".join(f"'{f.name}'" for f in tir)
-        warnings.warn(
+        warn_script(
             f"{tir[0].span}: TIR function(s) {names} kept as opaque text: retrograd does not run or "
-            "differentiate TIR (a call of one through R.call_tir is an error)",
-            ScriptWarning,
-            stacklevel=2,
+            "differentiate TIR (a call of one through R.call_tir is an error)"
         )
 
     def _top_assign(self, node: Node) -> None:
@@ -200,7 +197,7 @@ class DeclarationParser:
 
     def _dropped(self, names: list[str], owner: str, node: Node, why: str) -> None:
         what = "attribute" if len(names) == 1 else "attributes"
-        warnings.warn(f"{self.span(node)}: dropped {what} {', '.join(names)} of {owner}: {why}", ScriptWarning, stacklevel=2)
+        warn_script(f"{self.span(node)}: dropped {what} {', '.join(names)} of {owner}: {why}")
 
     # -- functions ----------------------------------------------------------------------------
     def _declare(self, node: Node) -> None:
