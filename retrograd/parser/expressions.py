@@ -152,6 +152,10 @@ class ExpressionParser:
             target = callee.value.rpartition(".")[2] if callee is not None and callee.kind == K_NAME else None
             if target in self.tir:
                 self._tir_use(target, node)
+            prefix = callee.value.rpartition(".")[0] if target is not None else ""
+            if prefix and self._is_module_name(prefix) and target not in self.funcs:
+                hint = did_you_mean(target, list(self.tir) + list(self.funcs))
+                raise NameError_(f"the module has no function '{target}'{hint}", self.span(callee))
             raise UnsupportedError(f"{fname} is not supported (it calls TIR or packed functions, out of scope)", self.span(func))
         if fname in _ANNOTATIONS:
             raise ParseError(f"{fname}(...) is a struct info annotation, not a value", self.span(func))

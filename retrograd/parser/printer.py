@@ -27,7 +27,7 @@ from retrograd.ir.expr import (
     Var,
 )
 from retrograd.ir.strings import quote as _quote
-from retrograd.ir.struct_info import StructInfo, all_dim_names, dim_names, erase_undefined_dims
+from retrograd.ir.struct_info import StructInfo, all_dim_names, dim_names
 from retrograd.ir.text import format_sinfo, op_script_name
 
 __all__ = ["print_module", "print_function", "print_expr", "format_sinfo", "format_value", "METADATA_KEY"]
@@ -138,6 +138,7 @@ class _ModulePrinter:
         self.sinfo_memo: dict = {}
         self.op_names: dict = {}
         self.tvm_notes: dict = {}  # reasons TVM cannot read the text, in first-seen order
+        self.module_dims: set[str] = set()  # symbolic dims declared before the module (`n = T.int64()`)
 
     def metadata_ref(self, c: Constant) -> str:
         idx = self.const_index.get(id(c))
@@ -210,6 +211,8 @@ def print_expr(expr: Expr) -> str:
 
 
 def _header(mp: _ModulePrinter) -> list[str]:
+    if mp.module_dims:
+        mp.uses_tir = True
     lines = ["# from tvm.script import ir as I"]
     if mp.uses_tir:
         lines.append("# from tvm.script import tir as T")
@@ -217,6 +220,7 @@ def _header(mp: _ModulePrinter) -> list[str]:
     for reason in mp.tvm_notes:
         lines.append(f"# not loadable in TVM: {reason}")
     lines.append("")
+    lines += [f"{name} = T.int64()" for name in sorted(mp.module_dims)]
     if mp.constants:
         # Before the module: TVM's parser evaluates it there, and so can ours (literals only).
         lines.append("metadata = {")
@@ -364,12 +368,15 @@ class _FunctionPrinter:
                 self.mp.uses_tir = True
         ret = func.ret_struct_info if func.ret_struct_info is not None else func.body.struct_info
         # Bare symbolic names must be defined where TVM (and retrograd) reads them: the parameters'
-        # string dims define theirs; the result forgets dims bound in the body only (TVM does too), and
-        # names new in the body are declared first in it (`n = T.int64()`), as TVM prints them.
+        # string dims define theirs, names new in the body are declared first in it (`n = T.int64()`),
+        # as TVM prints them. (A parsed function's result never names body-only dims: they are erased.)
         defined = set().union(*(all_dim_names(p.struct_info) for p in func.params))
         ret_text = ""
         if ret is not None:
-            ret_text = f" -> {self.mp.sinfo(erase_undefined_dims(ret, defined))}"
+            ret_text = f" -> {self.mp.sinfo(ret)}"
+            outside = all_dim_names(ret) - defined  # IR built in Python may name them: declared before the module
+            self.mp.module_dims |= outside
+            defined |= outside
         out.append(f"{ind}def {self.name}({', '.join(params)}){ret_text}:")
         inner = ind + INDENT
         body: list[str] = []

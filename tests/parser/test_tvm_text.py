@@ -55,8 +55,9 @@ def assert_round_trip(mod):
 def test_function_attribute_referring_to_metadata_is_dropped_with_a_warning_naming_it():
     text = module('R.func_attr({"num_input": 1, "params": [metadata["ffi.Tensor"][0], metadata["ffi.Tensor"][1]]})',
                   "return x")
-    with pytest.warns(ScriptWarning, match=r"<string>:6:9: dropped attribute 'params' of function 'main'"):
+    with pytest.warns(ScriptWarning, match=r"<string>:6:9: dropped attribute 'params' of function 'main'") as record:
         mod = parse(text)
+    assert record[0].filename == __file__  # shown at the caller's line, not inside retrograd
     assert dict(mod["main"].attrs) == {"num_input": 1}
     printed = assert_round_trip(mod)
     assert "metadata" not in printed and 'R.func_attr({"num_input": 1})' in printed
@@ -130,6 +131,9 @@ def test_a_call_of_a_tir_function_is_a_located_error():
         quiet_parse(text, "m.py")
     assert (info.value.span.line, info.value.span.col) == (17, 13)
     assert "m.py:3:5" in str(info.value)
+    misspelt = text.replace("R.call_tir(cls.add,", "R.call_tir(cls.ad,")
+    with pytest.raises(NameError_, match="no function 'ad'; did you mean 'add'"):
+        quiet_parse(misspelt)
     direct = text.replace('R.call_tir(cls.add, (x,), out_sinfo=R.Tensor((4,), dtype="float32"))', "cls.add(x)")
     with pytest.raises(UnsupportedError, match="'add' is a TIR function"):
         quiet_parse(direct)
