@@ -8,12 +8,6 @@ import warnings
 import attrs
 
 
-def did_you_mean(name: str, candidates, n: int = 3) -> str:
-    """"; did you mean 'x'?" naming the candidates closest to `name`, or "" when none is close."""
-    close = difflib.get_close_matches(name, list(candidates), n=n)
-    return f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""
-
-
 @attrs.frozen(eq=False)
 class Span:
     """A region of source text; lines and columns are 1-based, end_col exclusive."""
@@ -47,6 +41,8 @@ class DiagnosticError(Exception):
     """Base of all retrograd errors shown to users: a message and, where known, a span."""
 
     kind = "error"
+    # The pass option whose value is at fault, if any: a pipeline that gave it points there.
+    option: str | None = None
 
     def __init__(self, message: str, span: Span | None = None, notes: list[str] | None = None):
         self.message = message
@@ -78,6 +74,11 @@ class DiagnosticError(Exception):
 
     def __str__(self) -> str:
         return self.render()
+
+    def about_option(self, name: str | None) -> "DiagnosticError":
+        """This error, marked as caused by the value of the pass option `name`."""
+        self.option = name
+        return self
 
     def located(self, span: Span) -> "DiagnosticError":
         """The same error kind, message and notes, located at `span`."""
@@ -192,3 +193,15 @@ class TrainingError(DiagnosticError):
     """Training was set up or driven wrongly: a non-scalar loss, parameters missing or of the wrong shape or dtype."""
 
     kind = "training error"
+
+
+class UsageError(DiagnosticError):
+    """The command line asks for something that does not exist or cannot be done (a name, a file kind)."""
+
+    kind = "error"
+
+
+def did_you_mean(name: str, choices) -> str:
+    """"; did you mean 'x'?" naming the choices closest to `name`, or "" when none is close."""
+    close = difflib.get_close_matches(name, [str(c) for c in choices], n=3) if isinstance(name, str) else []
+    return f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""

@@ -50,10 +50,10 @@ def stratified_split(labels: np.ndarray, test_fraction: float, seed: int):
 
 def add_arguments(p: argparse.ArgumentParser, epochs: int = 20, lr: float = 2e-3) -> None:
     """The options of every training command."""
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--epochs", type=int, default=epochs)
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--lr", type=float, default=lr)
+    p.add_argument("--seed", type=int, default=0, help="seed of the initialisation and the batch order (default: 0)")
+    p.add_argument("--epochs", type=int, default=epochs, help="passes over the data")
+    p.add_argument("--batch-size", type=int, default=32, help="examples per step (default: 32)")
+    p.add_argument("--lr", type=float, default=lr, help="learning rate")
     p.add_argument("--checkpoint", metavar="BUDGET", help="memory budget for the train step (bytes, 12MiB, 40%%)")
     p.add_argument("--out", metavar="DIR", help="write the loss/accuracy curve (PNG) and the parameters here")
     p.add_argument("--threads", type=int, default=1,

@@ -118,3 +118,19 @@ def called_functions(func: Function) -> set:
         elif hasattr(e, "tuple_value"):
             stack.append(e.tuple_value)
     return names
+
+
+
+def reachable_functions(mod, roots) -> list[str]:
+    """The names of `roots` and of every module function they reach through calls, in module order."""
+    reached = {r for r in roots if r in mod}
+    stack = list(reached)
+    while stack:
+        f = mod[stack.pop()]
+        if not isinstance(f, Function):
+            continue
+        for callee in called_functions(f):
+            if callee in mod and callee not in reached:
+                reached.add(callee)
+                stack.append(callee)
+    return [n for n in mod.keys() if n in reached]

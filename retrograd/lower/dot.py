@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 
-from retrograd.errors import DiagnosticError, NameError_
+from retrograd.errors import DiagnosticError, NameError_, did_you_mean
 from retrograd.ir.expr import Call, Constant, Function, If, PrimValue, SeqExpr, ShapeExpr, StringImm, Tuple, TupleGetItem, Var
 from retrograd.ir.text import format_sinfo, op_script_name
 from retrograd.lower.kernel_refs import trampoline
@@ -207,7 +207,8 @@ def to_dot(mod, func: str | None = None) -> str:
     names = [n for n, f in mod.items() if isinstance(f, Function)]
     if func is not None:
         if func not in names:
-            raise NameError_(f"the module has no function '{func}' (functions: {', '.join(names) or 'none'})")
+            hint = did_you_mean(func, names)
+            raise NameError_(f"the module has no function '{func}'{hint} (functions: {', '.join(names) or 'none'})")
         names = [func]
     g = _Graph()
     g.lines += ["digraph module {", '  node [fontname="Helvetica", fontsize=10];',

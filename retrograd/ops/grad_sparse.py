@@ -6,6 +6,8 @@ import numpy as np
 
 from retrograd.errors import KernelError
 from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, is_int_dtype
+from retrograd.ir.expr import Tuple, TupleGetItem, const
+from retrograd.ops.api import R
 from retrograd.ops.attr_types import to_int
 from retrograd.ops.registry import Attr, InferCtx, register
 
@@ -58,11 +60,23 @@ def _merge_kernel(indices, values, *, num_rows):
     return merge_sparse_grad(indices, values, num_rows)
 
 
-# No gradient rule: it only post-processes a gradient (the Gradient pass emits it under merge_duplicates).
+def _merge_grad(call, out, g):
+    # Each value row went to the merged row of its (wrapped) index, found in the sorted unique indices
+    # by bucketize: its gradient is that row of g. The indices get none.
+    indices, _ = call.args
+    wrapped = R.where(R.less(indices, const(0, indices.struct_info.dtype)),
+                      R.add(indices, const(call.attrs["num_rows"], indices.struct_info.dtype)), indices)
+    rows = g.fields[1] if isinstance(g, Tuple) else TupleGetItem(g, 1)
+    return [None, R.take(rows, R.bucketize(wrapped, TupleGetItem(out, 0)), axis=0)]
+
+
+# The Gradient pass emits it under merge_duplicates (to post-process a sparse gradient); its rule
+# serves gradients of such gradients.
 merge_sparse_rows = register(
     "relax.grad.merge_sparse_rows",
     ("indices", "values"),
     (Attr("num_rows", to_int),),
     infer=_merge_infer,
     kernel=_merge_kernel,
+    grad=_merge_grad,
 )

@@ -1,4 +1,4 @@
-"""Advanced indexing and slice writes: index_tensor, index_put, slice_scatter, dynamic_strided_slice."""
+"""Advanced indexing and slice writes: index_tensor, index_put, slice_scatter, dynamic_strided_slice (+ backward)."""
 
 from __future__ import annotations
 
@@ -227,9 +227,9 @@ slice_scatter = register(
 # -- dynamic_strided_slice --------------------------------------------------------------------------
 
 
-def _infer_dynamic_strided_slice(ctx: InferCtx) -> TensorStructInfo:
-    x = ctx.tensor(0)
-    for i in (1, 2, 3):
+def _check_slice_values(ctx: InferCtx, x: TensorStructInfo, first: int) -> None:
+    """begin, end, strides at arguments first..first + 2: 1-D integer tensors, one value per dim of x."""
+    for i in range(first, first + 3):
         t = ctx.tensor(i)
         if t.ndim not in (1, -1):
             raise ctx.error(f"expects a 1-D tensor of values, got ndim {t.ndim}", i)
@@ -237,21 +237,64 @@ def _infer_dynamic_strided_slice(ctx: InferCtx) -> TensorStructInfo:
             raise ctx.error(f"expects an integer tensor, got dtype {t.dtype}", i)
         if x.ndim != -1 and t.shape is not None and isinstance(t.shape[0], int) and t.shape[0] != x.ndim:
             raise ctx.error(f"needs one value per dimension of x ({x.ndim}), got {t.shape[0]}", i)
+
+
+def _infer_dynamic_strided_slice(ctx: InferCtx) -> TensorStructInfo:
+    x = ctx.tensor(0)
+    _check_slice_values(ctx, x, 1)
     # The sizes depend on the values of begin/end/strides: only the ndim is known.
     return TensorStructInfo(None, x.dtype, x.ndim)
 
 
-def _dynamic_strided_slice(x, begin, end, strides):
-    if np.any(strides == 0):
-        raise KernelError("R.dynamic_strided_slice: strides must be non-zero")
+def _slices(begin, end, strides, who: str) -> tuple:
+    if np.any(np.asarray(strides) == 0):
+        raise KernelError(f"{who}: strides must be non-zero")
     # Python slices clamp out-of-range begin/end the way TVM's strided_slice does.
-    return np.array(x[tuple(slice(int(b), int(e), int(s)) for b, e, s in zip(begin, end, strides))])
+    return tuple(slice(int(b), int(e), int(s)) for b, e, s in zip(begin, end, strides))
 
 
-# No gradient rule: the slice's extent is known only at run time and the ops a rule could use need it.
+def _dynamic_strided_slice(x, begin, end, strides):
+    return np.array(x[_slices(begin, end, strides, "R.dynamic_strided_slice")])
+
+
+def _dynamic_strided_slice_grad(call, out, g):
+    # The slice's extent is known only at run time: a backward op scatters g into zeros shaped like x.
+    return [R.grad.dynamic_strided_slice_backward(g, *call.args), None, None, None]
+
+
 dynamic_strided_slice = register(
     "relax.dynamic_strided_slice",
     ("x", "begin", "end", "strides"),
     infer=_infer_dynamic_strided_slice,
     kernel=_dynamic_strided_slice,
+    grad=_dynamic_strided_slice_grad,
+)
+
+
+def _infer_dynamic_strided_slice_backward(ctx: InferCtx) -> TensorStructInfo:
+    g, x = ctx.tensor(0), ctx.tensor(1)
+    _check_slice_values(ctx, x, 2)
+    if g.ndim != -1 and x.ndim != -1 and g.ndim != x.ndim or g.dtype and x.dtype and g.dtype != x.dtype:
+        raise ctx.error(f"output_grad must have the rank and dtype of x ({x.ndim}-D {x.dtype}), got {g}", 0)
+    return x
+
+
+def _dynamic_strided_slice_backward(output_grad, x, begin, end, strides):
+    """Zeros shaped like x with output_grad written at the sliced positions."""
+    out = np.zeros(np.shape(x), np.asarray(x).dtype)
+    index = _slices(begin, end, strides, "R.grad.dynamic_strided_slice_backward")
+    if out[index].shape != np.shape(output_grad):
+        raise KernelError(f"R.grad.dynamic_strided_slice_backward: output_grad has shape {np.shape(output_grad)}, "
+                          f"the slice {out[index].shape}")
+    out[index] = output_grad
+    return out
+
+
+dynamic_strided_slice_backward = register(
+    "relax.grad.dynamic_strided_slice_backward",
+    ("output_grad", "x", "begin", "end", "strides"),
+    infer=_infer_dynamic_strided_slice_backward,
+    kernel=_dynamic_strided_slice_backward,
+    # Linear in output_grad: its adjoint reads the slice back. x only gives the shape.
+    grad=lambda call, out, g: [R.dynamic_strided_slice(g, *call.args[2:]), None, None, None, None],
 )

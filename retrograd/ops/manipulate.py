@@ -406,7 +406,11 @@ def _broadcast_to(x, shape):
 
 
 def _collapse_back(call, out, g):
-    return [R.broadcast_to(g, shape_of(call.args[0], call)), None]
+    x = call.args[0]
+    if x.struct_info.shape is None:
+        # The data's shape is known only at run time: adding zeros of it broadcasts g to it.
+        return [R.add(g, R.zeros_like(x)), None]
+    return [R.broadcast_to(g, shape_of(x, call)), None]
 
 
 def _broadcast_grad(call, out, g):

@@ -1,15 +1,21 @@
 """nn.attention and nn.attention_bias (TVM's (B, S, N, H) layout) with grad.attention_backward, and nn.dropout."""
 
 # Gradients (TVM has none): attention's, from recomputed probabilities, for query, key, value and bias.
-# Second-order gradients through grad.attention_backward are not provided (a clear error of the pass).
+# grad.attention_backward's own gradient (second order) differentiates attention written with matmul
+# and softmax (ComposedVjp, `_composed_attention`).
 
 from __future__ import annotations
+
+import math
+
+import numpy as np
 
 from retrograd.errors import GradientError
 from retrograd.ir.expr import TupleGetItem, const
 from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, is_float_dtype
 from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
+from retrograd.ops.composed import ComposedVjp
 from retrograd.ops.kernels import attention as att_kernels
 from retrograd.ops.kernels import dropout as dropout_kernels
 from retrograd.ops.registry import Arg, Attr, InferCtx, register
@@ -106,12 +112,44 @@ def _infer_attention_backward(ctx: InferCtx) -> TupleStructInfo:
     return TupleStructInfo(tuple(ctx.sinfo[1:]))
 
 
+def _composed_attention(query, key, value, *bias, scale, causal_mask, window_size, span=None):
+    """attention(query, key, value[, bias]) with permute_dims, repeat, matmul, where and softmax."""
+    qs, ks = query.struct_info.shape, key.struct_info.shape
+    if qs is None or ks is None or not _known(*qs, *ks):
+        raise GradientError(f"R.grad.attention_backward: the gradient needs static shapes, got {qs} and {ks}", span)
+    if window_size is not None:
+        raise GradientError("R.grad.attention_backward: window_size (sliding-window attention) is not supported", span)
+    (_, s, n, h), (_, skv, nk, _) = qs, ks
+    dtype = query.struct_info.dtype
+
+    def heads_first(t):
+        t = R.permute_dims(t, [0, 2, 1, 3])
+        return R.repeat(t, n // nk, axis=1) if n > nk else t
+
+    sc = 1.0 / math.sqrt(h) if scale is None else scale
+    kt = R.permute_dims(heads_first(key), [0, 1, 3, 2])
+    scores = R.multiply(R.matmul(R.permute_dims(query, [0, 2, 1, 3]), kt), const(sc, dtype))
+    if bias:
+        scores = R.add(scores, bias[0])
+    keep = att_kernels.keep_mask(s, skv, causal_mask)
+    if keep is not None:
+        scores = R.where(const(keep), scores, const(-np.inf, dtype))
+    probs = R.nn.softmax(scores, axis=-1)
+    return R.permute_dims(R.matmul(probs, heads_first(value)), [0, 2, 1, 3])
+
+
+def _attention_backward_grad(call, out, g):
+    form = lambda *args: _composed_attention(*args, **call.attrs, span=call.span)  # noqa: E731
+    return ComposedVjp(call.args[0], call.args[1:], form)
+
+
 attention_backward = register(
     "relax.grad.attention_backward",
     ("output_grad", "query", "key", "value", Arg("bias", optional=True)),
     ATTENTION_ATTRS,
     infer=_infer_attention_backward,
     kernel=att_kernels.attention_backward,
+    grad=_attention_backward_grad,
 )
 
 # -- dropout ----------------------------------------------------------------------------------

@@ -8,10 +8,13 @@
 
 from __future__ import annotations
 
-from retrograd.ir.expr import TupleGetItem
+from retrograd.errors import GradientError
+from retrograd.ir.expr import Tuple, TupleGetItem, const, shape_expr
 from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, is_float_dtype
+from retrograd.ir.text import format_sinfo
 from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
+from retrograd.ops.composed import ComposedVjp
 from retrograd.ops.kernels import norm as norm_kernels
 from retrograd.ops.reduce import axes_of
 from retrograd.ops.registry import Attr, InferCtx, register
@@ -160,8 +163,6 @@ def _instance_norm_grad(call, out, g):
     x = data.struct_info
     c = None if x.shape is None else x.shape[a["channel_axis"] % x.ndim]
     if not isinstance(c, int):
-        from retrograd.errors import GradientError
-
         raise GradientError(f"R.nn.instance_norm: the gradient needs a static channel count, got {x}", call.span)
     back = R.grad.group_norm_backward(g, data, gamma, num_groups=c, **a)
     return _fields(back, 3, (True, a["scale"], a["center"]))
@@ -256,21 +257,102 @@ class _Shifted:
         return self._ctx.error(message, None if arg is None else arg + self._k)
 
 
-def _norm_backward(name, args, schema, infer, kernel, n_params):
-    return register(f"relax.grad.{name}", args, schema, infer=_backward_infer(infer, n_params), kernel=kernel)
+# -- the norms written with other ops (the backward ops' gradients) ----------------------------------
+
+
+def _normalized(x, stat_axes, centered: bool, eps: float, dtype: str):
+    """(x - mean) / sqrt(var + eps) over stat_axes (biased variance; the mean square when not centered)."""
+    xc = R.subtract(x, R.mean(x, axis=stat_axes, keepdims=True)) if centered else x
+    var = R.mean(R.multiply(xc, xc), axis=stat_axes, keepdims=True)
+    return R.multiply(xc, R.rsqrt(R.add(var, const(eps, dtype))))
+
+
+def _along(p, axes, ndim: int):
+    """A parameter shaped like the data's dims at `axes` (in that order), broadcastable against the data."""
+    order = sorted(range(len(axes)), key=lambda i: axes[i])
+    if order != list(range(len(axes))):
+        p = R.permute_dims(p, order)
+    rest = [i for i in range(ndim) if i not in axes]
+    return R.expand_dims(p, rest) if rest else p
+
+
+def _affine(y, gamma, beta, axes, ndim):
+    return R.add(R.multiply(y, _along(gamma, axes, ndim)), _along(beta, axes, ndim))
+
+
+def _static_ndim(call, data: int = 1):
+    x = call.args[data].struct_info
+    if x.ndim == -1:
+        raise GradientError(
+            f"{call.op.script_name}: the gradient needs the data's rank, got {format_sinfo(x)}", call.span
+        )
+    return x.ndim
+
+
+def _norm_params(call, i: int, scale: bool):
+    """The backward op's primals (data, gamma, beta): gamma as the kernel uses it (ones when the forward
+    does not scale), beta (not an argument of the backward op) as zeros shaped like gamma."""
+    gamma = call.args[i]
+    return (call.args[i - 1], gamma if scale else R.ones_like(gamma), R.zeros_like(gamma))
+
+
+def _layer_norm_backward_grad(call, out, g):
+    a = call.attrs
+    nd = _static_ndim(call)
+    axes = [ax % nd for ax in a["axes"]]
+
+    def form(x, gm, bt):
+        return _affine(_normalized(x, axes, True, a["epsilon"], x.struct_info.dtype), gm, bt, axes, nd)
+
+    return ComposedVjp(call.args[0], _norm_params(call, 2, a["scale"]), form)
+
+
+def _rms_norm_backward_grad(call, out, g):
+    a = call.attrs
+    nd = _static_ndim(call)
+    axes = [ax % nd for ax in a["axes"]]
+
+    def form(x, w):
+        return R.multiply(_normalized(x, axes, False, a["epsilon"], x.struct_info.dtype), _along(w, axes, nd))
+
+    return ComposedVjp(call.args[0], call.args[1:3], form)
+
+
+def _group_norm_backward_grad(call, out, g):
+    a = call.attrs
+    nd = _static_ndim(call)
+    shape = call.args[1].struct_info.shape
+    c_ax = a["channel_axis"] % nd
+    groups = a["num_groups"]
+    if shape is None or not isinstance(shape[c_ax], int):
+        raise GradientError(
+            f"R.grad.group_norm_backward: the gradient needs a static channel count, got {shape}", call.span
+        )
+    split = shape_expr(tuple(shape[:c_ax]) + (groups, shape[c_ax] // groups) + tuple(shape[c_ax + 1 :]))
+    stat = [c_ax + 1] + [ax % nd + 1 if ax % nd > c_ax else ax % nd for ax in a["axes"]]
+
+    def form(x, gm, bt):
+        y = R.reshape(_normalized(R.reshape(x, split), stat, True, a["epsilon"], x.struct_info.dtype), shape_expr(shape))
+        return _affine(y, gm, bt, [c_ax], nd)
+
+    return ComposedVjp(call.args[0], _norm_params(call, 2, a["scale"]), form)
+
+
+def _norm_backward(name, args, schema, infer, kernel, n_params, grad):
+    return register(f"relax.grad.{name}", args, schema, infer=_backward_infer(infer, n_params), kernel=kernel, grad=grad)
 
 
 layer_norm_backward = _norm_backward(
     "layer_norm_backward", ("output_grad", "data", "gamma"), LAYER_NORM_ATTRS, _infer_layer_norm,
-    norm_kernels.layer_norm_backward, 2,
+    norm_kernels.layer_norm_backward, 2, _layer_norm_backward_grad,
 )
 rms_norm_backward = _norm_backward(
     "rms_norm_backward", ("output_grad", "data", "weight"), RMS_NORM_ATTRS, _infer_layer_norm,
-    norm_kernels.rms_norm_backward, 1,
+    norm_kernels.rms_norm_backward, 1, _rms_norm_backward_grad,
 )
 group_norm_backward = _norm_backward(
     "group_norm_backward", ("output_grad", "data", "gamma"), GROUP_NORM_ATTRS, _infer_group_norm,
-    norm_kernels.group_norm_backward, 2,
+    norm_kernels.group_norm_backward, 2, _group_norm_backward_grad,
 )
 
 
@@ -285,10 +367,36 @@ def _infer_batch_norm_backward(ctx: InferCtx) -> TupleStructInfo:
     return TupleStructInfo((x,) + (_stat(x, c),) * 4)
 
 
+def _batch_norm_backward_grad(call, out, g):
+    a = call.attrs
+    nd = _static_ndim(call, 3)
+    gy, gm, gv, data, gamma, mm, mv = call.args
+    ax = a["axis"] % nd
+    others = [i for i in range(nd) if i != ax]
+    eps, m = a["epsilon"], a["momentum"]
+    dtype = data.struct_info.dtype
+
+    def form(x, w, b, mean0, var0):
+        if a["training"]:
+            mean, var = R.mean(x, axis=others), R.variance(x, axis=others)
+            stats = [R.add(R.multiply(s0, const(1 - m, dtype)), R.multiply(s, const(m, dtype)))
+                     for s0, s in ((mean0, mean), (var0, var))]
+            y = _normalized(x, others, True, eps, dtype)
+        else:
+            stats = [mean0, var0]
+            rstd = R.rsqrt(R.add(var0, const(eps, dtype)))
+            y = R.multiply(R.subtract(x, _along(mean0, [ax], nd)), _along(rstd, [ax], nd))
+        return Tuple([_affine(y, w, b, [ax], nd), *stats])
+
+    gamma_eff = gamma if a["scale"] else R.ones_like(gamma)
+    return ComposedVjp(Tuple([gy, gm, gv]), (data, gamma_eff, R.zeros_like(gamma), mm, mv), form)
+
+
 batch_norm_backward = register(
     "relax.grad.batch_norm_backward",
     ("output_grad", "mean_grad", "var_grad", "data", "gamma", "moving_mean", "moving_var"),
     BATCH_NORM_ATTRS,
     infer=_infer_batch_norm_backward,
     kernel=norm_kernels.batch_norm_backward,
+    grad=_batch_norm_backward_grad,
 )

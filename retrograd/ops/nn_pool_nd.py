@@ -1,7 +1,9 @@
 """1-D and 3-D max/avg pooling (TVM's attributes and defaults) with the 3-D backward ops."""
 
 # 1-D gradients are the 2-D backward ops over a unit H axis; 3-D ones have their own backward ops.
-# Second order: avg_pool3d_backward is linear (its adjoint is avg_pool3d); max_pool3d_backward has no rule.
+# Second order: both backward ops are linear in output_grad. avg_pool3d_backward's adjoint is avg_pool3d;
+# max_pool3d_backward's reads the gradient at each window's first maximum (grad.max_pool3d_backward_grad,
+# whose adjoint is max_pool3d_backward again); as functions of the data both are piecewise constant.
 
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from retrograd.ops.kernels.conv_nd import _with_h
 from retrograd.ops.nn_conv_nd import SPATIAL, n_ints, n_pads
 from retrograd.ops.nn_pool import canonical_pool_attrs
 from retrograd.ops.nn_shape import from_layout, to_layout, window_count
-from retrograd.ops.registry import Attr, InferCtx, register
+from retrograd.ops.registry import Attr, InferCtx, get, register
 
 
 def pool_attrs_nd(n: int, count_include_pad: bool) -> tuple:
@@ -115,12 +117,12 @@ def _avg_pool3d_backward_grad(call, out, g):
     return [R.nn.avg_pool3d(g, **call.attrs), None]
 
 
-def _register_backward(name, kernel, grad):
+def _register_backward(name, kernel, grad, args=("output_grad", "data"), infer=_infer_pool3d_backward):
     return register(
         f"relax.grad.{name}",
-        ("output_grad", "data"),
+        args,
         pool_attrs_nd(3, False),
-        infer=_infer_pool3d_backward,
+        infer=infer,
         kernel=kernel,
         grad=grad,
         canonicalize=canonical_pool_attrs,
@@ -128,5 +130,30 @@ def _register_backward(name, kernel, grad):
     )
 
 
-max_pool3d_backward = _register_backward("max_pool3d_backward", pool_nd.max_pool3d_backward, None)
+def _max_pool3d_backward_grad(call, out, g):
+    return [R.grad.max_pool3d_backward_grad(g, call.args[1], **call.attrs), None]
+
+
+def _max_pool3d_backward_grad_grad(call, out, g):
+    return [R.grad.max_pool3d_backward(g, call.args[1], **call.attrs), None]
+
+
+def _max_pool3d_backward_grad_kernel(input_grad, data, **attrs):
+    """input_grad read at each window's first maximum of data, in max_pool3d_backward's (d, h, w) order:
+    per depth tap, the 2-D kernel's read at the tap's first 2-D maximum, kept where that tap wins."""
+    return pool_nd.max_pool3d_backward_grad(input_grad, data, get("relax.grad.max_pool2d_backward_grad").kernel, **attrs)
+
+
+def _infer_pool3d_backward_grad(ctx: InferCtx) -> TensorStructInfo:
+    x, g = ctx.tensor(1), ctx.tensor(0)
+    if x.shape is not None and g.shape is not None and g.shape != x.shape or g.dtype != x.dtype:
+        raise ctx.error(f"input_grad must be shaped like the data ({x}), got {g}", 0)
+    return _pool_output(3, ctx, 1)
+
+
+max_pool3d_backward = _register_backward("max_pool3d_backward", pool_nd.max_pool3d_backward, _max_pool3d_backward_grad)
+max_pool3d_backward_grad = _register_backward(
+    "max_pool3d_backward_grad", _max_pool3d_backward_grad_kernel, _max_pool3d_backward_grad_grad,
+    ("input_grad", "data"), _infer_pool3d_backward_grad,
+)
 avg_pool3d_backward = _register_backward("avg_pool3d_backward", pool_nd.avg_pool3d_backward, _avg_pool3d_backward_grad)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from retrograd.ir.analysis import called_functions, read_vars, used_vars
+from retrograd.ir.analysis import reachable_functions, read_vars, used_vars
 from retrograd.ir.block import VarBinding
 from retrograd.ir.expr import Call, Function, GlobalVar, If, SeqExpr
 from retrograd.ir.functor import ExprMutator
@@ -89,17 +89,7 @@ class DeadCodeElimination:
         out = map_functions(mod, lambda func: eliminate_dead_code(func, mod), self.name)
         if not self.remove_unused_functions:
             return out
-        roots = [n for n, f in out.items() if not getattr(f, "private", False)]
-        reached = set(roots)
-        stack = list(roots)
-        while stack:
-            f = out[stack.pop()]
-            if not isinstance(f, Function):
-                continue
-            for callee in called_functions(f):
-                if callee in out and callee not in reached:
-                    reached.add(callee)
-                    stack.append(callee)
+        reached = set(reachable_functions(out, [n for n, f in out.items() if not getattr(f, "private", False)]))
         for name in list(out.keys()):
             if name not in reached:
                 out = out.without(name)

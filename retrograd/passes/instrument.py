@@ -5,7 +5,7 @@ from __future__ import annotations
 import difflib
 import sys
 import time
-from typing import Callable, TextIO
+from typing import Callable, Collection, TextIO
 
 from retrograd.ir.module import IRModule
 from retrograd.passes.infra import PassInfo, check_pass_result
@@ -38,24 +38,30 @@ class PassInstrument:
 
 class PrintBeforeAfter(PassInstrument):
     """Print the module before and after each pass (mlir-opt's print-ir-before/after-all) to `stream`
-    (default: stdout at print time)."""
+    (default: stdout at print time); with `only`, just around the passes of those names
+    (print-ir-before=PASS)."""
 
     def __init__(self, stream: TextIO | None = None, before: bool = True, after: bool = True,
-                 printer: Callable[[IRModule], str] = _script, *, file: TextIO | None = None):
+                 printer: Callable[[IRModule], str] = _script, *, file: TextIO | None = None,
+                 only: Collection[str] | None = None):
         self.file = stream or file
         self.before = before
         self.after = after
         self.printer = printer
+        self.only = None if only is None else frozenset(only)
 
     def _out(self) -> TextIO:
         return self.file or sys.stdout
 
+    def _wanted(self, info: PassInfo) -> bool:
+        return self.only is None or info.name in self.only
+
     def run_before_pass(self, mod, info):
-        if self.before:
+        if self.before and self._wanted(info):
             print(f"# IR before pass {info!r}\n{self.printer(mod)}", file=self._out())
 
     def run_after_pass(self, mod, info):
-        if self.after:
+        if self.after and self._wanted(info):
             print(f"# IR after pass {info!r}\n{self.printer(mod)}", file=self._out())
 
 

@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from retrograd.cli import _index_bounds, main
+from retrograd.cli import main
+from retrograd.cli.inputs import index_bounds as _index_bounds
 from retrograd.parser import parse
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,7 +34,7 @@ def run(argv, capsys) -> tuple[int, str]:
         (["run", MLP, "--dim", "n=99999999999999999999"], "larger than"),
         (["run", MLP, "--dim", "n=١٢"], "NAME=SIZE"),
         (["run", MLP, "--seed", "-1"], "non-negative"),
-        (["run", MLP, "--inputs", "{tmp}/a.npy"], "not an .npz archive"),
+        (["run", MLP, "--inputs", "{tmp}/a.npy"], "holds one array (.npy)"),
         (["run", MLP, "--inputs", "{tmp}/broken.npz"], "cannot read inputs"),
     ],
 )

@@ -18,8 +18,9 @@ ATTENTION_CASES = [
     # TVM comparisons of these cases are in test_kernels_attention.py.
     OpCase("relax.nn.attention", [T(1, 3, 2, 4), T(1, 3, 2, 4), T(1, 3, 2, 4)], {"scale": 0.5}, tvm=False),
     OpCase("relax.nn.attention_bias", [T(1, 3, 1, 4), T(1, 2, 1, 4), T(1, 2, 1, 4), T(1, 1, 3, 2)], {"scale": 0.25, "causal_mask": "BottomRight"}, tvm=False),
-    OpCase("relax.grad.attention_backward", [T(2, 3, 2, 3), T(2, 3, 2, 4), T(2, 5, 2, 4), T(2, 5, 2, 3)], differentiable_args=[], tvm=False),
-    OpCase("relax.grad.attention_backward", [T(1, 3, 4, 3), T(1, 3, 4, 2), T(1, 4, 2, 2), T(1, 4, 2, 3), T(1, 4, 3, 4)], {"causal_mask": "TopLeft"}, differentiable_args=[], tvm=False),
+    OpCase("relax.grad.attention_backward", [T(2, 3, 2, 3), T(2, 3, 2, 4), T(2, 5, 2, 4), T(2, 5, 2, 3)], tvm=False),
+    OpCase("relax.grad.attention_backward", [T(1, 3, 4, 3), T(1, 3, 4, 2), T(1, 4, 2, 2), T(1, 4, 2, 3), T(1, 4, 3, 4)], {"causal_mask": "TopLeft"}, tvm=False),
+    OpCase("relax.grad.attention_backward", [T(1, 4, 2, 2), T(1, 4, 2, 3), T(1, 3, 2, 3), T(1, 3, 2, 2), T(1, 1, 4, 3)], {"causal_mask": "BottomRight", "scale": 0.7}, tvm=False),
 ]
 
 DROPOUT_CASES = [

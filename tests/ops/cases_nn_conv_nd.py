@@ -30,7 +30,9 @@ POOL_ND_CASES = [
     OpCase("relax.nn.max_pool3d", [tie_free(1, 2, 5, 4, 5, seed=4)], {"pool_size": (3, 2, 2), "strides": (2, 1, 2), "padding": 1, "ceil_mode": True}, differentiable_args=[0]),
     OpCase("relax.nn.avg_pool3d", [T(1, 2, 5, 4, 5)], {"pool_size": 2, "strides": 2, "padding": 1}),
     OpCase("relax.nn.avg_pool3d", [T(1, 2, 5, 4, 5)], {"pool_size": (3, 2, 2), "strides": 2, "padding": (1, 0, 1), "count_include_pad": False, "ceil_mode": True}),
-    OpCase("relax.grad.max_pool3d_backward", [T(1, 2, 2, 2, 2), tie_free(1, 2, 5, 5, 4, seed=5)], {"pool_size": 2, "strides": 2}, differentiable_args=[], tvm=False),
+    OpCase("relax.grad.max_pool3d_backward", [T(1, 2, 2, 2, 2), tie_free(1, 2, 5, 5, 4, seed=5)], {"pool_size": 2, "strides": 2}, differentiable_args=[0], tvm=False),
+    OpCase("relax.grad.max_pool3d_backward_grad", [T(1, 2, 5, 5, 4), tie_free(1, 2, 5, 5, 4, seed=6)], {"pool_size": 2, "strides": 2}, differentiable_args=[0], tvm=False),
+    OpCase("relax.grad.max_pool3d_backward_grad", [T(1, 1, 5, 4, 6), tie_free(1, 1, 5, 4, 6, seed=7)], {"pool_size": [2, 3, 2], "strides": [1, 2, 2], "padding": 1, "ceil_mode": True}, differentiable_args=[0], tvm=False),
     OpCase("relax.grad.avg_pool3d_backward", [T(1, 2, 3, 3, 3), T(1, 2, 5, 4, 5)], {"pool_size": 2, "strides": 2, "padding": 1, "count_include_pad": True}, differentiable_args=[0], tvm=False),
 ]
 

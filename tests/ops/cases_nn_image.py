@@ -42,7 +42,9 @@ SAMPLING_CASES = [
     OpCase("relax.image.grid_sample", [T(2, 3, 4, 5), T(2, 2, 3, 4)], low=-1.1, high=1.1),
     OpCase("relax.image.grid_sample", [T(1, 2, 4, 3), T(1, 2, 5, 2)], {"align_corners": True, "padding_mode": "border"}, low=-1.2, high=1.2),
     OpCase("relax.image.grid_sample", [T(1, 2, 4, 3), T(1, 2, 3, 3)], {"method": "nearest"}, differentiable_args=[0], low=-0.9, high=0.9),
-    OpCase("relax.grad.grid_sample_backward", [T(2, 3, 3, 4), T(2, 3, 4, 5), T(2, 2, 3, 4)], differentiable_args=[], tvm=False),
+    OpCase("relax.grad.grid_sample_backward", [T(2, 3, 3, 4), T(2, 3, 4, 5), T(2, 2, 3, 4)], tvm=False, low=-1.1, high=1.1),
+    OpCase("relax.grad.grid_sample_backward", [T(1, 2, 5, 3), T(1, 2, 4, 3), T(1, 2, 5, 3)], {"align_corners": True, "padding_mode": "border"}, tvm=False, low=-1.2, high=1.2),
+    OpCase("relax.grad.grid_sample_backward", [T(1, 2, 3, 3), T(1, 2, 4, 3), T(1, 2, 3, 3)], {"method": "nearest"}, differentiable_args=[0, 1], tvm=False, low=-0.9, high=0.9),
 ]
 
 CASES = RESIZE_CASES + RESIZE_BACKWARD_CASES + RESHAPE_CASES + SAMPLING_CASES

@@ -30,10 +30,14 @@ NORM_CASES = [
 # Our fused backward ops (TVM has none): inference-checked here, compared with the composed
 # gradients in test_kernels_norm.py; their own gradient (second order) is not provided.
 NORM_BACKWARD_CASES = [
-    OpCase("relax.grad.layer_norm_backward", [T(3, 5), T(3, 5), T(5)], {"axes": [-1]}, differentiable_args=[], tvm=False),
-    OpCase("relax.grad.rms_norm_backward", [T(3, 5), T(3, 5), T(5)], {}, differentiable_args=[], tvm=False),
-    OpCase("relax.grad.group_norm_backward", [T(2, 4, 3), T(2, 4, 3), T(4)], {"num_groups": 2, "channel_axis": 1, "axes": [2]}, differentiable_args=[], tvm=False),
-    OpCase("relax.grad.batch_norm_backward", [T(4, 3), T(3), T(3), T(4, 3), T(3), T(3), T(3)], {"axis": 1}, differentiable_args=[], tvm=False, low=0.1),
+    OpCase("relax.grad.layer_norm_backward", [T(3, 5), T(3, 5), T(5)], {"axes": [-1]}, tvm=False),
+    OpCase("relax.grad.layer_norm_backward", [T(2, 3, 4), T(2, 3, 4), T(4, 2)], {"axes": [2, 0], "scale": False, "center": False}, tvm=False),
+    OpCase("relax.grad.rms_norm_backward", [T(3, 5), T(3, 5), T(5)], {}, tvm=False),
+    OpCase("relax.grad.rms_norm_backward", [T(2, 3, 4), T(2, 3, 4), T(2, 3)], {"axes": [0, 1]}, tvm=False),
+    OpCase("relax.grad.group_norm_backward", [T(2, 4, 3), T(2, 4, 3), T(4)], {"num_groups": 2, "channel_axis": 1, "axes": [2]}, tvm=False),
+    OpCase("relax.grad.group_norm_backward", [T(2, 3, 2, 4), T(2, 3, 2, 4), T(4)], {"num_groups": 4, "channel_axis": -1, "axes": [1, 2], "scale": False}, tvm=False),
+    OpCase("relax.grad.batch_norm_backward", [T(4, 3), T(3), T(3), T(4, 3), T(3), T(3), T(3)], {"axis": 1}, tvm=False, low=0.1),
+    OpCase("relax.grad.batch_norm_backward", [T(2, 3, 4), T(3), T(3), T(2, 3, 4), T(3), T(3), T(3)], {"axis": 1, "training": False, "scale": False, "momentum": 0.3}, tvm=False, low=0.1),
 ]
 
 SYMBOLIC_NORM_CASES = [

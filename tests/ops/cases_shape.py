@@ -116,8 +116,10 @@ INDEX_CASES += [
     OpCase("relax.slice_scatter", [T(6, 3), T(2, 3), P(1), P(5), P(2)], name="axis0-step2"),
     OpCase("relax.slice_scatter", [T(3, 5), T(3, 3), P(0), P(3), P(1)], {"axis": 1}, name="axis1"),
     OpCase("relax.slice_scatter", [T(3, 5), T(3, 0), P(2), P(2), P(1)], {"axis": -1}, name="empty"),
-    OpCase("relax.dynamic_strided_slice", [T(5, 6), ints([1, 5]), ints([4, 0]), ints([2, -2])], differentiable_args=[], name="static"),
-    OpCase("relax.dynamic_strided_slice", [T(4, 3), ints([-3, 0]), ints([100, 3]), ints([1, 1])], differentiable_args=[], name="clamped"),
+    OpCase("relax.dynamic_strided_slice", [T(5, 6), ints([1, 5]), ints([4, 0]), ints([2, -2])], differentiable_args=[0], name="static"),
+    OpCase("relax.dynamic_strided_slice", [T(4, 3), ints([-3, 0]), ints([100, 3]), ints([1, 1])], differentiable_args=[0], name="clamped"),
+    OpCase("relax.grad.dynamic_strided_slice_backward", [T(2, 3), T(5, 6), ints([1, 5]), ints([4, 0]), ints([2, -2])], differentiable_args=[0], tvm=False),
+    OpCase("relax.grad.dynamic_strided_slice_backward", [T(3, 3), T(4, 3), ints([-3, 2]), ints([100, -5]), ints([1, -1])], differentiable_args=[0], tvm=False),
 ]
 
 REDUCE_CASES = []

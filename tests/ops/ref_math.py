@@ -413,6 +413,14 @@ def _arg_extremum(name):
     return ref
 
 
+def _dynamic_strided_slice_backward(g, x, begin, end, strides):
+    # The positions each axis keeps (Python's list slicing), written with an open mesh.
+    idx = [list(range(x.shape[a]))[slice(int(b), int(e), int(s))] for a, (b, e, s) in enumerate(zip(begin, end, strides))]
+    out = np.zeros(x.shape, x.dtype)
+    out[np.ix_(*idx)] = g
+    return out
+
+
 def _bucketize(input_tensor, boundaries, out_int32=False, right=False):
     torch = pytest.importorskip("torch")
     return torch.bucketize(torch.from_numpy(input_tensor), torch.from_numpy(boundaries), out_int32=out_int32, right=right).numpy()
@@ -423,4 +431,5 @@ REFERENCES.update(
     dynamic_strided_slice=_dynamic_strided_slice, prod=_torch_reduce(None, _prod), std=_torch_reduce(None, _std),
     median=_median_ref, cumprod=_cumprod, sort=_sort, argsort=_argsort, topk=_topk,
     argmax=_arg_extremum("argmax"), argmin=_arg_extremum("argmin"), bucketize=_bucketize,
+    **{"grad.dynamic_strided_slice_backward": _dynamic_strided_slice_backward},
 )

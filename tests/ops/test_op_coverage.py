@@ -34,7 +34,7 @@ nn.silu nn.softmax nn.softplus
 PENDING: set[str] = set()
 
 # Ops of retrograd's own (not TVM's, so not printed for TVM), checked by their own tests.
-OWN_OPS = {"relax.grad.merge_sparse_rows"}  # test_op_definitions.py, tests/passes/test_gradient_sparse.py
+OWN_OPS = {"relax.grad.merge_sparse_rows"}  # test_op_definitions.py, tests/passes/test_gradient_sparse.py, its gradient test_higher_order.py
 
 
 def test_every_registered_op_has_a_case():

@@ -36,7 +36,7 @@ def _heads_first(a, groups):
     return np.repeat(t, groups, axis=1) if groups > 1 else t
 
 
-def _keep_mask(s, skv, causal_mask):
+def keep_mask(s, skv, causal_mask):
     """Positions (i, j) that causal masking keeps, or None. TVM's offsets: TopLeft keeps j <= i,
     BottomRight keeps j <= i + |S - S_kv| (TVM takes the absolute difference)."""
     if causal_mask is None:
@@ -64,7 +64,7 @@ def _probabilities(q, k, v, bias, scale, causal_mask, window_size):
     p *= sc
     if bias is not None:
         p += bias.astype(dtype, copy=False)
-    keep = _keep_mask(s, k.shape[1], causal_mask)
+    keep = keep_mask(s, k.shape[1], causal_mask)
     if keep is not None:
         p = np.where(keep, p, dtype.type(-np.inf))
     p -= p.max(axis=-1, keepdims=True)

@@ -424,7 +424,7 @@ def batch_norm_backward(output_grad, mean_grad, var_grad, data, gamma, moving_me
     else:
         rstd = (1.0 / np.sqrt(mv.astype(np.float64) + epsilon)).astype(x.dtype)
         s = rstd * gamma_b
-        dx = g * s
+        dx = np.multiply(g, s, order="C")
         sum_g = g.sum(others, keepdims=True, dtype=np.float64).astype(x.dtype)
         sum_gxc = (g * (x - mm)).sum(others, keepdims=True, dtype=np.float64).astype(x.dtype)
         dgamma, dbeta = sum_gxc * rstd, sum_g

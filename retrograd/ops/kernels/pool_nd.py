@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from retrograd.errors import KernelError
 from retrograd.ops.kernels import pool
 from retrograd.ops.kernels.conv_nd import _one, _pads, _with_h
 from retrograd.ops.kernels.window import check_float, out_size, to_layout
@@ -82,7 +83,9 @@ class _Depth:
         acc = np.zeros(self.buf.shape, self.x.dtype)
         for t, part in contributions:
             acc[:, :, self.rows(t)] += part.reshape(n, c, self.od, *part.shape[2:])
-        return acc[:, :, self.pf : self.pf + self.depth]
+        dx = acc[:, :, self.pf : self.pf + self.depth]
+        # A copy when padded: the slice of one contiguous plane would keep the whole padded buffer alive.
+        return dx if dx.shape == acc.shape else dx.copy()
 
 
 def max_pool3d(data, *, pool_size=(1, 1, 1), strides=(1, 1, 1), dilation=(1, 1, 1), padding=(0, 0, 0),
@@ -113,6 +116,29 @@ def max_pool3d_backward(output_grad, data, *, pool_size=(1, 1, 1), strides=(1, 1
             parts.append((t, pool.max_pool2d_backward(g * win, z.planes(t), **z.attrs2d)))
     dx = z.scatter(parts)
     return np.ascontiguousarray(to_layout("max_pool3d_backward", dx, "NCDHW", layout))
+
+
+def max_pool3d_backward_grad(input_grad, data, gather2d, *, pool_size=(1, 1, 1), strides=(1, 1, 1),
+                             dilation=(1, 1, 1), padding=(0, 0, 0), ceil_mode=False, count_include_pad=False,
+                             layout="NCDHW", out_layout=None):
+    """The adjoint of max_pool3d_backward in its output_grad: input_grad read at each window's first
+    maximum. `gather2d` is the 2-D read (grad.max_pool2d_backward_grad's kernel)."""
+    op = "max_pool3d_backward_grad"
+    z = _Depth(op, data, pool_size, strides, dilation, padding, ceil_mode, layout, -np.inf)
+    u = _Depth(op, input_grad, pool_size, strides, dilation, padding, ceil_mode, layout, 0)
+    if u.x.shape != z.x.shape:
+        raise KernelError(f"{op}: input_grad has shape {np.shape(input_grad)}, expected the data's {np.shape(data)}")
+    tops = [pool.max_pool2d(z.planes(t), **z.attrs2d) for t in range(z.k[0])]
+    best = np.maximum.reduce(tops)
+    free = np.ones(best.shape, bool)
+    out = np.zeros(best.shape, u.x.dtype)
+    for t, m in enumerate(tops):
+        win = (m == best) & free
+        free &= ~win
+        if win.any():
+            out += win * gather2d(u.planes(t), z.planes(t), **z.attrs2d, count_include_pad=False, layout="NCHW",
+                                  out_layout=None)
+    return z.finish(out, out_layout or layout)
 
 
 def avg_pool3d(data, *, pool_size=(1, 1, 1), strides=(1, 1, 1), dilation=(1, 1, 1), padding=(0, 0, 0),

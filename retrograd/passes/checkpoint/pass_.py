@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from retrograd.analysis import peak_memory
-from retrograd.errors import PassError
+from retrograd.errors import PassError, did_you_mean
 from retrograd.gc_pause import collector_paused
 from retrograd.ir.expr import Function
 from retrograd.ir.module import IRModule
@@ -61,13 +61,14 @@ def plan_checkpoint(mod: IRModule, func_name: str, budget=None, policy: str = "b
     func = mod[func_name] if func_name in mod else None
     if not isinstance(func, Function):
         known = ", ".join(name for name, f in mod.items() if isinstance(f, Function)) or "none"
-        raise PassError(f"checkpoint: the module has no function '{func_name}' (functions: {known})")
+        hint = did_you_mean(func_name, [name for name, f in mod.items() if isinstance(f, Function)])
+        raise PassError(f"checkpoint: the module has no function '{func_name}'{hint} (functions: {known})").about_option("func_name")
     if policy not in POLICIES:
-        raise PassError(f"checkpoint: unknown policy {policy!r} (policies: {', '.join(POLICIES)})")
+        raise PassError(f"checkpoint: unknown policy {policy!r} (policies: {', '.join(POLICIES)})").about_option("policy")
     try:
         parsed = parse_budget(budget)
     except ValueError as err:
-        raise PassError(f"checkpoint: {err}") from None
+        raise PassError(f"checkpoint: {err}").about_option("budget") from None
     # Like Gradient: without the pause, the collector rescans the big IR again and again (superlinear).
     with collector_paused():
         return _plan(mod, func, func_name, parsed, policy)
@@ -90,7 +91,7 @@ def _plan(mod: IRModule, func: Function, func_name: str, parsed, policy: str) ->
                 f"budget is {err.least_feasible} bytes (parameters alone: {problem.pinned_bytes} bytes; "
                 f"unplanned peak: {unplanned} bytes)",
                 err.least_feasible,
-            ) from None
+            ).about_option("budget") from None
         new_func = rewrite(ex, schedule.recompute)
         planned = simulate(problem, schedule).check().peak_bytes
         peak = _measure(mod, func_name, new_func, planned)
@@ -102,7 +103,7 @@ def _plan(mod: IRModule, func: Function, func_name: str, parsed, policy: str) ->
         raise PassError(
             f"checkpoint: no plan for '{func_name}' fits {target} bytes by the memory model (the planned "
             f"schedule peaks at {peak} bytes after {replans} re-plans); no plan returned"
-        )
+        ).about_option("budget")
     report = _report(ex, schedule, func_name, policy, target, unplanned, peak, replans)
     return (mod if new_func is func else mod.with_function(func_name, new_func)), report
 

@@ -61,8 +61,11 @@ def resolve_spec(
 ) -> GradientSpec:
     """Check the user's options against `func` (clear located errors) and resolve them."""
     r = _Resolver(func_name, func)
+    r.option = "require_grads"
     required = r.required(require_grads)
+    r.option = "target_index" if seeds is None else "seeds"
     targets = r.targets(target_index, seeds)
+    r.option = "sparse_grads"
     sparse, explicit = r.sparse(sparse_grads, required)
     return GradientSpec(func_name, func, tuple(required), tuple(targets), tuple(sparse), explicit, bool(merge_duplicates))
 
@@ -77,9 +80,10 @@ class _Resolver:
         self.func_name = func_name
         self.func = func
         self.params = list(func.params)
+        self.option: str | None = None
 
     def error(self, message: str) -> GradientError:
-        return located_error(self.func_name, self.func, message)
+        return located_error(self.func_name, self.func, message).about_option(self.option)
 
     # -- require_grads ------------------------------------------------------------
     def required(self, spec) -> list:

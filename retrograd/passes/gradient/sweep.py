@@ -11,6 +11,7 @@ from retrograd.ir.copy import copy_binding, copy_expr
 from retrograd.ir.expr import Call, Constant, Expr, Function, GlobalVar, If, PrimValue, SeqExpr, ShapeExpr, StringImm
 from retrograd.ir.expr import Tuple, TupleGetItem, Var, is_leaf, shape_expr
 from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo
+from retrograd.ops.composed import ComposedVjp
 from retrograd.ops.registry import get as get_op
 from retrograd.ops.shape_utils import broadcast_shapes
 from retrograd.passes.gradient.activity import compute_active
@@ -138,6 +139,14 @@ class Sweep:
                 for i, (f, s) in enumerate(zip(value.fields, target_sinfo.fields))
             )
         got = value.struct_info
+        if isinstance(got, TupleStructInfo) and isinstance(target_sinfo, TupleStructInfo) and got != target_sinfo:
+            # A tuple-valued partial less precise than the argument (split with symbolic sizes): fit
+            # each field, so that adjoints keep the argument's shapes.
+            leaf = value if is_leaf(value) else bb.emit(value, "lv")
+            return tuple(
+                self.fit(TupleGetItem(leaf, i), s, None if like is None else self._like_field(like, i), name)
+                for i, s in enumerate(target_sinfo.fields)
+            )
         if isinstance(got, TensorStructInfo) and isinstance(target_sinfo, TensorStructInfo):
             value = self._fit_shape(value, got, target_sinfo, like)
         if is_leaf(value):
@@ -209,6 +218,9 @@ class Sweep:
             g = self.materialize(adj, var.struct_info, var)
         try:
             partials = rule(call, var, g)
+            if isinstance(partials, ComposedVjp):
+                self._composed(call, partials, g)
+                return
             if partials is None or len(partials) != len(call.args):
                 count = "nothing" if partials is None else f"{len(partials)} entries"
                 raise self.host.error(
@@ -220,10 +232,35 @@ class Sweep:
                 hint = f"{arg.name_hint}_adjoint" if isinstance(arg, Var) and arg not in self.adj else "lv"
                 # The forward values a partial reads, as the backward part has them: kept, or recomputed here.
                 self.add(arg, self.fit(self.host.restore(part), arg.struct_info, arg, hint))
-        except GradientError:
-            raise
+        except GradientError as err:
+            if err.span is not None or err.message.startswith("in function"):
+                raise
+            # A rule's error without a source location: name the function and the binding instead.
+            raise self.host.error(err.message, binding) from err
         except DiagnosticError as err:
             raise self.host.error(f"the gradient rule of {op.script_name} failed: {err.message}", binding) from err
+
+    def _composed(self, call: Call, vjp: ComposedVjp, g) -> None:
+        """Backward of a fused backward op: emit its forward computation F, sweep F once (the op's
+        value, in composed form), then sweep all of that with the op's adjoint `g`."""
+        bb = self.bb
+        block = bb.current_bindings()
+        start = len(block)
+        # Fresh names for the primals, so that one argument passed twice keeps two adjoints.
+        primals = [bb.emit(self.host.restore(p), "primal") for p in vjp.primals]
+        value = bb.emit(vjp.forward(*primals), "composed")
+        first = Sweep(self.host, bb, compute_active(block[start:], primals))
+        first.add(value, self.host.restore(vjp.cotangent))
+        first.run(block[start:])
+        grads = [first.materialize(first.adj.get(p), p.struct_info, p) for p in primals]
+        result = grads[0] if vjp.single else bb.normalize(Tuple(grads))
+        args = [a for a in dict.fromkeys(call.args) if isinstance(a, Var) and self.is_active(a)]
+        restored = {a: self.host.restore(a) for a in args}
+        second = Sweep(self.host, bb, compute_active(block[start:], list(restored.values())))
+        second.add(result, g)
+        second.run(block[start:])
+        for arg, r in restored.items():
+            self.add(arg, second.adj.get(r))
 
     def _call_function(self, binding: VarBinding, call: Call, adj) -> None:
         if not any(self.is_active(a) for a in call.args):

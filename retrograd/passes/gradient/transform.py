@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from retrograd.errors import GradientError
+from retrograd.errors import GradientError, did_you_mean
 from retrograd.gc_pause import collector_paused
 from retrograd.ir.analysis import called_functions
 from retrograd.ir.block import DataflowBlock, VarBinding
@@ -160,7 +160,8 @@ def _lookup(mod: IRModule, name: str, caller: str | None, binding=None) -> Funct
     span = getattr(binding, "span", None)
     if not isinstance(name, str) or name not in mod:
         known = ", ".join(mod.keys()) or "none"
-        raise GradientError(f"no function named '{name}' in the module{where} (functions: {known})", span)
+        hint = did_you_mean(name, mod.keys())
+        raise GradientError(f"no function named '{name}' in the module{where}{hint} (functions: {known})", span)
     func = mod[name]
     if not isinstance(func, Function):
         raise GradientError(f"'{name}' is not a Relax function{where}", span)

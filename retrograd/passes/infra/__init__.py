@@ -11,6 +11,7 @@ from retrograd.passes.infra.registry import (
     pass_factory,
     pass_options,
     register_pass,
+    type_name,
     unregister_pass,
 )
 
@@ -29,6 +30,7 @@ __all__ = [
     "list_passes",
     "pass_factory",
     "pass_options",
+    "type_name",
     "OptionError",
     "parse_pipeline",
     "kebab_case",

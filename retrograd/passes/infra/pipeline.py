@@ -10,24 +10,27 @@ from retrograd.ir.strings import EscapeError, unescape
 from retrograd.ir.module import IRModule
 from retrograd.passes.infra.context import PassContext
 from retrograd.passes.infra.pass_base import Pass, PassInfo
-from retrograd.passes.infra.registry import entry, get_pass, instantiate
+from retrograd.passes.infra.registry import entry, get_pass, instantiate, pass_options
 
 class Sequential(Pass):
     """Runs passes in order; a member runs when the context enables it (opt_level, required, disabled)."""
 
     _instrumented = False
 
-    def __init__(self, passes=(), name: str = "sequential", opt_level: int = 0, required=(), spans=None):
+    def __init__(self, passes=(), name: str = "sequential", opt_level: int = 0, required=(), spans=None,
+                 option_spans=None):
         super().__init__(PassInfo(name, opt_level, required))
         self.passes = list(passes)
-        # Where each pass was written in pipeline text: its unlocated errors point there.
+        # Where each pass was written in pipeline text: its unlocated errors point there, and an error
+        # naming one of its options (`err.option`) points at that option.
         self.spans = list(spans) if spans is not None else [None] * len(self.passes)
+        self.option_spans = list(option_spans) if option_spans is not None else [{} for _ in self.passes]
         for p in self.passes:
             if not isinstance(p, Pass):
                 raise PassError(f"Sequential '{name}' got {p!r}, which is not a Pass")
 
     def transform(self, mod: IRModule, ctx: PassContext) -> IRModule:
-        for p, span in zip(self.passes, self.spans):
+        for p, span, options in zip(self.passes, self.spans, self.option_spans):
             if not ctx.pass_enabled(p.info):
                 continue
             try:
@@ -37,6 +40,13 @@ class Sequential(Pass):
                         mod = req_pass(mod, ctx)
                 mod = p(mod, ctx)
             except DiagnosticError as err:
+                at_option = options.get(getattr(err, "option", None))
+                if at_option is not None:
+                    located = err.located(at_option)
+                    if err.span is not None:
+                        located.notes = [*err.notes, f"the function is at {err.span}"]
+                        Exception.__init__(located, located.render())
+                    raise located from None
                 if err.span is None and span is not None:
                     raise err.located(span) from None
                 raise
@@ -133,8 +143,8 @@ class _PipelineParser:
                     else:
                         if kwargs:
                             raise self.error("positional option after keyword options", tok[2], tok[3])
-                        spans[len(args)] = self.span(tok[2], tok[3])
                         args.append(self.value())
+                        spans[len(args) - 1] = self.span(tok[2], max(self.toks[self.i - 1][3], tok[3]))
                     if self.peek()[:2] == ("punct", ","):
                         self.take("punct", ",")
                         continue
@@ -193,10 +203,14 @@ def parse_pipeline(text: str, source_name: str = "<pipeline>") -> Sequential:
     Errors (unknown pass or option, ill-typed value, bad syntax) are PassErrors pointing into the text.
     """
     parser = _PipelineParser(text, source_name)
-    passes, item_spans = [], []
+    passes, item_spans, option_spans = [], [], []
     for name, span, args, kwargs, spans in parser.pipeline():
         found = entry(name, span)
         passes.append(instantiate(found, args, kwargs, convert=True, spans=spans, span=span))
+        params = list(pass_options(name))
+        option_spans.append(
+            {found.aliases.get(k, k) if isinstance(k, str) else params[k]: s for k, s in spans.items()}
+        )
         last = parser.toks[parser.i - 1][3] if parser.i else span.end_col
         item_spans.append(Span(source_name, 1, span.col, 1, max(last + 1, span.end_col), source=text))
-    return Sequential(passes, name="pipeline", spans=item_spans)
+    return Sequential(passes, name="pipeline", spans=item_spans, option_spans=option_spans)

@@ -132,7 +132,8 @@ def instantiate(
         real = item.aliases.get(key, key)
         if real not in by_name:
             known = ", ".join(list(by_name) + [f"{a} (= {t})" for a, t in item.aliases.items()]) or "none"
-            raise PassError(f"pass '{item.name}' has no option '{key}' (options: {known})", spans.get(key))
+            hint = did_you_mean(key, list(by_name) + list(item.aliases))
+            raise PassError(f"pass '{item.name}' has no option '{key}'{hint} (options: {known})", spans.get(key))
         if real in resolved:
             raise PassError(f"pass '{item.name}': option '{real}' given twice", spans.get(key))
         resolved[real] = value
@@ -153,7 +154,7 @@ def instantiate(
             except (TypeError, ValueError) as err:
                 where = spans.get(key) or spans.get(next((i for i, p in enumerate(params) if p.name == key), -1))
                 raise PassError(
-                    f"option '{key}' of pass '{item.name}' expects {_type_name(hint)}, got {value!r} ({err})",
+                    f"option '{key}' of pass '{item.name}' expects {type_name(hint)}, got {value!r} ({err})",
                     where,
                 ) from None
     missing = [p.name for p in params if p.default is inspect.Parameter.empty and p.name not in resolved]
@@ -169,14 +170,15 @@ def instantiate(
         where = spans.get(err.option, span) if isinstance(err, OptionError) else span
         raise PassError(f"pass '{item.name}': {err}", where) from None
     if not isinstance(result, Pass):
-        raise PassError(f"factory of pass '{item.name}' returned {type(result).__name__}, not a Pass")
+        raise PassError(f"factory of pass '{item.name}' returned {type(result).__name__}, not a Pass", span)
     return result
 
 
 # -- typed option conversion -----------------------------------------------------
 
 
-def _type_name(hint) -> str:
+def type_name(hint) -> str:
+    """An option's type annotation as `retrograd passes` and option errors spell it (`int | None`)."""
     if hint is Any:
         return "any value"
     if isinstance(hint, type):
@@ -201,7 +203,7 @@ def _convert(value, hint):
                 return _convert(value, member)
             except (TypeError, ValueError) as err:
                 errors.append(str(err))
-        raise ValueError("; ".join(errors) or "no alternative fits")
+        raise ValueError("; ".join(dict.fromkeys(errors)) or "no alternative fits")
     if origin is typing.Literal:
         if value in args:
             return value
