@@ -13,6 +13,8 @@ Run by hand:  python benchmarks/bench_checkpoint.py [--quick] [--repeat 5]
 (S4) planning time of a 10,000-binding adjoint (target < 2 s).
 Peaks are the executor's `peak_live_bytes`. Times alternate the compared functions run by run and report
 the median ratio. OPENBLAS_CORETYPE is set on this machine (printed below): matmul speed depends on it.
+On a machine busier than its cores, OpenBLAS threads spin at every call's sync points and a single run
+varies tenfold; time there with OPENBLAS_NUM_THREADS=1 (printed below too).
 """
 
 from __future__ import annotations
@@ -226,7 +228,8 @@ def main(argv=None) -> None:
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--only", nargs="*", default=["S1", "S2", "S3", "S4"])
     args = ap.parse_args(argv)
-    print(f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}  numpy {np.__version__}")
+    env = "  ".join(f"{k}={os.environ.get(k, '(unset)')}" for k in ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS"))
+    print(f"{env}  numpy {np.__version__}")
     if "S1" in args.only:
         s1(20 if args.quick else 100, args.repeat)
     if "S2" in args.only:
