@@ -4,7 +4,9 @@ Run by hand:  python benchmarks/bench_checkpoint.py [--quick] [--repeat 5]
 
 (S1) 100-layer `sin` chain and 100-layer matmul+relu chain: store-all, sqrt, and budgets of c = 5, 10, 20
      slots (the input counted): measured peak in activations above the parameters, extra forward steps
-     against the Revolve optimum (Griewank & Walther's dynamic programme, computed here), time ratio.
+     against the optimum computed here: Revolve's (Griewank & Walther's dynamic programme) for `sin`; for
+     matmul+relu, whose weight gradients pile up as the backward goes, the same recursion with the slots
+     left beside the backward's own memory at each layer (measured with the exact memory model), time ratio.
 (S2) 24 transformer-like blocks: budgets of 0.1 .. 1.0 of the unplanned activation peak (peak minus
      parameters): measured peak, extra FLOPs (all / matmul), time ratio; target: >= 40% of the activation
      memory saved with zero extra matmul FLOPs.
@@ -13,6 +15,8 @@ Run by hand:  python benchmarks/bench_checkpoint.py [--quick] [--repeat 5]
 (S4) planning time of a 10,000-binding adjoint (target < 2 s).
 Peaks are the executor's `peak_live_bytes`. Times alternate the compared functions run by run and report
 the median ratio. OPENBLAS_CORETYPE is set on this machine (printed below): matmul speed depends on it.
+On a machine busier than its cores, OpenBLAS threads spin at every call's sync points and a single run
+varies tenfold; time there with OPENBLAS_NUM_THREADS=1 (printed below too).
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import re
 import statistics
 import sys
 import time
@@ -31,6 +36,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import retrograd  # noqa: E402
+from retrograd.analysis import memory_timeline  # noqa: E402
+from retrograd.ir.analysis import read_vars  # noqa: E402
 from retrograd.ir.expr import Call  # noqa: E402
 from retrograd.passes import Gradient  # noqa: E402
 from retrograd.passes.checkpoint import InfeasibleBudgetError, plan_checkpoint  # noqa: E402
@@ -52,6 +59,63 @@ def revolve_extra(steps: int, slots: int) -> int:
         for s in range(1, slots):
             T[length][s] = min(j + T[length - j][s - 1] + T[j][s] for j in range(1, length))
     return T[steps][slots - 1] - (steps - 1)
+
+
+def chain_slots(mod, layers: int, budget: int, act: int) -> list[int]:
+    """slots[r]: how many layer outputs h_k (h_r among them) fit beside the backward's own memory while
+    layer r's gradient is formed, measured on the store-all adjoint with the exact memory model: its
+    live bytes, less the parameters and the h_k it still holds, give the backward's memory."""
+    func = mod[FN]
+    timeline = memory_timeline(mod, FN)
+    bindings = [b for block in func.body.blocks for b in block.bindings]
+    index = {b.var: t for t, b in enumerate(bindings)}
+    layer_of = {b.var: int(b.var.name_hint[1:]) for b in bindings if re.fullmatch(r"h\d+", b.var.name_hint)}
+    first, last = {}, {}  # layer -> binding of the first / last backward read of its output
+    for t, b in enumerate(bindings):
+        reads: list = []
+        read_vars(b.value, reads)
+        for v in reads:
+            if v in layer_of and t > index[v] + 1:  # a backward read (not the next forward matmul)
+                first.setdefault(layer_of[v], t)
+                last[layer_of[v]] = t
+    slots = []
+    for r in range(layers):
+        end = first[r - 1] if r > 0 else len(bindings)
+        worst = 0
+        for t in range(first[r], end):
+            held = sum(1 for k in range(layers) if t <= last[k])  # store-all: h_k lives to its last read
+            worst = max(worst, timeline.during[t] - timeline.param_bytes - held * act)
+        slots.append((budget - timeline.param_bytes - worst) // act)
+    return slots
+
+
+def chain_optimum(slots: list[int]) -> int | None:
+    """Least extra forward steps (a matmul and its relu each) to reverse the chain when at most slots[r]
+    layer outputs may be held while layer r is reversed (its own among them): Revolve's recursion with a
+    slot budget that varies along the chain. E(i, j, h): reverse layers j..i+1 from h_i, h outputs held;
+    the first sweep stores its checkpoints for free. None when no plan fits."""
+    L = len(slots)
+    H = max(max(slots), 0) + 1
+    inf = float("inf")
+    # E[sweep][i + 1][j + 1][h]: i = -1 is the input x (a parameter, not held).
+    E = [[[[0.0] * (H + 1) for _ in range(L + 1)] for _ in range(L + 1)] for _ in range(2)]
+    for length in range(1, L + 1):
+        for i in range(-1, L - length):
+            j = i + length
+            for sweep in (0, 1):
+                for h in range(H + 1):
+                    best = inf
+                    for k in range(i + 1, j + 1):
+                        if h + 1 > slots[k] or h + 1 > H:
+                            continue
+                        inner = E[sweep][k + 1][j + 1][h + 1]
+                        rest = E[0][i + 1][k][h]
+                        cost = (0 if sweep else k - i) + inner + rest
+                        if cost < best:
+                            best = cost
+                    E[sweep][i + 1][j + 1][h] = best
+    best = E[1][0][L][0]
+    return None if best == inf else int(best)
 
 
 def adjoint(text: str):
@@ -135,7 +199,11 @@ def s1(layers: int, repeat: int) -> None:
             peak = measure(planned, args)
             ops = recomputed_ops(planned)
             extra = ops.get(step_op, 0)
-            opt = revolve_extra(layers, int(name[2:])) if name.startswith("c=") else None
+            opt = None
+            if name.startswith("c=") and label == "sin":
+                opt = revolve_extra(layers, int(name[2:]))
+            elif name.startswith("c="):
+                opt = chain_optimum(chain_slots(mod, layers, budget, act))
             ratio = time_ratio(mod, planned, args, repeat) if planned is not mod else 1.0
             print(
                 f"    {name:<14} {(peak - pinned) / act:>10.1f} {extra:>10} {opt if opt is not None else '-':>8} "
@@ -226,7 +294,8 @@ def main(argv=None) -> None:
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--only", nargs="*", default=["S1", "S2", "S3", "S4"])
     args = ap.parse_args(argv)
-    print(f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}  numpy {np.__version__}")
+    env = "  ".join(f"{k}={os.environ.get(k, '(unset)')}" for k in ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS"))
+    print(f"{env}  numpy {np.__version__}")
     if "S1" in args.only:
         s1(20 if args.quick else 100, args.repeat)
     if "S2" in args.only:

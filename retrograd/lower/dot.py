@@ -10,11 +10,12 @@ from retrograd.ir.expr import Call, Constant, Function, If, PrimValue, SeqExpr, 
 from retrograd.ir.text import format_sinfo, op_script_name
 from retrograd.lower.kernel_refs import trampoline
 from retrograd.lower.python import walk
+from retrograd.passes.barriers import END, OUT, START
+from retrograd.passes.barriers import RECOMPUTED as RECOMPUTED_SUFFIX
 
 FORWARD = "#dbe9f6"  # fill of forward bindings of an adjoint (and of every binding elsewhere)
 BACKWARD = "#fbe3d0"  # fill of the backward bindings of an adjoint
 RECOMPUTED = "#c0392b"  # border of bindings the checkpoint pass recomputes
-_START, _END = "relax.grad.start_checkpoint", "relax.grad.end_checkpoint"
 
 
 def _q(text: str) -> str:
@@ -59,8 +60,8 @@ def _forward_set(func: Function) -> set | None:
 
 
 def _recomputed(func: Function) -> set:
-    """Bindings checkpointing recomputes: between start/end_checkpoint markers, or named `*_rc` / `*_cp`
-    (the recomputation and its hand-over in an adjoint, see passes/gradient/checkpoint.py)."""
+    """Bindings checkpointing recomputes: between start/end_checkpoint markers, or named `*_cp` /
+    `*_ckout` (a recomputation and its hand-over, see passes/barriers.py: emit_recomputation)."""
     out: set = set()
     inside: set = set()
     stack = [func.body]
@@ -70,12 +71,12 @@ def _recomputed(func: Function) -> set:
             value = b.value
             name = getattr(value.op, "name", None) if isinstance(value, Call) else None
             reads = _reads(value.cond) if isinstance(value, If) else _reads(value)
-            if name == _START:
+            if name == START:
                 inside.add(b.var)
-            elif name != _END and any(v in inside for v in reads):
+            elif name != END and any(v in inside for v in reads):
                 inside.add(b.var)
                 out.add(b.var)
-            if b.var.name_hint.endswith(("_cp", "_rc")):  # the Gradient pass's recomputations
+            if b.var.name_hint.endswith((RECOMPUTED_SUFFIX, OUT)):  # emitted recomputations
                 out.add(b.var)
             if isinstance(value, If):
                 stack.extend((value.true_branch, value.false_branch))

@@ -8,6 +8,7 @@ from retrograd.errors import KernelError
 from retrograd.ir.struct_info import ShapeStructInfo, TensorStructInfo
 from retrograd.ops.api import R
 from retrograd.ops.attr_types import to_dtype, to_opt_dtype
+from retrograd.ops.cost import ELEMENTWISE
 from retrograd.ops.registry import Arg, Attr, InferCtx, no_gradient, register
 
 
@@ -98,8 +99,8 @@ def _fill_grad(call, out, g):
 
 _SHAPE = Arg("shape", kind="shape")
 
-zeros = register("relax.zeros", (_SHAPE,), (Attr("dtype", to_dtype),), infer=_infer_const_shape, kernel=_zeros, grad=no_gradient)
-ones = register("relax.ones", (_SHAPE,), (Attr("dtype", to_dtype),), infer=_infer_const_shape, kernel=_ones, grad=no_gradient)
+zeros = register("relax.zeros", (_SHAPE,), (Attr("dtype", to_dtype),), infer=_infer_const_shape, kernel=_zeros, grad=no_gradient, cost=ELEMENTWISE)
+ones = register("relax.ones", (_SHAPE,), (Attr("dtype", to_dtype),), infer=_infer_const_shape, kernel=_ones, grad=no_gradient, cost=ELEMENTWISE)
 full = register(
     "relax.full",
     (_SHAPE, "fill_value"),
@@ -107,12 +108,13 @@ full = register(
     infer=_infer_full,
     kernel=_full,
     grad=_fill_grad,
+    cost=ELEMENTWISE,
 )
 zeros_like = register(
-    "relax.zeros_like", ("x",), (Attr("dtype", to_opt_dtype, None),), infer=_infer_like, kernel=_zeros_like, grad=no_gradient
+    "relax.zeros_like", ("x",), (Attr("dtype", to_opt_dtype, None),), infer=_infer_like, kernel=_zeros_like, grad=no_gradient, cost=ELEMENTWISE
 )
 ones_like = register(
-    "relax.ones_like", ("x",), (Attr("dtype", to_opt_dtype, None),), infer=_infer_like, kernel=_ones_like, grad=no_gradient
+    "relax.ones_like", ("x",), (Attr("dtype", to_opt_dtype, None),), infer=_infer_like, kernel=_ones_like, grad=no_gradient, cost=ELEMENTWISE
 )
 full_like = register(
     "relax.full_like",
@@ -121,4 +123,5 @@ full_like = register(
     infer=_infer_like,
     kernel=_full_like,
     grad=_fill_grad,
+    cost=ELEMENTWISE,
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import string
+from math import prod
 
 import numpy as np
 
@@ -11,6 +12,7 @@ from retrograd.ir.expr import Tuple, TupleGetItem, shape_expr
 from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
+from retrograd.ops.cost import ELEMENTWISE, Cost, elements
 from retrograd.ops.registry import Attr, InferCtx, register
 from retrograd.ops.shape_utils import broadcast_shapes
 
@@ -112,8 +114,30 @@ def _einsum_grad(call, out, g):
     return [Tuple(grads)]
 
 
+def _einsum_flops(call, out) -> float:
+    """NumPy's naive count (`np.einsum_path`): the product of every index's extent, times (operands - 1),
+    plus one when operands share an index; a two-operand contraction is 2·M·N·K, as matmul."""
+    fields = getattr(call.args[0].struct_info, "fields", ())
+    shapes = [f.shape if isinstance(f, TensorStructInfo) else None for f in fields]
+    if not shapes or any(s is None or not all(isinstance(d, int) for d in s) for s in shapes):
+        return 2.0 * elements(out)
+    terms, _ = explicit_subscripts(call.attrs["subscripts"], [len(s) for s in shapes])
+    extent: dict = {}
+    for term, shape in zip(terms, shapes):
+        for letter, d in zip(term, shape):
+            extent[letter] = max(extent.get(letter, 1), d)
+    shared = sum(len(set(t)) for t in terms) > len(extent)
+    return float(prod(extent.values()) * (max(1, len(shapes) - 1) + shared))
+
+
 einsum = register(
-    "relax.einsum", ("operands",), (Attr("subscripts", at.to_str),), infer=_infer_einsum, kernel=_einsum, grad=_einsum_grad
+    "relax.einsum",
+    ("operands",),
+    (Attr("subscripts", at.to_str),),
+    infer=_infer_einsum,
+    kernel=_einsum,
+    grad=_einsum_grad,
+    cost=Cost("matmul", _einsum_flops),
 )
 
 
@@ -134,4 +158,5 @@ outer = register(
     infer=_infer_outer,
     kernel=lambda x1, x2: np.outer(x1, x2),
     grad=lambda call, out, g: [R.matmul(g, call.args[1]), R.matmul(call.args[0], g)],
+    cost=ELEMENTWISE,
 )

@@ -8,6 +8,7 @@ from retrograd.errors import GradientError, KernelError
 from retrograd.ir.expr import Expr, ShapeExpr, const, shape_expr
 from retrograd.ir.struct_info import TensorStructInfo, is_float_dtype, is_int_dtype
 from retrograd.ops.api import R
+from retrograd.ops.cost import ELEMENTWISE
 from retrograd.ops.registry import InferCtx, no_gradient, register
 from retrograd.ops.shape_utils import broadcast_shapes, same_dtype
 
@@ -191,11 +192,12 @@ def _binary(name, ufunc, grad=no_gradient, out_dtype=None, inplace=False):
         kernel=kernel,
         grad=grad,
         inplace=ufunc if inplace else None,
+        cost=ELEMENTWISE,
     )
 
 
 def _unary(name, kernel, grad, infer=_infer_float_unary, inplace=None):
-    return register(f"relax.{name}", ("x",), infer=infer, kernel=kernel, grad=grad, inplace=inplace)
+    return register(f"relax.{name}", ("x",), infer=infer, kernel=kernel, grad=grad, inplace=inplace, cost=ELEMENTWISE)
 
 
 add = _binary("add", np.add, lambda c, o, g: [g, g], inplace=True)
@@ -209,6 +211,7 @@ divide = register(
     infer=_infer_binary(None),
     kernel=keep_dtype("divide", _divide),
     grad=lambda c, o, g: [R.divide(g, c.args[1]), R.negative(R.divide(R.multiply(g, o), c.args[1]))],
+    cost=ELEMENTWISE,
 )
 power = register(
     "relax.power",
@@ -216,6 +219,7 @@ power = register(
     infer=_infer_binary(None),
     kernel=keep_dtype("power", _power),
     grad=lambda c, o, g: _power_grad(c.args[0], c.args[1], o, g),
+    cost=ELEMENTWISE,
 )
 
 

@@ -7,6 +7,7 @@ import numpy as np
 from retrograd.errors import KernelError
 from retrograd.ir.struct_info import PrimStructInfo, TensorStructInfo, is_int_dtype
 from retrograd.ops.api import R
+from retrograd.ops.cost import ELEMENTWISE
 from retrograd.ops.elementwise import _binary, _guarded, _infer_binary, _infer_unary, _unary, _wrap, keep_dtype, scalar
 from retrograd.ops.registry import Arg, InferCtx, no_gradient, register
 
@@ -43,7 +44,7 @@ def _clip_grad(call, out, g):
 
 
 clip = register(
-    "relax.clip", ("x", Arg("min", "prim"), Arg("max", "prim")), infer=_infer_clip, kernel=_clip, grad=_clip_grad
+    "relax.clip", ("x", Arg("min", "prim"), Arg("max", "prim")), infer=_infer_clip, kernel=_clip, grad=_clip_grad, cost=ELEMENTWISE
 )
 
 # -- unary math ---------------------------------------------------------------------------------
@@ -195,14 +196,16 @@ atan2 = _binary("atan2", keep_dtype("atan2", _wrap(np.arctan2)), _atan2_grad)
 floor_divide = register(
     "relax.floor_divide", ("x1", "x2"), infer=_infer_binary(None),
     kernel=_no_int_zero("floor_divide", _floor_divide), grad=_floor_divide_grad,
+    cost=ELEMENTWISE,
 )
 # TVM's mod truncates (C fmod: the sign of x1); floor_mod floors (Python's %: the sign of x2).
 mod = register(
-    "relax.mod", ("x1", "x2"), infer=_infer_binary(None), kernel=_no_int_zero("mod", np.fmod), grad=_mod_grad(R.trunc)
+    "relax.mod", ("x1", "x2"), infer=_infer_binary(None), kernel=_no_int_zero("mod", np.fmod), grad=_mod_grad(R.trunc), cost=ELEMENTWISE
 )
 floor_mod = register(
     "relax.floor_mod", ("x1", "x2"), infer=_infer_binary(None),
     kernel=_no_int_zero("floor_mod", _floor_mod), grad=_mod_grad(R.floor),
+    cost=ELEMENTWISE,
 )
 log_add_exp = _binary("log_add_exp", keep_dtype("log_add_exp", _wrap(np.logaddexp)), _log_add_exp_grad)
 
@@ -232,4 +235,5 @@ ewise_fma = register(
     infer=_infer_fma,
     kernel=lambda x1, x2, x3: np.asarray(x1 * x2 + x3),
     grad=lambda c, o, g: [R.multiply(g, c.args[1]), R.multiply(g, c.args[0]), g],
+    cost=ELEMENTWISE,
 )

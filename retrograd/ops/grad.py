@@ -14,6 +14,7 @@ from retrograd.ops.kernels import pool as pool_kernels
 from retrograd.ops.kernels.window import Window2d, to_layout
 from retrograd.ops.nn_loss import NLL_ATTRS, nll_output
 from retrograd.ops.nn_pool import POOL_ATTRS, POOL_POSITIONAL, canonical_pool_attrs, pool_attrs, pool_output
+from retrograd.ops.cost import ELEMENTWISE, POOL_BACKWARD, REDUCE, VIEW
 from retrograd.ops.registry import Arg, Attr, InferCtx, no_gradient, register
 from retrograd.ops.shape_utils import normalize_axis
 
@@ -37,6 +38,7 @@ no_grad = register(
     # Stops the gradient: nothing flows back into the input.
     grad=no_gradient,
     aliases=(0,),
+    cost=VIEW,
 )
 start_checkpoint = register(
     "relax.grad.start_checkpoint",
@@ -46,6 +48,7 @@ start_checkpoint = register(
     # Markers are identities at run time; Gradient recomputes the values of a segment for the backward part.
     grad=lambda call, out, g: [g],
     aliases=(0,),
+    cost=VIEW,
 )
 end_checkpoint = register(
     "relax.grad.end_checkpoint",
@@ -54,6 +57,7 @@ end_checkpoint = register(
     kernel=_identity_kernel,
     grad=lambda call, out, g: [g],
     aliases=(0,),
+    cost=VIEW,
 )
 
 # -- shared checks --------------------------------------------------------------
@@ -98,6 +102,7 @@ nll_loss_backward = register(
     infer=_nll_loss_backward_infer,
     kernel=loss_kernels.nll_loss_backward,
     grad=_nll_loss_backward_grad,
+    cost=REDUCE,
 )
 
 # -- pooling backward ---------------------------------------------------------------
@@ -130,6 +135,7 @@ def _pool_backward(name, kernel, grad):
         grad=grad,
         canonicalize=canonical_pool_attrs,
         positional_attrs=POOL_POSITIONAL,
+        cost=POOL_BACKWARD,
     )
 
 
@@ -214,6 +220,7 @@ max_pool2d_backward_grad = register(
     grad=_max_pool2d_backward_grad_grad,
     canonicalize=canonical_pool_attrs,
     positional_attrs=POOL_POSITIONAL,
+    cost=POOL_BACKWARD,
 )
 
 # -- take_backward --------------------------------------------------------------------
@@ -274,4 +281,5 @@ take_backward = register(
         f'R.grad.take_backward(mode="{a["mode"]}") has no TVM spelling (TVM\'s take_backward has no mode: it is take\'s "fast")'
         if a.get("mode") else None
     ),
+    cost=ELEMENTWISE,
 )

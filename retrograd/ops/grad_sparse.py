@@ -9,6 +9,7 @@ from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, is_int_d
 from retrograd.ir.expr import Tuple, TupleGetItem, const
 from retrograd.ops.api import R
 from retrograd.ops.attr_types import to_int
+from retrograd.ops.cost import ELEMENTWISE
 from retrograd.ops.registry import Attr, InferCtx, register
 
 
@@ -79,4 +80,5 @@ merge_sparse_rows = register(
     infer=_merge_infer,
     kernel=_merge_kernel,
     grad=_merge_grad,
+    cost=ELEMENTWISE,
 )

@@ -18,6 +18,7 @@ from retrograd.ops.api import R
 from retrograd.ops.elementwise import scalar
 from retrograd.ops.kernels import index as index_kernels
 from retrograd.ops.reduce import axes_of
+from retrograd.ops.cost import ELEMENTWISE, VIEW
 from retrograd.ops.registry import Attr, InferCtx, register
 from retrograd.ops.runtime_dims import axis_positions
 from retrograd.ops.shape_utils import broadcast_shapes, same_dtype
@@ -140,6 +141,7 @@ strided_slice = register(
     grad=_strided_slice_grad,
     print_positional=("axes", "begin", "end", "strides"),
     aliases=(0,),  # a basic slice: a NumPy view of x
+    cost=VIEW,
 )
 
 # -- take and where -----------------------------------------------------------------------------
@@ -194,6 +196,7 @@ take = register(
     infer=_infer_take,
     kernel=lambda x, indices, axis=None, mode="fast": index_kernels.take(x, indices, axis=axis, mode=mode),
     grad=_take_grad,
+    cost=ELEMENTWISE,
 )
 
 
@@ -227,4 +230,5 @@ where = register(
     infer=_infer_where,
     kernel=lambda condition, x1, x2: np.asarray(np.where(condition, x1, x2), order="C"),
     grad=_where_grad,
+    cost=ELEMENTWISE,
 )

@@ -7,6 +7,7 @@ import numpy as np
 from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops.api import R
 from retrograd.ops.attr_types import to_opt_dtype
+from retrograd.ops.cost import MATMUL
 from retrograd.ops.registry import Attr, InferCtx, register
 from retrograd.ops.shape_utils import broadcast_shapes, same_dtype
 
@@ -86,4 +87,5 @@ matmul = register(
     infer=_infer_matmul,
     kernel=_matmul,
     grad=_matmul_grad,
+    cost=MATMUL,
 )

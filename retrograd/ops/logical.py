@@ -7,6 +7,7 @@ import numpy as np
 from retrograd.errors import KernelError
 from retrograd.ir.struct_info import TensorStructInfo, is_float_dtype
 from retrograd.ops.elementwise import _infer_binary, _infer_unary
+from retrograd.ops.cost import ELEMENTWISE
 from retrograd.ops.registry import InferCtx, no_gradient, register
 
 
@@ -44,20 +45,20 @@ def _shift(fn, name):
 
 
 def _binary(name, kernel, infer=_infer_binary(None)):
-    return register(f"relax.{name}", ("x1", "x2"), infer=infer, kernel=kernel, grad=no_gradient)
+    return register(f"relax.{name}", ("x1", "x2"), infer=infer, kernel=kernel, grad=no_gradient, cost=ELEMENTWISE)
 
 
 logical_and = _binary("logical_and", _same_dtype(np.logical_and))
 logical_or = _binary("logical_or", _same_dtype(np.logical_or))
 logical_xor = _binary("logical_xor", _same_dtype(np.logical_xor))
 logical_not = register(
-    "relax.logical_not", ("x",), infer=_infer_unary, kernel=_same_dtype(np.logical_not), grad=no_gradient
+    "relax.logical_not", ("x",), infer=_infer_unary, kernel=_same_dtype(np.logical_not), grad=no_gradient, cost=ELEMENTWISE
 )
 bitwise_and = _binary("bitwise_and", _same_dtype(np.bitwise_and), _int_only(_infer_binary(None)))
 bitwise_or = _binary("bitwise_or", _same_dtype(np.bitwise_or), _int_only(_infer_binary(None)))
 bitwise_xor = _binary("bitwise_xor", _same_dtype(np.bitwise_xor), _int_only(_infer_binary(None)))
 bitwise_not = register(
-    "relax.bitwise_not", ("x",), infer=_int_only(_infer_unary), kernel=_same_dtype(np.invert), grad=no_gradient
+    "relax.bitwise_not", ("x",), infer=_int_only(_infer_unary), kernel=_same_dtype(np.invert), grad=no_gradient, cost=ELEMENTWISE
 )
 left_shift = _binary("left_shift", _shift(np.left_shift, "left_shift"), _int_only(_infer_binary(None)))
 right_shift = _binary("right_shift", _shift(np.right_shift, "right_shift"), _int_only(_infer_binary(None)))

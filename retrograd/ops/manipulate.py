@@ -16,6 +16,7 @@ from retrograd.ops.api import R
 from retrograd.ops.create import np_dtype, shape_arg
 from retrograd.ops.elementwise import shape_of
 from retrograd.ops.reduce import axes_of
+from retrograd.ops.cost import ELEMENTWISE, REDUCE, VIEW
 from retrograd.ops.registry import Arg, Attr, InferCtx, register
 from retrograd.ops.runtime_dims import axis_length, axis_positions
 from retrograd.ops.shape_utils import dim_add, dims_product, from_monomial, monomial, same_dtype
@@ -64,6 +65,7 @@ permute_dims = register(
     kernel=lambda x, axes=None: np.transpose(x, axes),
     grad=_permute_grad,
     aliases=(0,),  # always a view of x
+    cost=VIEW,
 )
 
 # -- concat and split ---------------------------------------------------------------------------
@@ -210,6 +212,7 @@ concat = register(
     # C order whatever the inputs' layout (NumPy's follows them): see retrograd/analysis/layout.py.
     kernel=lambda tensors, axis=0: np.asarray(np.concatenate(tensors, axis=0 if axis is None else axis), order="C"),
     grad=_concat_grad,
+    cost=ELEMENTWISE,
 )
 split = register(
     "relax.split",
@@ -219,6 +222,7 @@ split = register(
     kernel=_split,
     grad=_split_grad,
     aliases=(0,),  # every field is a view of x
+    cost=VIEW,
 )
 
 # -- expand_dims, squeeze, flatten, reshape -----------------------------------------------------
@@ -328,6 +332,7 @@ expand_dims = register(
     kernel=lambda x, axis: np.expand_dims(x, tuple(axis)),
     grad=lambda call, out, g: [R.squeeze(g, axis=list(call.attrs["axis"]))],
     aliases=(0,),  # always a view of x
+    cost=VIEW,
 )
 squeeze = register(
     "relax.squeeze",
@@ -337,13 +342,14 @@ squeeze = register(
     kernel=_squeeze,
     grad=_reshape_back,
     aliases=(0,),  # always a view of x
+    cost=VIEW,
 )
 # flatten and reshape give a view of x when NumPy can (always for a contiguous x), else a copy.
 flatten = register(
-    "relax.flatten", ("x",), infer=_infer_flatten, kernel=lambda x: x.reshape(-1), grad=_reshape_back, aliases=(0,)
+    "relax.flatten", ("x",), infer=_infer_flatten, kernel=lambda x: x.reshape(-1), grad=_reshape_back, aliases=(0,), cost=VIEW
 )
 reshape = register(
-    "relax.reshape", ("x", _SHAPE), infer=_infer_reshape, kernel=_reshape, grad=_reshape_back, aliases=(0,)
+    "relax.reshape", ("x", _SHAPE), infer=_infer_reshape, kernel=_reshape, grad=_reshape_back, aliases=(0,), cost=VIEW
 )
 
 # -- broadcast_to and collapse_sum --------------------------------------------------------------
@@ -427,6 +433,7 @@ broadcast_to = register(
     kernel=_broadcast_to,
     grad=_broadcast_grad,
     aliases=(0,),  # always a (read-only) view of x
+    cost=VIEW,
 )
 # collapse_sum_to/like return data itself when nothing is summed (the shapes are equal).
 collapse_sum_to = register(
@@ -436,6 +443,7 @@ collapse_sum_to = register(
     kernel=collapse_sum,
     grad=_collapse_back,
     aliases=(0,),
+    cost=REDUCE,
 )
 collapse_sum_like = register(
     "relax.collapse_sum_like",
@@ -444,6 +452,7 @@ collapse_sum_like = register(
     kernel=lambda data, target: collapse_sum(data, target.shape),
     grad=_collapse_back,
     aliases=(0,),
+    cost=REDUCE,
 )
 
 # -- astype, triu, tril -------------------------------------------------------------------------
@@ -470,6 +479,7 @@ astype = register(
     kernel=_astype,
     grad=_astype_grad,
     aliases=(0,),  # x itself when the dtype is unchanged
+    cost=ELEMENTWISE,
 )
 
 
@@ -489,6 +499,7 @@ def _tri(name, kernel):
         kernel=lambda x, k=0: np.asarray(kernel(x, k), order="C"),
         grad=lambda call, out, g: [getattr(R, name)(g, k=call.attrs["k"])],
         print_positional=("k",),
+        cost=ELEMENTWISE,
     )
 
 

@@ -12,6 +12,7 @@ from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
 from retrograd.ops.kernels import activation as act_kernels
 from retrograd.ops.kernels import special
+from retrograd.ops.cost import ELEMENTWISE, Cost, times
 from retrograd.ops.registry import Attr, InferCtx, register
 from retrograd.ops.shape_utils import normalize_axis
 
@@ -93,9 +94,9 @@ def _erf_grad(call, out, g):
     return [R.multiply(g, R.multiply(R.exp(R.negative(R.multiply(x, x))), _c(2 / math.sqrt(math.pi), x)))]
 
 
-relu = register("relax.nn.relu", ("data",), infer=_infer_any, kernel=_relu_kernel, grad=_relu_grad, inplace=_relu_into)
-silu = register("relax.nn.silu", ("data",), infer=_infer_float, kernel=act_kernels.silu, grad=_silu_grad)
-gelu = register("relax.nn.gelu", ("data",), infer=_infer_float, kernel=act_kernels.gelu, grad=_gelu_grad)
+relu = register("relax.nn.relu", ("data",), infer=_infer_any, kernel=_relu_kernel, grad=_relu_grad, inplace=_relu_into, cost=ELEMENTWISE)
+silu = register("relax.nn.silu", ("data",), infer=_infer_float, kernel=act_kernels.silu, grad=_silu_grad, cost=ELEMENTWISE)
+gelu = register("relax.nn.gelu", ("data",), infer=_infer_float, kernel=act_kernels.gelu, grad=_gelu_grad, cost=ELEMENTWISE)
 softmax = register(
     "relax.nn.softmax",
     ("data",),
@@ -103,6 +104,7 @@ softmax = register(
     infer=_infer_softmax,
     kernel=act_kernels.softmax,
     grad=_softmax_grad,
+    cost=Cost("reduce", times(5.0)),
 )
 log_softmax = register(
     "relax.nn.log_softmax",
@@ -111,6 +113,7 @@ log_softmax = register(
     infer=_infer_softmax,
     kernel=act_kernels.log_softmax,
     grad=_log_softmax_grad,
+    cost=Cost("reduce", times(5.0)),
 )
 # erf is elementwise, but lives here because only gelu's gradient emits it (TVM spells it R.erf).
-erf = register("relax.erf", ("x",), infer=_infer_float, kernel=special.erf, grad=_erf_grad)
+erf = register("relax.erf", ("x",), infer=_infer_float, kernel=special.erf, grad=_erf_grad, cost=ELEMENTWISE)

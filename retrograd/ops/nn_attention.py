@@ -18,6 +18,7 @@ from retrograd.ops.api import R
 from retrograd.ops.composed import ComposedVjp
 from retrograd.ops.kernels import attention as att_kernels
 from retrograd.ops.kernels import dropout as dropout_kernels
+from retrograd.ops.cost import Cost, elements
 from retrograd.ops.registry import Arg, Attr, InferCtx, register
 
 
@@ -30,6 +31,20 @@ ATTENTION_ATTRS = (
     Attr("causal_mask", lambda v: None if v is None else at.one_of("TopLeft", "BottomRight")(v), None),
     Attr("window_size", at.to_opt_int, None),
 )
+
+
+def _attention_flops(first: int, factor: int):
+    """Q·Kᵀ (2·H per score), softmax (5 per score) and scores·V (2·H_v per score), `factor` times (the
+    backward recomputes the scores and forms four products); arguments from position `first`."""
+
+    def flops(call, out) -> float:
+        q, k, v = (getattr(a.struct_info, "shape", None) for a in call.args[first : first + 3])
+        if any(s is None or len(s) != 4 or not _known(*s) for s in (q, k, v)):
+            return 2.0 * elements(out)
+        scores = q[0] * q[1] * q[2] * k[1]
+        return float(factor * scores * (2 * q[3] + 5 + 2 * v[3]))
+
+    return flops
 
 
 def _known(*dims) -> bool:
@@ -93,6 +108,7 @@ attention = register(
     infer=_infer_attention,
     kernel=att_kernels.attention,
     grad=_attention_grad,
+    cost=Cost("matmul", _attention_flops(0, 1)),
 )
 attention_bias = register(
     "relax.nn.attention_bias",
@@ -101,6 +117,7 @@ attention_bias = register(
     infer=_infer_attention,
     kernel=att_kernels.attention,
     grad=_attention_grad,
+    cost=Cost("matmul", _attention_flops(0, 1)),
 )
 
 
@@ -150,6 +167,7 @@ attention_backward = register(
     infer=_infer_attention_backward,
     kernel=att_kernels.attention_backward,
     grad=_attention_backward_grad,
+    cost=Cost("matmul", _attention_flops(1, 2)),
 )
 
 # -- dropout ----------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
 from retrograd.ops.kernels import conv as conv_kernels
 from retrograd.ops.nn_shape import check_4d, from_layout, to_layout, transposed_size, window_count
+from retrograd.ops.cost import CONV, CONV_TRANSPOSE
 from retrograd.ops.registry import Attr, InferCtx, register
 from retrograd.ops.runtime_dims import axis_positions
 from retrograd.ops.shape_utils import dim_mul, same_dtype
@@ -240,6 +241,7 @@ conv2d = register(
     kernel=conv_kernels.conv2d,
     grad=_conv_grad(_conv2d_grad_core, "OIHW", free="NHW"),
     canonicalize=canonical_conv_attrs,
+    cost=CONV,
 )
 conv2d_transpose = register(
     "relax.nn.conv2d_transpose",
@@ -249,4 +251,5 @@ conv2d_transpose = register(
     kernel=conv_kernels.conv2d_transpose,
     grad=_conv_grad(_conv2d_transpose_grad_core, "IOHW"),
     canonicalize=canonical_conv_attrs,
+    cost=CONV_TRANSPOSE,
 )

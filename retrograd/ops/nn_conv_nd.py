@@ -13,6 +13,7 @@ from retrograd.ops.api import R
 from retrograd.ops.kernels import conv_nd
 from retrograd.ops.nn_conv import canonical_conv_attrs, permute_layout, static_dims
 from retrograd.ops.nn_shape import from_layout, to_layout, transposed_size, window_count
+from retrograd.ops.cost import CONV, CONV_TRANSPOSE
 from retrograd.ops.registry import Attr, InferCtx, register
 from retrograd.ops.shape_utils import dim_mul, same_dtype
 
@@ -212,6 +213,7 @@ def _register(n: int, transpose: bool):
         kernel=getattr(conv_nd, f"conv{n}d{kind}"),
         grad=_conv_grad(n, transpose),
         canonicalize=canonical_conv_attrs,
+        cost=CONV_TRANSPOSE if transpose else CONV,
     )
 
 

@@ -9,6 +9,7 @@ from retrograd.ops.api import R
 from retrograd.ops.kernels import activation as act_kernels
 from retrograd.ops.kernels import loss as loss_kernels
 from retrograd.ops.indexing import in_range_indices
+from retrograd.ops.cost import REDUCE, Cost, input_elements, times
 from retrograd.ops.registry import Arg, Attr, InferCtx, register
 from retrograd.ops.runtime_dims import axis_length
 from retrograd.ops.shape_utils import same_dtype
@@ -104,6 +105,7 @@ nll_loss = register(
     infer=_nll_loss_infer,
     kernel=loss_kernels.nll_loss,
     grad=_nll_loss_grad,
+    cost=REDUCE,
 )
 
 
@@ -140,4 +142,5 @@ cross_entropy_with_logits = register(
     infer=_cross_entropy_infer,
     kernel=act_kernels.cross_entropy_with_logits,
     grad=_cross_entropy_grad,
+    cost=Cost("reduce", times(5.0, input_elements)),
 )

@@ -7,6 +7,7 @@ from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
 from retrograd.ops.kernels import pool as pool_kernels
 from retrograd.ops.nn_shape import check_4d, from_layout, to_layout, window_count
+from retrograd.ops.cost import POOL
 from retrograd.ops.registry import Attr, InferCtx, register
 
 # TVM prints pooling attributes in this order (dilation before padding) ...
@@ -72,6 +73,7 @@ def _pool(name, kernel, grad):
         grad=grad,
         canonicalize=canonical_pool_attrs,
         positional_attrs=POOL_POSITIONAL,
+        cost=POOL,
     )
 
 

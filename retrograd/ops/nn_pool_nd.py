@@ -17,6 +17,7 @@ from retrograd.ops.kernels.conv_nd import _with_h
 from retrograd.ops.nn_conv_nd import SPATIAL, n_ints, n_pads
 from retrograd.ops.nn_pool import canonical_pool_attrs
 from retrograd.ops.nn_shape import from_layout, to_layout, window_count
+from retrograd.ops.cost import POOL, POOL_BACKWARD
 from retrograd.ops.registry import Attr, InferCtx, get, register
 
 
@@ -93,6 +94,7 @@ def _register(name, n, count_include_pad, kernel, grad):
         grad=grad,
         canonicalize=canonical_pool_attrs,
         positional_attrs=_POSITIONAL,
+        cost=POOL,
     )
 
 
@@ -127,6 +129,7 @@ def _register_backward(name, kernel, grad, args=("output_grad", "data"), infer=_
         grad=grad,
         canonicalize=canonical_pool_attrs,
         positional_attrs=_POSITIONAL,
+        cost=POOL_BACKWARD,
     )
 
 

@@ -12,6 +12,7 @@ from retrograd.ir.struct_info import TensorStructInfo, is_int_dtype
 from retrograd.ops.api import R
 from retrograd.ops.attr_types import to_bool, to_opt_dtype, to_opt_int, to_opt_ints
 from retrograd.ops.elementwise import scalar, shape_of
+from retrograd.ops.cost import REDUCE
 from retrograd.ops.registry import Attr, InferCtx, register
 from retrograd.ops.shape_utils import dims_product, normalize_axis
 
@@ -197,7 +198,7 @@ _REDUCE_ATTRS = (Attr("axis", to_opt_ints, None), Attr("keepdims", to_bool, Fals
 
 
 def _reduce(name, kernel, grad):
-    return register(f"relax.{name}", ("x",), _REDUCE_ATTRS, infer=_infer_reduce, kernel=kernel, grad=grad)
+    return register(f"relax.{name}", ("x",), _REDUCE_ATTRS, infer=_infer_reduce, kernel=kernel, grad=grad, cost=REDUCE)
 
 
 sum = _reduce("sum", _sum, _sum_grad)
@@ -212,4 +213,5 @@ cumsum = register(
     infer=_infer_cumsum,
     kernel=_cumsum,
     grad=_cumsum_grad,
+    cost=REDUCE,
 )

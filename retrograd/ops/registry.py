@@ -8,10 +8,12 @@ from typing import Any, Callable
 
 import attrs
 
-from retrograd.errors import OpError, TypeInferenceError
+from retrograd.errors import OpError, TypeInferenceError, did_you_mean
 from retrograd.ir.expr import Call, Expr, Op
 from retrograd.ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo, is_float_dtype
 from retrograd.ir.text import format_sinfo
+from retrograd.ops.cost import DEFAULT as DEFAULT_COST
+from retrograd.ops.cost import Cost
 
 REQUIRED = object()
 
@@ -102,7 +104,10 @@ class OpDef(Op):
       NumPy view (reshape, permute_dims, strided_slice, ...); each registration says when. The result
       of an op not listing an argument never shares memory with it (a test runs every kernel to check
       this). The executor counts a shared buffer once; retrograd/analysis/layout.py says how each
-      listed op shares it (the object, or a view with which strides).
+      listed op shares it (the object, or a view with which strides);
+    - `cost`: a `Cost(kind, flops)` (ops/cost.py): the op's class for the checkpoint planner and what
+      computing a call once costs, from static struct info; default: kind "other", one unit per output
+      element.
     """
 
     name: str
@@ -119,6 +124,7 @@ class OpDef(Op):
     inplace: Callable | None = None
     tvm_note: Callable[[dict], str | None] | None = None
     aliases: tuple[int, ...] = attrs.field(default=(), converter=tuple)
+    cost: Cost = DEFAULT_COST
     _attr_index: Mapping[str, Attr] = attrs.field(init=False)
 
     def __attrs_post_init__(self):
@@ -157,7 +163,8 @@ class OpDef(Op):
         for key in given:
             if key not in self._attr_index:
                 known = ", ".join(a.name for a in self.attrs_schema) or "none"
-                raise OpError(f"{self.script_name} has no attribute '{key}' (attributes: {known})", span)
+                hint = did_you_mean(key, self._attr_index)
+                raise OpError(f"{self.script_name} has no attribute '{key}'{hint} (attributes: {known})", span)
         out = {}
         for a in self.attrs_schema:
             if a.name in given:
@@ -271,6 +278,7 @@ def register(
     inplace: Callable | None = None,
     aliases: tuple[int, ...] = (),
     tvm_note: Callable[[dict], str | None] | None = None,
+    cost: Cost = DEFAULT_COST,
 ) -> OpDef:
     """Register an op; `args` items are names or Arg. Registering a name twice is an error.
 
@@ -294,6 +302,7 @@ def register(
         inplace=inplace,
         aliases=aliases,
         tvm_note=tvm_note,
+        cost=cost,
     )
     _REGISTRY[name] = op
     return op
@@ -318,6 +327,14 @@ def lookup(name: str) -> OpDef | None:
     if name.startswith("R."):
         name = "relax." + name[2:]
     return _REGISTRY.get(name)
+
+
+def op_suggestion(name: str) -> str:
+    """"; did you mean 'R.x'?" for an unknown op name written `R.y` or `relax.y`."""
+    script = name.startswith("R.")
+    key = "relax." + name[2:] if script else name
+    hint = did_you_mean(key, _REGISTRY)
+    return hint.replace("'relax.", "'R.") if script else hint
 
 
 def all_ops() -> list[OpDef]:

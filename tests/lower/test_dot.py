@@ -91,12 +91,12 @@ def test_checkpointed_bindings_are_marked_recomputed():
     nodes, _ = parse_dot(retrograd.to_dot(retrograd.parse(CHECKPOINTED)))
     marked = {label.split(" = ")[0] for label, rest in nodes.values() if dot_module.RECOMPUTED in rest}
     assert marked == {"b", "c"}
-    # The adjoint recomputes b and c behind barriers (b_rc, c_rc handed on as b_cp, c_cp): only those are
+    # The adjoint recomputes b and c behind barriers (b_cp, c_cp handed on as b_ckout, c_ckout): only those are
     # marked, all in the backward part; the forward copy (markers dropped) is not.
     adj = Gradient("main")(retrograd.parse(CHECKPOINTED))
     nodes, _ = parse_dot(retrograd.to_dot(adj, func="main_adjoint"))
     marked = {label.split(" = ")[0]: rest for label, rest in nodes.values() if dot_module.RECOMPUTED in rest}
-    assert sorted(marked) == ["b_cp", "b_rc", "c_cp", "c_rc"]
+    assert sorted(marked) == ["b_ckout", "b_cp", "c_ckout", "c_cp"]
     assert all(dot_module.BACKWARD in rest for rest in marked.values())
 
 

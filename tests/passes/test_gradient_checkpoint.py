@@ -68,16 +68,16 @@ def assert_barriers(adjoint) -> int:
         reads: list = []
         read_vars(b.value, reads)
         if op == START:
-            assert name_.endswith("_scp")
-            kind[b.var] = "scp"
+            assert name_.endswith("_ckin")
+            kind[b.var] = "ckin"
         elif op == END:
-            assert name_.endswith("_cp") and len(reads) == 1 and kind.get(reads[0]) in ("rc", "scp")
+            assert name_.endswith("_ckout") and len(reads) == 1 and kind.get(reads[0]) in ("cp", "ckin")
+            kind[b.var] = "ckout"
+        elif name_.endswith("_cp"):
+            assert reads and all(kind.get(v) in ("cp", "ckin") for v in reads), name_
             kind[b.var] = "cp"
-        elif name_.endswith("_rc"):
-            assert reads and all(kind.get(v) in ("rc", "scp") for v in reads), name_
-            kind[b.var] = "rc"
         else:
-            assert not any(kind.get(v) in ("rc", "scp") for v in reads), f"{name_} reads inside a group"
+            assert not any(kind.get(v) in ("cp", "ckin") for v in reads), f"{name_} reads inside a group"
     return sum(1 for k in kind.values() if k == "rc")
 
 
@@ -110,27 +110,27 @@ def test_if_and_call_inside_a_segment():
         lv_1: R.Tensor((3,), dtype="float32") = R.multiply(t, t)
         lv_2: R.Tensor((3,), dtype="float32") = R.subtract(R.const(1.0, "float32"), lv_1)
         q_adjoint: R.Tensor((3,), dtype="float32") = R.multiply(t_adjoint, lv_2)
-        x_scp: R.Tensor((3,), dtype="float32") = R.grad.start_checkpoint(x)
-        c_scp: R.Tensor((), dtype="bool") = R.grad.start_checkpoint(c)
-        k_scp: R.Tensor((3,), dtype="float32") = R.grad.start_checkpoint(k)
-        a_rc: R.Tensor((3,), dtype="float32") = R.sin(x_scp)
-        if c_scp:
-            r_1: R.Tensor((3,), dtype="float32") = R.exp(a_rc)
-            r_rc: R.Tensor((3,), dtype="float32") = r_1
+        x_ckin: R.Tensor((3,), dtype="float32") = R.grad.start_checkpoint(x)
+        c_ckin: R.Tensor((), dtype="bool") = R.grad.start_checkpoint(c)
+        k_ckin: R.Tensor((3,), dtype="float32") = R.grad.start_checkpoint(k)
+        a_cp: R.Tensor((3,), dtype="float32") = R.sin(x_ckin)
+        if c_ckin:
+            r_1: R.Tensor((3,), dtype="float32") = R.exp(a_cp)
+            r_cp: R.Tensor((3,), dtype="float32") = r_1
         else:
-            r_2: R.Tensor((3,), dtype="float32") = R.multiply(a_rc, k_scp)
-            r_rc: R.Tensor((3,), dtype="float32") = r_2
-        a_cp: R.Tensor((3,), dtype="float32") = R.grad.end_checkpoint(a_rc)
-        r_cp: R.Tensor((3,), dtype="float32") = R.grad.end_checkpoint(r_rc)
-        lv_3: R.Tensor((3,), dtype="float32") = cls.square_vjp(r_cp, q_adjoint)
+            r_2: R.Tensor((3,), dtype="float32") = R.multiply(a_cp, k_ckin)
+            r_cp: R.Tensor((3,), dtype="float32") = r_2
+        a_ckout: R.Tensor((3,), dtype="float32") = R.grad.end_checkpoint(a_cp)
+        r_ckout: R.Tensor((3,), dtype="float32") = R.grad.end_checkpoint(r_cp)
+        lv_3: R.Tensor((3,), dtype="float32") = cls.square_vjp(r_ckout, q_adjoint)
         if c:
-            r_3: R.Tensor((3,), dtype="float32") = R.exp(a_cp)
+            r_3: R.Tensor((3,), dtype="float32") = R.exp(a_ckout)
             a_cp_adjoint: R.Tensor((3,), dtype="float32") = R.multiply(lv_3, r_3)
             lv_5: R.Tensor((3,), dtype="float32") = R.zeros(R.shape([3]), dtype="float32")
             lv_4: R.Tuple(R.Tensor((3,), dtype="float32"), R.Tensor((3,), dtype="float32")) = (a_cp_adjoint, lv_5)
         else:
             a_cp_adjoint_1: R.Tensor((3,), dtype="float32") = R.multiply(lv_3, k)
-            k_adjoint: R.Tensor((3,), dtype="float32") = R.multiply(lv_3, a_cp)
+            k_adjoint: R.Tensor((3,), dtype="float32") = R.multiply(lv_3, a_ckout)
             lv_4: R.Tuple(R.Tensor((3,), dtype="float32"), R.Tensor((3,), dtype="float32")) = (a_cp_adjoint_1, k_adjoint)
         lv_6: R.Tensor((3,), dtype="float32") = lv_4[0]
         lv_7: R.Tensor((3,), dtype="float32") = lv_4[1]
@@ -153,7 +153,7 @@ def test_if_and_call_inside_a_segment():
 
 def test_segments_across_blocks():
     """Segments in two dataflow blocks with a binding between them: the backward part is a block of its
-    own, and a value recomputed for one group (a_cp) is an input of a later one (read through a_scp)."""
+    own, and a value recomputed for one group (a_ckout) is an input of a later one (read through a_ckin)."""
     expected = H + """    @R.function
     def main_adjoint(x: R.Tensor((3,), dtype="float32"), y: R.Tensor((3,), dtype="float32")) -> R.Tuple(R.Tensor((), dtype="float32"), R.Tuple(R.Tensor((3,), dtype="float32"), R.Tensor((3,), dtype="float32"))):
         with R.dataflow():
@@ -167,30 +167,30 @@ def test_segments_across_blocks():
             lv: R.Tensor((3,), dtype="float32") = R.multiply(g, a)
             out: R.Tensor((), dtype="float32") = R.sum(lv, axis=None, keepdims=False)
             lv_adjoint: R.Tensor((3,), dtype="float32") = R.broadcast_to(R.const(1.0, "float32"), R.shape([3]))
-            x_scp: R.Tensor((3,), dtype="float32") = R.grad.start_checkpoint(x)
-            a_rc: R.Tensor((3,), dtype="float32") = R.sin(x_scp)
-            a_cp: R.Tensor((3,), dtype="float32") = R.grad.end_checkpoint(a_rc)
-            g_adjoint: R.Tensor((3,), dtype="float32") = R.multiply(lv_adjoint, a_cp)
-            d_scp: R.Tensor((3,), dtype="float32") = R.grad.start_checkpoint(d)
-            f_rc: R.Tensor((3,), dtype="float32") = R.exp(d_scp)
-            g_rc: R.Tensor((3,), dtype="float32") = R.tanh(f_rc)
-            f_cp: R.Tensor((3,), dtype="float32") = R.grad.end_checkpoint(f_rc)
-            g_cp: R.Tensor((3,), dtype="float32") = R.grad.end_checkpoint(g_rc)
-            a_adjoint: R.Tensor((3,), dtype="float32") = R.multiply(lv_adjoint, g_cp)
-            lv_1: R.Tensor((3,), dtype="float32") = R.multiply(g_cp, g_cp)
+            x_ckin: R.Tensor((3,), dtype="float32") = R.grad.start_checkpoint(x)
+            a_cp: R.Tensor((3,), dtype="float32") = R.sin(x_ckin)
+            a_ckout: R.Tensor((3,), dtype="float32") = R.grad.end_checkpoint(a_cp)
+            g_adjoint: R.Tensor((3,), dtype="float32") = R.multiply(lv_adjoint, a_ckout)
+            d_ckin: R.Tensor((3,), dtype="float32") = R.grad.start_checkpoint(d)
+            f_cp: R.Tensor((3,), dtype="float32") = R.exp(d_ckin)
+            g_cp: R.Tensor((3,), dtype="float32") = R.tanh(f_cp)
+            f_ckout: R.Tensor((3,), dtype="float32") = R.grad.end_checkpoint(f_cp)
+            g_ckout: R.Tensor((3,), dtype="float32") = R.grad.end_checkpoint(g_cp)
+            a_adjoint: R.Tensor((3,), dtype="float32") = R.multiply(lv_adjoint, g_ckout)
+            lv_1: R.Tensor((3,), dtype="float32") = R.multiply(g_ckout, g_ckout)
             lv_2: R.Tensor((3,), dtype="float32") = R.subtract(R.const(1.0, "float32"), lv_1)
             f_adjoint: R.Tensor((3,), dtype="float32") = R.multiply(g_adjoint, lv_2)
-            d_adjoint: R.Tensor((3,), dtype="float32") = R.multiply(f_adjoint, f_cp)
-            a_scp: R.Tensor((3,), dtype="float32") = R.grad.start_checkpoint(a_cp)
-            y_scp: R.Tensor((3,), dtype="float32") = R.grad.start_checkpoint(y)
-            b_rc: R.Tensor((3,), dtype="float32") = R.multiply(a_scp, y_scp)
-            b_cp: R.Tensor((3,), dtype="float32") = R.grad.end_checkpoint(b_rc)
-            lv_3: R.Tensor((3,), dtype="float32") = R.sin(b_cp)
+            d_adjoint: R.Tensor((3,), dtype="float32") = R.multiply(f_adjoint, f_ckout)
+            a_ckin: R.Tensor((3,), dtype="float32") = R.grad.start_checkpoint(a_ckout)
+            y_ckin: R.Tensor((3,), dtype="float32") = R.grad.start_checkpoint(y)
+            b_cp: R.Tensor((3,), dtype="float32") = R.multiply(a_ckin, y_ckin)
+            b_ckout: R.Tensor((3,), dtype="float32") = R.grad.end_checkpoint(b_cp)
+            lv_3: R.Tensor((3,), dtype="float32") = R.sin(b_ckout)
             lv_4: R.Tensor((3,), dtype="float32") = R.multiply(d_adjoint, lv_3)
             b_adjoint: R.Tensor((3,), dtype="float32") = R.negative(lv_4)
             lv_5: R.Tensor((3,), dtype="float32") = R.multiply(b_adjoint, y)
             a_adjoint_1: R.Tensor((3,), dtype="float32") = R.add(a_adjoint, lv_5)
-            y_adjoint_out: R.Tensor((3,), dtype="float32") = R.multiply(b_adjoint, a_cp)
+            y_adjoint_out: R.Tensor((3,), dtype="float32") = R.multiply(b_adjoint, a_ckout)
             lv_6: R.Tensor((3,), dtype="float32") = R.cos(x)
             x_adjoint_out: R.Tensor((3,), dtype="float32") = R.multiply(a_adjoint_1, lv_6)
             R.output(out, y_adjoint_out, x_adjoint_out)
@@ -210,17 +210,17 @@ def test_one_input_two_groups():
             lv: R.Tensor((3,), dtype="float32") = R.multiply(a, b)
             gv: R.Tensor((), dtype="float32") = R.sum(lv, axis=None, keepdims=False)
             lv_adjoint: R.Tensor((3,), dtype="float32") = R.broadcast_to(R.const(1.0, "float32"), R.shape([3]))
-            x_scp: R.Tensor((3,), dtype="float32") = R.grad.start_checkpoint(x)
-            b_rc: R.Tensor((3,), dtype="float32") = R.sin(x_scp)
-            b_cp: R.Tensor((3,), dtype="float32") = R.grad.end_checkpoint(b_rc)
-            a_adjoint: R.Tensor((3,), dtype="float32") = R.multiply(lv_adjoint, b_cp)
-            x_scp_1: R.Tensor((3,), dtype="float32") = R.grad.start_checkpoint(x)
-            a_rc: R.Tensor((3,), dtype="float32") = R.exp(x_scp_1)
-            a_cp: R.Tensor((3,), dtype="float32") = R.grad.end_checkpoint(a_rc)
-            b_adjoint: R.Tensor((3,), dtype="float32") = R.multiply(lv_adjoint, a_cp)
+            x_ckin: R.Tensor((3,), dtype="float32") = R.grad.start_checkpoint(x)
+            b_cp: R.Tensor((3,), dtype="float32") = R.sin(x_ckin)
+            b_ckout: R.Tensor((3,), dtype="float32") = R.grad.end_checkpoint(b_cp)
+            a_adjoint: R.Tensor((3,), dtype="float32") = R.multiply(lv_adjoint, b_ckout)
+            x_ckin_1: R.Tensor((3,), dtype="float32") = R.grad.start_checkpoint(x)
+            a_cp: R.Tensor((3,), dtype="float32") = R.exp(x_ckin_1)
+            a_ckout: R.Tensor((3,), dtype="float32") = R.grad.end_checkpoint(a_cp)
+            b_adjoint: R.Tensor((3,), dtype="float32") = R.multiply(lv_adjoint, a_ckout)
             lv_1: R.Tensor((3,), dtype="float32") = R.cos(x)
             x_adjoint: R.Tensor((3,), dtype="float32") = R.multiply(b_adjoint, lv_1)
-            lv_2: R.Tensor((3,), dtype="float32") = R.multiply(a_adjoint, a_cp)
+            lv_2: R.Tensor((3,), dtype="float32") = R.multiply(a_adjoint, a_ckout)
             x_adjoint_out: R.Tensor((3,), dtype="float32") = R.add(x_adjoint, lv_2)
             R.output(gv, x_adjoint_out)
         return (gv, (x_adjoint_out,))
@@ -244,8 +244,8 @@ def test_bitwise_equal_to_the_unmarked_adjoint(name, cleanup):
 @pytest.mark.parametrize("name", list(CASES))
 @pytest.mark.parametrize("cleanup", [True, False])
 def test_recomputations_sit_behind_barriers(name, cleanup):
-    """Each recomputed binding (`<v>_rc`) reads only barrier inputs (`<v>_scp` = start_checkpoint) and
-    other recomputed bindings of its group, and leaves only through `<v>_cp` = end_checkpoint(<v>_rc):
+    """Each recomputed binding (`<v>_cp`) reads only barrier inputs (`<v>_ckin` = start_checkpoint) and
+    other recomputed bindings of its group, and leaves only through `<v>_ckout` = end_checkpoint(<v>_cp):
     no forward value is read by a recomputation, so CSE has nothing to merge it with. Any other
     binding reads no barrier input nor recomputed value: the user's markers are gone."""
     text, options = CASES[name]
@@ -374,8 +374,8 @@ TVM_CASES = {
 
 
 def recomputed(text: str) -> set:
-    """Names of the forward values an adjoint's text recomputes (TVM: `<v>_cp`; ours: `<v>_rc`)."""
-    return set(re.findall(r"\b(\w+?)_(?:cp|rc)\b", text))
+    """Names of the forward values an adjoint's text recomputes (`<v>_cp`, TVM's name and ours)."""
+    return set(re.findall(r"\b(\w+?)_cp\b", text))
 
 
 @pytest.mark.parametrize("name", list(TVM_CASES))

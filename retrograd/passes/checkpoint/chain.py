@@ -86,8 +86,10 @@ class Chain:
         return self.last + 2
 
 
-def detect(problem: Problem) -> Chain | None:
-    """The chain structure of `problem`, or None when it is not a uniform chain adjoint."""
+def chain_reads(problem: Problem) -> tuple[int, dict] | None:
+    """(m, need) of a chain adjoint, or None: nodes 0..m-1 form a chain (node k reads only node k-1, node
+    0 only parameters, none an alias), and each later node reads at most one of them, in non-increasing
+    order; need[k]: the stage of the first backward read of forward node k (read nodes only)."""
     p = problem
     n = p.n
     m = 0
@@ -112,6 +114,17 @@ def detect(problem: Problem) -> Chain | None:
         if f not in need:
             need[f] = t
         last = f
+    return m, need
+
+
+def detect(problem: Problem) -> Chain | None:
+    """The chain structure of `problem`, or None when it is not a uniform chain adjoint (every forward
+    node up to the last one read is read, all of one size and cost)."""
+    found = chain_reads(problem)
+    if found is None:
+        return None
+    m, need = found
+    p = problem
     K = max(need)
     if any(k not in need for k in range(K + 1)):
         return None

@@ -7,6 +7,9 @@ from math import prod
 import attrs
 import numpy as np
 
+from retrograd.analysis.layout import Fresh, Layout, Same, results
+from retrograd.analysis.liveness import inplace_positions
+from retrograd.analysis.plan import c_layout
 from retrograd.errors import PassError
 from retrograd.ir.expr import (
     Call,
@@ -24,14 +27,10 @@ from retrograd.ir.expr import (
 )
 from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo
 from retrograd.ir.text import format_sinfo
-from retrograd.passes.checkpoint.cost import op_cost
+from retrograd.ops.cost import DEFAULT as DEFAULT_COST
 from retrograd.passes.checkpoint.problem import Problem
 from retrograd.ir.analysis import read_vars
 
-# Which ops may return their first argument's buffer is the op's own declaration (`OpDef.aliases`); when
-# they do is below. Views whose result is not C-contiguous in general: a later reshape of them copies.
-_STRIDED_VIEWS = frozenset(("relax.permute_dims", "relax.broadcast_to", "relax.strided_slice", "relax.split"))
-_RESHAPES = frozenset(("relax.reshape", "relax.flatten"))
 _LEAVES = (Constant, PrimValue, ShapeExpr, StringImm)
 
 
@@ -81,12 +80,15 @@ def _nodes(struct, out: list) -> list:
 
 
 def extract(func: Function) -> Extraction:
-    """Nodes, sizes, costs, dependencies, aliases and in-place rights of `func`'s top-level bindings."""
+    """Nodes, sizes, costs, dependencies, aliases and in-place rights of `func`'s top-level bindings.
+
+    Whether a result shares an argument's buffer, and with which strides, is retrograd.analysis.layout's
+    (the memory model's own rules), replayed here on each node's layout over its buffer."""
     pinned = sum(static_bytes(p.struct_info, f"parameter '{p.name_hint}'", p.span) for p in func.params)
     node_of: dict = {}
     expand: dict = {}
-    contiguous: list[bool] = []
-    owns: list[bool] = []  # node's value is an array owning its buffer (in-place reuse is possible)
+    layouts: list = []  # node -> Layout (a tuple of them for a tuple result; None: not an array)
+    owns: list[bool] = []  # node's value is a fresh buffer of its own (in-place reuse is possible)
     sizes, costs, deps, recomputable, alias_of, inplace, kinds, names = ([] for _ in range(8))
     bindings, block_of, transparent = [], [], set()
 
@@ -98,6 +100,13 @@ def extract(func: Function) -> Extraction:
         if isinstance(expr, Tuple):
             return tuple(struct_of(f) for f in expr.fields)
         return expr
+
+    def layout_of(struct):
+        if isinstance(struct, int):
+            return layouts[struct]
+        if type(struct) is tuple:
+            return tuple(layout_of(f) for f in struct)
+        return _fresh_layout(getattr(struct, "struct_info", None))  # parameters and constants: C order
 
     for bi, block in enumerate(func.body.blocks):
         for b in block.bindings:
@@ -130,13 +139,13 @@ def extract(func: Function) -> Extraction:
                 alias_of.append(None)
                 inplace.append(())
                 kinds.append("view")
-                contiguous.append(True)
+                layouts.append(None)
                 owns.append(False)
                 continue
             node_of[var] = i
             size = static_bytes(var.struct_info, where, b.span)
             root = None
-            contig = True
+            layout = _fresh_layout(var.struct_info)
             rec = True
             kind, cost = "other", float(size)
             ins: tuple = ()
@@ -144,21 +153,22 @@ def extract(func: Function) -> Extraction:
                 src = struct_of(value.tuple_value)
                 kind, cost = "view", 0.0
                 if isinstance(src, int):
-                    root, contig = src, contiguous[src]
+                    root = src
+                    fields = layouts[src]
+                    layout = fields[value.index] if type(fields) is tuple else None
                 size = 0
             elif isinstance(value, Call) and isinstance(value.op, Op):
-                kind, cost = op_cost(value, var.struct_info)
+                op_cost = getattr(value.op, "cost", DEFAULT_COST)  # the op's own declaration (ops/cost.py)
+                kind, cost = op_cost.kind, op_cost(value, var.struct_info)
                 # Without a variable to read, a recomputation could not be told apart from the original (CSE).
                 rec = bool(getattr(value.op, "pure", True)) and bool(read)
-                name = value.op.name
-                first = struct_of(value.args[0]) if value.args else None
-                if _shares(value, first, contiguous):
+                shared = _shared_layouts(value, var.struct_info, lambda a: layout_of(struct_of(a)))
+                if shared is not None:
                     size = 0
+                    layout = shared
+                    first = struct_of(value.args[0])
                     if isinstance(first, int):
                         root = first
-                        contig = contiguous[first] and name not in _STRIDED_VIEWS
-                    else:
-                        contig = name not in _STRIDED_VIEWS
                 else:
                     ins = _inplace_positions(value, var, dep_tuple, struct_of, owns)
             elif isinstance(value, Call) and isinstance(value.op, GlobalVar):
@@ -174,10 +184,8 @@ def extract(func: Function) -> Extraction:
             alias_of.append(root)
             inplace.append(ins)
             kinds.append(kind)
-            contiguous.append(contig)
-            own = size > 0 and root is None and isinstance(value, Call) and isinstance(value.op, Op)
-            # A reshape that must copy returns a view of its copy.
-            owns.append(own and value.op.name not in _RESHAPES)
+            layouts.append(layout)
+            owns.append(size > 0 and root is None and isinstance(value, Call) and isinstance(value.op, Op))
     outputs = tuple(dict.fromkeys(_nodes(struct_of(func.body.body), [])))
     problem = Problem(
         sizes=tuple(sizes),
@@ -194,30 +202,38 @@ def extract(func: Function) -> Extraction:
     return Extraction(problem, func, tuple(bindings), tuple(block_of), node_of, expand, frozenset(transparent))
 
 
-def _shares(call: Call, first, contiguous) -> bool:
-    """Whether the op's result is its first argument's buffer (a view or the same object) in this call."""
-    if 0 not in call.op.aliases:
-        return False
-    name = call.op.name
-    src = call.args[0].struct_info
-    if name in _RESHAPES:
-        # NumPy views a contiguous array, copies a strided one (parameters and constants are contiguous).
-        return not (isinstance(first, int) and not contiguous[first])
-    if name == "relax.astype":
-        return isinstance(src, TensorStructInfo) and src.dtype == call.attrs.get("dtype")
-    if name in ("relax.collapse_sum_to", "relax.collapse_sum_like"):
-        # Nothing to sum: the input itself.
-        return src == call.struct_info
-    return True
+def _fresh_layout(sinfo):
+    """The C-ordered layout(s) of a new value with this struct info (None for non-tensors)."""
+    if isinstance(sinfo, TensorStructInfo) and sinfo.shape is not None and sinfo.dtype:
+        return c_layout(tuple(sinfo.shape), sinfo.dtype)[1]
+    if isinstance(sinfo, TupleStructInfo):
+        return tuple(_fresh_layout(f) for f in sinfo.fields)
+    return None
+
+
+def _shared_layouts(call: Call, out_sinfo, arg_layout):
+    """The layout(s) of the call's result when it is its first argument itself or views its buffer (the
+    memory model's rules, retrograd.analysis.layout), else None (a fresh buffer)."""
+    if 0 not in getattr(call.op, "aliases", ()):
+        return None
+    args = [arg_layout(a) for a in call.args]
+    fields = out_sinfo.fields if isinstance(out_sinfo, TupleStructInfo) else (out_sinfo,)
+    shapes = [tuple(f.shape) if isinstance(f, TensorStructInfo) and f.shape is not None else () for f in fields]
+    rule = results(call.op, call.attrs, [a if isinstance(a, Layout) else None for a in args], shapes)
+    if any(isinstance(r, Fresh) for r in rule):
+        return None
+    if len(rule) == 1 and isinstance(rule[0], Same):
+        return args[rule[0].arg]  # the argument itself, a tuple included (a marker on a tuple)
+    outs = tuple(args[r.arg] if isinstance(r, Same) else r.layout for r in rule)
+    return outs if isinstance(out_sinfo, TupleStructInfo) else outs[0]
 
 
 def _inplace_positions(call: Call, var: Var, dep_tuple, struct_of, owns) -> tuple:
     """Positions in dep_tuple whose buffer the executor may reuse for the result (see runtime/inplace.py)."""
-    # The executor's rule needs every argument in one register: not a tuple, nor a var standing for one.
     structs = [struct_of(a) for a in call.args]
-    if getattr(call.op, "inplace", None) is None or any(isinstance(s, tuple) for s in structs):
-        return ()
-    positions = call.op.inplace_candidates([getattr(a, "struct_info", None) for a in call.args], var.struct_info)
+    # The lowering's rule (analysis.liveness): every argument in one register, none a tuple of them.
+    registers = [s if type(s) is tuple else 0 for s in structs]
+    positions = inplace_positions(call, registers, var.struct_info)
     out = []
     for p in positions:
         s = structs[p]
@@ -228,6 +244,7 @@ def _inplace_positions(call: Call, var: Var, dep_tuple, struct_of, owns) -> tupl
         elif isinstance(s, Var | int):
             # The executor tries only the first candidate dying here; a parameter, a view or an array
             # that is not its buffer's owner fails that try. The Problem cannot say when such a value
-            # dies, so the later candidates are dropped (the model can only over-estimate).
+            # dies (a recomputation reads it through a marker, another register), so the later
+            # candidates are dropped (the model can only over-estimate).
             break
     return tuple(out)

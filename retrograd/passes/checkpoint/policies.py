@@ -2,10 +2,12 @@
 
 policy "budget": the least recomputation cost whose simulated peak fits the budget, ties broken by
 the lower peak (with FLOP costs a matmul or conv costs more than the cheap ops that could replace it;
-the greedy descent also tries everything else before them). Revolve on uniform chain adjoints; exact
+the greedy descent also tries everything else before them). Revolve on uniform chain adjoints; the
+heterogeneous-chain DP (rotor.py) among the candidates on other chain adjoints; exact
 (MILP) for problems of up to EXACT_NODES nodes when scipy is importable; otherwise the greedy
 descent (its plan pruned of recomputations the descent's own peak does not need) and Chen-style
-segmentations of several lengths, the best that fits. policy "sqrt": Chen et al.'s segmentation.
+segmentations of several lengths, each with recomputations shared between close uses (share.py),
+the best that fits. policy "sqrt": Chen et al.'s segmentation.
 policy "cheap": recompute only cheap kinds, each from values live where it is needed (no chains
 of recomputation), to the least peak that gives; no budget (PyTorch's default partitioner's choice).
 """
@@ -14,7 +16,8 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from retrograd.passes.checkpoint import chain, exact, greedy
+from retrograd.passes.checkpoint import chain, exact, greedy, rotor
+from retrograd.passes.checkpoint.share import share
 from retrograd.passes.checkpoint.problem import CHEAP_KINDS, HEAVY_KINDS, InfeasibleBudget, Problem, Schedule
 from retrograd.passes.checkpoint.simulate import simulate
 
@@ -75,6 +78,10 @@ def plan_budget(problem: Problem, budget: int) -> Schedule | None:
     if budget < lower_bound(problem):
         return None
     found = []
+    # A heterogeneous chain adjoint: the optimal persistent plan of the discretized-memory DP (rotor.py).
+    rot = rotor.solve_rotor(problem, budget) if ch is None else None
+    if rot is not None:
+        found.append(rot)
     # Light kinds first, then everything: the descent recomputes a matmul only when the rest does not fit.
     descent = greedy.descend(problem, budget, light_only(problem))
     if _use_exact(problem):
@@ -91,22 +98,39 @@ def plan_budget(problem: Problem, budget: int) -> Schedule | None:
             found.append(least[1])
     sims = {}
     if descent is not None:
-        descent, sims[id(descent)] = descent
+        descent, sims[id(descent)] = _shared(problem, descent[0])
         found.append(descent)
     if not _use_exact(problem):
         # Chen-style segmentations of several lengths: plans fixed in advance, taken when they fit better.
-        from retrograd.passes.checkpoint.sqrt import segment_schedule
-
-        base = greedy.Planner(problem)
-        for size in SEGMENTS:
-            s = segment_schedule(problem, size, base)
-            if s.recompute:
-                sims[id(s)] = sim = simulate(problem, s, check=False)
-                if sim.peak_bytes <= budget:
-                    found.append(s)
+        for s, sim in _segment_plans(problem):
+            if sim.peak_bytes <= budget:
+                s, sims[id(s)] = _shared(problem, s)
+                found.append(s)
     if not found:
         return None
     return min(found, key=lambda s: _rank(problem, s, sims.get(id(s))))
+
+
+@lru_cache(maxsize=32)
+def _shared(problem: Problem, schedule: Schedule):
+    """(plan, simulation): the plan with recomputations shared between uses where its own peak allows
+    (on problems small enough for the descent's pruning). The limit is the plan's own peak, not the
+    budget: a plan then depends on the budget only through the descent's first fit, which keeps plans
+    monotone in the budget. Cached: a sweep of budgets meets the same plans again."""
+    sim = simulate(problem, schedule, check=False)
+    if problem.n > greedy.BATCH_NODES:
+        return schedule, sim
+    return share(problem, schedule, sim.peak_bytes, sim)
+
+
+@lru_cache(maxsize=8)
+def _segment_plans(problem: Problem) -> tuple:
+    """(plan, simulation) of each Chen-style segmentation of SEGMENTS' lengths that recomputes something."""
+    from retrograd.passes.checkpoint.sqrt import segment_schedule
+
+    base = greedy.Planner(problem)
+    plans = (segment_schedule(problem, size, base) for size in SEGMENTS)
+    return tuple((s, simulate(problem, s, check=False)) for s in plans if s.recompute)
 
 
 def _rank(problem: Problem, schedule: Schedule, sim=None):
@@ -130,14 +154,8 @@ def least_feasible(problem: Problem) -> int:
         p1 = simulate(problem, chain.chain_schedule(problem, ch, 1)).peak_bytes
         best = p1 if best is None else min(best, p1)
     if not _use_exact(problem):
-        from retrograd.passes.checkpoint.sqrt import segment_schedule
-
-        base = greedy.Planner(problem)
-        for size in SEGMENTS:
-            s = segment_schedule(problem, size, base)
-            if s.recompute:
-                p1 = simulate(problem, s, check=False).peak_bytes
-                best = p1 if best is None else min(best, p1)
+        for _, sim in _segment_plans(problem):
+            best = sim.peak_bytes if best is None else min(best, sim.peak_bytes)
     low = greedy_least(problem)
     return low if best is None else min(best, low)
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import attrs
 
-KINDS = ("matmul", "conv", "pool", "elementwise", "view", "reduce", "other")
+from retrograd.ops.cost import KINDS
+
 CHEAP_KINDS = frozenset({"elementwise", "view", "reduce"})
 HEAVY_KINDS = frozenset({"matmul", "conv", "pool"})  # recomputed only when nothing else fits
 

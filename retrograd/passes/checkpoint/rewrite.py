@@ -1,7 +1,9 @@
 """Schedule -> Function: recomputations emitted right before the stage that needs them, behind markers.
 
-A recomputation group (the nodes recomputed before one stage) reads each of its inputs through a fresh
-`R.grad.start_checkpoint(v)` and hands each value needed later out through `R.grad.end_checkpoint(v_cp)`.
+A recomputation group (the nodes recomputed before one stage) is emitted by
+`barriers.emit_recomputation`, as Gradient's checkpoint segments are: each input is read through a fresh
+`R.grad.start_checkpoint(v)` (`<v>_ckin`), and each value needed later leaves through
+`R.grad.end_checkpoint(v_cp)` (`<v>_ckout`).
 The markers are identities at run time (the same object, no bytes), but they make every recomputed call
 read variables no other binding reads, so CSE cannot merge a recomputation with the original and undo
 the plan (the role of JAX's optimization_barrier, played here by TVM's own checkpoint markers).
@@ -12,19 +14,14 @@ from __future__ import annotations
 
 from retrograd.ir.block import DataflowBlock, VarBinding
 from retrograd.ir.builder import BlockBuilder
-from retrograd.ir.expr import Call, DataflowVar, Function, SeqExpr, Tuple, Var
+from retrograd.ir.expr import DataflowVar, Function, SeqExpr, Tuple, Var
 from retrograd.ir.struct_info import TupleStructInfo
-from retrograd.ops.registry import get as get_op
-from retrograd.passes.barriers import END, START
-from retrograd.passes.checkpoint.extract import Extraction
+from retrograd.passes.barriers import emit_recomputation
+from retrograd.passes.checkpoint.extract import Extraction, _nodes
 from retrograd.passes.checkpoint.problem import Schedule
 from retrograd.passes.checkpoint.simulate import events
 from retrograd.ir.analysis import read_vars
 from retrograd.ir.copy import copy_expr
-
-_START = get_op(START)
-_END = get_op(END)
-
 
 def rewrite(ex: Extraction, recompute) -> Function:
     """The function with `recompute[t]` (node ids, in order) recomputed just before stage t."""
@@ -83,31 +80,35 @@ def rewrite(ex: Extraction, recompute) -> Function:
         out = emitted[bi]
         group = recompute[t] if t < len(recompute) else ()
         if group:
-            fresh: dict[int, Var] = {}
-            marked: dict = {}
+            members = set(group)
+            inputs: dict = {}
+            for v in group:
+                read: list = []
+                read_vars(ex.bindings[v].value, read)
+                for r in read:
+                    s = struct_of(r)
+                    if s is r:
+                        inputs.setdefault(r, r)  # a parameter
+                    for u in _nodes(s, []):
+                        if u not in members:
+                            inputs.setdefault(u, latest[u])
 
-            def mark(key, src):
-                var = marked.get(key)
-                if var is None:
-                    var = marked[key] = new_var(f"{src.name_hint}_ckin", src.struct_info, bi)
-                    out.append(VarBinding(var, Call(_START, (src,), {}, src.struct_info)))
+            def emit(name, value, out=out, bi=bi):
+                var = new_var(name, value.struct_info, bi)
+                out.append(VarBinding(var, value))
                 return var
 
-            def group_input(u):
-                return fresh[u] if u in fresh else mark(u, latest[u])
+            def recomputed(value, local):
+                return substituted(value, local.__getitem__, local.__getitem__)
 
-            for v in group:
-                b = ex.bindings[v]
-                value = substituted(b.value, group_input, lambda p: mark(p, p))
-                var = new_var(f"{b.var.name_hint}_cp", b.var.struct_info, bi)
-                out.append(VarBinding(var, value, span=b.span))
-                fresh[v] = var
-            for v in group:
-                if v in exits[t]:
-                    cp = fresh[v]
-                    var = new_var(f"{ex.bindings[v].var.name_hint}_ckout", cp.struct_info, bi)
-                    out.append(VarBinding(var, Call(_END, (cp,), {}, cp.struct_info)))
-                    latest[v] = var
+            handed = emit_recomputation(
+                emit,
+                inputs.items(),
+                [(v, ex.bindings[v].var, ex.bindings[v].value) for v in group],
+                recomputed,
+                exits[t],
+            )
+            latest.update(handed)
         if t in ex.transparent:
             value = expr_of(struct_of(binding.var), latest.__getitem__)
         else:

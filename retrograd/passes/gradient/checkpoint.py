@@ -5,8 +5,7 @@ from __future__ import annotations
 from retrograd.ir.analysis import read_vars
 from retrograd.ir.copy import copy_expr
 from retrograd.ir.expr import Call, Expr, Function, Tuple, TupleGetItem, Var
-from retrograd.ops.registry import get as get_op
-from retrograd.passes.barriers import END, START, is_barrier
+from retrograd.passes.barriers import END, START, emit_recomputation, is_barrier
 from retrograd.passes.dce import is_pure
 
 
@@ -56,10 +55,10 @@ class Recompute:
     recomputed once (with what it needs that is neither kept nor recomputed yet), in forward order,
     right where the backward first asks for it.
 
-    The recomputations stay behind barriers (JAX's optimization_barrier idea): each group reads its
-    inputs through fresh `R.grad.start_checkpoint` calls (`<v>_scp`), computes `<v>_rc` and hands its
-    values on through `R.grad.end_checkpoint` (`<v>_cp`), so that no clean-up pass can merge a
-    recomputation back into the forward value and bring the memory peak back. Differentiated again,
+    The recomputations stay behind barriers (JAX's optimization_barrier idea), emitted by
+    `barriers.emit_recomputation` as the checkpoint planner's are (`<v>_ckin`, `<v>_cp`, `<v>_ckout`), so
+    that no clean-up pass can merge a recomputation back into the forward value and bring the memory
+    peak back. Differentiated again,
     an adjoint's barriers are segments again: harmless, the values are the same."""
 
     def __init__(self, bb, forward: list, kept: set):
@@ -95,19 +94,19 @@ class Recompute:
             read_vars(self.value_of[v], reads)
             todo.extend(reads)
         order = sorted(group, key=self.position.__getitem__)
-        bb = self.bb
-        local: dict = {}
+        inputs: dict = {}
         for v in order:
             reads.clear()
             read_vars(self.value_of[v], reads)
-            for r in reads:
-                if r not in group and r not in local:
-                    source = self.restored.get(r, r)
-                    local[r] = bb.emit(get_op(START)(source), f"{r.name_hint}_scp")
-        for v in order:
-            local[v] = bb.emit(copy_expr(self.value_of[v], local), f"{v.name_hint}_rc")
-        for v in order:
-            self.restored[v] = bb.emit(get_op(END)(local[v]), f"{v.name_hint}_cp")
+            inputs.update((r, self.restored.get(r, r)) for r in reads if r not in group)
+        handed = emit_recomputation(
+            lambda name, value: self.bb.emit(value, name),
+            inputs.items(),
+            [(v, v, self.value_of[v]) for v in order],
+            copy_expr,
+            group,
+        )
+        self.restored.update(handed)
 
 
 def _replace(expr: Expr, vmap: dict) -> Expr:
