@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
+import warnings
+
 import attrs
 
 
@@ -105,6 +108,22 @@ def _window(text: str, col: int, width: int) -> tuple[str, int, int]:
     return head + text[start:end] + tail, col - start + len(head), width
 
 
+class ScriptWarning(UserWarning):
+    """The parser read something it does not keep or cannot run (dropped attributes, TIR functions)."""
+
+
+def warn_script(message: str) -> None:
+    """A ScriptWarning attributed to the first caller outside retrograd (its line, not ours, is shown)."""
+    import sys
+    from pathlib import Path
+
+    package = str(Path(__file__).resolve().parent)
+    level, frame = 2, sys._getframe(1)  # stacklevel 2: warn_script's caller
+    while frame is not None and str(Path(frame.f_code.co_filename).resolve()).startswith(package):
+        level, frame = level + 1, frame.f_back
+    warnings.warn(message, ScriptWarning, stacklevel=level)
+
+
 class ParseError(DiagnosticError):
     """The text does not follow the script grammar."""
 
@@ -184,7 +203,5 @@ class UsageError(DiagnosticError):
 
 def did_you_mean(name: str, choices) -> str:
     """"; did you mean 'x'?" naming the choices closest to `name`, or "" when none is close."""
-    import difflib
-
     close = difflib.get_close_matches(name, [str(c) for c in choices], n=3) if isinstance(name, str) else []
     return f"; did you mean {', '.join(repr(c) for c in close)}?" if close else ""

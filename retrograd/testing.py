@@ -52,7 +52,8 @@ class _ToFloat64(ExprMutator):
         op = self.visit_expr(call.op) if isinstance(call.op, GlobalVar) else call.op
         args = tuple(self.visit_expr(a) for a in call.args)
         new_attrs = {
-            k: ("float64" if k in _DTYPE_ATTRS and isinstance(v, str) and is_float_dtype(v) else v)
+            k: ("float64" if k in _DTYPE_ATTRS and isinstance(v, str) and is_float_dtype(v)
+                else _retype(v) if isinstance(v, StructInfo) else v)  # R.match_cast's target
             for k, v in call.attrs.items()
         }
         return self.builder.normalize(Call(op, args, new_attrs, span=call.span))

@@ -166,6 +166,7 @@ RULES = {
     "relax.grad.no_grad": _same,
     "relax.grad.start_checkpoint": _same,
     "relax.grad.end_checkpoint": _same,
+    "relax.match_cast": _same,
     "relax.reshape": _reshape,
     "relax.flatten": _reshape,
     "relax.expand_dims": _reshape,  # np.expand_dims is a reshape

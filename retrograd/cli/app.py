@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 import traceback
+import warnings
 
-from retrograd.errors import DiagnosticError
+from retrograd.errors import DiagnosticError, ScriptWarning
 
 DESCRIPTION = """Check, transform (mlir-opt style pipelines), lower, draw, run and train IR scripts.
 
@@ -81,9 +82,22 @@ def _report(err: BaseException, show_traceback: bool) -> None:
         traceback.print_exception(type(cause), cause, cause.__traceback__, file=sys.stderr)
 
 
+_python_showwarning = warnings.showwarning
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    # a ScriptWarning's message is already located in the user's script; the Python frame it is
+    # attributed to (the command's own, under runpy) means nothing to a command-line user
+    if issubclass(category, ScriptWarning):
+        sys.stderr.write(f"warning: {message}\n")
+    else:
+        _python_showwarning(message, category, filename, lineno, file, line)
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     show = bool(getattr(args, "traceback", False))
+    warnings.showwarning = _show_warning
     try:
         for path in (args.load or []) + getattr(args, "load_after", []):
             load_plugin(path)

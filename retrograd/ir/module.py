@@ -48,13 +48,18 @@ def show(text: str, file=None) -> None:
 
 
 class IRModule:
-    """Ordered name -> Function; `with_function` / `without` return new modules."""
+    """Ordered name -> Function; `with_function` / `without` return new modules.
 
-    __slots__ = ("_functions", "attrs", "_gvars")
+    `tir` holds the module's TIR functions (`@T.prim_func`) as opaque source text, name -> text:
+    printed back, never run or differentiated; they are not among the (Relax) functions.
+    """
 
-    def __init__(self, functions: dict[str, Function] | None = None, attrs: dict | None = None):
+    __slots__ = ("_functions", "attrs", "_gvars", "tir")
+
+    def __init__(self, functions: dict[str, Function] | None = None, attrs: dict | None = None, tir: dict | None = None):
         self._functions: dict[str, Function] = dict(functions or {})
         self.attrs: dict = dict(attrs or {})
+        self.tir: dict[str, str] = dict(tir or {})
         self._gvars: dict[str, GlobalVar] = {}
         for name, func in self._functions.items():
             if isinstance(func, Function):
@@ -99,15 +104,15 @@ class IRModule:
     def with_function(self, name: str, func: Function) -> "IRModule":
         functions = dict(self._functions)
         functions[name] = func
-        return IRModule(functions, self.attrs)
+        return IRModule(functions, self.attrs, self.tir)
 
     def without(self, name: str) -> "IRModule":
         functions = dict(self._functions)
         functions.pop(name)
-        return IRModule(functions, self.attrs)
+        return IRModule(functions, self.attrs, self.tir)
 
     def with_attrs(self, attrs: dict) -> "IRModule":
-        return IRModule(self._functions, attrs)
+        return IRModule(self._functions, attrs, self.tir)
 
     # -- text ---------------------------------------------------------------
     def script(self) -> str:

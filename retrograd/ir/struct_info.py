@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import ast
+import re
 from typing import Union
 
 import attrs
+
+from retrograd.errors import UnsupportedError
 
 # A dimension is a static int or a symbolic expression kept as TVMScript text ("n", "n + m").
 Dim = Union[int, str]
@@ -176,3 +180,59 @@ def unify(a: StructInfo, b: StructInfo) -> StructInfo:
     if isinstance(a, ShapeStructInfo) and isinstance(b, ShapeStructInfo):
         return ShapeStructInfo(None, a.ndim if a.ndim == b.ndim else -1)
     return ObjectStructInfo()
+
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def dim_names(dim) -> set[str]:
+    """The symbolic names a dim refers to (`T` of `T.min(3, n)` is not one)."""
+    if isinstance(dim, int):
+        return set()
+    if _IDENT.match(dim):
+        return {dim}
+    try:
+        tree = ast.parse(dim, mode="eval")
+    except SyntaxError:
+        raise UnsupportedError(f"cannot evaluate symbolic dim {dim!r}") from None
+    nodes = list(ast.walk(tree))
+    bases = {id(n.value) for n in nodes if isinstance(n, ast.Attribute)}
+    return {n.id for n in nodes if isinstance(n, ast.Name) and id(n) not in bases}
+
+
+def all_dim_names(sinfo: StructInfo) -> set[str]:
+    """Every symbolic name the dims of a struct info (tuples and function signatures included) refer to."""
+    out: set[str] = set()
+    stack = [sinfo]
+    while stack:
+        s = stack.pop()
+        dims = ()
+        if isinstance(s, TensorStructInfo) and s.shape is not None:
+            dims = s.shape
+        elif isinstance(s, ShapeStructInfo) and s.values is not None:
+            dims = s.values
+        elif isinstance(s, TupleStructInfo):
+            stack.extend(s.fields)
+        elif isinstance(s, FuncStructInfo):
+            stack.extend(s.params)
+            if s.ret is not None:
+                stack.append(s.ret)
+        for d in dims:
+            out |= dim_names(d)
+    return out
+
+
+def erase_undefined_dims(sinfo: StructInfo, defined: set[str]) -> StructInfo:
+    """`sinfo` with every shape that uses a name outside `defined` forgotten (its rank kept): what a
+    function's result may say about dims bound only inside its body (TVM's EraseToWellDefined)."""
+    if isinstance(sinfo, TensorStructInfo) and sinfo.shape is not None:
+        if any(dim_names(d) - defined for d in sinfo.shape):
+            return TensorStructInfo(None, sinfo.dtype, len(sinfo.shape))
+    elif isinstance(sinfo, ShapeStructInfo) and sinfo.values is not None:
+        if any(dim_names(d) - defined for d in sinfo.values):
+            return ShapeStructInfo(None, len(sinfo.values))
+    elif isinstance(sinfo, TupleStructInfo):
+        fields = tuple(erase_undefined_dims(f, defined) for f in sinfo.fields)
+        if fields != sinfo.fields:
+            return TupleStructInfo(fields)
+    return sinfo

@@ -307,6 +307,9 @@ class _Comparer:
                 raise _Mismatch(p, x, y, f"functions only on the left: {only_a}, only on the right: {only_b}")
             if not value_equal(x.attrs, y.attrs):
                 raise _Mismatch((p, ".attrs"), x, y, _attrs_reason(x.attrs, y.attrs))
+            if x.tir != y.tir:  # opaque TIR text: equal as text
+                differ = sorted(set(x.tir) ^ set(y.tir) | {n for n in set(x.tir) & set(y.tir) if x.tir[n] != y.tir[n]})
+                raise _Mismatch((p, ".tir"), x, y, f"TIR functions differ: {differ}")
             names = list(x.keys())
             for name in reversed(names):
                 push((_NODE, x[name], y[name], (p, ("functions", name))))

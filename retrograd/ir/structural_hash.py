@@ -300,5 +300,5 @@ def structural_hash(x) -> int:
     if isinstance(x, IRModule):
         # Order-insensitive over functions, as equality is; each function hashed on its own.
         parts = sorted((name, _Hasher().run(func)) for name, func in x.items())
-        return hash(("module", tuple(parts), value_key(x.attrs)))
+        return hash(("module", tuple(parts), value_key(x.attrs), tuple(sorted(x.tir.items()))))
     return _Hasher().run(x)

@@ -147,7 +147,7 @@ def _brief_full(x) -> str:
     if isinstance(x, TupleGetItem):
         return f"{_arg_text(x.tuple_value)}[{x.index}]"
     if isinstance(x, Call):
-        args = [_arg_text(a) for a in x.args] + [f"{k}={v!r}" for k, v in x.attrs.items()]
+        args = [_arg_text(a) for a in x.args] + [f"{k}={_attr_text(v)}" for k, v in x.attrs.items()]
         return f"{op_script_name(x.op)}({', '.join(args)})"
     if isinstance(x, If):
         return f"if {_arg_text(x.cond)}: ... else: ..."
@@ -168,6 +168,11 @@ def _brief_full(x) -> str:
 
 def _sinfo_message(s) -> str:
     return "<no struct info>" if s is None else format_sinfo(s, dtype_keyword=False)
+
+
+def _attr_text(v) -> str:
+    # Struct info (R.match_cast's target) as script text, never as a Python repr.
+    return _sinfo_message(v) if isinstance(v, StructInfo) else repr(v)
 
 
 def _arg_text(x) -> str:

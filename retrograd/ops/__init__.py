@@ -9,4 +9,5 @@ from retrograd.ops import nn_attention, nn_norm, nn_pad, nn_pointwise  # noqa: F
 from retrograd.ops import nn_image, nn_reshape, nn_sampling  # noqa: F401  (image.*, pixel_shuffle, batch_flatten)
 from retrograd.ops import grad  # noqa: F401  (registers grad.* ops)
 from retrograd.ops import grad_sparse  # noqa: F401  (registers grad.merge_sparse_rows)
+from retrograd.ops import match_cast  # noqa: F401  (registers match_cast)
 from retrograd.ops.registry import Arg, Attr, InferCtx, OpDef, all_ops, get, lookup, register

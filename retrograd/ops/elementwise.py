@@ -36,7 +36,9 @@ def _infer_binary(out_dtype: str | None):
     def infer(ctx: InferCtx) -> TensorStructInfo:
         a, b = ctx.tensor(0), ctx.tensor(1)
         dtype = same_dtype(a, b)
-        if dtype is None:
+        # TVM's comparisons take mixed dtypes (int32 < float32 compares the values): only arithmetic
+        # needs one dtype.
+        if dtype is None and out_dtype != "bool":
             raise ctx.error(f"dtypes {a.dtype} and {b.dtype} differ")
         dtype = out_dtype or dtype
         if a.shape is None or b.shape is None:
@@ -73,10 +75,28 @@ def _wrap(ufunc):
     """
 
     def kernel(*arrays):
-        return np.asarray(ufunc(*arrays, order="C"))
+        try:
+            return np.asarray(ufunc(*arrays, order="C"))
+        except TypeError:  # NumPy has no loop for these dtypes (bool subtract/negative): nor has TVM a kernel
+            dtypes = ", ".join(sorted({str(a.dtype) for a in arrays}))
+            raise KernelError(f"R.{ufunc.__name__}: not defined for {dtypes} tensors") from None
 
     kernel.__name__ = ufunc.__name__
     return kernel
+
+
+def keep_dtype(name, kernel):
+    """Arithmetic stays in the arguments' dtype as in TVM; where NumPy would promote instead (bool / bool
+    is float64, atan2 of ints a float), TVM has no kernel either: an error, not a result of another dtype."""
+
+    def checked(*arrays):
+        out = kernel(*arrays)
+        if out.dtype != arrays[0].dtype:
+            raise KernelError(f"R.{name}: not defined for {arrays[0].dtype} tensors")
+        return out
+
+    checked.__name__ = name
+    return checked
 
 
 def _divide(a, b):
@@ -115,6 +135,37 @@ def _guarded(ufunc):
     return kernel
 
 
+def _select(name, ufunc, compare):
+    """maximum/minimum as TVM lowers them, one comparison and a select (x1 > x2 ? x1 : x2): for floats
+    a NaN in x1 gives x2 and a NaN in x2 gives NaN (NumPy's ufuncs propagate either NaN). The kernel
+    also takes `out=` (the executor's in-place form), which may be either argument's buffer."""
+
+    def kernel(a, b, out=None):
+        if a.dtype.kind != "f":
+            return np.asarray(ufunc(a, b, out=out, order="C") if out is not None else ufunc(a, b, order="C"))
+        take_a = compare(a, b)
+        if out is None:
+            return np.asarray(np.where(take_a, a, b), order="C")
+        if out is a:
+            np.copyto(out, b, where=~take_a)
+        elif out is b:
+            np.copyto(out, a, where=take_a)
+        else:
+            np.copyto(out, b)
+            np.copyto(out, a, where=take_a)
+        return out
+
+    kernel.__name__ = name
+    return kernel
+
+
+def _not_equal(a, b):
+    # TVM compares floats with LLVM's ordered predicates: x != NaN is false (NumPy says true).
+    if a.dtype.kind == "f" or b.dtype.kind == "f":
+        return np.asarray(np.logical_or(np.less(a, b), np.greater(a, b)), order="C")
+    return np.asarray(np.not_equal(a, b, order="C"))
+
+
 # -- gradient rules (call, out, g) -> one entry per argument; the driver un-broadcasts ----------
 
 
@@ -131,12 +182,14 @@ def _max_min_grad(compare: str):
 
 
 def _binary(name, ufunc, grad=no_gradient, out_dtype=None, inplace=False):
-    """`inplace`: the kernel is exactly `ufunc`, so the executor may write it over a dying float input."""
+    """`ufunc` is a NumPy ufunc or a kernel taking `out=`; `inplace`: the kernel is exactly `ufunc`, so
+    the executor may write it over a dying float input."""
+    kernel = _wrap(ufunc) if isinstance(ufunc, np.ufunc) else ufunc
     return register(
         f"relax.{name}",
         ("x1", "x2"),
         infer=_infer_binary(out_dtype),
-        kernel=_wrap(ufunc),
+        kernel=kernel,
         grad=grad,
         inplace=ufunc if inplace else None,
         cost=ELEMENTWISE,
@@ -156,7 +209,7 @@ divide = register(
     "relax.divide",
     ("x1", "x2"),
     infer=_infer_binary(None),
-    kernel=_divide,
+    kernel=keep_dtype("divide", _divide),
     grad=lambda c, o, g: [R.divide(g, c.args[1]), R.negative(R.divide(R.multiply(g, o), c.args[1]))],
     cost=ELEMENTWISE,
 )
@@ -164,7 +217,7 @@ power = register(
     "relax.power",
     ("x1", "x2"),
     infer=_infer_binary(None),
-    kernel=_power,
+    kernel=keep_dtype("power", _power),
     grad=lambda c, o, g: _power_grad(c.args[0], c.args[1], o, g),
     cost=ELEMENTWISE,
 )
@@ -184,10 +237,10 @@ def _power_grad(x1, x2, out, g):
     return [dx1, dx2]
 
 
-maximum = _binary("maximum", np.maximum, _max_min_grad("greater_equal"), inplace=True)
-minimum = _binary("minimum", np.minimum, _max_min_grad("less_equal"), inplace=True)
+maximum = _binary("maximum", _select("maximum", np.maximum, np.greater), _max_min_grad("greater_equal"), inplace=True)
+minimum = _binary("minimum", _select("minimum", np.minimum, np.less), _max_min_grad("less_equal"), inplace=True)
 equal = _binary("equal", np.equal, out_dtype="bool")
-not_equal = _binary("not_equal", np.not_equal, out_dtype="bool")
+not_equal = _binary("not_equal", _not_equal, out_dtype="bool")
 greater = _binary("greater", np.greater, out_dtype="bool")
 greater_equal = _binary("greater_equal", np.greater_equal, out_dtype="bool")
 less = _binary("less", np.less, out_dtype="bool")

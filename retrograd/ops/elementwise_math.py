@@ -7,8 +7,8 @@ import numpy as np
 from retrograd.errors import KernelError
 from retrograd.ir.struct_info import PrimStructInfo, TensorStructInfo, is_int_dtype
 from retrograd.ops.api import R
-from retrograd.ops.elementwise import _binary, _guarded, _infer_binary, _infer_unary, _unary, _wrap, scalar
 from retrograd.ops.cost import ELEMENTWISE
+from retrograd.ops.elementwise import _binary, _guarded, _infer_binary, _infer_unary, _unary, _wrap, keep_dtype, scalar
 from retrograd.ops.registry import Arg, InferCtx, no_gradient, register
 
 # -- clip ---------------------------------------------------------------------------------------
@@ -22,10 +22,19 @@ def _infer_clip(ctx: InferCtx) -> TensorStructInfo:
     return x
 
 
+def _bound(value, dtype):
+    """A clip bound in x's dtype; integer bounds beyond the dtype's range saturate (a cast would wrap
+    300 to 44 for uint8, where TVM refuses the literal)."""
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        value = np.clip(value, info.min, info.max)
+    return np.asarray(value).astype(dtype)
+
+
 def _clip(x, min, max):
-    # TVM computes max(min(x, hi), lo) in x's dtype: the bounds are cast to it first.
-    lo, hi = np.asarray(min).astype(x.dtype), np.asarray(max).astype(x.dtype)
-    return np.asarray(np.maximum(np.minimum(x, hi), lo), dtype=x.dtype)
+    # TVM computes max(min(x, hi), lo) in x's dtype with its select-based max/min: NaN gives max(hi, lo).
+    lo, hi = _bound(min, x.dtype), _bound(max, x.dtype)
+    return np.asarray(R.maximum.kernel(R.minimum.kernel(x, hi), lo), dtype=x.dtype)
 
 
 def _clip_grad(call, out, g):
@@ -78,7 +87,7 @@ rsqrt = _unary(
     "rsqrt", _rsqrt, lambda c, o, g: [R.multiply(R.multiply(scalar(-0.5, o), g), R.multiply(o, R.multiply(o, o)))]
 )
 square = _unary(
-    "square", _wrap(np.square), lambda c, o, g: [R.multiply(R.multiply(scalar(2, o), g), c.args[0])], infer=_infer_unary,
+    "square", keep_dtype("square", _wrap(np.square)), lambda c, o, g: [R.multiply(R.multiply(scalar(2, o), g), c.args[0])], infer=_infer_unary,
     inplace=np.square,
 )
 
@@ -103,7 +112,18 @@ floor = _unary("floor", _int_safe(np.floor), _zero_grad, infer=_infer_unary)
 # TVM lowers round to nearbyint: halves go to the even neighbour, as np.round and torch.round do.
 round = _unary("round", _int_safe(np.round), _zero_grad, infer=_infer_unary)
 trunc = _unary("trunc", _int_safe(np.trunc), _zero_grad, infer=_infer_unary)
-sign = _unary("sign", _wrap(np.sign), _zero_grad, infer=_infer_unary)
+def _sign(x):
+    # TVM lowers sign to selects on x > 0 and x < 0: NaN gives 0 (NumPy and PyTorch give NaN); a bool
+    # is its own sign (NumPy has no sign for bools).
+    if x.dtype == np.bool_:
+        return x.copy()
+    out = np.asarray(np.sign(x, order="C"))  # a fresh array, also for a 0-d x (np.sign gives a scalar)
+    if x.dtype.kind == "f":
+        out[np.isnan(x)] = 0
+    return np.asarray(out)
+
+
+sign = _unary("sign", _sign, _zero_grad, infer=_infer_unary)
 
 
 def _infer_check(ctx: InferCtx) -> TensorStructInfo:
@@ -134,7 +154,7 @@ def _no_int_zero(name, fn):
             return np.asarray(fn(a, b))
 
     kernel.__name__ = name
-    return kernel
+    return keep_dtype(name, kernel)
 
 
 def _log_add_exp_grad(call, out, g):
@@ -157,10 +177,25 @@ def _floor_divide_grad(call, out, g):
     return [R.zeros_like(call.args[0]), R.zeros_like(call.args[1])]
 
 
-atan2 = _binary("atan2", np.arctan2, _atan2_grad)
+def _floor_divide(a, b):
+    # TVM lowers float floordiv to floor(x1 / x2), which differs from NumPy's (fmod-based) floor
+    # division at infinities (-inf // 2 is -inf, not NaN) and for quotients beyond 2**mantissa.
+    if a.dtype.kind == "f":
+        return np.floor(np.divide(a, b, order="C"))
+    return np.floor_divide(a, b, order="C")
+
+
+def _floor_mod(a, b):
+    # TVM lowers float floormod to x1 - floor(x1 / x2) * x2 (x % inf is NaN, not x).
+    if a.dtype.kind == "f":
+        return a - np.floor(np.divide(a, b)) * b
+    return np.mod(a, b, order="C")
+
+
+atan2 = _binary("atan2", keep_dtype("atan2", _wrap(np.arctan2)), _atan2_grad)
 floor_divide = register(
     "relax.floor_divide", ("x1", "x2"), infer=_infer_binary(None),
-    kernel=_no_int_zero("floor_divide", np.floor_divide), grad=_floor_divide_grad,
+    kernel=_no_int_zero("floor_divide", _floor_divide), grad=_floor_divide_grad,
     cost=ELEMENTWISE,
 )
 # TVM's mod truncates (C fmod: the sign of x1); floor_mod floors (Python's %: the sign of x2).
@@ -169,10 +204,10 @@ mod = register(
 )
 floor_mod = register(
     "relax.floor_mod", ("x1", "x2"), infer=_infer_binary(None),
-    kernel=_no_int_zero("floor_mod", np.mod), grad=_mod_grad(R.floor),
+    kernel=_no_int_zero("floor_mod", _floor_mod), grad=_mod_grad(R.floor),
     cost=ELEMENTWISE,
 )
-log_add_exp = _binary("log_add_exp", np.logaddexp, _log_add_exp_grad)
+log_add_exp = _binary("log_add_exp", keep_dtype("log_add_exp", _wrap(np.logaddexp)), _log_add_exp_grad)
 
 
 def _infer_fma(ctx: InferCtx) -> TensorStructInfo:

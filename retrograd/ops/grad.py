@@ -251,6 +251,8 @@ def _take_backward_infer(ctx: InferCtx) -> TensorStructInfo:
 
 def _take_backward_kernel(output_grad, x, indices, *, axis, mode):
     # TVM's take_backward carries mode="" (unset): that is take's default, "fast".
+    if np.asarray(output_grad).dtype == np.bool_:
+        raise KernelError("R.grad.take_backward: bool gradients cannot be summed")
     return index_kernels.take_backward(output_grad, x, indices, axis=axis, mode=mode or "fast")
 
 

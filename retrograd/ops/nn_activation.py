@@ -42,13 +42,14 @@ def _infer_softmax(ctx: InferCtx) -> TensorStructInfo:
 
 
 def _relu_kernel(x):
+    # TVM lowers relu to max(x, 0), a select on x > 0: NaN gives 0, as np.fmax does.
     x = np.asarray(x)
-    return np.maximum(x, x.dtype.type(0), order="C")
+    return np.fmax(x, x.dtype.type(0), order="C")
 
 
 def _relu_into(x, out):
     # The kernel's computation into `out`: the executor may pass a dying input's buffer.
-    return np.maximum(x, x.dtype.type(0), out=out)
+    return np.fmax(x, x.dtype.type(0), out=out)
 
 
 def _relu_grad(call, out, g):

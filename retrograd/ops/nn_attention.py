@@ -75,7 +75,7 @@ def _infer_attention_at(ctx: InferCtx, first: int) -> TensorStructInfo:
     equal(b, kb, "batch size", "query", "key", first + 1)
     equal(b, vb, "batch size", "query", "value", first + 2)
     for other, name, arg in ((kn, "key", first + 1), (vn, "value", first + 2)):
-        if _known(n, other) and n % other:
+        if _known(n, other) and (n % other if other else n):  # zero key heads only for zero query heads
             raise ctx.error(f"the query's number of heads ({n}) must be a multiple of the {name}'s ({other})", arg)
     equal(kn, vn, "number of heads", "key", "value", first + 2)
     equal(skv, vs, "sequence length", "key", "value", first + 2)
@@ -143,7 +143,7 @@ def _composed_attention(query, key, value, *bias, scale, causal_mask, window_siz
         t = R.permute_dims(t, [0, 2, 1, 3])
         return R.repeat(t, n // nk, axis=1) if n > nk else t
 
-    sc = 1.0 / math.sqrt(h) if scale is None else scale
+    sc = (1.0 / math.sqrt(h) if h else math.inf) if scale is None else scale  # as the kernel (NaN for h = 0)
     kt = R.permute_dims(heads_first(key), [0, 1, 3, 2])
     scores = R.multiply(R.matmul(R.permute_dims(query, [0, 2, 1, 3]), kt), const(sc, dtype))
     if bias:

@@ -89,7 +89,8 @@ def _batch_flatten(data):
     if x.ndim < 2:
         raise KernelError(f"batch_flatten: expects at least 2 dimensions, got shape {x.shape}")
     # A fresh buffer (a view would need a layout rule in retrograd.analysis).
-    return np.array(x.reshape(x.shape[0], -1), order="C", copy=True)
+    rest = int(np.prod(x.shape[1:], dtype=np.int64))  # explicit: -1 is ambiguous for zero-size x
+    return np.array(x.reshape(x.shape[0], rest), order="C", copy=True)
 
 
 def _batch_flatten_grad(call, out, g):

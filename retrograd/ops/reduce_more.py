@@ -95,7 +95,7 @@ def _median(x, axis=None, keepdims=False):
     if axis is None or len(axis) != 1:
         axes = tuple(range(x.ndim)) if axis is None else tuple(axis)
         rest = [a for a in range(x.ndim) if a not in axes]
-        flat = np.transpose(x, rest + list(axes)).reshape([x.shape[a] for a in rest] + [-1])
+        flat = np.transpose(x, rest + list(axes)).reshape([x.shape[a] for a in rest] + [math.prod(x.shape[a] for a in axes)])
         k = (flat.shape[-1] - 1) // 2
         vals = np.partition(flat, k, axis=-1)[..., k]
         if keepdims:
@@ -135,7 +135,7 @@ def _cumprod(data, axis=None, dtype=None, exclusive=False):
     if axis is None:
         data, axis = data.reshape(-1), 0
     out = np.cumprod(data, axis=axis, dtype=dtype or data.dtype)
-    if exclusive:
+    if exclusive and out.shape[axis]:
         # Shift by one along the axis (a leading 1) instead of dividing by data: exact with zeros.
         ones = np.ones_like(np.take(out, [0], axis=axis))
         out = np.concatenate([ones, np.take(out, np.arange(out.shape[axis] - 1), axis=axis)], axis=axis)

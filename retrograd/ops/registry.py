@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import attrs
 
-from retrograd.errors import OpError, TypeInferenceError
+from retrograd.errors import OpError, TypeInferenceError, did_you_mean
 from retrograd.ir.expr import Call, Expr, Op
 from retrograd.ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo, is_float_dtype
 from retrograd.ir.text import format_sinfo
@@ -163,7 +163,8 @@ class OpDef(Op):
         for key in given:
             if key not in self._attr_index:
                 known = ", ".join(a.name for a in self.attrs_schema) or "none"
-                raise OpError(f"{self.script_name} has no attribute '{key}' (attributes: {known})", span)
+                hint = did_you_mean(key, self._attr_index)
+                raise OpError(f"{self.script_name} has no attribute '{key}'{hint} (attributes: {known})", span)
         out = {}
         for a in self.attrs_schema:
             if a.name in given:
@@ -326,6 +327,14 @@ def lookup(name: str) -> OpDef | None:
     if name.startswith("R."):
         name = "relax." + name[2:]
     return _REGISTRY.get(name)
+
+
+def op_suggestion(name: str) -> str:
+    """"; did you mean 'R.x'?" for an unknown op name written `R.y` or `relax.y`."""
+    script = name.startswith("R.")
+    key = "relax." + name[2:] if script else name
+    hint = did_you_mean(key, _REGISTRY)
+    return hint.replace("'relax.", "'R.") if script else hint
 
 
 def all_ops() -> list[OpDef]:

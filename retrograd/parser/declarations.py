@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from retrograd.errors import NameError_, OpError, ParseError, Span, TypeInferenceError, UnsupportedError
+import re
+
+from retrograd.errors import NameError_, OpError, ParseError, Span, TypeInferenceError, UnsupportedError, warn_script
 from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.expr import Function, GlobalVar, Var
 from retrograd.ir.module import IRModule
-from retrograd.ir.struct_info import FuncStructInfo
+from retrograd.ir.struct_info import FuncStructInfo, all_dim_names, erase_undefined_dims
 from retrograd.ops.attr_types import DTYPES
 from retrograd.parser.syntax import (
     K_CALL,
@@ -14,6 +16,7 @@ from retrograd.parser.syntax import (
     K_DICT,
     K_EXPR,
     K_FUNC,
+    K_GETITEM,
     K_KWARG,
     K_LIST,
     K_NAME,
@@ -32,7 +35,7 @@ _FUNC_DECORATORS = frozenset(("R.function", "tvm.script.relax.function", "relax.
 class FuncInfo:
     """A function of the script: its signature first (any call order works), its body on demand."""
 
-    __slots__ = ("node", "name", "params", "ret_ann", "ret", "is_pure", "private", "gvar", "func", "state")
+    __slots__ = ("node", "name", "params", "ret_ann", "ret", "is_pure", "private", "gvar", "func", "state", "symbols")
 
     def __init__(self, node: Node, name: str):
         self.node = node
@@ -45,6 +48,7 @@ class FuncInfo:
         self.gvar: GlobalVar | None = None
         self.func: Function | None = None
         self.state = "declared"
+        self.symbols: set[str] = set()  # symbolic dim names its body may use bare
 
 
 class FuncState:
@@ -64,7 +68,7 @@ class DeclarationParser:
     """`_ScriptParser`'s part for declarations: what stands outside function bodies, and each function."""
 
     # -- module -------------------------------------------------------------------------------
-    def module(self, nodes: list[Node]) -> IRModule:
+    def module(self, nodes: list[Node], tir: list = ()) -> IRModule:
         classes = [n for n in nodes if n.kind == K_CLASS]
         funcs = [n for n in nodes if n.kind == K_FUNC]
         for n in nodes:
@@ -90,12 +94,30 @@ class DeclarationParser:
                 "the script defines no module (@I.ir_module class) and no @R.function",
                 Span(self.source_name, 1, 1, 1, 2, self.text),
             )
+        self._tir_functions(tir)
         for f in funcs:
             self._declare(f)
         for info in self.funcs.values():
             if info.state == "declared":
                 self._function(info)
-        return IRModule({name: info.func for name, info in self.funcs.items()}, self.mod_attrs)
+        return IRModule(
+            {name: info.func for name, info in self.funcs.items()}, self.mod_attrs, {f.name: f.text for f in tir}
+        )
+
+    def _tir_functions(self, tir: list) -> None:
+        """TIR functions are kept as text; a warning says so once, naming them."""
+        if not tir:
+            return
+        seen: set[str] = set()
+        for f in tir:
+            if f.name in seen:
+                raise NameError_(f"function '{f.name}' is defined twice", f.span)
+            seen.add(f.name)
+        names = ", ".join(f"'{f.name}'" for f in tir)
+        warn_script(
+            f"{tir[0].span}: TIR function(s) {names} kept as opaque text: retrograd does not run or "
+            "differentiate TIR (a call of one through R.call_tir is an error)"
+        )
 
     def _top_assign(self, node: Node) -> None:
         value = node.items[0]
@@ -106,6 +128,7 @@ class DeclarationParser:
             callee = value.value.value
             # `n = TypeVar("n")` (TVM's printer) and `n = T.int64()` declare symbolic dims: nothing to do.
             if callee in ("TypeVar", "typing.TypeVar") or (callee.startswith("T.") and callee[2:] in DTYPES):
+                self.global_symbols.add(node.value)
                 return
         raise UnsupportedError(
             f"top-level assignment to '{node.value}': only `metadata = {{...}}` and symbolic dim declarations "
@@ -143,21 +166,50 @@ class DeclarationParser:
             e = node.items
             if e.kind == K_STR:
                 return  # docstring
-            if e.kind == K_CALL and e.value.kind == K_NAME and e.value.value == "I.module_attrs":
+            callee = callee_name(e)
+            if callee == "I.module_attrs":
+                self.mod_attrs.update(self._attr_dict(e, "the module"))
+                return
+            if callee == "I.module_global_infos":
+                # Virtual devices and other global infos: retrograd runs on the host only.
                 if len(e.items) != 1 or e.items[0].kind != K_DICT:
-                    raise ParseError("I.module_attrs takes one dict literal", self.span(e))
-                self.mod_attrs.update(self.literal(e.items[0], "a module attribute"))
+                    raise ParseError("I.module_global_infos takes one dict literal", self.span(e))
+                keys = [repr(k.value) if k.kind == K_STR else "?" for k, _ in e.items[0].items]
+                self._dropped(keys, "the module", e, "global infos (virtual devices) are not kept; retrograd runs on the host")
                 return
         raise UnsupportedError("a module class holds @R.function definitions and I.module_attrs({...})", self.span(node))
+
+    def _attr_dict(self, call: Node, owner: str) -> dict:
+        """The literal dict of `R.func_attr({...})` / `I.module_attrs({...})`. Entries that refer to
+        metadata (TVM's frontend prints `"params": [metadata["ffi.Tensor"][0], ...]`, data no text
+        holds) are dropped with a warning naming them."""
+        fname = callee_name(call)
+        if len(call.items) != 1 or call.items[0].kind != K_DICT:
+            raise ParseError(f"{fname} takes one dict literal", self.span(call))
+        kept, dropped = [], []
+        for key, value in call.items[0].items:
+            (dropped if _refers_to_metadata(value) else kept).append((key, value))
+        out = self.literal(Node(K_DICT, None, kept, call.line, call.col, call.end_line, call.end_col), f"an attribute of {owner}")
+        if dropped:
+            names = [repr(k.value) if k.kind == K_STR else "?" for k, _ in dropped]
+            self._dropped(names, owner, call, "the text does not hold the metadata they refer to")
+        return out
+
+    def _dropped(self, names: list[str], owner: str, node: Node, why: str) -> None:
+        what = "attribute" if len(names) == 1 else "attributes"
+        warn_script(f"{self.span(node)}: dropped {what} {', '.join(names)} of {owner}: {why}")
 
     # -- functions ----------------------------------------------------------------------------
     def _declare(self, node: Node) -> None:
         name = node.value
         decorators, params, ret, _body = node.items
-        if name in self.funcs:
+        if name in self.funcs or name in self.tir:
             raise NameError_(f"function '{name}' is defined twice", self.span(node))
         info = FuncInfo(node, name)
         self._function_decorators(info, decorators, node)
+        # As in TVM: the signature may use names declared before the module or named in its string dims.
+        info.symbols = self.global_symbols | _string_dim_names([p.items for p in params])
+        self.ctx.symbols = info.symbols
         seen: dict[str, Node] = {}
         for p in params:
             if p.value in seen:
@@ -170,6 +222,7 @@ class DeclarationParser:
             info.params.append(Var(p.value, self.sinfo(p.items), span=self.span(p)))
         if ret is not None:
             info.ret_ann = info.ret = self.sinfo(ret)
+        self.ctx.symbols = None
         self.funcs[name] = info
 
     def _function_decorators(self, info: FuncInfo, decorators: list[Node], node: Node) -> None:
@@ -209,7 +262,8 @@ class DeclarationParser:
 
     def _function(self, info: FuncInfo) -> None:
         info.state = "parsing"
-        saved = self.cur
+        saved, saved_symbols = self.cur, self.ctx.symbols
+        self.ctx.symbols = set(info.symbols)  # body declarations (`n = T.int64()`) add to it
         self.cur = st = FuncState(info)
         st.scopes.append({p.name_hint: p for p in info.params})
         bb = st.bb
@@ -222,10 +276,7 @@ class DeclarationParser:
             if s.kind == K_EXPR and s.items.kind == K_STR:
                 start += 1  # docstring
             elif s.kind == K_EXPR and callee_name(s.items) == "R.func_attr":
-                e = s.items
-                if len(e.items) != 1 or e.items[0].kind != K_DICT:
-                    raise ParseError("R.func_attr takes one dict literal", self.span(e))
-                attrs.update(self.literal(e.items[0], "a function attribute"))
+                attrs.update(self._attr_dict(s.items, f"function '{info.name}'"))
                 start += 1
             else:
                 break
@@ -241,9 +292,51 @@ class DeclarationParser:
         ret = seq.struct_info
         if info.ret_ann is not None:
             ret = self._refine(info.ret_ann, ret, info.node.items[2])
+        else:  # the result cannot name dims bound in the body only (R.match_cast): TVM erases them too
+            ret = erase_undefined_dims(ret, set().union(*(all_dim_names(p.struct_info) for p in info.params)))
         info.ret = ret
         info.func = Function(
             tuple(info.params), seq, ret, info.is_pure, info.private, attrs, span=self.span(info.node)
         )
         info.state = "done"
-        self.cur = saved
+        self.cur, self.ctx.symbols = saved, saved_symbols
+
+
+def _refers_to_metadata(node: Node) -> bool:
+    """Does a literal-looking value hold `metadata[...]` anywhere?"""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n.kind == K_GETITEM:
+            base = n.value
+            while base.kind == K_GETITEM:
+                base = base.value
+            if base.kind == K_NAME and base.value == "metadata":
+                return True
+        elif n.kind in (K_LIST, K_TUPLE):
+            stack.extend(n.items)
+        elif n.kind == K_DICT:
+            for k, v in n.items:
+                stack += [k, v]
+    return False
+
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def _string_dim_names(annotations: list) -> set[str]:
+    """Names written as string dims (`R.Tensor(("n", 3))`) of parameter annotations: TVM defines them there."""
+    out: set[str] = set()
+    stack = [(a, False) for a in annotations if a is not None]
+    while stack:
+        n, in_shape = stack.pop()
+        if n.kind == K_STR:
+            if in_shape and _IDENT.match(n.value.strip()):
+                out.add(n.value.strip())
+        elif n.kind in (K_LIST, K_TUPLE):
+            stack.extend((x, True) for x in n.items)
+        elif n.kind == K_CALL:
+            stack.extend((x, False) for x in n.items)
+        elif n.kind == K_KWARG:
+            stack.append((n.items, False))
+    return out

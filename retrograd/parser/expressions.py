@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from retrograd.errors import DiagnosticError, NameError_, OpError, ParseError, Span, UnsupportedError
+from retrograd.errors import DiagnosticError, NameError_, OpError, ParseError, Span, UnsupportedError, did_you_mean
 from retrograd.ir.expr import Call, Constant, PrimValue, ShapeExpr, StringImm, Tuple, TupleGetItem
 from retrograd.ir.struct_info import PrimStructInfo, ShapeStructInfo, TensorStructInfo
 from retrograd.ops.attr_types import DTYPES, UNSUPPORTED_DTYPES
-from retrograd.ops.registry import lookup
+from retrograd.ops.registry import lookup, op_suggestion
 from retrograd.parser import literals as lit
 from retrograd.parser.syntax import (
     K_ARITH,
     K_CALL,
+    K_COMPARE,
     K_GETITEM,
     K_KWARG,
     K_LIST,
@@ -18,6 +19,7 @@ from retrograd.parser.syntax import (
     K_NAME,
     K_NEG,
     K_NUM,
+    K_POW,
     K_STR,
     K_TUPLE,
     Node,
@@ -26,11 +28,15 @@ from retrograd.parser.syntax import (
 # Deeper values would recurse past Python's default stack; the printed form (annotations add two
 # brackets) stays within the lexer's bracket limit.
 MAX_VALUE_NESTING = 100
+# The ops TVM 0.27's Relax Expr operator overloads make (tvm/relax/op/__init__.py); TVM compares
+# Relax values by identity for == and !=, so its parser refuses them: here they mean equal / not_equal.
 _ARITH_OPS = {"+": "relax.add", "-": "relax.subtract", "*": "relax.multiply", "/": "relax.divide",
-              "//": "relax.floor_divide", "%": "relax.floor_mod"}
+              "//": "relax.floor_divide", "%": "relax.mod", "**": "relax.power",
+              "<": "relax.less", "<=": "relax.less_equal", ">": "relax.greater", ">=": "relax.greater_equal",
+              "==": "relax.equal", "!=": "relax.not_equal"}
 _UNSUPPORTED_CALLS = frozenset((
     "R.call_tir", "R.call_tir_inplace", "R.call_tir_with_grad", "R.call_packed", "R.call_dps_packed",
-    "R.call_pure_packed", "R.match_cast", "R.emit_te", "R.call_inplace_packed", "R.builtin.alloc_tensor",
+    "R.call_pure_packed", "R.emit_te", "R.call_inplace_packed", "R.builtin.alloc_tensor",
 ))
 _ANNOTATIONS = frozenset(("R.Tensor", "R.Tuple", "R.Shape", "R.Prim", "R.Object", "R.Any", "R.Callable"))
 
@@ -89,18 +95,26 @@ class ExpressionParser:
             return Call(lookup("relax.negative"), (self._value(operand),), {}, span=self.span(node))
         if k == K_ARITH:
             return self._arith(lit.resolve_arith(node.items), node)
+        if k == K_POW:
+            return self._arith(("**", node.items[0], node.items[1]), node)
+        if k == K_COMPARE:
+            if len(node.items) > 3:
+                raise UnsupportedError("chained comparisons (a < b < c) are not supported: compare two values", self.span(node))
+            return self._arith((node.items[1], node.items[0], node.items[2]), node)
         raise ParseError("expected a value", self.span(node))
 
     def _arith(self, tree, whole: Node):
         """Python operators on values, with an explicit stack: a flat sum nests as deep as it is long."""
-        stack, values = [(tree, False)], []
+        # A finished left operand is emitted at once (normalize_arg), a right one when its operator's
+        # call is: bindings come in Python's evaluation order, as TVM's parser makes them.
+        stack, values = [(tree, False, False)], []
         while stack:
-            t, ready = stack.pop()
+            t, ready, is_lhs = stack.pop()
             if isinstance(t, Node):
-                values.append(self._value(t))
+                values.append(self._operand(self._value(t), is_lhs, t))
                 continue
             if not ready:
-                stack += [(t, True), (t[2], False), (t[1], False)]
+                stack += [(t, True, is_lhs), (t[2], False, False), (t[1], False, True)]
                 continue
             op_text, lhs, rhs = t
             b, a = values.pop(), values.pop()
@@ -109,11 +123,15 @@ class ExpressionParser:
                 raise OpError(f"operator {op_text} is not supported on values", self.span(whole))
             first, last = _first_node(lhs), _last_node(rhs)
             span = Span(self.source_name, first.line, first.col, last.end_line, last.end_col, self.text)
-            call = Call(op, (a, b), op.normalize_attrs({}, span), span=span)
-            if self.cur is not None:  # normalized now, so the builder never recurses down the chain
-                call = self._guard(lambda c=call: self.cur.bb.normalize(c), whole)
-            values.append(call)
+            # Normalized now, so the builder never recurses down a long chain.
+            values.append(self._operand(Call(op, (a, b), op.normalize_attrs({}, span), span=span), is_lhs, whole))
         return values[0]
+
+    def _operand(self, value, emit: bool, node: Node):
+        if self.cur is None or not isinstance(value, Call):
+            return value
+        bb = self.cur.bb
+        return self._guard(lambda: bb.normalize_arg(value) if emit else bb.normalize(value), node)
 
     def _prim(self, value, dtype, node: Node) -> PrimValue:
         if dtype is None:
@@ -130,13 +148,21 @@ class ExpressionParser:
         if special is not None:
             return special(self, node)
         if fname in _UNSUPPORTED_CALLS:
+            callee = node.items[0] if node.items else None
+            target = callee.value.rpartition(".")[2] if callee is not None and callee.kind == K_NAME else None
+            if target in self.tir:
+                self._tir_use(target, node)
+            prefix = callee.value.rpartition(".")[0] if target is not None else ""
+            if prefix and self._is_module_name(prefix) and target not in self.funcs:
+                hint = did_you_mean(target, list(self.tir) + list(self.funcs))
+                raise NameError_(f"the module has no function '{target}'{hint}", self.span(callee))
             raise UnsupportedError(f"{fname} is not supported (it calls TIR or packed functions, out of scope)", self.span(func))
         if fname in _ANNOTATIONS:
             raise ParseError(f"{fname}(...) is a struct info annotation, not a value", self.span(func))
         if fname.startswith("R."):
             op = lookup(fname)
             if op is None:
-                raise OpError(f"unknown op {fname}", self.span(func))
+                raise OpError(f"unknown op {fname}{op_suggestion(fname)}", self.span(func))
             return self._op_call(op, node)
         if fname.startswith("T.") and fname[2:] in DTYPES:
             if len(node.items) != 1:
@@ -150,12 +176,14 @@ class ExpressionParser:
             return self._global_call(attr, node)
         if fname in self.funcs:
             raise NameError_(f"call module functions as cls.{fname}(...) after `cls = Module`", self.span(func))
-        raise NameError_(f"unknown function '{fname}'", self.span(func))
+        raise NameError_(f"unknown function '{fname}'{did_you_mean(attr or fname, self.funcs)}", self.span(func))
 
     def _global_call(self, name: str, node: Node) -> Call:
         info = self.funcs.get(name)
+        if info is None and name in self.tir:
+            self._tir_use(name, node)
         if info is None:
-            raise NameError_(f"the module has no function '{name}'", self.span(node.value))
+            raise NameError_(f"the module has no function '{name}'{did_you_mean(name, self.funcs)}", self.span(node.value))
         gvar = self._gvar(info, node)
         args = []
         for a in node.items:
@@ -163,6 +191,13 @@ class ExpressionParser:
                 raise ParseError("module functions take positional arguments only", self.span(a))
             args.append(self._value(a))
         return Call(gvar, args, {}, span=self.span(node))
+
+    def _tir_use(self, name: str, node: Node):
+        raise UnsupportedError(
+            f"'{name}' is a TIR function, kept as text only: retrograd cannot run or differentiate it",
+            self.span(node),
+            notes=[f"'{name}' is defined at {self.tir[name].span}"],
+        )
 
     def _op_call(self, op, node: Node) -> Call:
         span = self.span(node)
@@ -261,6 +296,13 @@ class ExpressionParser:
                 raise ParseError("R.tuple takes values only", self.span(a))
         return Tuple([self._value(a) for a in node.items], span=self.span(node))
 
+    def _match_cast(self, node: Node) -> Call:
+        value, target = self._args(node, ("value", "struct_info"), 2)
+        sinfo = self.sinfo(target)  # new bare dim names must be declared first (`n = T.int64()`), as in TVM
+        if not isinstance(sinfo, TensorStructInfo):
+            raise UnsupportedError("R.match_cast casts to a tensor struct info, R.Tensor(...)", self.span(target))
+        return lookup("relax.match_cast")(self._value(value), span=self.span(node), struct_info=sinfo)
+
     def _not_a_value(self, node: Node):
         fname = node.value.value
         raise ParseError(f"{fname}(...) is a statement, not a value", self.span(node))
@@ -290,6 +332,7 @@ _SPECIAL = {
     "R.prim_value": ExpressionParser._prim_value,
     "R.str": ExpressionParser._str,
     "R.tuple": ExpressionParser._tuple,
+    "R.match_cast": ExpressionParser._match_cast,
     "R.output": ExpressionParser._not_a_value,
     "R.dataflow": ExpressionParser._not_a_value,
     "R.func_attr": ExpressionParser._not_a_value,

@@ -7,7 +7,7 @@ import re
 
 import numpy as np
 
-from retrograd.errors import OpError, Span, TypeInferenceError, UnsupportedError
+from retrograd.errors import NameError_, OpError, Span, TypeInferenceError, UnsupportedError
 from retrograd.ir.struct_info import (
     FuncStructInfo,
     ObjectStructInfo,
@@ -42,11 +42,13 @@ _SPECIAL_FLOATS = {"inf": float("inf"), "nan": float("nan"), "-inf": float("-inf
 class Ctx:
     """What the helpers need to report errors: the source and its name."""
 
-    __slots__ = ("text", "source_name")
+    __slots__ = ("text", "source_name", "symbols")
 
     def __init__(self, text: str, source_name: str):
         self.text = text
         self.source_name = source_name
+        # Symbolic dim names declared where a bare name is read; None: not checked (dims in strings).
+        self.symbols: set[str] | None = None
 
     def span(self, node: Node) -> Span:
         return Span(self.source_name, node.line, node.col, node.end_line, node.end_col, self.text)
@@ -110,11 +112,31 @@ def literal(node: Node, depth: int = 0):
                 raise NotLiteral(a, "a dict key is a number, string, True/False/None or a tuple of them")
             out[key] = literal(b, depth + 1)
         return out
-    if k == K_CALL and node.value.kind == K_NAME and node.value.value == "float" and len(node.items) == 1:
-        arg = node.items[0]
-        if arg.kind == K_STR and arg.value.strip().lower() in _SPECIAL_FLOATS:
+    if k == K_CALL and node.value.kind == K_NAME and len(node.items) == 1 and node.items[0].kind != K_KWARG:
+        fname, arg = node.value.value, node.items[0]
+        if fname == "float" and arg.kind == K_STR and arg.value.strip().lower() in _SPECIAL_FLOATS:
             return _SPECIAL_FLOATS[arg.value.strip().lower()]
+        # Typed scalars as TVM's frontend prints attribute values: T.float32(0.5), R.prim_value(3).
+        if fname.startswith("T.") and fname[2:] in DTYPES:
+            return _typed(literal(arg, depth + 1), fname[2:], node)
+        if fname == "R.prim_value":
+            return literal(arg, depth + 1)
     raise NotLiteral(node)
+
+
+def _typed(v, dtype: str, node: Node):
+    """A T.<dtype>(v) literal as the Python number of that dtype's kind."""
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        if dtype == "bool" and isinstance(v, bool):
+            return v
+        raise NotLiteral(node, f"T.{dtype}(...) takes a number")
+    if dtype == "bool":
+        return bool(v)
+    if dtype.startswith(("int", "uint")):
+        if isinstance(v, float) and not v.is_integer():
+            raise NotLiteral(node, f"T.{dtype}(...) takes an integer, got {v!r}")
+        return int(v)
+    return float(v)
 
 
 def _hashable(v) -> bool:
@@ -181,19 +203,34 @@ def dim(ctx: Ctx, node: Node, parse_text=None, allow_negative: bool = False):
     if k == K_NAME:
         if "." in node.value:
             raise TypeInferenceError(f"'{node.value}' is not a dimension", ctx.span(node))
+        _check_declared(ctx, node)
         return node.value
     if k == K_STR:
         text = node.value.strip()
         if _IDENT.match(text):
+            if ctx.symbols is not None:
+                ctx.symbols.add(text)  # a name in a string defines it (TVM: in a signature)
             return text
         if text.isascii() and text.isdigit():  # not "²" or "٣", which str.isdigit() also accepts
             return dim(ctx, Node(K_NUM, int(text), text, node.line, node.col, node.end_line, node.end_col))
         if parse_text is None:
             raise TypeInferenceError(f"cannot read dimension {node.value!r}", ctx.span(node))
         inner = parse_text(text, node)
-        return dim(ctx, inner, parse_text)
+        return dim(ctx, inner, parse_text)  # "n + 1" defines nothing: n must be defined (TVM: name 'n' is not defined)
     text, _ = _dim_text(ctx, node)
     return text
+
+
+def _check_declared(ctx: Ctx, node: Node) -> None:
+    """A bare symbolic dim name must be declared (`n = T.int64()`) or defined by a string dim of the
+    function's signature; TVM's parser reports the same, in these words."""
+    if ctx.symbols is not None and node.value not in ctx.symbols:
+        raise NameError_(
+            f"Undefined variable: {node.value}",
+            ctx.span(node),
+            notes=[f"declare a symbolic dim with `{node.value} = T.int64()` (before the module or first in the "
+                   f'function body), or name it in a string in the signature: R.Tensor(("{node.value}", ...))'],
+        )
 
 
 _MAX_DIM = 2**63 - 1
@@ -252,6 +289,7 @@ def _dim_text(ctx: Ctx, node: Node) -> tuple[str, int]:
     if k == K_NUM and isinstance(node.value, int):
         return str(node.value), 4
     if k == K_NAME and "." not in node.value:
+        _check_declared(ctx, node)
         return node.value, 4
     if k == K_STR and _IDENT.match(node.value.strip()):
         return node.value.strip(), 4
@@ -426,6 +464,11 @@ def const_array(ctx: Ctx, value_node: Node, dtype: str | None, call: Node) -> np
         value = nested_literal(value_node)
     except NotLiteral as err:
         raise OpError(err.reason or "R.const takes a number, True/False or a nested list of them", ctx.span(err.node)) from None
+    if isinstance(value, str) and value.strip().lower() in _SPECIAL_FLOATS:
+        # TVM prints special scalars as R.const("-inf", "float32") (its own parser does not read them back).
+        if dtype is None or not dtype.startswith(("float", "bfloat")):
+            raise OpError(f"R.const({value_node.value!r}) names a special float: give a float dtype such as \"float32\"", ctx.span(call))
+        value = _SPECIAL_FLOATS[value.strip().lower()]
     if isinstance(value, str | dict) or value is None:
         raise OpError("R.const takes a number, True/False or a nested list of them", ctx.span(value_node))
     if dtype in UNSUPPORTED_DTYPES:

@@ -13,6 +13,7 @@ from retrograd.parser.expressions import ExpressionParser
 from retrograd.parser.literals import Ctx, NotLiteral
 from retrograd.parser.statements import StatementParser
 from retrograd.parser.syntax import Node, parse_syntax
+from retrograd.parser.tir import split_tir
 
 __all__ = ["parse", "parse_file"]
 
@@ -25,8 +26,11 @@ def parse(text: str, source_name: str = "<string>") -> IRModule:
         text = text[1:]
     try:
         with collector_paused():
-            nodes = parse_syntax(text, source_name)
-            return _ScriptParser(text, source_name).module(nodes)
+            relax_text, tir = split_tir(text, source_name)
+            nodes = parse_syntax(relax_text, source_name)
+            sp = _ScriptParser(text, source_name)
+            sp.tir = {f.name: f for f in tir}
+            return sp.module(nodes, tir)
     except RecursionError:
         # Binding sequences are iterated and the lexer bounds bracket nesting: not expected to happen.
         span = Span(source_name, 1, 1, source=text)
@@ -63,6 +67,8 @@ class _ScriptParser(DeclarationParser, StatementParser, ExpressionParser):
         self.metadata: dict[str, list] = {}
         self.funcs: dict[str, FuncInfo] = {}
         self.mod_attrs: dict = {}
+        self.global_symbols: set[str] = set()  # symbolic dims declared before the module
+        self.tir: dict = {}  # name -> TirFunction: the module's TIR functions, kept as text
         self.cur: FuncState | None = None
         self.depth = 0  # nesting of the value being read (ExpressionParser._value)
 

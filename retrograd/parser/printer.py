@@ -27,6 +27,7 @@ from retrograd.ir.expr import (
     Var,
 )
 from retrograd.ir.strings import quote as _quote
+from retrograd.ir.struct_info import StructInfo, all_dim_names, dim_names
 from retrograd.ir.text import format_sinfo, op_script_name
 
 __all__ = ["print_module", "print_function", "print_expr", "format_sinfo", "format_value", "METADATA_KEY"]
@@ -72,7 +73,9 @@ def format_value(v, positional: bool = False) -> str:
         return "[" + ", ".join(items) + "]"
     if isinstance(v, dict):
         return "{" + ", ".join(f"{format_value(k)}: {format_value(x)}" for k, x in v.items()) + "}"
-    return repr(v)
+    if isinstance(v, StructInfo):
+        return format_sinfo(v)
+    raise UnsupportedError(f"cannot print an attribute value of type {type(v).__name__}")
 
 
 def _element_texts(flat: np.ndarray) -> list[str]:
@@ -135,6 +138,7 @@ class _ModulePrinter:
         self.sinfo_memo: dict = {}
         self.op_names: dict = {}
         self.tvm_notes: dict = {}  # reasons TVM cannot read the text, in first-seen order
+        self.module_dims: set[str] = set()  # symbolic dims declared before the module (`n = T.int64()`)
 
     def metadata_ref(self, c: Constant) -> str:
         idx = self.const_index.get(id(c))
@@ -176,7 +180,12 @@ def print_module(mod) -> str:
         if body:
             body.append("")
         _FunctionPrinter(mp, name, func, INDENT).print_into(body)
-    if not mod.items():
+    for text in mod.tir.values():  # opaque TIR functions, as read
+        if body:
+            body.append("")
+        mp.uses_tir = True
+        body.extend(INDENT + line if line else "" for line in text.rstrip("\n").split("\n"))
+    if not mod.items() and not mod.tir:
         body.append(f"{INDENT}pass")
     lines = _header(mp)
     lines.append("@I.ir_module")
@@ -202,6 +211,8 @@ def print_expr(expr: Expr) -> str:
 
 
 def _header(mp: _ModulePrinter) -> list[str]:
+    if mp.module_dims:
+        mp.uses_tir = True
     lines = ["# from tvm.script import ir as I"]
     if mp.uses_tir:
         lines.append("# from tvm.script import tir as T")
@@ -209,6 +220,7 @@ def _header(mp: _ModulePrinter) -> list[str]:
     for reason in mp.tvm_notes:
         lines.append(f"# not loadable in TVM: {reason}")
     lines.append("")
+    lines += [f"{name} = T.int64()" for name in sorted(mp.module_dims)]
     if mp.constants:
         # Before the module: TVM's parser evaluates it there, and so can ours (literals only).
         lines.append("metadata = {")
@@ -314,6 +326,8 @@ class _FunctionPrinter:
                     if v is None:
                         break
                     parts.append(format_value(v, positional=True))
+                    if _needs_tir(parts[-1]):
+                        self.mp.uses_tir = True
                 for key in positional:
                     if attrs.get(key) is None:
                         skip.add(key)
@@ -353,7 +367,16 @@ class _FunctionPrinter:
             if _needs_tir(params[-1]):
                 self.mp.uses_tir = True
         ret = func.ret_struct_info if func.ret_struct_info is not None else func.body.struct_info
-        ret_text = f" -> {self.mp.sinfo(ret)}" if ret is not None else ""
+        # Bare symbolic names must be defined where TVM (and retrograd) reads them: the parameters'
+        # string dims define theirs, names new in the body are declared first in it (`n = T.int64()`),
+        # as TVM prints them. (A parsed function's result never names body-only dims: they are erased.)
+        defined = set().union(*(all_dim_names(p.struct_info) for p in func.params))
+        ret_text = ""
+        if ret is not None:
+            ret_text = f" -> {self.mp.sinfo(ret)}"
+            outside = all_dim_names(ret) - defined  # IR built in Python may name them: declared before the module
+            self.mp.module_dims |= outside
+            defined |= outside
         out.append(f"{ind}def {self.name}({', '.join(params)}){ret_text}:")
         inner = ind + INDENT
         body: list[str] = []
@@ -361,6 +384,9 @@ class _FunctionPrinter:
         body.append(f"{inner}return {self.arg(func.body.body)}")
         if func.attrs:
             out.append(f"{inner}R.func_attr({format_value(dict(func.attrs))})")
+        for name in sorted(_body_dim_names(func.body) - defined):
+            self.mp.uses_tir = True
+            out.append(f"{inner}{name} = T.int64()")
         if self.uses_cls:
             out.append(f"{inner}cls = Module")
         out.extend(body)
@@ -405,3 +431,31 @@ class _FunctionPrinter:
                 self.hints[body] = f"{var.name_hint}_{suffix}"
             self.seq(branch, inner, out)
             out.append(f"{inner}{name}: {ann} = {self.arg(body)}")
+
+
+def _body_dim_names(body: SeqExpr) -> set[str]:
+    """Symbolic names the printed body writes bare: in binding annotations, shape values and
+    struct-info attributes (R.match_cast's target)."""
+    out: set[str] = set()
+    stack = [body]
+    while stack:
+        seq = stack.pop()
+        for block in seq.blocks:
+            for b in block.bindings:
+                out |= all_dim_names(b.var.struct_info)
+                value = b.value
+                if type(value) is If:
+                    stack += [value.true_branch, value.false_branch]
+                    continue
+                if type(value) is Call:
+                    for a in value.args:
+                        if type(a) is ShapeExpr:
+                            for d in a.values:
+                                out |= dim_names(d)
+                    for v in value.attrs.values():
+                        if isinstance(v, StructInfo):
+                            out |= all_dim_names(v)
+                elif type(value) is ShapeExpr:
+                    for d in value.values:
+                        out |= dim_names(d)
+    return out

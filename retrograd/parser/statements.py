@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from retrograd.errors import DiagnosticError, NameError_, ParseError, TypeInferenceError, UnsupportedError
+from retrograd.errors import DiagnosticError, NameError_, ParseError, TypeInferenceError, UnsupportedError, did_you_mean
 from retrograd.ir.block import VarBinding
 from retrograd.ir.expr import DataflowVar, If, Var, is_leaf
 from retrograd.ir.struct_info import PrimStructInfo, ShapeStructInfo, TensorStructInfo, TupleStructInfo, is_base_of
@@ -56,7 +56,8 @@ class StatementParser:
             return None
         callee = callee_name(value_node)
         if callee is not None and callee.startswith("T.") and callee[2:] in DTYPES and not value_node.items:
-            return None  # `n = T.int64()`: declares a symbolic dim, which needs no declaration here
+            self.ctx.symbols.add(name)  # `n = T.int64()`: declares a symbolic dim for what follows
+            return None
         ann = self.sinfo(ann_node) if ann_node is not None else None
         expr = self._value(value_node)
         var = self._bind(name, expr, ann, s, target, output, ann_node)
@@ -242,7 +243,8 @@ class StatementParser:
             raise NameError_(f"module function '{attr}' can only be called", self.span(node))
         if name in self.funcs:
             raise NameError_(f"'{name}' is a module function: call it as cls.{name}(...) after `cls = Module`", self.span(node))
-        raise NameError_(f"undefined variable '{name}'", self.span(node))
+        names = [n for scope in self.cur.scopes for n, v in scope.items() if v is not MODULE]
+        raise NameError_(f"undefined variable '{name}'{did_you_mean(name, names)}", self.span(node))
 
 
 def _may_be_base(ann, inferred) -> bool:

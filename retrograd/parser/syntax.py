@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from lark import Lark, Transformer
@@ -12,6 +11,7 @@ from retrograd.errors import ParseError, Span, UnsupportedError
 from retrograd.ir.strings import EscapeError, unescape
 from retrograd.parser.grammar_cache import load_or_build
 from retrograd.parser.lexer import LexError, ScriptLexer, Tok
+from retrograd.parser.tir import TIR_DECORATOR
 
 GRAMMAR = Path(__file__).with_name("grammar.lark")
 
@@ -37,6 +37,7 @@ class Node:
 # Expression kinds.
 K_NAME, K_NUM, K_STR, K_LIT, K_TUPLE, K_LIST, K_DICT = "name", "num", "str", "lit", "tuple", "list", "dict"
 K_CALL, K_GETITEM, K_NEG, K_ARITH, K_KWARG = "call", "getitem", "neg", "arith", "kwarg"
+K_COMPARE, K_POW = "compare", "pow"
 # Statement kinds.
 K_ASSIGN, K_RETURN, K_EXPR, K_PASS, K_WITH, K_IF = "assign", "return", "expr", "pass", "with", "if"
 K_FUNC, K_CLASS, K_IMPORT, K_TOP_ASSIGN = "func", "class", "import", "top_assign"
@@ -145,6 +146,14 @@ class _Build(Transformer):
     def arith(self, ch):
         items = [c.value if type(c) is Tok else c for c in ch]
         return _node(K_ARITH, None, items, ch[0], ch[-1])
+
+    def compare(self, ch):
+        items = [c.value if type(c) is Tok else c for c in ch]
+        return _node(K_COMPARE, None, items, ch[0], ch[-1])
+
+    def power(self, ch):
+        base, _op, exponent = ch
+        return _node(K_POW, None, [base, exponent], base, exponent)
 
     def neg(self, ch):
         tok, operand = ch
@@ -381,20 +390,17 @@ def _driver() -> _Driver | _LarkLoop:
     return _DRIVER
 
 
-# Statements TVMScript allows that mean TIR: found before parsing, since TIR bodies use syntax we do not read.
-_TIR = re.compile(r"^[ \t]*@((?:T|tir|tvm\.script\.tir|tvm\.script\.tirx|tirx)\.(?:prim_func|macro))\b", re.M)
 
 
 def parse_syntax(text: str, source_name: str) -> list[Node]:
     """The script's top-level syntax nodes; syntax errors become ParseError with a caret."""
-    m = _TIR.search(text)
+    # TIR functions are cut out before (parser/tir.py); one left here stands where no function may.
+    m = TIR_DECORATOR.search(text)
     if m is not None:
-        line = text.count("\n", 0, m.start(1)) + 1
-        col = m.start(1) - (text.rfind("\n", 0, m.start(1)) + 1)
-        span = Span(source_name, line, col, line, col + 1 + len(m.group(1)), text)
-        raise UnsupportedError(
-            f"@{m.group(1)} defines a TIR function; retrograd reads Relax functions only (TIR is out of scope)", span
-        )
+        line = text.count("\n", 0, m.start(2)) + 1
+        col = m.start(2) - (text.rfind("\n", 0, m.start(2)) + 1)
+        span = Span(source_name, line, col, line, col + 1 + len(m.group(2)), text)
+        raise UnsupportedError(f"@{m.group(2)} defines a TIR function, which cannot stand here", span)
     try:
         return _driver().parse(text)
     except LexError as err:
@@ -414,6 +420,7 @@ _WORDS = {
     "_DEDENT": "end of the indented block",
     "$END": "end of input",
     "ARITH_OP": "an operator",
+    "CMP": "a comparison",
 }
 
 

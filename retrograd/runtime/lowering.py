@@ -26,18 +26,17 @@ from retrograd.ir.expr import (
     TupleGetItem,
     Var,
 )
-from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo
+from retrograd.ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo, all_dim_names, dim_names
+from retrograd.ir.text import format_sinfo
 from retrograd.runtime.inplace import make as make_inplace
 from retrograd.runtime.interp import make_call, make_if, root_of
 from retrograd.runtime.signature import (
     Binder,
     Mismatch,
-    all_dim_names,
     bindable_names,
     check_deferred,
     compile_checker,
     compile_dim,
-    dim_names,
 )
 
 
@@ -145,6 +144,8 @@ def _fmt_attr(v) -> str:
         return f'"{v}"'
     if isinstance(v, tuple):
         return "[" + ", ".join(_fmt_attr(x) for x in v) + "]"
+    if isinstance(v, StructInfo):  # R.match_cast's target: script text, not a repr
+        return format_sinfo(v)
     return repr(v)
 
 

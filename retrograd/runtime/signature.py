@@ -47,15 +47,6 @@ class Mismatch(Exception):
         return f"'{self.path}' expects {self.expected}, got {self.got}{detail}"
 
 
-def dim_names(dim) -> set[str]:
-    """The symbolic names a dim refers to."""
-    if isinstance(dim, int):
-        return set()
-    if _IDENT.match(dim):
-        return {dim}
-    return {n.id for n in ast.walk(_parse_dim(dim)) if isinstance(n, ast.Name)}
-
-
 def _parse_dim(text: str) -> ast.expr:
     try:
         return ast.parse(text, mode="eval").body
@@ -96,17 +87,6 @@ def bindable_names(sinfo: StructInfo) -> set[str]:
     if isinstance(sinfo, TupleStructInfo):
         return set().union(*(bindable_names(f) for f in sinfo.fields)) if sinfo.fields else set()
     return set()
-
-
-def all_dim_names(sinfo: StructInfo) -> set[str]:
-    dims = ()
-    if isinstance(sinfo, TensorStructInfo) and sinfo.shape is not None:
-        dims = sinfo.shape
-    elif isinstance(sinfo, ShapeStructInfo) and sinfo.values is not None:
-        dims = sinfo.values
-    elif isinstance(sinfo, TupleStructInfo):
-        return set().union(set(), *(all_dim_names(f) for f in sinfo.fields))
-    return set().union(set(), *(dim_names(d) for d in dims))
 
 
 def describe_value(value) -> str:

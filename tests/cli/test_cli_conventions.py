@@ -266,3 +266,18 @@ def test_corpus_files_check_from_stdin():
     for path in sorted(CORPUS.glob("c0*.py"))[:5]:
         proc = cli("check", "-", input=path.read_bytes())
         assert proc.returncode == 0 and proc.out.startswith("<stdin>: ok"), proc.err
+
+
+def test_script_warnings_are_plain_located_lines(tmp_path):
+    src = tmp_path / "attrs.py"
+    src.write_text(
+        "@I.ir_module\nclass Module:\n    @R.function\n"
+        '    def main(x: R.Tensor((2,), "float32")) -> R.Tensor((2,), "float32"):\n'
+        '        R.func_attr({"num_input": 1, "params": [metadata["ffi.Tensor"][0]]})\n'
+        "        y = R.add(x, x)\n        return y\n"
+    )
+    proc = cli("check", str(src))
+    assert proc.returncode == 0
+    lines = [line for line in proc.err.splitlines() if line.strip()]
+    assert lines == [f"warning: {src}:5:9: dropped attribute 'params' of function 'main': "
+                     "the text does not hold the metadata they refer to"], proc.err

@@ -246,6 +246,17 @@ CREATE_CASES = [
     OpCase("relax.full_like", [T(3, 4), T(dtype="int32")], {"dtype": "int64"}, differentiable_args=[], name="dtype"),
 ]
 
+_NO_TVM_OP = "R.match_cast is a binding in TVM, not an op (tests/parser/test_tvm_text.py has TVM read it)"
+MATCH_CAST_CASES = [
+    OpCase("relax.match_cast", [T(3, 4)], {"struct_info": TensorStructInfo((3, 4), "float32")}, name="static",
+           tvm=False, note=_NO_TVM_OP),
+    OpCase("relax.match_cast", [ndim_only(2)], {"struct_info": TensorStructInfo((3, 4), "float32")}, name="ndim",
+           tvm=False, note=_NO_TVM_OP),
+    OpCase("relax.match_cast", [T("n", 4)], {"struct_info": TensorStructInfo(("n", 4), "float32")}, name="sym",
+           tvm=False, note=_NO_TVM_OP),
+]
+
 CASES: list[OpCase] = (
     _binary_cases() + _compare_cases() + _unary_cases() + _reduce_cases() + MATMUL_CASES + MANIPULATE_CASES + CREATE_CASES
+    + MATCH_CAST_CASES
 )

@@ -174,7 +174,7 @@ class OpCase:
                 return inp.astype(dtype)
             return inp
 
-        attrs = {k: (dtype if v == "float32" else v) for k, v in self.attrs.items()}
+        attrs = {k: (dtype if v == "float32" else conv(v)) for k, v in self.attrs.items()}  # conv: match_cast's target
         return replace(self, inputs=[conv(i) for i in self.inputs], attrs=attrs)
 
 

@@ -72,8 +72,9 @@ def _tvm_value(v) -> str:
     return repr(v)
 
 
-def tvm_script(case: OpCase) -> str:
-    """The case as a TVMScript function whose last binding is the call."""
+def tvm_script(case: OpCase, attrs: dict | None = None) -> str:
+    """The case as a TVMScript function whose last binding is the call (with all our normalized
+    attributes, or exactly `attrs`)."""
     params = [f"a{i}: {_tvm_sinfo_text(s)}" for i, s in enumerate(case.param_sinfo())]
     names = iter(f"a{i}" for i in range(len(params)))
     symbols = set()
@@ -90,7 +91,7 @@ def tvm_script(case: OpCase) -> str:
             args.append(next(names))
     opdef = case.opdef
     try:
-        attrs = opdef.normalize_attrs(case.attrs)
+        attrs = opdef.normalize_attrs(case.attrs) if attrs is None else attrs
     except OpError:
         attrs = dict(case.attrs)  # attributes we refuse go to TVM as written: it must refuse them too
     args += [f"{k}={_tvm_value(v)}" for k, v in attrs.items()]

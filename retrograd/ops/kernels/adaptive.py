@@ -31,6 +31,8 @@ def adaptive_avg_pool(data, *, output_size=None, layout, out_layout=None, spatia
         sizes = sizes * len(spatial)
     if len(sizes) != len(spatial) or min(sizes, default=1) < 1:
         raise KernelError(f"{op}: output_size must be {len(spatial)} positive ints, got {output_size!r}")
+    if 0 in y.shape[2:] and y.shape[2:] != sizes:
+        raise KernelError(f"{op}: cannot average an empty spatial axis (input {y.shape[2:]}) into {sizes} bins")
     # Equal sizes are identity bins: no contraction.
     y = apply_axes(y, [None if o == n else averaging_matrix(n, o, y.dtype) for n, o in zip(y.shape[2:], sizes)])
     out = to_layout(op, y, canon, out_layout or layout)

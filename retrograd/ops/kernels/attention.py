@@ -19,7 +19,7 @@ def _inputs(op, query, key, value, bias):
     b, s, n, h = q.shape
     if k.shape[0] != b or v.shape[0] != b or k.shape[1] != v.shape[1] or k.shape[3] != h or k.shape[2] != v.shape[2]:
         raise KernelError(f"{op}: incompatible query {q.shape}, key {k.shape}, value {v.shape}")
-    if n % k.shape[2]:
+    if n % k.shape[2] if k.shape[2] else n:  # zero key heads only for zero query heads
         raise KernelError(f"{op}: {n} query heads are not a multiple of {k.shape[2]} key/value heads")
     if bias is not None:
         bias = np.asarray(bias)
@@ -55,11 +55,11 @@ def _probabilities(q, k, v, bias, scale, causal_mask, window_size):
     if window_size is not None:
         raise KernelError("attention: window_size (sliding-window attention) is not supported")
     b, s, n, h = q.shape
-    groups = n // k.shape[2]
+    groups = n // k.shape[2] if k.shape[2] else 1  # zero heads on both sides: nothing to group
     qt = q.transpose(0, 2, 1, 3)
     kt, vt = _heads_first(k, groups), _heads_first(v, groups)
     dtype = np.result_type(q, k, v)
-    sc = dtype.type(1.0 / math.sqrt(h) if scale is None else scale)
+    sc = dtype.type((1.0 / math.sqrt(h) if h else math.inf) if scale is None else scale)  # h = 0: 0 * inf is NaN, as TVM
     p = np.matmul(qt, kt.transpose(0, 1, 3, 2))
     p *= sc
     if bias is not None:
@@ -67,7 +67,7 @@ def _probabilities(q, k, v, bias, scale, causal_mask, window_size):
     keep = keep_mask(s, k.shape[1], causal_mask)
     if keep is not None:
         p = np.where(keep, p, dtype.type(-np.inf))
-    p -= p.max(axis=-1, keepdims=True)
+    p -= p.max(axis=-1, keepdims=True, initial=-np.inf)  # an empty key sequence has no maximum
     np.exp(p, out=p)
     p *= np.reciprocal(p.sum(axis=-1, keepdims=True))
     return p, qt, kt, vt, sc
@@ -84,7 +84,7 @@ def attention(query, key, value, bias=None, *, scale=None, causal_mask=None, win
 def _group_sum(a, nk):
     """(B, N, S, H) gradients of repeated key/value heads summed back to (B, S, Nk, H)."""
     b, n, s, h = a.shape
-    return np.ascontiguousarray(a.reshape(b, nk, n // nk, s, h).sum(axis=2).transpose(0, 2, 1, 3))
+    return np.ascontiguousarray(a.reshape(b, nk, n // nk if nk else 0, s, h).sum(axis=2).transpose(0, 2, 1, 3))
 
 
 def attention_backward(output_grad, query, key, value, bias=None, *, scale=None, causal_mask=None, window_size=None):

@@ -79,6 +79,8 @@ def conv3d(data, weight, *, strides=(1, 1, 1), padding=(0, 0, 0), dilation=(1, 1
     (pf, pt, pl), (pk, pb, pr) = _pads(op, padding, 3)
     n, c, depth, h, wd = x.shape
     kd = w.shape[2]
+    if kd == 0:
+        raise KernelError(f"{op}: the kernel has an empty depth axis")
     od = out_size(op, depth, kd, sd, pf, pk, dd)
     xp = np.pad(x, ((0, 0), (0, 0), (pf, pk), (0, 0), (0, 0))) if pf or pk else x
     acc = None

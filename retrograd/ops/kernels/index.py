@@ -37,10 +37,10 @@ def checked_indices(op, indices, size, mode, axis):
         else:
             idx = np.minimum(idx, size)  # still out of range: clipped by clip, dropped by nan
     idx = idx.astype(np.intp, copy=False)
-    if mode == "clip":
-        return np.clip(idx, 0, max(size - 1, 0)), None
     if idx.size and size == 0:
         raise KernelError(f"{op}: cannot take indices from axis {axis} of size 0")
+    if mode == "clip":
+        return np.clip(idx, 0, max(size - 1, 0)), None
     if mode == "wrap":
         return np.mod(idx, max(size, 1)), None
     if mode == "nan":

@@ -263,7 +263,8 @@ def _by_channel(x, ax):
     """x as (outer, C, inner) with the channel axis in the middle (a view of contiguous data)."""
     shape = x.shape
     outer = int(np.prod(shape[:ax], dtype=np.int64))
-    return np.ascontiguousarray(x).reshape(outer, shape[ax], -1)
+    inner = int(np.prod(shape[ax + 1 :], dtype=np.int64))  # explicit: -1 is ambiguous for zero-size x
+    return np.ascontiguousarray(x).reshape(outer, shape[ax], inner)
 
 
 def _channel_dot(a3, b3):
@@ -279,7 +280,7 @@ def _channel_stats(x3):
     mean = _channel_dot(x3, None) / n
     m = mean.astype(x3.dtype)[:, None]
     sq = np.zeros(x3.shape[1])
-    for sl in plane_chunks(x3.shape[0], plane_chunk_size(x3[0].nbytes)):
+    for sl in plane_chunks(x3.shape[0], plane_chunk_size(x3.nbytes // max(1, x3.shape[0]))):
         xc = x3[sl] - m
         sq += _channel_dot(xc, xc)
     return mean, sq / n
@@ -290,7 +291,7 @@ def _channel_affine(x3, s, t, g3=None, gs=None):
     out = np.empty(x3.shape, x3.dtype)
     s, t = s[:, None], t[:, None]
     gs = None if gs is None else gs[:, None]
-    size = plane_chunk_size(x3[0].nbytes)
+    size = plane_chunk_size(x3.nbytes // max(1, x3.shape[0]))
     tmp = np.empty((min(size, x3.shape[0]),) + x3.shape[1:], x3.dtype) if g3 is not None else None
     for sl in plane_chunks(x3.shape[0], size):
         o = out[sl]

@@ -21,10 +21,13 @@ def source_index(n: int, before: int, after: int, mode: str) -> np.ndarray:
     """For each position of the padded axis, the input position it reads (-1: the constant)."""
     if mode not in _NUMPY_MODE:
         raise KernelError(f"pad: pad_mode must be one of {', '.join(_NUMPY_MODE)}, got {mode!r}")
+    if mode == "constant":
+        # Output position j reads j - before: negative widths shift or shorten, and may also drop the
+        # padding on the other side when they remove more than the data (n=0, (1, -1) gives nothing).
+        j = np.arange(n + before + after) - before
+        return np.where((j >= 0) & (j < n), j, -1)
     idx = np.arange(n)[max(0, -before) : n - max(0, -after)]
     b, a = max(0, before), max(0, after)
-    if mode == "constant":
-        return np.pad(idx, (b, a), constant_values=-1)
     if idx.size == 0 or (mode == "reflect" and idx.size < 2 and (b or a)):
         raise KernelError(f"pad: cannot {mode}-pad an axis of {idx.size} element(s)")
     return np.pad(idx, (b, a), mode=_NUMPY_MODE[mode])
@@ -34,6 +37,11 @@ def pad(data, *, pad_width, pad_value=0.0, pad_mode="constant"):
     """data widened by (before, after) per axis; negative widths remove elements."""
     x = np.asarray(data)
     widths = _widths("pad", x.ndim, pad_width)
+    if pad_mode == "constant" and any(max(0, -b) + max(0, -a) > n for n, (b, a) in zip(x.shape, widths)):
+        out = np.full(tuple(n + b + a for n, (b, a) in zip(x.shape, widths)), pad_value, x.dtype)
+        idx = [source_index(n, b, a, pad_mode) for n, (b, a) in zip(x.shape, widths)]
+        out[np.ix_(*[np.flatnonzero(i >= 0) for i in idx])] = x[np.ix_(*[i[i >= 0] for i in idx])]
+        return out
     if pad_mode == "constant":
         crop = tuple(slice(max(0, -b), x.shape[i] - max(0, -a)) for i, (b, a) in enumerate(widths))
         out = np.pad(x[crop], [(max(0, b), max(0, a)) for b, a in widths], constant_values=x.dtype.type(pad_value))

@@ -16,8 +16,9 @@ GELU_TANH_A = 0.044715
 
 
 def _float(op, x):
-    # C order in, so every elementwise result comes out in C order (retrograd.analysis relies on it).
-    x = np.ascontiguousarray(x)
+    # C order in, so every elementwise result comes out in C order (retrograd.analysis relies on it);
+    # np.asarray keeps a 0-d input 0-d (np.ascontiguousarray would make it 1-d).
+    x = np.asarray(x, order="C")
     check_float(op, "data", x)
     return x
 
@@ -26,7 +27,7 @@ def gelu_tanh(data):
     """0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3)))."""
     x = _float("gelu_tanh", data)
     t = np.tanh(x * (x.dtype.type(GELU_TANH_C) * (1 + x.dtype.type(GELU_TANH_A) * x * x)))
-    return (x * x.dtype.type(0.5)) * (1 + t)
+    return np.asarray((x * x.dtype.type(0.5)) * (1 + t))
 
 
 def leakyrelu(data, *, alpha=0.01):
@@ -59,7 +60,7 @@ def selu(data):
     """scale * (max(0, x) + min(0, alpha * (exp(x) - 1)))."""
     x = _float("selu", data)
     neg = np.expm1(np.minimum(x, 0)) * x.dtype.type(SELU_ALPHA)
-    return np.where(x > 0, x, neg) * x.dtype.type(SELU_SCALE)
+    return np.asarray(np.where(x > 0, x, neg) * x.dtype.type(SELU_SCALE))
 
 
 def softplus(data, *, beta=1.0, threshold=20.0):
@@ -67,4 +68,4 @@ def softplus(data, *, beta=1.0, threshold=20.0):
     x = _float("softplus", data)
     bx = x * x.dtype.type(beta)
     soft = np.logaddexp(x.dtype.type(0), bx) / x.dtype.type(beta)
-    return np.where(bx > threshold, x, soft).astype(x.dtype, copy=False)
+    return np.asarray(np.where(bx > threshold, x, soft), dtype=x.dtype)

@@ -178,6 +178,8 @@ def resize(data, size, *, roi=None, layout, method="linear", coordinate_transfor
     sizes = tuple(int(v) for v in np.atleast_1d(size))
     if len(sizes) != len(spatial) or min(sizes) < 1:
         raise KernelError(f"{op}: size must be {len(spatial)} positive ints, got {size!r}")
+    if 0 in y.shape[2:]:
+        raise KernelError(f"{op}: cannot resample an empty spatial axis (input {y.shape[2:]}) to {sizes}")
     args = (method, coordinate_transformation_mode, rounding_method, cubic_alpha, cubic_exclude)
     # Shrinking axes first: every later pass then works on less data.
     for j in sorted(range(len(sizes)), key=lambda j: sizes[j] / y.shape[2 + j]):
@@ -199,6 +201,8 @@ def resize_backward(output_grad, data, *, roi=None, layout, method="linear",
     g = to_layout(op, np.asarray(output_grad), layout, canon).astype(x.dtype, copy=False)
     if g.shape[:2] != xs[:2] or g.ndim != len(xs):
         raise KernelError(f"{op}: output_grad {g.shape} does not match the data {xs} (in {canon} order)")
+    if 0 in xs[2:] or 0 in g.shape[2:]:
+        return np.zeros(x.shape, x.dtype)  # nothing read, or nothing to read from: a zero gradient
     args = (method, coordinate_transformation_mode, rounding_method, cubic_alpha, cubic_exclude)
     # Shrinking (output-to-input) axes first.
     for j in sorted(range(len(xs) - 2), key=lambda j: xs[2 + j] / g.shape[2 + j]):

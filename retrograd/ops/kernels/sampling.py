@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from retrograd.errors import KernelError
@@ -88,7 +90,12 @@ def _taps(x, gr, method, padding_mode, align_corners):
 
 def _gather(x, flat):
     n, c, h, w = x.shape
-    return np.take_along_axis(x.reshape(n, c, h * w), flat.reshape(n, 1, -1), axis=2).reshape(n, c, *flat.shape[1:])
+    return np.take_along_axis(x.reshape(n, c, h * w), flat.reshape(n, 1, _rest(flat)), axis=2).reshape(n, c, *flat.shape[1:])
+
+
+def _rest(a) -> int:
+    """The size of a's non-leading axes (an explicit size: reshape's -1 is ambiguous for a zero batch)."""
+    return math.prod(a.shape[1:])
 
 
 def grid_sample(data, grid, *, method="bilinear", layout="NCHW", padding_mode="zeros", align_corners=False):
@@ -111,10 +118,10 @@ def grid_sample_backward(output_grad, data, grid, *, method="bilinear", layout="
         raise KernelError(f"grid_sample_backward: output_grad has shape {g.shape}, expected {(n, c) + gr.shape[2:]}")
     dx = np.zeros((n, c, h * w), x.dtype)
     dgrid = np.zeros(gr.shape, x.dtype)
-    gf = g.reshape(n, c, -1)
+    gf = g.reshape(n, c, math.prod(g.shape[2:]))
     for flat, wt, dwx, dwy in _taps(x, gr, method, padding_mode, align_corners):
-        f = flat.reshape(n, -1)
-        contrib = gf * wt.reshape(n, 1, -1)
+        f = flat.reshape(n, _rest(flat))
+        contrib = gf * wt.reshape(n, 1, _rest(wt))
         for b in range(n):  # one scatter-add per image (indices repeat within an image)
             np.add.at(dx[b].T, f[b], contrib[b].T)
         if method == "bilinear":

@@ -14,6 +14,8 @@ _AT = {"add": np.add, "mul": np.multiply, "min": np.minimum, "max": np.maximum}
 def _element_coords(op, shape, indices, axis):
     """Full coordinates into an array of `shape` for each element of `indices` (which address `axis`)."""
     idx, _ = checked_indices(op, indices, shape[axis], "fast", axis)
+    if idx.ndim != len(shape) or any(i > s for a, (i, s) in enumerate(zip(idx.shape, shape)) if a != axis):
+        raise KernelError(f"{op}: indices of shape {idx.shape} exceed the data's {shape} off axis {axis}")
     coords = [np.broadcast_to(c, idx.shape) for c in np.indices(idx.shape, sparse=True)]
     coords[axis] = idx
     return tuple(coords)
@@ -24,6 +26,8 @@ def _nd_coords(op, shape, indices, batch_dims=0):
     idx = np.asarray(indices)
     lead = idx.shape[:-1]
     coords = []
+    if tuple(shape[:batch_dims]) != tuple(lead[:batch_dims]):
+        raise KernelError(f"{op}: the batch dims of indices {lead[:batch_dims]} and data {tuple(shape[:batch_dims])} differ")
     for b in range(batch_dims):
         grid = np.arange(shape[b]).reshape((-1,) + (1,) * (len(lead) - b - 1))
         coords.append(np.broadcast_to(grid, lead))
@@ -60,7 +64,7 @@ def _scatter_add(out, coords, updates):
         np.add.at(out, coords, updates)
         return
     flat = np.ravel_multi_index(coords, out.shape[: len(coords)]).reshape(-1)
-    if flat.size == 0:
+    if flat.size == 0 or out.size == 0:
         return
     weights = np.broadcast_to(updates, np.broadcast_shapes(*(np.shape(c) for c in coords)) + out.shape[len(coords) :])
     if len(coords) < out.ndim:
