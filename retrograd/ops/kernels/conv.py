@@ -112,7 +112,7 @@ def _conv_by_images(x, w, win):
     n, c = x.shape[:2]
     o, k, npos = w.shape[0], win.kh * win.kw, win.oh * win.ow
     y = np.empty((n, o, win.oh, win.ow), x.dtype)
-    cols = np.empty(c * k * npos * min(n, max(1, _IMAGE_COLS_BYTES // (c * k * npos * x.itemsize))), x.dtype)
+    cols = np.empty(c * k * npos * min(n, max(1, _IMAGE_COLS_BYTES // max(1, c * k * npos * x.itemsize))), x.dtype)
     wm = w.reshape(o, c * k)
     for sl, xp in _image_chunks(x, win, c * k * npos * x.itemsize):
         b = sl.stop - sl.start
@@ -130,7 +130,7 @@ def _weight_grad_by_images(x, g, win):
     dw = np.zeros((o, c * k), x.dtype)
     step = np.empty_like(dw)
     per_image = c * k * npos * x.itemsize
-    cols = np.empty(c * k * npos * min(n, max(1, _IMAGE_COLS_BYTES // per_image)), x.dtype)
+    cols = np.empty(c * k * npos * min(n, max(1, _IMAGE_COLS_BYTES // max(1, per_image))), x.dtype)
     for sl, xp in _image_chunks(x, win, per_image):
         b = sl.stop - sl.start
         cb = cols[: b * c * k * npos].reshape(c, k, b, win.oh, win.ow)
