@@ -11,13 +11,9 @@ STDIO = "-"
 
 def load_module(path: str):
     """The module parsed from the file `path`, or from standard input when it is '-'."""
-    import retrograd
+    from retrograd.parser.parse import parse_path
 
-    if path == STDIO:
-        from retrograd.parser.parse import decode_source
-
-        return retrograd.parse(decode_source(sys.stdin.buffer.read(), "<stdin>"), source_name="<stdin>")
-    return retrograd.parse_file(path)
+    return parse_path(path)
 
 
 def source_name(path: str) -> str:

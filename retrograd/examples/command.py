@@ -16,7 +16,7 @@ OPTIMIZERS = ("adam", "adamw", "sgd", "momentum")
 
 
 def add_train_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("target", help="an example (digits) or a script FILE whose function returns a scalar loss")
+    p.add_argument("target", help="an example (digits) or a script FILE ('-': standard input) whose function returns a scalar loss")
     digits.add_arguments(p, epochs=None, lr=None)
     p.add_argument("--data", metavar="DATA.npz", help="FILE only: arrays named after the function's data parameters, "
                    "sharing their first (batch) dimension; the other parameters are trained")
@@ -44,16 +44,16 @@ def _optimizer(name: str, lr: float):
 
 
 def _train_file(args, stream) -> int:
-    from retrograd.parser import parse_file
+    from retrograd.parser.parse import parse_path
     from retrograd.training import Trainer, setup_trainer
     from retrograd.training.loop import blas_threads, fit
     from retrograd.training.progress import Progress
 
-    if not Path(args.target).exists():
+    if args.target != "-" and not Path(args.target).exists():
         raise TrainingError(f"'{args.target}' is neither an example ({', '.join(EXAMPLES)}) nor a file")
     if not args.data:
         raise TrainingError("training a script needs --data DATA.npz (arrays named after its data parameters)")
-    mod = parse_file(args.target)
+    mod = parse_path(args.target)
     try:
         with np.load(args.data, allow_pickle=False) as data:
             arrays = {k: data[k] for k in data.files}
@@ -70,7 +70,7 @@ def _train_file(args, stream) -> int:
     steps = epochs * -(-n // args.batch_size) if n else 0
     with blas_threads(args.threads or None):
         history = fit(trainer, [arrays[k] for k in names], epochs, args.batch_size, seed=args.seed,
-                      progress=Progress(steps, desc=Path(args.target).stem))
+                      progress=Progress(steps, desc=Path(args.target).stem if args.target != "-" else "stdin"))
     losses = history["loss"]
     stream.write(f"{len(losses)} steps, first loss {losses[0]:.6g}, last loss {losses[-1]:.6g}\n" if losses
                  else "no step taken\n")

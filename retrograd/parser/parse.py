@@ -43,6 +43,16 @@ def parse_file(path) -> IRModule:
     return parse(decode_source(data, str(path)), source_name=str(path))
 
 
+def parse_path(path: str) -> IRModule:
+    """The command line's convention: the module parsed from the file `path`, or from standard input when
+    it is '-'."""
+    if path == "-":
+        import sys
+
+        return parse(decode_source(sys.stdin.buffer.read(), "<stdin>"), source_name="<stdin>")
+    return parse_file(path)
+
+
 def decode_source(data: bytes, source_name: str) -> str:
     """Script bytes as text: UTF-8, with or without a byte-order mark; anything else is a located error."""
     try:

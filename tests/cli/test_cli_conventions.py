@@ -281,3 +281,25 @@ def test_script_warnings_are_plain_located_lines(tmp_path):
     lines = [line for line in proc.err.splitlines() if line.strip()]
     assert lines == [f"warning: {src}:5:9: dropped attribute 'params' of function 'main': "
                      "the text does not hold the metadata they refer to"], proc.err
+
+
+def test_train_reads_its_script_from_stdin(tmp_path):
+    # least squares: the trained weights must reach the generating ones (an independent closed form)
+    script = (
+        "@R.function\n"
+        'def main(x: R.Tensor(("n", 3), dtype="float64"), w: R.Tensor((3,), dtype="float64"), '
+        'y: R.Tensor(("n",), dtype="float64")) -> R.Tensor((), dtype="float64"):\n'
+        "    r = R.subtract(R.matmul(x, w), y)\n"
+        "    return R.mean(R.multiply(r, r))\n"
+    )
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(64, 3))
+    truth = np.linalg.lstsq(x, x @ np.array([0.5, 2.0, -1.0]), rcond=None)[0]
+    np.savez(tmp_path / "d.npz", x=x, y=x @ np.array([0.5, 2.0, -1.0]))
+    proc = cli("train", "-", "--data", str(tmp_path / "d.npz"), "--epochs", "100", "--lr", "0.05",
+               "--optimizer", "momentum", "--init", "zeros", "--out", str(tmp_path), input=script)
+    assert proc.returncode == 0, proc.err
+    with np.load(tmp_path / "params.npz", allow_pickle=False) as data:
+        np.testing.assert_allclose(data["w"], truth, atol=1e-3)
+    bad = cli("train", "-", "--data", str(tmp_path / "d.npz"), input="@R.function\ndef main(:\n")
+    assert bad.returncode == 1 and "<stdin>:2:" in bad.err
