@@ -85,20 +85,31 @@ def one_of(*choices):
 
 
 def fixed_ints(n: int):
-    """A list of exactly n ints; shorter forms are expanded the way TVM does (2 -> (2, 2), pads)."""
+    """A list of exactly n ints; shorter forms are expanded the way TVM does (one value stands for all
+    n; for 4 paddings, 2 values stand for (top, left) repeated)."""
 
     def convert(v):
         vals = to_ints(v)
         if len(vals) == n:
             return vals
-        if n == 2 and len(vals) == 1:
-            return vals * 2
-        if n == 4 and len(vals) == 1:
-            return vals * 4
+        if len(vals) == 1:
+            return vals * n
         if n == 4 and len(vals) == 2:
             return (vals[0], vals[1], vals[0], vals[1])
-        counts = {2: "1 or 2", 4: "1, 2 or 4"}.get(n, str(n))
+        counts = "1, 2 or 4" if n == 4 else f"1 or {n}"
         raise ValueError(f"expected {counts} integers, got {len(vals)}")
+
+    return convert
+
+
+def int_at_least(name: str, minimum: int):
+    """One int >= minimum (a factor, a seed), the message naming the attribute."""
+
+    def convert(v):
+        r = to_int(v)
+        if r < minimum:
+            raise ValueError(f"{name} must be >= {minimum}, got {r}")
+        return r
 
     return convert
 

@@ -180,13 +180,6 @@ def _to_rate(v):
     return r
 
 
-def _to_seed(v):
-    s = at.to_int(v)
-    if s < 0:
-        raise ValueError(f"seed must be >= 0, got {s}")
-    return s
-
-
 def _infer_dropout(ctx: InferCtx) -> TupleStructInfo:
     x = ctx.tensor(0)
     if x.dtype and not is_float_dtype(x.dtype):
@@ -220,7 +213,7 @@ dropout = register(
         # training=True draws the mask from `seed`. Both are left out of the printed call at their
         # defaults, so inference-form text stays TVM's.
         Attr("training", at.to_bool, False),
-        Attr("seed", _to_seed, 0),
+        Attr("seed", at.int_at_least("seed", 0), 0),
     ),
     infer=_infer_dropout,
     kernel=dropout_kernels.dropout,

@@ -22,18 +22,7 @@ SPATIAL = {1: "W", 3: "DHW"}
 
 def n_ints(n: int, minimum: int):
     """n ints (one int, or a 1-list, stands for all of them), each >= minimum."""
-
-    def convert(v):
-        vals = at.to_ints(v)
-        if len(vals) == 1:
-            vals = vals * n
-        if len(vals) != n:
-            raise ValueError(f"expected 1 or {n} integers, got {len(vals)}")
-        if any(x < minimum for x in vals):
-            raise ValueError(f"every value must be >= {minimum}")
-        return vals
-
-    return convert
+    return at.at_least(at.fixed_ints(n), minimum)
 
 
 def n_pads(n: int):

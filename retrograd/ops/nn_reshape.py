@@ -13,13 +13,6 @@ from retrograd.ops.registry import Attr, InferCtx, register
 from retrograd.ops.shape_utils import dim_mul, dims_product
 
 
-def _to_factor(v):
-    r = at.to_int(v)
-    if r < 1:
-        raise ValueError(f"upscale_factor must be >= 1, got {r}")
-    return r
-
-
 def _infer_pixel_shuffle(ctx: InferCtx) -> TensorStructInfo:
     x = ctx.tensor(0)
     r = ctx.attrs["upscale_factor"]
@@ -68,7 +61,7 @@ def _pixel_shuffle_grad(call, out, g):
 pixel_shuffle = register(
     "relax.nn.pixel_shuffle",
     ("data",),
-    (Attr("upscale_factor", _to_factor),),
+    (Attr("upscale_factor", at.int_at_least("upscale_factor", 1)),),
     infer=_infer_pixel_shuffle,
     kernel=_pixel_shuffle,
     grad=_pixel_shuffle_grad,
