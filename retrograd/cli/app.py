@@ -82,22 +82,25 @@ def _report(err: BaseException, show_traceback: bool) -> None:
         traceback.print_exception(type(cause), cause, cause.__traceback__, file=sys.stderr)
 
 
-_python_showwarning = warnings.showwarning
+def _script_warnings_as_lines(showwarning):
+    """A warnings.showwarning printing a ScriptWarning as one `warning: file:line:col: ...` line: its
+    message is already located in the user's script, and the Python frame it is attributed to (the
+    command's own, under runpy) means nothing to a command-line user. Other warnings go to `showwarning`."""
 
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        if issubclass(category, ScriptWarning):
+            sys.stderr.write(f"warning: {message}\n")
+        else:
+            showwarning(message, category, filename, lineno, file, line)
 
-def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
-    # a ScriptWarning's message is already located in the user's script; the Python frame it is
-    # attributed to (the command's own, under runpy) means nothing to a command-line user
-    if issubclass(category, ScriptWarning):
-        sys.stderr.write(f"warning: {message}\n")
-    else:
-        _python_showwarning(message, category, filename, lineno, file, line)
+    return show
 
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     show = bool(getattr(args, "traceback", False))
-    warnings.showwarning = _show_warning
+    previous = warnings.showwarning
+    warnings.showwarning = _script_warnings_as_lines(previous)
     try:
         for path in (args.load or []) + getattr(args, "load_after", []):
             load_plugin(path)
@@ -125,3 +128,5 @@ def main(argv=None) -> int:
         hint = "" if show else "; rerun with --traceback and report it"
         sys.stderr.write(f"internal error: {type(err).__name__}: {err}{hint}\n")
         return 1
+    finally:
+        warnings.showwarning = previous  # main() is also called in-process (tests, embedding tools)

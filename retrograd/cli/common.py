@@ -9,13 +9,6 @@ from retrograd.errors import UsageError, did_you_mean
 STDIO = "-"
 
 
-def load_module(path: str):
-    """The module parsed from the file `path`, or from standard input when it is '-'."""
-    from retrograd.parser.parse import parse_path
-
-    return parse_path(path)
-
-
 def source_name(path: str) -> str:
     return "<stdin>" if path == STDIO else path
 
@@ -31,7 +24,9 @@ def verify(mod, what: str) -> None:
 
 
 def load_verified(path: str):
-    mod = load_module(path)
+    from retrograd.parser.parse import parse_path
+
+    mod = parse_path(path)
     verify(mod, path)
     return mod
 

@@ -7,7 +7,6 @@ import sys
 from retrograd.cli.common import (
     count_bindings,
     function_named,
-    load_module,
     load_verified,
     source_name,
     verify,
@@ -72,11 +71,12 @@ def _instruments(args) -> tuple[list, object]:
 
 
 def cmd_opt(args) -> int:
+    from retrograd.parser.parse import parse_path
     from retrograd.passes import PassContext
 
     pipeline = compose_pipelines(args.passes or [])
     instruments, timing = _instruments(args)
-    mod = load_module(args.file)
+    mod = parse_path(args.file)
     if not args.no_verify:
         verify(mod, args.file)
     with PassContext(instruments=instruments, verify=not args.no_verify):
