@@ -12,7 +12,7 @@ import numpy as np
 
 from retrograd.errors import GradientError
 from retrograd.ir.expr import TupleGetItem, const
-from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, is_float_dtype
+from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, is_float_dtype, is_int_dtype
 from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
 from retrograd.ops.composed import ComposedVjp
@@ -184,6 +184,12 @@ def _infer_dropout(ctx: InferCtx) -> TupleStructInfo:
     x = ctx.tensor(0)
     if x.dtype and not is_float_dtype(x.dtype):
         raise ctx.error(f"requires a float tensor, got dtype {x.dtype}", 0)
+    if len(ctx.sinfo) > 1:
+        key = ctx.tensor(1)
+        if key.dtype and not is_int_dtype(key.dtype):
+            raise ctx.error(f"the key must be an integer tensor, got dtype {key.dtype}", 1)
+        if key.ndim not in (-1, 0):
+            raise ctx.error(f"the key must be 0-d, got {key.ndim}-D", 1)
     return TupleStructInfo((x, x))
 
 
@@ -193,25 +199,29 @@ def _dropout_grad(call, out, g):
     # (everything dropped: zero gradient).
     a = call.attrs
     gy = g.fields[0] if hasattr(g, "fields") else TupleGetItem(g, 0)
+    no_key = [None] * (len(call.args) - 1)  # the key (an integer) gets no gradient
     if not a["training"]:
-        return [gy]
+        return [gy, *no_key]
     x = call.args[0]
     if not isinstance(x.struct_info, TensorStructInfo):
         raise GradientError("R.nn.dropout: the gradient needs a tensor input", call.span)
     keep = 1.0 - a["rate"]
     mask = TupleGetItem(out, 1)
     scaled = R.multiply(gy, mask)
-    return [R.multiply(scaled, const(1.0 / keep if keep > 0 else 0.0, x.struct_info.dtype))]
+    return [R.multiply(scaled, const(1.0 / keep if keep > 0 else 0.0, x.struct_info.dtype)), *no_key]
 
 
 dropout = register(
     "relax.nn.dropout",
-    ("data",),
+    # `key` (retrograd's, optional, written key=k): a 0-d integer tensor; the mask is then drawn from
+    # (seed, key), so a training step passing its own key gets a fresh mask that is still a pure
+    # function of its inputs (recomputed identically by the checkpoint pass).
+    ("data", Arg("key", optional=True, keyword=True)),
     (
         Attr("rate", _to_rate, 0.5),
         # retrograd's extension (TVM's dropout has only `rate`, and legalizes to the identity):
-        # training=True draws the mask from `seed`. Both are left out of the printed call at their
-        # defaults, so inference-form text stays TVM's.
+        # training=True draws the mask from `seed` (and `key`). Both are left out of the printed call
+        # at their defaults, so inference-form text stays TVM's.
         Attr("training", at.to_bool, False),
         Attr("seed", at.int_at_least("seed", 0), 0),
     ),

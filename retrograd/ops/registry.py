@@ -29,11 +29,16 @@ class Attr:
 
 @attrs.frozen
 class Arg:
-    """One argument. kind: "tensor", "shape" (a literal list becomes R.shape), "tuple", "prim", "any"."""
+    """One argument. kind: "tensor", "shape" (a literal list becomes R.shape), "tuple", "prim", "any".
+
+    `keyword`: written `name=value` in scripts, printed so, and skipped by positional values (which
+    bind to the attributes as in TVM's signature, which lacks the argument): dropout's `key`.
+    """
 
     name: str
     kind: str = "tensor"
     optional: bool = False
+    keyword: bool = False
 
 
 class InferCtx:
@@ -186,17 +191,18 @@ class OpDef(Op):
     def bind(self, positional: list, keywords: dict, span=None) -> tuple[list, dict]:
         """Split a script call's arguments into (args, attrs) the way TVM's Python API does."""
         names = [a.name for a in self.args]
+        by_position = [a.name for a in self.args if not a.keyword]
         attr_names = list(self.positional_attrs)
         args: dict[str, Any] = {}
         attr_vals: dict[str, Any] = {}
         for i, value in enumerate(positional):
-            if i < len(names):
-                args[names[i]] = value
-            elif i - len(names) < len(attr_names):
-                attr_vals[attr_names[i - len(names)]] = value
+            if i < len(by_position):
+                args[by_position[i]] = value
+            elif i - len(by_position) < len(attr_names):
+                attr_vals[attr_names[i - len(by_position)]] = value
             else:
                 raise OpError(
-                    f"{self.script_name} takes at most {len(names) + len(attr_names)} arguments, got {len(positional)}",
+                    f"{self.script_name} takes at most {len(by_position) + len(attr_names)} arguments, got {len(positional)}",
                     span,
                 )
         for key, value in keywords.items():
@@ -230,6 +236,10 @@ class OpDef(Op):
         return out_args, attr_vals
 
     def __call__(self, *args: Expr, span=None, **attr_vals) -> Call:
+        for spec in self.args[len(args):]:
+            if spec.keyword and spec.name in attr_vals:  # R.nn.dropout(x, key=k)
+                value = attr_vals.pop(spec.name)
+                args = args if value is None else (*args, value)
         if len(args) > len(self.args):
             # TVM's Python API also takes trailing attributes positionally: R.astype(x, "float32").
             if len(args) > len(self.args) + len(self.attrs_schema):

@@ -315,9 +315,17 @@ class _FunctionPrinter:
             if isinstance(op, GlobalVar):
                 self.uses_cls = True
                 return f"cls.{op.name_hint}(" + ", ".join([self.arg(a) for a in e.args]) + ")"
-            parts = [self.arg(a) for a in e.args]
+            specs = getattr(op, "args", ())
+            parts, by_name = [], []  # by_name: keyword-only arguments (dropout's key), after positional attributes
+            for i, a in enumerate(e.args):
+                if i < len(specs) and specs[i].keyword:
+                    by_name.append(f"{specs[i].name}={self.arg(a)}")
+                else:
+                    parts.append(self.arg(a))
             attrs = e.attrs
-            if attrs:
+            if not attrs:
+                parts += by_name
+            else:
                 positional = getattr(op, "print_positional", ())
                 skip = set()
                 for key in positional:
@@ -334,6 +342,7 @@ class _FunctionPrinter:
                 note = getattr(op, "tvm_note", None)
                 if note is not None and (reason := note(attrs)):
                     self.mp.tvm_notes[reason] = None
+                parts += by_name
                 omit = getattr(op, "print_omit", {})
                 for key, v in attrs.items():
                     if key not in skip and not (key in omit and omit[key] == v):

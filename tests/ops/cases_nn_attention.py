@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 from op_case import OpCase, T
 
 ATTENTION_CASES = [
@@ -29,6 +30,10 @@ DROPOUT_CASES = [
     # retrograd's training form (TVM has none): seeded mask
     OpCase("relax.nn.dropout", [T(4, 5)], {"rate": 0.4, "training": True, "seed": 7}, tvm=False),
     OpCase("relax.nn.dropout", [T(4, 5)], {"rate": 1.0, "training": True}, tvm=False),
+    # a key operand (retrograd's, for a fresh mask per training step): mask from (seed, key)
+    OpCase("relax.nn.dropout", [T(4, 5), np.array(-3, "int64")], {"rate": 0.4, "training": True, "seed": 7}, tvm=False),
+    OpCase("relax.nn.dropout", [T(2, 6, dtype="float64"), np.array(2**40, "int64")], {"rate": 0.25, "training": True}, tvm=False),
+    OpCase("relax.nn.dropout", [T(3, 2), np.array(5, "int32")], {"rate": 0.3}, tvm=False),
 ]
 
 SYMBOLIC_ATTENTION_CASES = [
