@@ -11,7 +11,7 @@ import numpy as np
 
 DATA = Path(__file__).parent / "data" / "digits.npz"
 
-MODEL = """
+_TEMPLATE = """
 @I.ir_module
 class DigitsCNN:
     @R.function
@@ -21,12 +21,28 @@ class DigitsCNN:
             c1 = R.nn.relu(R.add(R.nn.conv2d(x, conv1_w, padding=[1, 1, 1, 1]), conv1_b))
             c2 = R.nn.relu(R.add(R.nn.conv2d(c1, conv2_w, padding=[1, 1, 1, 1]), conv2_b))
             pooled = R.nn.max_pool2d(c2, pool_size=[2, 2], strides=[2, 2])
-            flat = R.reshape(pooled, R.shape([n, 512]))
+            {flat}
             logits = R.add(R.matmul(flat, fc_w), fc_b)
             out = R.nn.log_softmax(logits, axis=1)
             R.output(out)
         return out
 """
+_FLAT = "flat = R.reshape(pooled, R.shape([n, 512]))"
+# Dropout of the flattened features: the training step draws a fresh mask each step (setup_trainer's
+# train mode); predict and evaluate run it as the identity.
+DROPOUT_RATE = 0.25
+
+
+def model_text(dropout: float | None = DROPOUT_RATE) -> str:
+    """The CNN's script; with `dropout`, the flattened features go through dropout at that rate."""
+    if dropout is None:
+        return _TEMPLATE.replace("{flat}", _FLAT)
+    dropped = f"dropped = R.nn.dropout(R.reshape(pooled, R.shape([n, 512])), rate={float(dropout)!r})"
+    return _TEMPLATE.replace("{flat}", dropped + "\n            flat = dropped[0]")
+
+
+# Without dropout: what benchmarks/bench_training.py and the comparisons with PyTorch train.
+MODEL = model_text(None)
 
 
 def load_digits():
@@ -74,7 +90,7 @@ def run(args, stream=None) -> float:
     tr, te = stratified_split(y, 0.2, args.seed)
     if args.limit:
         tr = tr[: args.limit]
-    mod = setup_trainer(parse(MODEL), NLLLoss(), Adam(args.lr), checkpoint=args.checkpoint)
+    mod = setup_trainer(parse(model_text()), NLLLoss(), Adam(args.lr), checkpoint=args.checkpoint)
     trainer = Trainer(mod)
     trainer.init_params("he_uniform", seed=args.seed)
     steps = args.epochs * -(-len(tr) // args.batch_size)

@@ -5,11 +5,14 @@ from __future__ import annotations
 from retrograd.errors import TrainingError
 from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.copy import fresh_var
-from retrograd.ir.expr import Function, Tuple, TupleGetItem, Var
+from retrograd.ir.expr import Function, Tuple, TupleGetItem, Var, const
 from retrograd.ir.module import IRModule
 from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, is_float_dtype
 from retrograd.ir.text import format_sinfo
+from retrograd.ops.api import R
 from retrograd.passes.gradient import Gradient
+from retrograd.training.dropout_mode import count_dropouts, eval_mode
+from retrograd.training.dropout_mode import train_mode as train_mode_of
 from retrograd.training.inline import inline_body
 from retrograd.training.losses import Loss, append_loss
 from retrograd.training.optimizers import Optimizer
@@ -20,7 +23,7 @@ LAYOUT_ATTRS = ("num_input", "num_param", "num_target")
 
 def setup_trainer(mod: IRModule, loss: Loss | None, optimizer: Optimizer, checkpoint=None,
                   func: str | None = None, num_inputs: int | None = None, inputs: list[str] | None = None,
-                  sparse: list[str] | None = None) -> IRModule:
+                  sparse: list[str] | None = None, train_mode: bool = True) -> IRModule:
     """A module with `backbone`, `backbone_loss`, `backbone_loss_adjoint`, `optimizer` and `train_step`.
 
     `func` names the backbone (default: `backbone`, else `main`, else the only function). Its first
@@ -33,12 +36,20 @@ def setup_trainer(mod: IRModule, loss: Loss | None, optimizer: Optimizer, checkp
     `train_step(inputs..., params..., targets..., state...) -> (loss, (new params), (new state))`
     is forward, backward and update in one function; `checkpoint` (a budget for the checkpoint pass, or
     True to let its policy choose) lets it recompute values instead of keeping them (static shapes only). The input module is not changed.
+
+    Dropout: `backbone` and `backbone_loss` (predict, evaluate) run every dropout call in inference
+    mode. With `train_mode` and dropout calls, the differentiated function is `backbone_loss_train`
+    (its adjoint `backbone_loss_train_adjoint`): the calls in training mode with a last parameter
+    `dropout_key`, which `train_step` takes as its last state entry and returns plus one, so each step
+    draws fresh masks (see dropout_mode.py). Without `train_mode`, training runs them in inference mode.
     """
     name = _backbone_name(mod, func)
     backbone = mod[name]
     if inputs is not None:
         backbone, num_inputs = _inputs_first(backbone, name, list(inputs)), len(inputs)
     n_in = _num_inputs(backbone, num_inputs)
+    with_key = train_mode and count_dropouts(backbone) > 0
+    backbone = eval_mode(backbone)
     out = IRModule({"backbone": _renamed(backbone, "backbone")})
     if loss is None:
         n_targets = 0
@@ -57,10 +68,15 @@ def setup_trainer(mod: IRModule, loss: Loss | None, optimizer: Optimizer, checkp
     trained = list(range(n_in, n_in + n_param))
     params = [loss_func.params[i] for i in trained]
     sparse_idx = _sparse_indices(params, trained, sparse or [])
-    out = Gradient("backbone_loss", require_grads=trained, sparse_grads=sparse_idx or None)(out)
-    grad_sinfo = [_bindable(g) for g in out["backbone_loss_adjoint"].ret_struct_info.fields[1].fields]
+    trained_loss = "backbone_loss"
+    if with_key:
+        trained_loss = "backbone_loss_train"
+        out = out.with_function(trained_loss, _renamed(train_mode_of(loss_func), trained_loss))
+    out = Gradient(trained_loss, require_grads=trained, sparse_grads=sparse_idx or None)(out)
+    adjoint = out[trained_loss + "_adjoint"]
+    grad_sinfo = [_bindable(g) for g in adjoint.ret_struct_info.fields[1].fields]
     out = out.with_function("optimizer", optimizer.function(params, grad_sinfo))
-    step = _train_step(out["backbone_loss_adjoint"], optimizer, n_in, n_param, n_targets)
+    step = _train_step(adjoint, optimizer, n_in, n_param, n_targets, with_key)
     out = out.with_function("train_step", step)
     if checkpoint is not None:
         out = _checkpointed(out, checkpoint)
@@ -140,8 +156,10 @@ def _field(bb: BlockBuilder, value, index: int):
     return value.fields[index] if isinstance(value, Tuple) else bb.emit(TupleGetItem(value, index))
 
 
-def _train_step(adjoint: Function, optimizer: Optimizer, n_in: int, n_param: int, n_targets: int) -> Function:
-    """The adjoint's bindings inlined, then the optimizer's update of the parameters with their gradients."""
+def _train_step(adjoint: Function, optimizer: Optimizer, n_in: int, n_param: int, n_targets: int,
+                with_key: bool = False) -> Function:
+    """The adjoint's bindings inlined, then the optimizer's update of the parameters with their gradients
+    (`with_key`: the adjoint's last parameter, the dropout key, is the last state entry, returned + 1)."""
     params = [fresh_var(p, promote=True) for p in adjoint.params]
     trained = params[n_in:n_in + n_param]
     names = optimizer.state_names([p.name_hint for p in trained])
@@ -155,6 +173,10 @@ def _train_step(adjoint: Function, optimizer: Optimizer, n_in: int, n_param: int
     grads_tuple = _field(bb, result, 1)
     grads = [_field(bb, grads_tuple, i) for i in range(n_param)]
     new_params, new_state = optimizer.emit_update(bb, trained, grads, state)
+    if with_key:
+        key = params.pop()
+        state.append(key)
+        new_state = [*new_state, bb.emit(R.add(key, const(1, "int64")), "next_key")]
     result = bb.emit_output(Tuple([loss, Tuple(new_params), Tuple(new_state)]), "step_out")
     bb.end_block()
     seq = bb.end_scope(result)

@@ -11,6 +11,7 @@ from retrograd.ir.module import IRModule
 from retrograd.runtime import build
 from retrograd.runtime.signature import Binder, Mismatch, compile_checker
 from retrograd.training.assemble import LAYOUT_ATTRS
+from retrograd.training.dropout_mode import DROPOUT_KEY
 from retrograd.training.init import initial_value
 
 _PARAM, _STATE = "param/", "optimizer/"
@@ -53,7 +54,8 @@ class Trainer:
     # -- parameters -------------------------------------------------------------
     def init_params(self, method: str = "he_uniform", seed: int = 0, overrides: dict | None = None) -> None:
         """Initialise every parameter (`method`: zeros, xavier_uniform/normal, he_uniform/normal; 1-D ones
-        start at zero) and reset the optimizer state. `overrides` maps names to a method or an array."""
+        start at zero) and reset the optimizer state. `overrides` maps names to a method or an array.
+        A dropout key in the state starts at `seed << 32` (modulo 2**64): other seeds, other masks."""
         rng = np.random.default_rng(seed)
         overrides = dict(overrides or {})
         unknown = sorted(set(overrides) - set(self.param_names))
@@ -68,6 +70,8 @@ class Trainer:
             values[p.name_hint] = (np.asarray(how) if not isinstance(how, str)
                                    else initial_value(how, tuple(s.shape), s.dtype, rng))
         self.set_params(values)
+        if DROPOUT_KEY in self.state:
+            self.state[DROPOUT_KEY] = np.array((seed << 32) % 2**64, np.uint64).astype(np.int64)
 
     def set_params(self, values: dict, reset_state: bool = True) -> None:
         """Take parameters by name (all of them, checked for shape and dtype); reset the optimizer state."""
