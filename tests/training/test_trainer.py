@@ -92,19 +92,28 @@ def test_per_step_losses_match_torch(which):
     assert ours[-1] < ours[0]
 
 
-def test_module_prints_parses_and_steps_the_same():
-    backbone = retrograd.parse(MLP)
+# Dropout on the hidden layer: the step also carries the dropout key (tests/training/test_dropout.py).
+MLP_DROPOUT = MLP.replace("y = R.add(R.matmul(h, w2), b2)", "d = R.nn.dropout(h, rate=0.5)\n            y = R.add(R.matmul(d[0], w2), b2)")
+FUNCTIONS = {"backbone", "backbone_loss", "optimizer", "train_step"}
+
+
+@pytest.mark.parametrize("text, functions", [
+    (MLP, FUNCTIONS | {"backbone_loss_adjoint"}),
+    (MLP_DROPOUT, FUNCTIONS | {"backbone_loss_train", "backbone_loss_train_adjoint"}),
+], ids=["plain", "dropout"])
+def test_module_prints_parses_and_steps_the_same(text, functions):
+    backbone = retrograd.parse(text)
     before = backbone.script()
     mod = setup_trainer(backbone, CrossEntropyLoss(), MomentumSGD(0.1))
     assert backbone.script() == before and list(backbone.keys()) == ["main"]
     assert well_formed(mod) == []
-    assert set(mod.keys()) == {"backbone", "backbone_loss", "backbone_loss_adjoint", "optimizer", "train_step"}
+    assert set(mod.keys()) == functions
     again = retrograd.parse(mod.script())
     assert retrograd.structural_equal(again, mod)
     x, y = _data()
     a, b = Trainer(mod), Trainer(again)
     a.init_params(seed=3)
-    b.set_params(a.params)
+    b.load_state_dict(a.state_dict())  # parameters and state (with the dropout key)
     for _ in range(3):
         assert a.step(x, y) == b.step(x, y)
 
