@@ -201,6 +201,17 @@ def test_long_lines_are_trimmed_around_the_caret():
     assert quoted[caret.index("^") : caret.index("^") + 6] == '"nope"'
 
 
+def test_a_long_name_in_a_message_and_its_note_is_cut():
+    # The undefined-dim error quotes the name in its message and twice in its note: each is cut.
+    name = "d" * 10000
+    err = located(fn("return x", params=f'x: R.Tensor(({name}, 3), dtype="float32")'), "Undefined variable")
+    rendered = str(err)
+    assert len(rendered) < 13000
+    assert rendered.startswith("h.py:2:")
+    note = rendered.split("  note: ", 1)[1]
+    assert len(note) <= 2000 and note.startswith("declare a symbolic dim with `ddd") and " ... " in note
+
+
 def test_source_line_counts_only_newlines():
     span = Span("f", 2, 1, source="a\x0cb\u2028c\nsecond\r\nthird")
     assert span.source_line() == "second"
