@@ -114,3 +114,33 @@ class Module:
         return (gv, (x_adjoint_out, y_adjoint_out))
 """
     check_gradient(before, expected)
+
+
+def test_a_param_seed_for_a_tuple_with_a_known_prim_prints_and_parses_back():
+    # R.Prim takes a dtype only: the seed parameter cannot carry the prim's inferred value (8), or the
+    # printed adjoint would read back as a different function.
+    import numpy as np
+
+    import retrograd
+    from retrograd.ir.struct_info import PrimStructInfo
+    from retrograd.ir.well_formed import well_formed
+    from retrograd.passes.gradient import Gradient
+
+    mod = retrograd.parse("""
+@R.function
+def main(x: R.Tensor((3,), "float32")):
+    with R.dataflow():
+        y = R.multiply(x, x)
+        p = R.prim_value(8)
+        t = (y, p)
+        R.output(t)
+    return (t, x)
+""")
+    for after in (Gradient("main", seeds="param")(mod), Gradient("main_adjoint", seeds="param")(Gradient("main", seeds="param")(mod))):
+        assert well_formed(after) == []
+        assert retrograd.structural_equal(retrograd.parse(after.script()), after)
+    seed = Gradient("main", seeds="param")(mod)["main_adjoint"].params[-1]
+    assert seed.struct_info.fields[1] == PrimStructInfo("int64")
+    x, cot = np.array([1.0, -2.0, 0.5], "float32"), np.array([0.5, 3.0, -1.0], "float32")
+    _, (grad,) = retrograd.build(Gradient("main", seeds="param")(mod))["main_adjoint"](x, (cot, 8))
+    np.testing.assert_allclose(grad, 2 * x * cot, rtol=1e-6)

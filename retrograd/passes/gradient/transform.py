@@ -12,7 +12,7 @@ from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.copy import copy_binding, copy_expr, fresh_var
 from retrograd.ir.expr import Constant, DataflowVar, Expr, Function, GlobalVar, If, Tuple, Var, shape_expr
 from retrograd.ir.module import IRModule
-from retrograd.ir.struct_info import FuncStructInfo, TensorStructInfo, TupleStructInfo
+from retrograd.ir.struct_info import FuncStructInfo, TensorStructInfo, TupleStructInfo, annotation_form
 from retrograd.ir.text import format_sinfo
 from retrograd.ops.registry import get as get_op
 from retrograd.passes.cse import eliminate_common_subexpressions
@@ -286,7 +286,7 @@ class FunctionAD:
             if isinstance(seed, Constant):
                 value = seed
             elif seed == "param":
-                value = Var(f"{name}_adjoint", sinfo)
+                value = Var(f"{name}_adjoint", annotation_form(sinfo))
                 params.append(value)
             else:
                 value = self._ones(bb, sinfo, name)
