@@ -144,3 +144,45 @@ def main(x: R.Tensor((3,), "float32")):
     x, cot = np.array([1.0, -2.0, 0.5], "float32"), np.array([0.5, 3.0, -1.0], "float32")
     _, (grad,) = retrograd.build(Gradient("main", seeds="param")(mod))["main_adjoint"](x, (cot, 8))
     np.testing.assert_allclose(grad, 2 * x * cot, rtol=1e-6)
+
+
+def test_a_call_to_a_function_returning_shapes_and_prims_is_differentiated():
+    # The callee's vjp takes a seed for every returned field; shapes and prims take no gradient, so the
+    # caller passes placeholders (the shape itself, zero prims) instead of failing to build zeros.
+    import numpy as np
+
+    import retrograd
+    from retrograd.ir.well_formed import well_formed
+    from retrograd.passes.gradient import Gradient
+
+    mod = retrograd.parse("""
+@I.ir_module
+class Module:
+    @R.function
+    def g(x: R.Tensor((3,), "float32")):
+        with R.dataflow():
+            y = R.multiply(x, x)
+            s = R.shape([3])
+            p = R.prim_value(8)
+            q = R.prim_value(T.float32(1.5))
+            b = R.prim_value(True)
+            R.output(y, s, p, q, b)
+        return (y, s, p, q, b)
+
+    @R.function
+    def main(x: R.Tensor((3,), "float32")):
+        cls = Module
+        with R.dataflow():
+            t = cls.g(x)
+            a = t[0]
+            r = R.sum(a)
+            R.output(r)
+        return r
+""")
+    out = Gradient("main")(mod)
+    assert well_formed(out) == []
+    assert retrograd.structural_equal(retrograd.parse(out.script()), out)
+    x = np.array([1.0, -2.0, 3.0], "float32")
+    value, (grad,) = retrograd.build(out)["main_adjoint"](x)
+    np.testing.assert_allclose(value, np.sum(x * x), rtol=1e-6)
+    np.testing.assert_allclose(grad, 2 * x, rtol=1e-6)
