@@ -218,3 +218,19 @@ def test_a_masked_array_is_refused_rather_than_its_mask_dropped():
     data = np.ma.array(np.ones((2, 3), "float32"), mask=[[1, 0, 0], [0, 0, 0]])
     with pytest.raises(ExecutionError, match=r"parameter 'x' expects .*masked array"):
         retrograd.build(retrograd.parse(SUBCLASS))["main"](data, np.ones((2, 3), "float32"))
+
+
+def test_arguments_by_name_bind_like_a_python_call_and_mistakes_name_the_parameter():
+    ex = retrograd.build(retrograd.parse('''
+@R.function
+def main(x: R.Tensor((2,), "float32"), y: R.Tensor((2,), "float32")):
+    return R.subtract(x, y)
+'''))
+    a, b = np.array([5, 7], "float32"), np.array([1, 2], "float32")
+    assert ex["main"](a, y=b).tolist() == [4, 5] and ex["main"](y=b, x=a).tolist() == [4, 5]
+    for args, kwargs, message in [((a,), {"z": b}, "no parameter named 'z' (parameters: x, y)"),
+                                  ((a,), {"x": a}, "parameter 'x' is given both by position and by name"),
+                                  ((), {"y": b}, "missing argument(s) for 'x'")]:
+        with pytest.raises(ExecutionError) as info:
+            ex["main"](*args, **kwargs)
+        assert message in str(info.value)
