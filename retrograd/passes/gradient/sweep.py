@@ -90,6 +90,8 @@ class Sweep:
             return tuple(
                 self.accumulate(self.field(a, i), self.field(b, i), s, name) for i, s in enumerate(sinfo.fields)
             )
+        if not isinstance(sinfo, TensorStructInfo):
+            return a  # a prim's or a shape's "adjoint" is a placeholder (see zeros): nothing to add
         return self.bb.emit(get_op("relax.add")(a, b), f"{name}_adjoint")
 
     def materialize(self, adj, sinfo, like: Expr | None = None) -> Expr:
