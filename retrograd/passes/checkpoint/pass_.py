@@ -81,7 +81,8 @@ def _plan(mod: IRModule, func: Function, func_name: str, parsed, policy: str) ->
     # Measured as the executor will (the Problem leaves out what Ifs and calls hold inside them).
     unplanned = peak_memory(mod, func_name)
     target = parsed.resolve(unplanned) if parsed is not None else None
-    goal = target
+    # A budget the function meets as it is needs no plan (the Problem may count more than the executor).
+    goal = None if target is not None and target >= unplanned else target
     for replans in range(_MAX_REPLANS + 1):
         try:
             schedule = solve(problem, goal, policy)
