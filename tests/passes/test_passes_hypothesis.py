@@ -9,11 +9,12 @@ import sys
 from pathlib import Path
 
 import numpy as np
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, given, note, settings
 from hypothesis import strategies as st
 
 import retrograd
 from gradient_helpers import random_inputs
+from retrograd.analysis import peak_memory
 from retrograd.errors import DiagnosticError, GradientError
 from retrograd.ir import well_formed
 from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo
@@ -26,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ops"))
 from higher_order import dot_of_adjoint, random_value  # noqa: E402
 from strategies import modules  # noqa: E402
 
-# A fifth of the profile's example count (HYPOTHESIS_PROFILE=ci: 60 per test, a few seconds each).
-SETTINGS = settings(max_examples=max(10, settings.default.max_examples // 5), deadline=None,
+# A quarter of the profile's example count (HYPOTHESIS_PROFILE=ci: 75 per test, a few seconds each).
+SETTINGS = settings(max_examples=max(10, settings.default.max_examples // 4), deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much])
 PIPELINES = ["dce", "cse", "simplify", "fold-constant", "fold-constant, cse, simplify, dce", "simplify, dce, cse, fold-constant"]
 
@@ -68,6 +69,21 @@ def assert_same(got, want, exact: bool):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
 
 
+def of_tensors(sinfo) -> bool:
+    if isinstance(sinfo, TupleStructInfo):
+        return all(of_tensors(f) for f in sinfo.fields)
+    return isinstance(sinfo, TensorStructInfo)
+
+
+def more_inputs(func, args, seed) -> list:
+    """`args` and random values for the rest of func's parameters (vjp seeds, weights), float64 or of
+    their dtype; examples whose extra parameters hold shapes or prims are left out."""
+    rest = func.params[len(args):]
+    assume(all(of_tensors(p.struct_info) for p in rest))
+    rng = np.random.default_rng(seed)
+    return list(args) + [random_value(p.struct_info, rng) for p in rest]
+
+
 def static_inputs(mod, seed):
     """Random arguments of `main`, or None when its parameters are not all static tensors."""
     if not all(is_static(p.struct_info) for p in mod["main"].params):
@@ -85,14 +101,21 @@ def adjoint_options(mod) -> dict:
         return {"seeds": "param"}
 
 
-def assert_agrees_with_finite_differences(report):
+def assert_agrees_with_finite_differences(mod, name, args, seed, rtol):
+    """Gradient's adjoint against central differences at two steps: rounding spoils the small one where
+    constants reach 3.25e6, curvature the large one; a wrong rule fails at both."""
+    for eps in (1e-5, 1e-3):
+        report = check_gradients(mod, name, args, seed=seed, eps=eps, rtol=rtol, atol=1e-5)
+        if report.ok:
+            return
     # A kink or a pole the random input lands on gives inf or nan on one side: not a wrong rule.
-    assert report.ok or not (np.isfinite(report.analytic) and np.isfinite(report.numeric)), str(report)
+    assert not (np.isfinite(report.analytic) and np.isfinite(report.numeric)), str(report)
 
 
 @SETTINGS
 @given(modules(), st.sampled_from(PIPELINES), st.integers(0, 99))
 def test_optimizing_pipelines_keep_the_values(mod, pipeline, seed):
+    note(mod.script())
     out = apply(parse_pipeline(pipeline), mod)
     args = static_inputs(mod, seed)
     if args is None:
@@ -107,6 +130,7 @@ def test_optimizing_pipelines_keep_the_values(mod, pipeline, seed):
 @SETTINGS
 @given(modules(), st.integers(0, 99))
 def test_gradients_of_random_functions_first_and_second_order(mod, seed):
+    note(mod.script())
     options = adjoint_options(mod)
     first = apply(Gradient("main", **options), mod)
     try:
@@ -116,31 +140,28 @@ def test_gradients_of_random_functions_first_and_second_order(mod, seed):
     args = static_inputs(mod, seed)
     if args is None:
         return
-    report = check_gradients(mod, "main", args, seed=seed, eps=1e-5, rtol=1e-3, atol=1e-6)
-    assert_agrees_with_finite_differences(report)
+    assert_agrees_with_finite_differences(mod, "main", args, seed, rtol=1e-3)
     if any(isinstance(p.struct_info, TupleStructInfo) for p in mod["main"].params):
         return  # dot_of_adjoint weighs tensor gradients only
     dot = dot_of_adjoint(mod, "main", None, **options)
-    rng = np.random.default_rng(seed)
-    dot_args = list(args) + [random_value(p.struct_info, rng) for p in dot["main_dot"].params[len(args):]]
-    report = check_gradients(dot, "main_dot", dot_args, seed=seed, eps=1e-5, rtol=3e-3, atol=1e-5)
-    assert_agrees_with_finite_differences(report)
+    dot_args = more_inputs(dot["main_dot"], args, seed)
+    assert_agrees_with_finite_differences(dot, "main_dot", dot_args, seed, rtol=3e-3)
 
 
 @SETTINGS
 @given(modules(), st.integers(0, 99), st.sampled_from(["budget", "budget", "sqrt", "cheap"]), st.integers(5, 100))
 def test_checkpointed_adjoints_compute_the_same_within_their_budget(mod, seed, policy, percent):
+    note(mod.script())
     args = static_inputs(mod, seed)
     assume(args is not None)
     adj = Gradient("main", **adjoint_options(mod))(mod)
-    rng = np.random.default_rng(seed)
-    args = list(args) + [random_value(p.struct_info, rng) for p in adj["main_adjoint"].params[len(args):]]
     args = [a if isinstance(a, tuple) else np.asarray(a).astype(p.struct_info.dtype)
-            for a, p in zip(args, adj["main_adjoint"].params)]
+            for a, p in zip(more_inputs(adj["main_adjoint"], args, seed), adj["main_adjoint"].params)]
     try:
         want, unplanned = run(adj, "main_adjoint", args)
+        peak_memory(adj, "main_adjoint")
     except DiagnosticError:
-        assume(False)
+        assume(False)  # a kernel refusing its input, or a callee of symbolic shapes: no static memory model
     budget = max(1, unplanned * percent // 100)
     options = {"budget": budget} if policy == "budget" else {}
     try:
