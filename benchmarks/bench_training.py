@@ -178,8 +178,10 @@ def worker(system, name, data_path, steps, check):
     if system == "tvm":
         step = _tvm_step(name, arrays, x, y)
     elif system == "retrograd":
+        import retrograd
         from retrograd.training import Trainer
 
+        retrograd.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))  # as torch.set_num_threads below
         t = Trainer(_retrograd_step_module(name))
         t.set_params(arrays)
         step = lambda: t.step(x, y)  # noqa: E731
