@@ -20,6 +20,8 @@ from retrograd.runtime import split
 def threads(request, monkeypatch):
     """Kernels on 1-3 threads, splitting even the smallest work."""
     monkeypatch.setattr(parallel, "MIN_PART_NS", 0)
+    # BLAS work splits only when BLAS can be held to one thread: say it can (threadpoolctl may be absent).
+    monkeypatch.setattr(parallel, "_blas_single_by_env", lambda: True)
     parallel.set_num_threads(request.param)
     yield request.param
     parallel.set_num_threads(None)
@@ -46,6 +48,7 @@ def test_conv2d_and_gradients_split_over_images(threads, s, p, d):
 def test_split_results_do_not_depend_on_the_thread_count(monkeypatch):
     x, w = _rand((7, 4, 10, 10), 3).astype(np.float32), _rand((6, 4, 3, 3), 4).astype(np.float32)
     monkeypatch.setattr(parallel, "MIN_PART_NS", 0)
+    monkeypatch.setattr(parallel, "_blas_single_by_env", lambda: True)
     outs = []
     for t in (1, 2, 4):
         parallel.set_num_threads(t)
