@@ -193,3 +193,45 @@ def test_thread_settings(monkeypatch):
     monkeypatch.delenv("OMP_NUM_THREADS")
     parallel.set_num_threads(None)
     assert retrograd.get_num_threads() == parallel.get_num_threads() >= 1
+
+
+@pytest.mark.parametrize("sa,sb", [((37, 5), (5, 3)), ((3, 5), (5, 41)), ((6, 4, 5), (6, 5, 3)), ((6, 4, 5), (5, 7)),
+                                   ((2, 3, 4, 5), (2, 1, 5, 6)), ((1, 4, 5), (3, 5, 2)), ((5,), (5, 4)), ((7, 5), (5,)),
+                                   ((0, 5), (5, 3)), ((4, 0), (0, 3))])
+def test_split_matmul_equals_a_naive_product(threads, sa, sb):
+    from retrograd.ops.kernels.matmul import matmul
+
+    rng = np.random.default_rng(8)
+    a, b = rng.standard_normal(sa), rng.standard_normal(sb)
+    a2 = a if a.ndim > 1 else a[None]
+    b2 = b if b.ndim > 1 else b[:, None]
+    naive = (a2[..., :, :, None] * b2[..., None, :, :]).sum(-2)  # broadcasting sum of products
+    if a.ndim == 1:
+        naive = naive[..., 0, :]
+    if b.ndim == 1:
+        naive = naive[..., 0]
+    got = matmul(a, b)
+    assert got.shape == naive.shape
+    np.testing.assert_allclose(got, naive, rtol=1e-12, atol=1e-12)
+    ints = matmul(a2.astype(np.int64), b2.astype(np.int64))  # not split: integer products
+    np.testing.assert_array_equal(ints, np.matmul(a2.astype(np.int64), b2.astype(np.int64)))
+
+
+def test_split_parts_keep_the_callers_numpy_error_state(threads):
+    import warnings
+
+    x = np.full((64, 1024, 8), 3e38, np.float32)
+    mod = retrograd.parse("""
+@I.ir_module
+class M:
+    @R.function
+    def main(x: R.Tensor((64, 1024, 8), dtype="float32")):
+        with R.dataflow():
+            y = R.multiply(x, R.const(10.0, "float32"))
+            R.output(y)
+        return y
+""")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an overflow warning from a part would fail here
+        y = retrograd.build(mod)["main"](x)
+    assert np.isinf(y).all()

@@ -12,6 +12,7 @@ OMP_NUM_THREADS, else the CPUs this process may use.
 
 from __future__ import annotations
 
+import contextvars
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -97,6 +98,33 @@ class _OneBlasThread:
                 c.set_num_threads(n)
 
 
+# Whether a call of the executor holds BLAS to one thread throughout when the kernels have threads of
+# their own. OpenBLAS's threads spin for a while after each threaded call (about 0.1 s), competing
+# with the kernel threads for the same cores; holding BLAS for the whole call keeps them asleep, and
+# large matmuls are split by the kernels instead (kernels/matmul.py).
+HOLD_BLAS_PER_RUN = True
+
+
+def run_scope():
+    """The context of one executor call: BLAS held to one thread when the kernels split work themselves."""
+    if HOLD_BLAS_PER_RUN and get_num_threads() > 1 and not getattr(_state, "inside", False) and _blas_controllers():
+        return _OneBlasThread()
+    return _NO_SCOPE
+
+
+class _NoScope:
+    __slots__ = ()
+
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return None
+
+
+_NO_SCOPE = _NoScope()
+
+
 def parts_for(n: int, work_ns: float) -> int:
     """How many parts a batch of n items carrying `work_ns` of work is worth splitting into."""
     if n < 2 or getattr(_state, "inside", False):
@@ -146,7 +174,8 @@ def run_parts(fn, n: int, work_ns: float, blas: bool = False) -> list:
     if guard is not None:
         guard.__enter__()
     try:
-        futures = [_get_pool(parts - 1).submit(_run_part, fn, sl) for sl in slices[1:]]
+        # Each part runs in a copy of the caller's context: NumPy's errstate is a context variable.
+        futures = [_get_pool(parts - 1).submit(contextvars.copy_context().run, _run_part, fn, sl) for sl in slices[1:]]
         try:
             first = _run_part(fn, slices[0])
         finally:
