@@ -15,10 +15,9 @@ from __future__ import annotations
 import contextvars
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor, wait
 
-# Dispatching a part to the pool costs tens of microseconds: a part must carry several times that.
-MIN_PART_NS = 150_000
+# Handing a part to a worker costs ~10-20 µs (two lock hand-offs): a part must carry several times that.
+MIN_PART_NS = 60_000
 # Rough speeds that turn a kernel's size into nanoseconds of work (single core, float32).
 GEMM_FLOPS_PER_NS = 60.0
 COPY_BYTES_PER_NS = 4.0
@@ -26,7 +25,6 @@ COPY_BYTES_PER_NS = 4.0
 _state = threading.local()  # .inside: this thread is running a part (no nested splits)
 _lock = threading.Lock()
 _threads: int | None = None
-_pool: ThreadPoolExecutor | None = None
 _blas = None  # threadpoolctl's BLAS controllers, [] when absent; found on first use
 
 
@@ -55,14 +53,10 @@ def get_num_threads() -> int:
 def set_num_threads(n: int | None) -> None:
     """Use `n` threads in the kernels (None: the default from the environment). BLAS calls outside the
     split kernels keep BLAS's own setting."""
-    global _threads, _pool
+    global _threads
     if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
         raise ValueError(f"the number of threads must be a positive int, got {n!r}")
-    with _lock:
-        _threads = n if n is not None else _env_threads()
-        if _pool is not None and _pool._max_workers != _threads - 1:
-            _pool.shutdown(wait=False)
-            _pool = None
+    _threads = n if n is not None else _env_threads()
 
 
 def _blas_controllers():
@@ -139,14 +133,47 @@ def split(n: int, parts: int) -> list[slice]:
     return [slice(bounds[i], bounds[i + 1]) for i in range(parts) if bounds[i] < bounds[i + 1]]
 
 
-def _get_pool(workers: int) -> ThreadPoolExecutor:
-    global _pool
+class _Worker:
+    """A kernel thread: waits on `go`, runs one part in the submitter's context, releases `done`.
+    Two locks per hand-off and no queue or future: a part is worth ~150 µs, so dispatch must be small."""
+
+    def __init__(self):
+        self.go, self.done = threading.Lock(), threading.Lock()
+        self.go.acquire()
+        self.done.acquire()
+        self.task = self.result = self.error = None
+        threading.Thread(target=self._loop, name="retrograd-kernels", daemon=True).start()
+
+    def _loop(self):
+        while True:
+            self.go.acquire()
+            ctx, fn, sl = self.task
+            try:
+                self.result, self.error = ctx.run(_run_part, fn, sl), None
+            except BaseException as err:  # handed to the submitting thread
+                self.result, self.error = None, err
+            self.task = None
+            self.done.release()
+
+    def start(self, fn, sl):
+        # A copy of the caller's context: NumPy's errstate is a context variable.
+        self.task = (contextvars.copy_context(), fn, sl)
+        self.go.release()
+
+    def join(self):
+        self.done.acquire()
+        return self.result, self.error
+
+
+_workers: list[_Worker] = []
+_busy = threading.Lock()  # one split at a time uses the workers; a concurrent one runs inline
+
+
+def _get_workers(count: int) -> list[_Worker]:
     with _lock:
-        if _pool is None or _pool._max_workers < workers:
-            if _pool is not None:
-                _pool.shutdown(wait=False)
-            _pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="retrograd")
-        return _pool
+        while len(_workers) < count:
+            _workers.append(_Worker())
+        return _workers[:count]
 
 
 def _run_part(fn, sl):
@@ -164,26 +191,33 @@ def run_parts(fn, n: int, work_ns: float, blas: bool = False) -> list:
     parts = parts_for(n, work_ns)
     if blas and parts > 1 and not _blas_controllers() and not _blas_single_by_env():
         parts = 1  # BLAS would start threads inside each part: leave the threading to BLAS
+    if parts > 1 and not _busy.acquire(blocking=False):
+        parts = 1  # another thread's split holds the workers
     if parts == 1:
         if blas and work_ns < MIN_PART_NS * max(2, get_num_threads()) and _blas_controllers():
             with _OneBlasThread():
                 return [fn(slice(0, n))]
         return [fn(slice(0, n))]
-    slices = split(n, parts)
-    guard = _OneBlasThread() if blas else None
-    if guard is not None:
-        guard.__enter__()
     try:
-        # Each part runs in a copy of the caller's context: NumPy's errstate is a context variable.
-        futures = [_get_pool(parts - 1).submit(contextvars.copy_context().run, _run_part, fn, sl) for sl in slices[1:]]
-        try:
-            first = _run_part(fn, slices[0])
-        finally:
-            wait(futures)  # no part may still write into the caller's arrays once this returns
-        return [first] + [f.result() for f in futures]
+        with _OneBlasThread() if blas else _NO_SCOPE:
+            slices = split(n, parts)
+            workers = _get_workers(len(slices) - 1)
+            for w, sl in zip(workers, slices[1:]):
+                w.start(fn, sl)
+            first = error = None
+            try:
+                first = _run_part(fn, slices[0])
+            except BaseException as err:
+                error = err
+            # Every part finishes before this returns: none may still write into the caller's arrays.
+            joined = [w.join() for w in workers]
     finally:
-        if guard is not None:
-            guard.__exit__(None, None, None)
+        _busy.release()
+    for _, err in joined:
+        error = error or err
+    if error is not None:
+        raise error
+    return [first] + [r for r, _ in joined]
 
 
 def run_sum(fn, n: int, work_ns: float, blas: bool = False):
@@ -196,9 +230,10 @@ def run_sum(fn, n: int, work_ns: float, blas: bool = False):
 
 
 if hasattr(os, "register_at_fork"):
-    # A forked child has no pool threads: make it start its own.
-    def _forget_pool():
-        global _pool, _lock
-        _pool, _lock = None, threading.Lock()
+    # A forked child has none of the parent's threads: it starts its own workers.
+    def _forget_workers():
+        global _lock, _busy
+        _workers.clear()
+        _lock, _busy = threading.Lock(), threading.Lock()
 
-    os.register_at_fork(after_in_child=_forget_pool)
+    os.register_at_fork(after_in_child=_forget_workers)
