@@ -235,3 +235,28 @@ class M:
         warnings.simplefilter("error")  # an overflow warning from a part would fail here
         y = retrograd.build(mod)["main"](x)
     assert np.isinf(y).all()
+
+
+def test_an_interrupted_wait_retires_the_workers(monkeypatch):
+    import time
+
+    monkeypatch.setattr(parallel, "MIN_PART_NS", 0)
+    parallel.set_num_threads(2)
+    try:
+        parallel.run_parts(lambda sl: sl, 4, 1.0)  # the worker exists
+        worker = parallel._workers[0]
+
+        def interrupted():
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(worker, "join", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            parallel.run_parts(lambda sl: time.sleep(0.05) or sl, 4, 1.0)
+        assert worker not in parallel._workers
+        monkeypatch.undo()
+        parallel.set_num_threads(2)
+        monkeypatch.setattr(parallel, "MIN_PART_NS", 0)
+        got = parallel.run_parts(lambda sl: (sl.start, sl.stop), 4, 1.0)  # a fresh worker, right results
+        assert got == [(0, 2), (2, 4)]
+    finally:
+        parallel.set_num_threads(None)

@@ -176,6 +176,12 @@ def _get_workers(count: int) -> list[_Worker]:
         return _workers[:count]
 
 
+def _retire(workers: list[_Worker]) -> None:
+    """Never hand these workers another part (their `done` may be released late, by an old part)."""
+    with _lock:
+        _workers[:] = [w for w in _workers if w not in workers]
+
+
 def _run_part(fn, sl):
     _state.inside = True
     try:
@@ -210,7 +216,11 @@ def run_parts(fn, n: int, work_ns: float, blas: bool = False) -> list:
             except BaseException as err:
                 error = err
             # Every part finishes before this returns: none may still write into the caller's arrays.
-            joined = [w.join() for w in workers]
+            try:
+                joined = [w.join() for w in workers]
+            except BaseException:  # interrupted while waiting: a worker may still run its part
+                _retire(workers)
+                raise
     finally:
         _busy.release()
     for _, err in joined:
