@@ -197,7 +197,7 @@ def test_thread_settings(monkeypatch):
 
 @pytest.mark.parametrize("sa,sb", [((37, 5), (5, 3)), ((3, 5), (5, 41)), ((6, 4, 5), (6, 5, 3)), ((6, 4, 5), (5, 7)),
                                    ((2, 3, 4, 5), (2, 1, 5, 6)), ((1, 4, 5), (3, 5, 2)), ((5,), (5, 4)), ((7, 5), (5,)),
-                                   ((0, 5), (5, 3)), ((4, 0), (0, 3))])
+                                   ((0, 5), (5, 3)), ((4, 0), (0, 3)), ((2, 3, 4), (2, 4, 0)), ((2, 0, 4), (2, 4, 3))])
 def test_split_matmul_equals_a_naive_product(threads, sa, sb):
     from retrograd.ops.kernels.matmul import matmul
 

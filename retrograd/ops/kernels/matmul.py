@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from retrograd.ops.kernels import parallel
@@ -41,6 +43,6 @@ def _split_2d(a, b):
 
 def _split_batch(a, b):
     out = np.empty(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1]), np.result_type(a, b))
-    work = _ns(out.size // out.shape[-1], a.shape[-1], out.shape[-1])
+    work = _ns(math.prod(out.shape[:-1]), a.shape[-1], out.shape[-1])
     parallel.run_parts(lambda sl: np.matmul(a[sl], b[sl], out=out[sl]), a.shape[0], work, blas=True)
     return out
