@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from retrograd.errors import ExecutionError
+from retrograd.ops.kernels import parallel
 from retrograd.runtime.interp import Meter, invoke, run_code, run_code_profiled
 from retrograd.runtime.lowering import lower_module
 from retrograd.runtime.stats import RunStats, format_profile
@@ -78,7 +79,7 @@ class BuiltFunction:
         try:
             # inf and nan are results here (IEEE, as in TVM), not warnings: whether a kernel wrote in
             # place (runtime/inplace.py) or not, one errstate per call keeps NumPy quiet about them.
-            with np.errstate(all="ignore"):
+            with np.errstate(all="ignore"), parallel.run_scope():
                 result = invoke(self.prog, args, m, True)
         except RecursionError:
             raise ExecutionError(

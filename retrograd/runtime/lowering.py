@@ -28,6 +28,7 @@ from retrograd.ir.expr import (
 )
 from retrograd.ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo, all_dim_names, dim_names
 from retrograd.ir.text import format_sinfo
+from retrograd.runtime import split
 from retrograd.runtime.inplace import make as make_inplace
 from retrograd.runtime.interp import make_call, make_if, root_of
 from retrograd.runtime.signature import (
@@ -348,6 +349,11 @@ class _FunctionLowering:
             inplace = (op.inplace, srcs, positions)
         fn = _kernel_fn(kernel, call.attrs, srcs)
         nbytes = static_nbytes(var.struct_info)
+        if op.inplace is not None and not self.check and split.splittable([a.struct_info for a in call.args], var.struct_info, nbytes):
+            sinfo = var.struct_info
+            fn = split.make(op.inplace, [reader(s) for s in srcs], tuple(sinfo.shape), sinfo.dtype)
+            if inplace is not None:
+                inplace = (split.split_into(op.inplace), srcs, positions)
         if nbytes is not None and nbytes > allocation_limit():
             fn, inplace = _refuse(nbytes), None  # fails when reached (an untaken branch may hold it)
         self._add(pb, fn, self.new_reg(), reads, False, info, var, inplace=inplace)
