@@ -123,7 +123,8 @@ def test_optimizing_pipelines_keep_the_values(mod, pipeline, seed):
     try:
         want, _ = run(mod, "main", args)
     except DiagnosticError:
-        assume(False)  # a kernel refusing its random input (an integer division by zero, say)
+        assume(False)  # a kernel refusing its random input (an integer division by zero, a callee's
+        # symbolic dim broadcast against a constant its argument does not match)
     assert_same(run(out, "main", args)[0], want, exact=False)
 
 
@@ -140,6 +141,10 @@ def test_gradients_of_random_functions_first_and_second_order(mod, seed):
     args = static_inputs(mod, seed)
     if args is None:
         return
+    try:
+        run(mod, "main", args)
+    except DiagnosticError:
+        assume(False)  # a callee broadcasting a symbolic dim its argument does not match, say
     assert_agrees_with_finite_differences(mod, "main", args, seed, rtol=1e-3)
     if any(isinstance(p.struct_info, TupleStructInfo) for p in mod["main"].params):
         return  # dot_of_adjoint weighs tensor gradients only
