@@ -154,8 +154,8 @@ def test_a_param_seed_for_a_tuple_with_a_known_prim_prints_and_parses_back():
 
 
 def test_a_call_to_a_function_returning_shapes_and_prims_is_differentiated():
-    # The callee's vjp takes a seed for every returned field; shapes and prims take no gradient, so the
-    # caller passes placeholders (the shape itself, zero prims) instead of failing to build zeros.
+    # The callee's vjp takes a seed for every returned field; shapes, prims and strings take no gradient,
+    # so the caller passes placeholders (the value itself, zero prims) instead of failing to build zeros.
     mod = retrograd.parse("""
 @I.ir_module
 class Module:
@@ -167,8 +167,9 @@ class Module:
             p = R.prim_value(8)
             q = R.prim_value(T.float32(1.5))
             b = R.prim_value(True)
-            R.output(y, s, p, q, b)
-        return (y, s, p, q, b)
+            w = R.str("hello")
+            R.output(y, s, p, q, b, w)
+        return (y, s, p, q, b, w)
 
     @R.function
     def main(x: R.Tensor((3,), "float32")):

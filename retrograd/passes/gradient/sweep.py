@@ -10,7 +10,7 @@ from retrograd.ir.block import VarBinding
 from retrograd.ir.copy import copy_binding, copy_expr
 from retrograd.ir.expr import Call, Constant, Expr, Function, GlobalVar, If, PrimValue, SeqExpr, ShapeExpr, StringImm
 from retrograd.ir.expr import Tuple, TupleGetItem, Var, is_leaf, prim_value, shape_expr
-from retrograd.ir.struct_info import PrimStructInfo, ShapeStructInfo, TensorStructInfo, TupleStructInfo
+from retrograd.ir.struct_info import PrimStructInfo, TensorStructInfo, TupleStructInfo
 from retrograd.ops.composed import ComposedVjp
 from retrograd.ops.registry import get as get_op
 from retrograd.ops.shape_utils import broadcast_shapes
@@ -129,11 +129,12 @@ class Sweep:
                 return self.bb.emit(get_op("relax.zeros")(shape_expr(sinfo.shape), dtype=sinfo.dtype), "lv")
             if like is not None:
                 return self.bb.emit(get_op("relax.zeros_like")(self.host.restore(like)), "lv")
-        # Prims and shapes take no gradient, but a callee's adjoint takes a seed for every returned field
-        # and ignores these: a zero prim, or the shape itself (the one value its struct info admits).
+        # Prims, shapes and objects (strings) take no gradient, but a callee's adjoint takes a seed for
+        # every returned field and ignores these: a zero prim, or the value itself (a shape's struct info
+        # admits no other).
         if isinstance(sinfo, PrimStructInfo) and sinfo.dtype:
             return prim_value(False if sinfo.dtype == "bool" else 0, sinfo.dtype)
-        if isinstance(sinfo, ShapeStructInfo) and like is not None:
+        if not isinstance(sinfo, TensorStructInfo) and like is not None:
             return self.host.restore(like)
         raise self.host.error(f"cannot build a zero gradient for a value of unknown shape or dtype ({sinfo})")
 
