@@ -22,6 +22,7 @@ class Executable:
         self.mod = mod
         self._programs = lower_module(mod, check=check)
         self._skip = frozenset().union(*(p.const_roots for p in self._programs.values()))
+        self._splits = any(p.splits for p in self._programs.values())  # see parallel.run_scope
         self._run = run_code_profiled if profile else run_code
         self.profile = {} if profile else None  # op -> [calls, seconds, output bytes]
         self.stats: RunStats | None = None
@@ -79,7 +80,7 @@ class BuiltFunction:
         try:
             # inf and nan are results here (IEEE, as in TVM), not warnings: whether a kernel wrote in
             # place (runtime/inplace.py) or not, one errstate per call keeps NumPy quiet about them.
-            with np.errstate(all="ignore"), parallel.run_scope():
+            with np.errstate(all="ignore"), parallel.run_scope(exe._splits):
                 result = invoke(self.prog, args, m, True)
         except RecursionError:
             raise ExecutionError(

@@ -71,7 +71,8 @@ class Block:
 class Program:
     """A lowered function: register template, parameter checkers, shape registers, body block."""
 
-    __slots__ = ("name", "nparams", "param_names", "params", "template", "shape_regs", "symbolic", "block", "const_roots")
+    __slots__ = ("name", "nparams", "param_names", "params", "template", "shape_regs", "symbolic", "block", "const_roots",
+                 "splits")
 
 
 class _PreIns:
@@ -156,6 +157,7 @@ class _FunctionLowering:
         self.func = func
         self.programs = programs
         self.check = check
+        self.splits = False  # whether a kernel of this function splits its work over threads
         self.template: list = [None]  # register 0 holds the call's symbolic-dim environment
         self.fixed: set[int] = {0}  # registers never freed: constants, shapes, the environment
         self.src_of: dict = {}  # Var -> source (register or tuple of sources)
@@ -263,6 +265,7 @@ class _FunctionLowering:
         prog.template = self.template
         prog.shape_regs = tuple(self.shape_regs)
         prog.const_roots = self.const_roots
+        prog.splits = self.splits
 
     def lower_seq(self, seq) -> _PreBlock:
         if not isinstance(seq, SeqExpr):
@@ -348,10 +351,13 @@ class _FunctionLowering:
         if positions:
             inplace = (op.inplace, srcs, positions)
         fn = _kernel_fn(kernel, call.attrs, srcs)
+        if op.cost.kind in split.SPLITTING_KINDS:
+            self.splits = True
         nbytes = static_nbytes(var.struct_info)
         if op.inplace is not None and not self.check and split.splittable([a.struct_info for a in call.args], var.struct_info, nbytes):
             sinfo = var.struct_info
             fn = split.make(op.inplace, [reader(s) for s in srcs], tuple(sinfo.shape), sinfo.dtype)
+            self.splits = True
             if inplace is not None:
                 inplace = (split.split_into(op.inplace), srcs, positions)
         if nbytes is not None and nbytes > allocation_limit():

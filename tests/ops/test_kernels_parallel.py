@@ -13,6 +13,7 @@ from test_kernels_pool import naive_avg_backward, naive_max, naive_max_backward
 
 import retrograd
 from retrograd.ops.kernels import conv, parallel, pool
+from retrograd.ops.kernels import matmul as matmul_kernels
 from retrograd.runtime import split
 
 
@@ -20,10 +21,12 @@ from retrograd.runtime import split
 def threads(request, monkeypatch):
     """Kernels on 1-3 threads, splitting even the smallest work."""
     monkeypatch.setattr(parallel, "MIN_PART_NS", 0)
+    monkeypatch.setattr(matmul_kernels, "MIN_PART_NS", 0)
     # BLAS work splits only when BLAS can be held to one thread: say it can (threadpoolctl may be absent).
     monkeypatch.setattr(parallel, "_blas_single_by_env", lambda: True)
     parallel.set_num_threads(request.param)
-    yield request.param
+    with parallel._Held():  # as inside an executor call that holds BLAS: matmuls split too
+        yield request.param
     parallel.set_num_threads(None)
 
 
@@ -258,5 +261,39 @@ def test_an_interrupted_wait_retires_the_workers(monkeypatch):
         monkeypatch.setattr(parallel, "MIN_PART_NS", 0)
         got = parallel.run_parts(lambda sl: (sl.start, sl.stop), 4, 1.0)  # a fresh worker, right results
         assert got == [(0, 2), (2, 4)]
+    finally:
+        parallel.set_num_threads(None)
+
+
+def test_modules_with_splitting_kernels_hold_blas_and_others_do_not():
+    conv_mod = retrograd.parse("""
+@I.ir_module
+class M:
+    @R.function
+    def main(x: R.Tensor((2, 3, 8, 8), dtype="float32"), w: R.Tensor((4, 3, 3, 3), dtype="float32")):
+        with R.dataflow():
+            y = R.nn.conv2d(x, w)
+            R.output(y)
+        return y
+""")
+    mlp_mod = retrograd.parse("""
+@I.ir_module
+class M:
+    @R.function
+    def main(x: R.Tensor((4, 8), dtype="float32"), w: R.Tensor((8, 8), dtype="float32")):
+        with R.dataflow():
+            y = R.nn.relu(R.matmul(x, w))
+            R.output(y)
+        return y
+""")
+    assert retrograd.build(conv_mod)._splits and not retrograd.build(mlp_mod)._splits
+    assert retrograd.build(retrograd.parse(SPLIT_MODULE))._splits  # large elementwise results split
+    parallel.set_num_threads(2)
+    try:
+        assert isinstance(parallel.run_scope(True), parallel._Held) == bool(parallel._blas_controllers())
+        assert parallel.run_scope(False) is parallel._NO_SCOPE
+        with parallel.run_scope(True):
+            assert parallel.blas_held() == bool(parallel._blas_controllers())
+        assert not parallel.blas_held()
     finally:
         parallel.set_num_threads(None)

@@ -92,18 +92,36 @@ class _OneBlasThread:
                 c.set_num_threads(n)
 
 
-# Whether a call of the executor holds BLAS to one thread throughout when the kernels have threads of
-# their own. OpenBLAS's threads spin for a while after each threaded call (about 0.1 s), competing
-# with the kernel threads for the same cores; holding BLAS for the whole call keeps them asleep, and
-# large matmuls are split by the kernels instead (kernels/matmul.py).
-HOLD_BLAS_PER_RUN = True
+# A call of the executor that runs kernels splitting their work (convolutions, pooling, large
+# elementwise results) holds BLAS to one thread throughout: OpenBLAS's threads spin for a while after
+# each threaded call, and spinning threads took the cores from the kernel threads (MNIST-net step at
+# two threads: 135 ms with BLAS threading its matmuls, 40 ms with BLAS held). Large matmuls are then
+# split by the kernels (kernels/matmul.py). A call without such kernels (an MLP) leaves BLAS to thread
+# its matmuls, which it does with less overhead than a split here (0.69 vs 1.15 ms a step).
 
 
-def run_scope():
-    """The context of one executor call: BLAS held to one thread when the kernels split work themselves."""
-    if HOLD_BLAS_PER_RUN and get_num_threads() > 1 and not getattr(_state, "inside", False) and _blas_controllers():
-        return _OneBlasThread()
+class _Held(_OneBlasThread):
+    __slots__ = ()
+
+    def __enter__(self):
+        super().__enter__()
+        _state.held = True
+
+    def __exit__(self, *exc):
+        _state.held = False
+        super().__exit__(*exc)
+
+
+def run_scope(splits: bool):
+    """The context of one executor call; `splits`: the module runs kernels that split their work."""
+    if splits and get_num_threads() > 1 and not getattr(_state, "inside", False) and _blas_controllers():
+        return _Held()
     return _NO_SCOPE
+
+
+def blas_held() -> bool:
+    """Whether this thread runs an executor call that holds BLAS to one thread (matmuls split here)."""
+    return getattr(_state, "held", False)
 
 
 class _NoScope:
@@ -119,11 +137,12 @@ class _NoScope:
 _NO_SCOPE = _NoScope()
 
 
-def parts_for(n: int, work_ns: float) -> int:
+def parts_for(n: int, work_ns: float, min_part_ns: float | None = None) -> int:
     """How many parts a batch of n items carrying `work_ns` of work is worth splitting into."""
     if n < 2 or getattr(_state, "inside", False):
         return 1
-    worth = work_ns // MIN_PART_NS if MIN_PART_NS > 0 else n
+    least = MIN_PART_NS if min_part_ns is None else min_part_ns
+    worth = work_ns // least if least > 0 else n
     return int(max(1, min(get_num_threads(), n, worth)))
 
 
@@ -190,11 +209,12 @@ def _run_part(fn, sl):
         _state.inside = False
 
 
-def run_parts(fn, n: int, work_ns: float, blas: bool = False) -> list:
+def run_parts(fn, n: int, work_ns: float, blas: bool = False, min_part_ns: float | None = None) -> list:
     """[fn(slice) for the parts of range(n)], the parts run at once on the kernel threads when the
-    work is worth it. `blas`: fn calls BLAS, which then runs single-threaded inside the parts; small
-    work also runs with one BLAS thread (waking BLAS's threads costs more than it saves there)."""
-    parts = parts_for(n, work_ns)
+    work is worth it (at least `min_part_ns` a part, default MIN_PART_NS). `blas`: fn calls BLAS, which
+    then runs single-threaded inside the parts; small work also runs with one BLAS thread (waking
+    BLAS's threads costs more than it saves there)."""
+    parts = parts_for(n, work_ns, min_part_ns)
     if blas and parts > 1 and not _blas_controllers() and not _blas_single_by_env():
         parts = 1  # BLAS would start threads inside each part: leave the threading to BLAS
     if parts > 1 and not _busy.acquire(blocking=False):
