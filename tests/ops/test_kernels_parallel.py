@@ -297,3 +297,17 @@ class M:
         assert not parallel.blas_held()
     finally:
         parallel.set_num_threads(None)
+
+
+@pytest.mark.parametrize("shape,to", [((7, 5, 3, 4), (1, 5, 1, 1)), ((7, 5, 3), (5, 3)), ((6, 4), (1,)), ((0, 3), (3,)), ((5,), ())])
+def test_collapse_sum_splits_the_batch(threads, shape, to):
+    from retrograd.ops.manipulate import collapse_sum
+
+    x = _rand(shape, 9)
+    lead = len(shape) - len(to)
+    axes = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(to) if s == 1 and shape[lead + i] != 1)
+    naive = np.zeros(to)
+    for idx in np.ndindex(*shape):  # every element added into the cell it collapses to
+        cell = tuple(0 if (lead + i) in axes else idx[lead + i] for i in range(len(to)))
+        naive[cell] += x[idx]
+    np.testing.assert_allclose(collapse_sum(x, to), naive, rtol=1e-12, atol=1e-12)
