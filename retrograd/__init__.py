@@ -61,6 +61,20 @@ def to_dot(mod: IRModule, func: str | None = None) -> str:
     return _to_dot(mod, func)
 
 
+def set_num_threads(n: int | None) -> None:
+    """Threads the big kernels (convolutions, pooling, large elementwise results) split their work over;
+    None: RETROGRAD_NUM_THREADS, else OMP_NUM_THREADS, else the CPUs this process may use."""
+    from retrograd.ops.kernels.parallel import set_num_threads as _set
+
+    _set(n)
+
+
+def get_num_threads() -> int:
+    from retrograd.ops.kernels.parallel import get_num_threads as _get
+
+    return _get()
+
+
 _LAZY = ("passes", "runtime", "parser", "testing", "ir", "cli", "analysis", "lower")
 
 

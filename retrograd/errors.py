@@ -51,12 +51,12 @@ class DiagnosticError(Exception):
         super().__init__(self.render())
 
     def render(self) -> str:
-        message = self.message
-        if len(message) > _MESSAGE_WIDTH:  # a message quoting a 10,000-character name, say
-            message = message[: _MESSAGE_WIDTH - 1000] + " ... " + message[-995:]
+        # A message or note quoting a 10,000-character name, say, is cut in the middle.
+        message = _cut(self.message, _MESSAGE_WIDTH)
+        notes = [_cut(n, _NOTE_WIDTH) for n in self.notes]
         if self.span is None:
             head = f"{self.kind}: {message}"
-            return "\n".join([head] + [f"  note: {n}" for n in self.notes])
+            return "\n".join([head] + [f"  note: {n}" for n in notes])
         out = [f"{self.span}: {self.kind}: {message}"]
         text = self.span.source_line()
         if text is not None:
@@ -69,7 +69,7 @@ class DiagnosticError(Exception):
             # Tabs in the prefix keep the caret aligned with the token.
             prefix = "".join(c if c == "\t" else " " for c in text[: col - 1])
             out.append(f"  {prefix}{'^' * width}")
-        out.extend(f"  note: {n}" for n in self.notes)
+        out.extend(f"  note: {n}" for n in notes)
         return "\n".join(out)
 
     def __str__(self) -> str:
@@ -90,8 +90,16 @@ class DiagnosticError(Exception):
         return new
 
 
-# Messages longer than this are cut in the middle.
+# Messages and notes longer than these are cut in the middle.
 _MESSAGE_WIDTH = 10000
+_NOTE_WIDTH = 2000
+
+
+def _cut(text: str, width: int) -> str:
+    if len(text) <= width:
+        return text
+    keep = width // 10
+    return text[: width - keep - 5] + " ... " + text[-keep:]
 # Quoted lines longer than this are cut around the caret (a 25,000-parameter signature is 1 MB).
 _QUOTE_WIDTH = 160
 

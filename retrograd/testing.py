@@ -134,18 +134,24 @@ def _target(result, index):
     return result
 
 
-def _dot(value, cot) -> float:
-    if isinstance(value, tuple):
-        return sum(_dot(v, c) for v, c in zip(value, cot))
+def _dot(value, cot, sinfo) -> float:
+    """<value, cot> over the float tensors of a (possibly nested tuple) value; other fields take no part."""
+    if isinstance(sinfo, TupleStructInfo):
+        return sum(_dot(v, c, s) for v, c, s in zip(value, cot, sinfo.fields))
+    if not (isinstance(sinfo, TensorStructInfo) and is_float_dtype(sinfo.dtype)):
+        return 0.0
     return float(np.sum(np.asarray(value, dtype=np.float64) * cot))
 
 
-def _random_like(value, rng):
-    if isinstance(value, tuple):
-        return tuple(_random_like(v, rng) for v in value)
+def _random_like(value, sinfo, rng):
+    """A cotangent for `value`: random for float tensors; for other fields, which take no cotangent, a
+    value the seed parameter accepts (zeros for integer tensors such as topk's indices, else the value)."""
+    if isinstance(sinfo, TupleStructInfo):
+        return tuple(_random_like(v, s, rng) for v, s in zip(value, sinfo.fields))
+    if not isinstance(sinfo, TensorStructInfo):
+        return value
     arr = np.asarray(value)
     if arr.dtype.kind not in "fc":
-        # Integer fields of a tuple target (topk's or median's indices) take no cotangent.
         return np.zeros(arr.shape, arr.dtype)
     return rng.standard_normal(arr.shape).astype(np.float64)
 
@@ -186,9 +192,12 @@ def check_gradients(
     ex = build(mod64)
     forward = ex[func_name]
     target = _target(forward(*args), target_index)
+    target_sinfo = func.ret_struct_info
+    if target_index is not None and isinstance(target_sinfo, TupleStructInfo):
+        target_sinfo = target_sinfo.fields[target_index]
     scalar = not isinstance(target, tuple) and np.ndim(target) == 0
     if cotangent is None:
-        cot = 1.0 if scalar else _random_like(target, rng)
+        cot = 1.0 if scalar else _random_like(target, target_sinfo, rng)
     else:
         cot = _as64(cotangent, _sinfo_of(target))
     if scalar and cotangent is None:
@@ -204,7 +213,7 @@ def check_gradients(
     checked = 0
 
     def objective() -> float:
-        return _dot(_target(forward(*args), target_index), cot)
+        return _dot(_target(forward(*args), target_index), cot, target_sinfo)
 
     grads = tuple(grads)
     if len(grads) != len(required):

@@ -7,7 +7,7 @@ import sys
 import traceback
 import warnings
 
-from retrograd.errors import DiagnosticError, ScriptWarning
+from retrograd.errors import DiagnosticError, ScriptWarning, Span
 
 DESCRIPTION = """Check, transform (mlir-opt style pipelines), lower, draw, run and train IR scripts.
 
@@ -62,8 +62,9 @@ def load_plugin(path: str) -> None:
     except (DiagnosticError, OSError):
         raise
     except SyntaxError as err:
-        where = f"{err.filename or path}:{err.lineno or 0}:{err.offset or 0}"
-        raise _PluginError(f"{where}: the plugin loaded with --load has a syntax error: {err.msg}", err) from None
+        # Python leaves the position out for some errors (null bytes): the file's start, never line 0.
+        span = Span(err.filename or path, max(1, err.lineno or 1), max(1, err.offset or 1))
+        raise _PluginError(f"the plugin loaded with --load has a syntax error: {err.msg}", err, span) from None
     except Exception as err:  # noqa: BLE001 - the user's code may raise anything
         raise _PluginError(f"--load {path}: the plugin failed: {type(err).__name__}: {err}", err) from None
 
@@ -71,8 +72,8 @@ def load_plugin(path: str) -> None:
 class _PluginError(DiagnosticError):
     kind = "error"
 
-    def __init__(self, message: str, cause: BaseException):
-        super().__init__(message)
+    def __init__(self, message: str, cause: BaseException, span: Span | None = None):
+        super().__init__(message, span)
         self.cause = cause
 
 

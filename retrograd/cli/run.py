@@ -11,6 +11,7 @@ import numpy as np
 from retrograd.cli.common import STDIO, function_named, load_verified
 from retrograd.cli.inputs import RandomInputs, check_dtypes, parse_dims, read_inputs
 from retrograd.errors import UsageError
+from retrograd.runtime.malloc import keep_freed_memory
 
 
 def cmd_run(args) -> int:
@@ -30,6 +31,7 @@ def cmd_run(args) -> int:
     given = check_dtypes(read_inputs(args.inputs, func, args.func), func, args.cast) if args.inputs else {}
     random = RandomInputs(func, dims, args.seed)
     inputs = [given[p.name_hint] if p.name_hint in given else random.make(p.struct_info, p.name_hint) for p in func.params]
+    keep_freed_memory()  # a run of its own: repeated calls reuse their pages (runtime/malloc.py)
     ex = retrograd.build(mod, profile=args.profile)
     fn = ex[args.func]
     result = fn(*inputs)

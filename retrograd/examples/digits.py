@@ -73,7 +73,7 @@ def add_arguments(p: argparse.ArgumentParser, epochs: int = 20, lr: float = 2e-3
     p.add_argument("--checkpoint", metavar="BUDGET", help="memory budget for the train step (bytes, 12MiB, 40%%)")
     p.add_argument("--out", metavar="DIR", help="write the loss/accuracy curve (PNG) and the parameters here")
     p.add_argument("--threads", type=int, default=1,
-                   help="BLAS threads while training (needs threadpoolctl; 0: the library's default)")
+                   help="threads while training, the kernels' and BLAS's (BLAS's need threadpoolctl; 0: the defaults)")
     p.add_argument("--limit", type=int, help=argparse.SUPPRESS)  # a subset, for tests
 
 

@@ -236,3 +236,15 @@ def erase_undefined_dims(sinfo: StructInfo, defined: set[str]) -> StructInfo:
         if fields != sinfo.fields:
             return TupleStructInfo(fields)
     return sinfo
+
+
+def annotation_form(sinfo: StructInfo) -> StructInfo:
+    """What a parameter annotation can say of `sinfo`: a prim's known value dropped (TVM's `R.Prim` takes
+    a dtype only), so that a parameter a pass makes from an inferred struct info prints and parses back."""
+    if isinstance(sinfo, PrimStructInfo) and sinfo.value is not None:
+        return PrimStructInfo(sinfo.dtype)
+    if isinstance(sinfo, TupleStructInfo):
+        fields = tuple(annotation_form(f) for f in sinfo.fields)
+        if fields != sinfo.fields:
+            return TupleStructInfo(fields)
+    return sinfo

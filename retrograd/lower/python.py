@@ -151,8 +151,11 @@ class _FunctionLowering:
         out = [f"def {self.py}({', '.join(params)}):"]
         for p in self.func.params:
             self._bind_dims(p.struct_info, self.var[p], out)
-        body, result, _ = trampoline(self.seq(self.func.body, _IND, set(self.func.params)))
-        return out + body + [f"{_IND}return {result}"]
+        # inf and nan are results, as in the executor (one errstate per call there too): NumPy's
+        # floating-point warnings would otherwise differ between the two ways of running a function.
+        out.append(f'{_IND}with np.errstate(all="ignore"):')
+        body, result, _ = trampoline(self.seq(self.func.body, 2 * _IND, set(self.func.params)))
+        return out + body + [f"{2 * _IND}return {result}"]
 
     def define(self, var: Var) -> str:
         name = self.var[var] = self.names.new(var.name_hint)
@@ -225,7 +228,7 @@ class _FunctionLowering:
     def seq(self, seq, ind: str, owned: set):
         """Generator (see trampoline) giving (statements, result text, variables read from outside) of a
         SeqExpr; `owned` variables may be deleted here, after their last read."""
-        if len(ind) > len(_IND) * _MAX_DEPTH:
+        if len(ind) > len(_IND) * (_MAX_DEPTH + 1):
             raise self.error(f"If bindings nest more than {_MAX_DEPTH} deep, beyond what Python source can indent", seq.span)
         if not isinstance(seq, SeqExpr):
             raise self.error(f"expected a sequence of bindings, got {type(seq).__name__}", getattr(seq, "span", None))

@@ -230,5 +230,6 @@ where = register(
     infer=_infer_where,
     kernel=index_kernels.where,
     grad=_where_grad,
+    inplace=index_kernels.where_into,
     cost=ELEMENTWISE,
 )

@@ -8,6 +8,7 @@ from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops.api import R
 from retrograd.ops.attr_types import to_opt_dtype
 from retrograd.ops.cost import MATMUL
+from retrograd.ops.kernels.matmul import matmul as matmul_kernel
 from retrograd.ops.registry import Attr, InferCtx, register
 from retrograd.ops.shape_utils import broadcast_shapes, same_dtype
 
@@ -39,12 +40,6 @@ def _infer_matmul(ctx: InferCtx) -> TensorStructInfo:
     rows = (sa[-2],) if a.ndim > 1 else ()
     cols = (sb[-1],) if b.ndim > 1 else ()
     return TensorStructInfo(batch + rows + cols, dtype)
-
-
-def _matmul(a, b, out_dtype=None):
-    if out_dtype is not None and (a.dtype != out_dtype or b.dtype != out_dtype):
-        a, b = a.astype(out_dtype, copy=False), b.astype(out_dtype, copy=False)
-    return np.asarray(np.matmul(a, b))
 
 
 def _t(x, ndim: int):
@@ -85,7 +80,7 @@ matmul = register(
     ("x1", "x2"),
     (Attr("out_dtype", to_opt_dtype, None),),
     infer=_infer_matmul,
-    kernel=_matmul,
+    kernel=matmul_kernel,
     grad=_matmul_grad,
     cost=MATMUL,
 )

@@ -15,6 +15,7 @@ from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
 from retrograd.ops.create import np_dtype, shape_arg
 from retrograd.ops.elementwise import shape_of
+from retrograd.ops.kernels import parallel
 from retrograd.ops.reduce import axes_of
 from retrograd.ops.cost import ELEMENTWISE, REDUCE, VIEW
 from retrograd.ops.registry import Arg, Attr, InferCtx, register
@@ -395,13 +396,22 @@ def collapse_sum(x, shape):
     lead = x.ndim - len(shape)
     if lead > 0 and shape and x.shape[lead:] == shape:
         # The bias-gradient case (only leading axes go): skip the general axis bookkeeping.
-        return x.sum(axis=0 if lead == 1 else tuple(range(lead)), dtype=x.dtype)
+        return _sum_by_parts(x, tuple(range(lead)))
     if lead < 0 or any(s not in (1, d) for s, d in zip(shape, x.shape[lead:])):
         raise KernelError(f"R.collapse_sum_to: cannot collapse a tensor shaped {x.shape} to {shape}")
     axes = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(shape) if s == 1 and x.shape[lead + i] != 1)
     if not axes:
         return x
-    return np.asarray(np.sum(x, axis=axes, dtype=x.dtype)).reshape(shape)
+    return np.asarray(_sum_by_parts(x, axes)).reshape(shape)
+
+
+def _sum_by_parts(x, axes):
+    """np.sum over `axes`; a sum over the first axis (a bias gradient over the batch) adds the sums of
+    parts of the batch computed on the kernel threads."""
+    if axes[0] != 0 or x.ndim == 0:
+        return x.sum(axis=axes, dtype=x.dtype)
+    return parallel.run_sum(lambda sl: np.asarray(x[sl].sum(axis=axes, dtype=x.dtype)), x.shape[0],
+                            x.nbytes / parallel.COPY_BYTES_PER_NS)
 
 
 def _broadcast_to(x, shape):

@@ -102,8 +102,9 @@ class OpDef(Op):
     - `tvm_note(attrs) -> str | None`: why a call with these attributes has no spelling TVM's parser
       reads (the printer puts the reason in the script's header comment), or None;
     - `inplace(*arrays, out=array) -> out`: the kernel computing its result into `out`, where the
-      executor may pass the buffer of a dying argument (see `inplace_candidates`). Only for ops whose
-      kernel is exactly this computation on floats, elementwise, with at most two arguments;
+      executor may pass the buffer of a dying argument (see `inplace_candidates`; ops with at most two
+      arguments) or parts of a large result, computed on threads (runtime/split.py). Only for ops
+      whose kernel is exactly this computation on floats (and bool conditions), elementwise;
     - `aliases`: positions of the arguments whose buffer the kernel's result (or a field of it) may
       share: the very object (identity markers such as grad.no_grad, astype to the same dtype) or a
       NumPy view (reshape, permute_dims, strided_slice, ...); each registration says when. The result

@@ -291,8 +291,12 @@ def _dim_text(ctx: Ctx, node: Node) -> tuple[str, int]:
     if k == K_NAME and "." not in node.value:
         _check_declared(ctx, node)
         return node.value, 4
-    if k == K_STR and _IDENT.match(node.value.strip()):
-        return node.value.strip(), 4
+    if k == K_STR:
+        # As in TVM, where Python refuses -"n" and "n" + 1; the dims they imply would be undeclared.
+        raise TypeInferenceError(
+            f"a string dim cannot take part in an expression: declare `{node.value.strip()} = T.int64()` and use the name",
+            ctx.span(node),
+        )
     if k == K_NEG:
         text, prec = _dim_text(ctx, node.items)
         return "-" + (f"({text})" if prec < 3 else text), 3

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from retrograd.errors import ExecutionError
+from retrograd.ops.kernels import parallel
 from retrograd.runtime.interp import Meter, invoke, run_code, run_code_profiled
 from retrograd.runtime.lowering import lower_module
 from retrograd.runtime.stats import RunStats, format_profile
@@ -21,6 +22,7 @@ class Executable:
         self.mod = mod
         self._programs = lower_module(mod, check=check)
         self._skip = frozenset().union(*(p.const_roots for p in self._programs.values()))
+        self._splits = any(p.splits for p in self._programs.values())  # see parallel.run_scope
         self._run = run_code_profiled if profile else run_code
         self.profile = {} if profile else None  # op -> [calls, seconds, output bytes]
         self.stats: RunStats | None = None
@@ -69,14 +71,16 @@ class BuiltFunction:
         self.prog = prog
         self.__name__ = prog.name
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
+        if kwargs:
+            args = self._by_name(args, kwargs)
         exe = self.exe
         exe.stats = None
         m = Meter(exe._skip, exe._run, exe.profile)
         try:
             # inf and nan are results here (IEEE, as in TVM), not warnings: whether a kernel wrote in
             # place (runtime/inplace.py) or not, one errstate per call keeps NumPy quiet about them.
-            with np.errstate(all="ignore"):
+            with np.errstate(all="ignore"), parallel.run_scope(exe._splits):
                 result = invoke(self.prog, args, m, True)
         except RecursionError:
             raise ExecutionError(
@@ -84,6 +88,19 @@ class BuiltFunction:
             ) from None
         exe.stats = RunStats(self.prog.name, m.peak, m.param_bytes)
         return result
+
+    def _by_name(self, args: tuple, kwargs: dict) -> tuple:
+        """Positional arguments, then keyword ones in parameter order (as a Python call binds them)."""
+        names = self.prog.param_names
+        for key in kwargs:
+            if key not in names:
+                raise ExecutionError(f"{self.prog.name}: no parameter named '{key}' (parameters: {', '.join(names)})")
+            if names.index(key) < len(args):
+                raise ExecutionError(f"{self.prog.name}: parameter '{key}' is given both by position and by name")
+        missing = [n for n in names[len(args):] if n not in kwargs]
+        if missing:
+            raise ExecutionError(f"{self.prog.name}: missing argument(s) for {', '.join(repr(n) for n in missing)}")
+        return tuple(args) + tuple(kwargs[n] for n in names[len(args):])
 
     def __repr__(self) -> str:
         return f"<BuiltFunction {self.prog.name}({', '.join(self.prog.param_names)})>"

@@ -27,7 +27,7 @@ ndarray = np.ndarray
 class Meter:
     """Per top-level call state shared by nested calls and branches: buffer refcounts, live and peak bytes."""
 
-    __slots__ = ("refs", "cur", "peak", "skip", "run", "prof", "param_bytes")
+    __slots__ = ("refs", "cur", "peak", "skip", "run", "prof", "param_bytes", "held")
 
     def __init__(self, skip, run, prof):
         self.refs: dict[int, int] = {}  # id(buffer owner) -> number of live values referencing it
@@ -37,6 +37,10 @@ class Meter:
         self.run = run
         self.prof = prof
         self.param_bytes = 0
+        # Top-level arguments the call converted (a Python scalar made a 0-d array): the caller holds
+        # none of them, yet they stay counted after their last use, so they must stay alive too, or a
+        # new buffer could take a freed one's id and go uncounted.
+        self.held: list = []
 
 
 def root_of(v: ndarray) -> ndarray:
@@ -235,6 +239,8 @@ def invoke(prog, args, m: Meter, top: bool):
     try:
         for (reg, check), a in zip(prog.params, args):
             regs[reg] = v = check(a, binder)
+            if top and v is not a:
+                m.held.append(v)
             if type(v) is ndarray and v.base is None:
                 k = id(v)
                 c = refs.get(k)

@@ -28,6 +28,7 @@ from retrograd.ir.expr import (
 )
 from retrograd.ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo, all_dim_names, dim_names
 from retrograd.ir.text import format_sinfo
+from retrograd.runtime import split
 from retrograd.runtime.inplace import make as make_inplace
 from retrograd.runtime.interp import make_call, make_if, root_of
 from retrograd.runtime.signature import (
@@ -70,7 +71,8 @@ class Block:
 class Program:
     """A lowered function: register template, parameter checkers, shape registers, body block."""
 
-    __slots__ = ("name", "nparams", "param_names", "params", "template", "shape_regs", "symbolic", "block", "const_roots")
+    __slots__ = ("name", "nparams", "param_names", "params", "template", "shape_regs", "symbolic", "block", "const_roots",
+                 "splits")
 
 
 class _PreIns:
@@ -155,6 +157,7 @@ class _FunctionLowering:
         self.func = func
         self.programs = programs
         self.check = check
+        self.splits = False  # whether a kernel of this function splits its work over threads
         self.template: list = [None]  # register 0 holds the call's symbolic-dim environment
         self.fixed: set[int] = {0}  # registers never freed: constants, shapes, the environment
         self.src_of: dict = {}  # Var -> source (register or tuple of sources)
@@ -262,6 +265,7 @@ class _FunctionLowering:
         prog.template = self.template
         prog.shape_regs = tuple(self.shape_regs)
         prog.const_roots = self.const_roots
+        prog.splits = self.splits
 
     def lower_seq(self, seq) -> _PreBlock:
         if not isinstance(seq, SeqExpr):
@@ -347,7 +351,15 @@ class _FunctionLowering:
         if positions:
             inplace = (op.inplace, srcs, positions)
         fn = _kernel_fn(kernel, call.attrs, srcs)
+        if op.cost.kind in split.SPLITTING_KINDS:
+            self.splits = True
         nbytes = static_nbytes(var.struct_info)
+        if op.inplace is not None and not self.check and split.splittable([a.struct_info for a in call.args], var.struct_info, nbytes):
+            sinfo = var.struct_info
+            fn = split.make(op.inplace, [reader(s) for s in srcs], tuple(sinfo.shape), sinfo.dtype)
+            self.splits = True
+            if inplace is not None:
+                inplace = (split.split_into(op.inplace), srcs, positions)
         if nbytes is not None and nbytes > allocation_limit():
             fn, inplace = _refuse(nbytes), None  # fails when reached (an untaken branch may hold it)
         self._add(pb, fn, self.new_reg(), reads, False, info, var, inplace=inplace)

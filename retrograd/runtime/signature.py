@@ -91,6 +91,8 @@ def bindable_names(sinfo: StructInfo) -> set[str]:
 
 def describe_value(value) -> str:
     """How an argument is shown in messages: `array of shape (3, 4) float32`, `tuple of 2 values`."""
+    if isinstance(value, np.ma.MaskedArray):
+        return f"masked array of shape {tuple(value.shape)} {value.dtype} (pass its .filled(...) values)"
     if isinstance(value, _ndarray):
         return f"array of shape {tuple(value.shape)} {value.dtype}"
     if isinstance(value, np.generic):
@@ -146,7 +148,9 @@ def _dtype_ok_for_scalar(value, dtype: str) -> bool:
     if isinstance(value, bool):
         return False
     if dtype.startswith(("int", "uint")):
-        return isinstance(value, int)
+        # In range too: NumPy would raise OverflowError, and a prim would carry a value no int32 holds.
+        info = np.iinfo(dtype)
+        return isinstance(value, int) and info.min <= value <= info.max
     return isinstance(value, int | float)
 
 
@@ -157,6 +161,10 @@ def _tensor_checker(sinfo: TensorStructInfo, path: str, expected: str):
     scalar_ok = ndim == 0
 
     def coerce(value):
+        # An ndarray subclass runs as a plain array: np.matrix would keep its own reshape and sum
+        # semantics inside the kernels; a masked array's mask would be silently dropped, so it is refused.
+        if isinstance(value, _ndarray) and not isinstance(value, np.ma.MaskedArray):
+            return value.view(_ndarray)
         # Python scalars (and NumPy scalars) are accepted for 0-d parameters.
         if scalar_ok and isinstance(value, bool | int | float) and (dtype is None or _dtype_ok_for_scalar(value, sinfo.dtype)):
             return np.asarray(value, dtype=dtype)
@@ -168,8 +176,7 @@ def _tensor_checker(sinfo: TensorStructInfo, path: str, expected: str):
         # Static shape: the common case, kept to one comparison of each property.
         def check_static(value, binder):
             if type(value) is not _ndarray:
-                if not isinstance(value, _ndarray):
-                    value = coerce(value)
+                value = coerce(value)
             if value.shape != shape or (dtype is not None and value.dtype != dtype):
                 raise Mismatch(path, expected, describe_value(value))
             return value
@@ -187,7 +194,7 @@ def _tensor_checker(sinfo: TensorStructInfo, path: str, expected: str):
                 dims.append((axis, None, compile_dim(d), d))
 
     def check_symbolic(value, binder):
-        if not isinstance(value, _ndarray):
+        if type(value) is not _ndarray:
             value = coerce(value)
         if (dtype is not None and value.dtype != dtype) or (ndim != -1 and value.ndim != ndim):
             raise Mismatch(path, expected, describe_value(value))

@@ -63,17 +63,25 @@ def accuracy(trainer: Trainer, x, y, batch_size: int = 512) -> float:
 
 @contextlib.contextmanager
 def blas_threads(n: int | None):
-    """Limit BLAS to `n` threads while training (with threadpoolctl, in the `train` extra; else a no-op).
+    """Train with `n` threads: the kernels' own (retrograd.set_num_threads) and BLAS's (with
+    threadpoolctl, in the `train` extra). None: the defaults.
 
     Small models lose to thread start-up and, on a busy machine, to threads spinning: the digits CNN's
     step took 40x the CPU time with two OpenBLAS threads than with one on a loaded 2-core machine.
     """
+    from retrograd.ops.kernels import parallel
+
     try:
         from threadpoolctl import threadpool_limits
     except ImportError:
         threadpool_limits = None
-    if n is None or threadpool_limits is None:
+    if n is None:
         yield
         return
-    with threadpool_limits(limits=n, user_api="blas"):
-        yield
+    before = parallel.get_num_threads()
+    parallel.set_num_threads(n)
+    try:
+        with threadpool_limits(limits=n, user_api="blas") if threadpool_limits else contextlib.nullcontext():
+            yield
+    finally:
+        parallel.set_num_threads(before)

@@ -9,6 +9,7 @@ import numpy as np
 from retrograd.errors import TrainingError
 from retrograd.ir.module import IRModule
 from retrograd.runtime import build
+from retrograd.runtime.malloc import keep_freed_memory
 from retrograd.runtime.signature import Binder, Mismatch, compile_checker
 from retrograd.training.assemble import LAYOUT_ATTRS
 from retrograd.training.dropout_mode import DROPOUT_KEY
@@ -47,6 +48,7 @@ class Trainer:
         self._check_param = {p.name_hint: compile_checker(p.struct_info, p.name_hint, TrainingError) for p in self.trained}
         self._check_state = {p.name_hint: compile_checker(p.struct_info, p.name_hint, TrainingError)
                              for p in self.state_vars}
+        keep_freed_memory()  # steps free and reallocate the same arrays: keep their pages
         self.exe = build(mod, **build_options)
         self.params: dict[str, np.ndarray] | None = None
         self.state: dict[str, np.ndarray] | None = None

@@ -162,3 +162,13 @@ def test_a_bug_is_one_line_and_its_traceback_is_shown_on_request(tmp_path):
                                       "rerun with --traceback and report it"]
     loud = cli("--load", str(plugin), "opt", MLP, "-p", "buggy", "--traceback")
     assert loud.returncode == 1 and "Traceback" in loud.err and "return 1 // 0" in loud.err
+
+
+@pytest.mark.parametrize("text, where", [("x = 1\ndef f(:\n", ":2:7: "), ("x = 1\0\n", ":1:1: ")])
+def test_a_plugin_with_a_syntax_error_is_located_in_it(tmp_path, text, where):
+    # Python gives no position for a null byte: the file's start, never line 0, column 0.
+    plugin = tmp_path / "plugin.py"
+    plugin.write_bytes(text.encode())
+    proc = cli("--load", str(plugin), "check", MLP)
+    assert proc.returncode == 1
+    assert proc.err.startswith(f"{plugin}{where}error: the plugin loaded with --load has a syntax error: "), proc.err

@@ -57,5 +57,5 @@ def test_hundred_thousand_bindings(tmp_path):
         v = bb.emit(R.multiply(v, v) if i % 2 else R.tanh(v), "v")
     mod = IRModule({"main": Function((x,), bb.end_scope(v))})
     src = retrograd.lower_to_python(mod)
-    assert src.count(" = tanh(") == 50_000 and src.count("\n    del ") == 100_000
+    assert src.count(" = tanh(") == 50_000 and src.count("\n        del ") == 100_000
     assert retrograd.to_dot(mod).count(" -> ") == 100_000 + 1 + 50_000  # multiply reads v twice

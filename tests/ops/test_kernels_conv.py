@@ -111,11 +111,14 @@ def test_conv2d_matches_naive(case):
     np.testing.assert_allclose(conv.conv2d(x, w, **_attrs(s, p, d, g)), naive_conv2d(x, w, s, p, d, g), rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("wide", [0, 10**6], ids=["exact-grid", "wide-grid"])
 @pytest.mark.parametrize("case", [c for c in CASES if c[6] == 1 and c[0][0] > 1])
-def test_one_group_paths_across_image_chunks(case, monkeypatch):
+def test_one_group_paths_across_image_chunks(case, wide, monkeypatch):
     """One image per chunk: im2col, col2im and the weight gradient's per-chunk sums must cover every
-    image once, and a chunk's padding buffer must not leak the previous image."""
+    image once, and a chunk's padding buffer must not leak the previous image. Unit strides run once on
+    the exact grid and once on the padded grid's full width (the small-plane formulation)."""
     monkeypatch.setattr(conv, "_IMAGE_COLS_BYTES", 1)
+    monkeypatch.setattr(conv, "WIDE_MAX_WIDTH", wide)
     x, w, s, p, d, g = _setup(case)
     np.testing.assert_allclose(conv.conv2d(x, w, **_attrs(s, p, d, g)), naive_conv2d(x, w, s, p, d, g), rtol=1e-12, atol=1e-12)
     gy = _rand(naive_conv2d(x, w, s, p, d, g).shape, 2)

@@ -201,6 +201,17 @@ def test_long_lines_are_trimmed_around_the_caret():
     assert quoted[caret.index("^") : caret.index("^") + 6] == '"nope"'
 
 
+def test_a_long_name_in_a_message_and_its_note_is_cut():
+    # The undefined-dim error quotes the name in its message and twice in its note: each is cut.
+    name = "d" * 10000
+    err = located(fn("return x", params=f'x: R.Tensor(({name}, 3), dtype="float32")'), "Undefined variable")
+    rendered = str(err)
+    assert len(rendered) < 13000
+    assert rendered.startswith("h.py:2:")
+    note = rendered.split("  note: ", 1)[1]
+    assert len(note) <= 2000 and note.startswith("declare a symbolic dim with `ddd") and " ... " in note
+
+
 def test_source_line_counts_only_newlines():
     span = Span("f", 2, 1, source="a\x0cb\u2028c\nsecond\r\nthird")
     assert span.source_line() == "second"
@@ -246,3 +257,17 @@ def test_indentation_deeper_than_python_allows_is_refused():
     lines = ['@R.function', 'def main(x: R.Tensor((2,), "float32"), c: R.Tensor((), "bool")):']
     lines += ["    " * (i + 1) + "if c:" for i in range(depth)]
     located("\n".join(lines) + "\n", "indentation")
+
+
+@pytest.mark.parametrize("dim", ['-"m"', '--"m"', '"m" + 1', '2 * "m"', 'T.min("m", 3)'])
+def test_a_string_dim_inside_an_expression_is_refused(dim):
+    # Python (hence TVM) refuses -"m" and "m" + 1; read as -m they named a dim nothing declares, and
+    # the printed module did not parse back.
+    err = located(fn("return x", params=f'x: R.Tensor(({dim}, 3), dtype="float32")'), "a string dim cannot take part")
+    assert err.span.line == 2 and str(err).splitlines()[2].strip() == "^^^"
+
+
+def test_string_dims_stay_names_and_expressions_of_them():
+    mod = parse(fn("return x", params='x: R.Tensor(("m", "m * 2 - 1", 3), dtype="float32")'))
+    assert mod["main"].params[0].struct_info.shape == ("m", "m * 2 - 1", 3)
+    assert roundtrips(mod)

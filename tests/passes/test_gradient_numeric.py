@@ -264,3 +264,23 @@ def test_gradient_of_the_adjoint_itself_is_a_hessian_vector_product():
     minus = grad(x, w1 - eps * v[0], w2 - eps * v[1], labels)[1]
     for ours, p, m in zip(hv, plus, minus):
         np.testing.assert_allclose(ours, (p - m) / (2 * eps), rtol=1e-6, atol=1e-9)
+
+
+def test_checker_handles_a_target_tuple_with_strings_shapes_prims_and_integers(monkeypatch):
+    # Only the float tensors of the target take a cotangent and count in <target, cotangent>; the
+    # other fields' seeds are values the adjoint's seed parameter accepts (it used to fail on them).
+    text = '''
+    @R.function
+    def main(x: R.Tensor((3,), "float32")):
+        with R.dataflow():
+            y = R.exp(x)
+            k = R.astype(x, "int32")
+            t = (y, R.str("a b"), R.shape([3]), R.prim_value(2), k)
+            R.output(t)
+        return (t, x)
+'''
+    inputs = [np.array([1.0, -2.0, 0.5], "float32")]
+    report = check_gradients(retrograd.parse(HEAD + text), "main", inputs, seed=0)
+    assert report.ok and report.checked == 3, str(report)
+    redefine_op(monkeypatch, "relax.exp", grad=lambda call, out, g: [get_op("relax.multiply")(g, get_op("relax.multiply")(out, retrograd.ir.const(1.001, "float64")))])
+    assert not check_gradients(retrograd.parse(HEAD + text), "main", inputs, seed=0).ok

@@ -215,3 +215,20 @@ def main(x: R.Tensor(("n",), "float32")):
     assert ex.stats.peak_live_bytes == 8000
     ex["main"](np.zeros(10, "float32"))
     assert ex.stats.peak_live_bytes == 80
+
+
+@pytest.mark.parametrize("flag", [np.array(True), np.bool_(True), True], ids=["array", "numpy-scalar", "python-bool"])
+def test_a_converted_scalar_argument_stays_counted_and_alive(flag):
+    # The unused flag is released at the start; a scalar argument becomes a 0-d array that only the
+    # call holds. Were it freed, the zeros could take its id and go uncounted (peak 25 bytes instead of 169).
+    ex = retrograd.build(retrograd.parse("""
+@R.function
+def main(x: R.Tensor((3,), "float64"), flag: R.Tensor((), "bool")):
+    with R.dataflow():
+        z = R.zeros(R.shape([3, 2, 3]), dtype="float64")
+        R.output(z)
+    return (x, z)
+"""))
+    ex["main"](np.ones(3), flag)
+    assert ex.stats.param_bytes == 3 * 8 + 1
+    assert ex.stats.peak_live_bytes == 3 * 8 + 1 + 18 * 8

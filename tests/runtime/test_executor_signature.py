@@ -167,3 +167,70 @@ def test_prim_value_argument_reaches_kernel_as_python_scalar():
     mod = module(main=function([("x", T((1,)))], lambda bb, x: bb.emit(probe(x, PrimValue(2, "int64")), "y")))
     retrograd.build(mod)["main"](np.zeros(1, "float32"))
     assert seen == [int]
+
+
+SCALARS = '''
+@R.function
+def main(x: R.Tensor((), "int64"), u: R.Tensor((), "uint8"), p: R.Prim("int32")):
+    return (x, u, p)
+'''
+
+
+@pytest.mark.parametrize("args, param", [
+    ((2**70, 1, 1), "x"), ((1, -1, 1), "u"), ((1, 256, 1), "u"), ((1, 1, 2**31), "p"), ((1, 1, np.int64(-(2**31) - 1)), "p"),
+])
+def test_integers_out_of_the_dtypes_range_are_refused_naming_the_parameter(args, param):
+    # NumPy raised a raw OverflowError for the tensors; the int32 prim silently carried 2**31.
+    ex = retrograd.build(retrograd.parse(SCALARS))
+    with pytest.raises(ExecutionError, match=f"parameter '{param}' expects"):
+        ex["main"](*args)
+
+
+def test_integers_at_the_ends_of_the_range_are_accepted():
+    x, u, p = retrograd.build(retrograd.parse(SCALARS))["main"](-(2**63), 255, -(2**31))
+    assert int(x) == -(2**63) and u.dtype == np.uint8 and int(u) == 255 and p == -(2**31)
+
+
+SUBCLASS = '''
+@R.function
+def main(x: R.Tensor((2, 3), "float32"), y: R.Tensor(("n", 3), "float32")):
+    with R.dataflow():
+        r = R.reshape(x, R.shape([6]))
+        s = R.sum(y, axis=[1])
+        R.output(r, s)
+    return (r, s)
+'''
+
+
+def test_an_ndarray_subclass_runs_as_a_plain_array():
+    # np.matrix keeps two dimensions through reshape and rejects sum's keepdims inside the kernels.
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", PendingDeprecationWarning)  # NumPy's advice against np.matrix
+        m = np.asmatrix(np.arange(6, dtype="float32").reshape(2, 3))
+    r, s = retrograd.build(retrograd.parse(SUBCLASS))["main"](m, m)
+    assert type(r) is np.ndarray and r.shape == (6,) and r.tolist() == [0, 1, 2, 3, 4, 5]
+    assert type(s) is np.ndarray and s.tolist() == [3.0, 12.0]
+
+
+def test_a_masked_array_is_refused_rather_than_its_mask_dropped():
+    data = np.ma.array(np.ones((2, 3), "float32"), mask=[[1, 0, 0], [0, 0, 0]])
+    with pytest.raises(ExecutionError, match=r"parameter 'x' expects .*masked array"):
+        retrograd.build(retrograd.parse(SUBCLASS))["main"](data, np.ones((2, 3), "float32"))
+
+
+def test_arguments_by_name_bind_like_a_python_call_and_mistakes_name_the_parameter():
+    ex = retrograd.build(retrograd.parse('''
+@R.function
+def main(x: R.Tensor((2,), "float32"), y: R.Tensor((2,), "float32")):
+    return R.subtract(x, y)
+'''))
+    a, b = np.array([5, 7], "float32"), np.array([1, 2], "float32")
+    assert ex["main"](a, y=b).tolist() == [4, 5] and ex["main"](y=b, x=a).tolist() == [4, 5]
+    for args, kwargs, message in [((a,), {"z": b}, "no parameter named 'z' (parameters: x, y)"),
+                                  ((a,), {"x": a}, "parameter 'x' is given both by position and by name"),
+                                  ((), {"y": b}, "missing argument(s) for 'x'")]:
+        with pytest.raises(ExecutionError) as info:
+            ex["main"](*args, **kwargs)
+        assert message in str(info.value)

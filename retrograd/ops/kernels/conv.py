@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from retrograd.errors import KernelError
+from retrograd.ops.kernels import parallel
 from retrograd.ops.kernels.window import Window2d, check_float, padding4, pair, plane_chunks, to_layout
 
 # Column buffers of about this size. Fewer, wider BLAS calls matter: OpenBLAS threads spin at every
@@ -62,6 +63,8 @@ def conv2d(
         fwd = Window2d(op, x.shape[2:], (win.oh, win.ow), (win.dh, win.dw), padding, (win.sh, win.sw), kernel_name="kernel size")
         xs, gs = x.transpose(1, 0, 2, 3), w.transpose(1, 0, 2, 3)
         if (fwd.oh, fwd.ow) == gs.shape[2:]:
+            if _wide(fwd, xs.shape[1]):
+                return _weight_grad_wide(xs, gs, fwd)
             return _weight_grad_by_images(xs, gs, fwd)
     y = _conv(x, w, win, g)
     return np.ascontiguousarray(to_layout(op, y, "NCHW", out_layout or data_layout))
@@ -73,12 +76,80 @@ def _conv(x, w, win, g):
     if win.kh * win.kw > win.oh * win.ow:
         return _conv_by_outputs(x, w, win, g)
     if g == 1:
+        if _wide(win, x.shape[1]):
+            return _conv_wide(x, w, win)
         return _conv_by_images(x, w, win)
     return _conv_by_taps(x, w, win, g)
 
 
+def _wide(win, channels: int) -> bool:
+    """Small planes at unit strides: their im2col rows are too short for NumPy's copies to stream.
+    (One channel keeps the exact grid: its matmul is too small for the junk columns to pay.)"""
+    return win.sh == win.sw == 1 and win.ow <= WIDE_MAX_WIDTH and channels > 1
+
+
+# Widest output row computed on the padded grid (whose junk columns cost extra matmul work).
+WIDE_MAX_WIDTH = 16
+
+
+def _wide_grid(x, win):
+    """(padded width, wide positions per image, flattened plane length) of the padded grid."""
+    hp, wp = x.shape[2] + win.pt + win.pb, x.shape[3] + win.pl + win.pr
+    wide = win.oh * wp
+    return wp, wide, max(hp * wp, (win.kh - 1) * win.dh * wp + (win.kw - 1) * win.dw + wide)
+
+
+def _wide_cols(xs, win, buf, cols_shape, axes):
+    """Load images `xs` into the zero-padded flat planes `buf` (their padding stays zero), and return
+    the im2col view: element (b, c, i, j, q) is plane[b, c][q + i*dh*Wp + j*dw], so every tap of
+    every (image, channel) is one contiguous run of the wide grid. `axes` orders the view like the
+    caller's column buffer."""
+    b, c, h, wd = xs.shape
+    wp = wd + win.pl + win.pr
+    hp = h + win.pt + win.pb
+    buf[:b, :, : hp * wp].reshape(b, c, hp, wp)[:, :, win.pt : win.pt + h, win.pl : win.pl + wd] = xs
+    src = buf[:b]
+    it = src.itemsize
+    view = np.lib.stride_tricks.as_strided(
+        src, shape=(b, c, win.kh, win.kw, cols_shape), writeable=False,
+        strides=(src.strides[0], src.strides[1], win.dh * wp * it, win.dw * it, it))
+    return view.transpose(axes)
+
+
+def _conv_wide(x, w, win):
+    """Unit strides on small planes (the digits CNN's 8x8): outputs computed on the padded grid's full
+    width (oh x Wp), so each tap's columns are contiguous runs instead of rows of ow values; the junk
+    columns past ow are dropped when the result is stored."""
+    n, c = x.shape[:2]
+    o, k = w.shape[0], win.kh * win.kw
+    wp, wide, plane = _wide_grid(x, win)
+    y = np.empty((n, o, win.oh, win.ow), x.dtype)
+    wm = w.reshape(o, c * k)
+    per_image = c * k * wide * x.itemsize
+
+    def part(ps):
+        m = ps.stop - ps.start
+        nb = max(1, min(m, _IMAGE_COLS_BYTES // max(1, per_image)))
+        buf = np.zeros((nb, c, plane), x.dtype)
+        cols = np.empty((nb, c, win.kh, win.kw, wide), x.dtype)
+        yw = np.empty((nb, o, wide), x.dtype)
+        for sl in plane_chunks(m, nb, ps.start):
+            b = sl.stop - sl.start
+            cb = cols[:b]
+            np.copyto(cb, _wide_cols(x[sl], win, buf, wide, (0, 1, 2, 3, 4)))
+            np.matmul(wm, cb.reshape(b, c * k, wide), out=yw[:b])
+            y[sl] = yw[:b].reshape(b, o, win.oh, wp)[:, :, :, : win.ow]
+
+    parallel.run_parts(part, n, _gemm_ns(2.0 * n * o * c * k * wide), blas=True)
+    return y
+
+
 # im2col of a few images at a time: the columns stay in cache between the copy and the matmul.
 _IMAGE_COLS_BYTES = 2 << 20
+
+
+def _gemm_ns(flops: float) -> float:
+    return flops / parallel.GEMM_FLOPS_PER_NS
 
 
 def _image_chunks(x, win, cols_bytes_per_image):
@@ -108,37 +179,80 @@ def _im2col(xp, win, cols):
 
 def _conv_by_images(x, w, win):
     """One group: per chunk of images, im2col and one batched matmul (O, C*k) @ (b, C*k, OH*OW) that
-    writes the NCHW result in place: no transposed copy of the output."""
+    writes the NCHW result in place: no transposed copy of the output. Parts of the batch run on the
+    kernel threads."""
     n, c = x.shape[:2]
     o, k, npos = w.shape[0], win.kh * win.kw, win.oh * win.ow
     y = np.empty((n, o, win.oh, win.ow), x.dtype)
-    cols = np.empty(c * k * npos * min(n, max(1, _IMAGE_COLS_BYTES // max(1, c * k * npos * x.itemsize))), x.dtype)
     wm = w.reshape(o, c * k)
-    for sl, xp in _image_chunks(x, win, c * k * npos * x.itemsize):
-        b = sl.stop - sl.start
-        cb = cols[: b * c * k * npos].reshape(b, c, k, win.oh, win.ow)
-        _im2col(xp, win, cb)
-        np.matmul(wm, cb.reshape(b, c * k, npos), out=y[sl].reshape(b, o, npos))
+    per_image = c * k * npos * x.itemsize
+
+    def part(ps):
+        xs, ys = x[ps], y[ps]
+        cols = np.empty(c * k * npos * min(len(xs), max(1, _IMAGE_COLS_BYTES // max(1, per_image))), x.dtype)
+        for sl, xp in _image_chunks(xs, win, per_image):
+            b = sl.stop - sl.start
+            cb = cols[: b * c * k * npos].reshape(b, c, k, win.oh, win.ow)
+            _im2col(xp, win, cb)
+            np.matmul(wm, cb.reshape(b, c * k, npos), out=ys[sl].reshape(b, o, npos))
+
+    parallel.run_parts(part, n, _gemm_ns(2.0 * n * o * c * k * npos), blas=True)
     return y
 
 
 def _weight_grad_by_images(x, g, win):
     """dW (O, C, kh, kw) of conv2d(x, W) (one group) from its output gradient g (N, O, OH, OW): per chunk
-    of images, im2col laid out as (C*k, b*OH*OW) and one matmul with g's chunk as (O, b*OH*OW)."""
+    of images, im2col laid out as (C*k, b*OH*OW) and one matmul with g's chunk as (O, b*OH*OW). Parts of
+    the batch run on the kernel threads, each summing its own dW."""
     n, c = x.shape[:2]
     o, k, npos = g.shape[1], win.kh * win.kw, win.oh * win.ow
-    dw = np.zeros((o, c * k), x.dtype)
-    step = np.empty_like(dw)
     per_image = c * k * npos * x.itemsize
-    cols = np.empty(c * k * npos * min(n, max(1, _IMAGE_COLS_BYTES // max(1, per_image))), x.dtype)
-    for sl, xp in _image_chunks(x, win, per_image):
-        b = sl.stop - sl.start
-        cb = cols[: b * c * k * npos].reshape(c, k, b, win.oh, win.ow)
-        _im2col(xp, win, cb.transpose(2, 0, 1, 3, 4))
-        gb = np.ascontiguousarray(g[sl].reshape(b, o, npos).transpose(1, 0, 2)).reshape(o, b * npos)
-        np.matmul(gb, cb.reshape(c * k, b * npos).T, out=step)
-        dw += step
-    return dw.reshape(o, c, win.kh, win.kw)
+
+    def part(ps):
+        xs, gs = x[ps], g[ps]
+        dw = np.zeros((o, c * k), x.dtype)
+        step = np.empty_like(dw)
+        cols = np.empty(c * k * npos * min(len(xs), max(1, _IMAGE_COLS_BYTES // max(1, per_image))), x.dtype)
+        for sl, xp in _image_chunks(xs, win, per_image):
+            b = sl.stop - sl.start
+            cb = cols[: b * c * k * npos].reshape(c, k, b, win.oh, win.ow)
+            _im2col(xp, win, cb.transpose(2, 0, 1, 3, 4))
+            gb = np.ascontiguousarray(gs[sl].reshape(b, o, npos).transpose(1, 0, 2)).reshape(o, b * npos)
+            np.matmul(gb, cb.reshape(c * k, b * npos).T, out=step)
+            dw += step
+        return dw
+
+    return parallel.run_sum(part, n, _gemm_ns(2.0 * n * o * c * k * npos), blas=True).reshape(o, c, win.kh, win.kw)
+
+
+def _weight_grad_wide(x, g, win):
+    """dW of a unit-stride conv2d on small planes (see `_conv_wide`): the output gradient laid on the wide
+    grid with zeros in the junk columns, so those columns add nothing."""
+    n, c = x.shape[:2]
+    o, k = g.shape[1], win.kh * win.kw
+    wp, wide, plane = _wide_grid(x, win)
+    per_image = c * k * wide * x.itemsize
+
+    def part(ps):
+        m = ps.stop - ps.start
+        nb = max(1, min(m, _IMAGE_COLS_BYTES // max(1, per_image)))
+        buf = np.zeros((nb, c, plane), x.dtype)
+        cols = np.empty(c * k * nb * wide, x.dtype)
+        gw = np.empty(o * nb * wide, x.dtype)
+        dw = np.zeros((o, c * k), x.dtype)
+        step = np.empty_like(dw)
+        for sl in plane_chunks(m, nb, ps.start):
+            b = sl.stop - sl.start
+            cb = cols[: c * k * b * wide].reshape(c, win.kh, win.kw, b, wide)
+            np.copyto(cb, _wide_cols(x[sl], win, buf, wide, (1, 2, 3, 0, 4)))
+            gb = gw[: o * b * wide].reshape(o, b, win.oh, wp)
+            gb[:, :, :, win.ow :] = 0
+            gb[:, :, :, : win.ow] = g[sl].transpose(1, 0, 2, 3)
+            np.matmul(gb.reshape(o, b * wide), cb.reshape(c * k, b * wide).T, out=step)
+            dw += step
+        return dw
+
+    return parallel.run_sum(part, n, _gemm_ns(2.0 * n * o * c * k * wide), blas=True).reshape(o, c, win.kh, win.kw)
 
 
 def _conv_by_taps(x, w, win, g):
@@ -241,6 +355,14 @@ def conv2d_transpose(
     if out_h <= 0 or out_w <= 0:
         raise KernelError(f"{op}: padding {padding!r} leaves an empty output ({out_h} x {out_w})")
     x, w = x.astype(dtype, copy=False), w.astype(dtype, copy=False)
+    # Unit strides: the same as conv2d with the flipped kernel over the gradient padded by the kernel's
+    # reach; on small planes that conv on the wide grid beats col2im's short-row adds.
+    full = ((kh - 1) * dh - pt, (kw - 1) * dw - pl, (kh - 1) * dh - pb + oph, (kw - 1) * dw - pr + opw)
+    if sh == sw == 1 and g == 1 and min(full) >= 0:
+        win = Window2d(op, (h, wd), (kh, kw), (1, 1), full, (dh, dw), kernel_name="kernel size")
+        if _wide(win, ci):
+            out = _conv_wide(x, np.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3)), win)
+            return np.ascontiguousarray(to_layout(op, out, "NCHW", out_layout or data_layout))
     out = _transpose_by_scatter(x, w, g, (sh, sw), (pt, pl), (out_h, out_w), (dh, dw))
     return np.ascontiguousarray(to_layout(op, out, "NCHW", out_layout or data_layout))
 
@@ -259,20 +381,26 @@ def _transpose_by_scatter(x, w, g, strides, pads, out_hw, dilation):
     wm = np.ascontiguousarray(w.reshape(g, ci // g, cg * kh * kw).transpose(0, 2, 1))  # (G, Cg*K, Ci/G)
     out = np.empty((n, c, out_h, out_w), x.dtype)
     nb = max(1, min(n, _IMAGE_COLS_BYTES // max(1, c * kh * kw * h * wd * x.itemsize)))
-    buf = None if sh == sw == 1 else np.empty((nb, c, hb, wb), x.dtype)
-    cols_buf = np.empty((nb, g, cg * kh * kw, h * wd), x.dtype)
-    for sl in plane_chunks(n, nb):
-        b = sl.stop - sl.start
-        cols = np.matmul(wm, x[sl].reshape(b, g, ci // g, h * wd), out=cols_buf[:b]).reshape(b, c, kh * kw, h, wd)
-        if sh == sw == 1:
-            _add_shifted_taps(cols, out[sl], (kh, kw), (pt, pl), (dh, dw))
-            continue
-        bb = buf[:b]
-        bb.fill(0)
-        for t in range(kh * kw):
-            i, j = divmod(t, kw)
-            bb[:, :, i * dh : i * dh + (h - 1) * sh + 1 : sh, j * dw : j * dw + (wd - 1) * sw + 1 : sw] += cols[:, :, t]
-        out[sl] = bb[:, :, pt : pt + out_h, pl : pl + out_w]
+
+    def part(ps):
+        xs, outs = x[ps], out[ps]
+        m = len(xs)
+        buf = None if sh == sw == 1 else np.empty((min(nb, m), c, hb, wb), x.dtype)
+        cols_buf = np.empty((min(nb, m), g, cg * kh * kw, h * wd), x.dtype)
+        for sl in plane_chunks(m, nb):
+            b = sl.stop - sl.start
+            cols = np.matmul(wm, xs[sl].reshape(b, g, ci // g, h * wd), out=cols_buf[:b]).reshape(b, c, kh * kw, h, wd)
+            if sh == sw == 1:
+                _add_shifted_taps(cols, outs[sl], (kh, kw), (pt, pl), (dh, dw))
+                continue
+            bb = buf[:b]
+            bb.fill(0)
+            for t in range(kh * kw):
+                i, j = divmod(t, kw)
+                bb[:, :, i * dh : i * dh + (h - 1) * sh + 1 : sh, j * dw : j * dw + (wd - 1) * sw + 1 : sw] += cols[:, :, t]
+            outs[sl] = bb[:, :, pt : pt + out_h, pl : pl + out_w]
+
+    parallel.run_parts(part, n, _gemm_ns(2.0 * n * ci * cg * kh * kw * h * wd), blas=True)
     return out
 
 

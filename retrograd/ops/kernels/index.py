@@ -130,17 +130,24 @@ def _scatter_sum(dst, rows, src):
 
 
 def where(condition, x1, x2):
-    """np.where as a bitwise select, x2 ^ ((x1 ^ x2) & mask): a data-dependent condition (a relu's mask)
-    makes np.where's per-element branch mispredict, which measured 20-40x slower than these four
-    passes. Bit-exact (NaN payloads and signed zeros kept); other dtypes take np.where."""
+    """np.where as a bitwise select (see `where_into`); other dtypes take np.where."""
     c, a, b = np.asarray(condition), np.asarray(x1), np.asarray(x2)
     if c.dtype != np.bool_ or a.dtype != b.dtype or a.dtype.itemsize not in (1, 2, 4, 8) or a.dtype.kind not in "biufc":
         return np.asarray(np.where(c, a, b), order="C")
+    return where_into(c, a, b, out=np.empty(np.broadcast_shapes(c.shape, a.shape, b.shape), a.dtype))
+
+
+def where_into(condition, x1, x2, out):
+    """x2 ^ ((x1 ^ x2) & mask) into `out` (a bool condition, x1, x2 and out of one dtype): a
+    data-dependent condition (a relu's mask) makes np.where's per-element branch mispredict, which
+    measured 20-40x slower than these four passes. Bit-exact (NaN payloads and signed zeros kept)."""
+    c, a, b = np.asarray(condition), np.asarray(x1), np.asarray(x2)
     bits = np.dtype(f"i{a.dtype.itemsize}")
-    out = np.empty(np.broadcast_shapes(c.shape, a.shape, b.shape), a.dtype)
     o, ai, bi = out.view(bits), a.view(bits), b.view(bits)
     np.negative(c.view(np.int8), out=o, casting="unsafe")  # all ones where true, zero where false
     if b.ndim == 0 and not bi.any():  # a +0 else-branch (a relu backward): one pass fewer
-        return np.bitwise_and(o, ai, out=o).view(a.dtype)
+        np.bitwise_and(o, ai, out=o)
+        return out
     np.bitwise_and(o, np.bitwise_xor(ai, bi), out=o)
-    return np.bitwise_xor(o, bi, out=o).view(a.dtype)
+    np.bitwise_xor(o, bi, out=o)
+    return out

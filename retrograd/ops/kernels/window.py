@@ -101,10 +101,10 @@ def plane_chunk_size(plane_bytes: int, target_bytes: int = CHUNK_BYTES) -> int:
     return max(1, target_bytes // max(1, plane_bytes))
 
 
-def plane_chunks(n_planes: int, size: int):
-    """Consecutive slices of `size` planes covering n_planes."""
-    for start in range(0, n_planes, size):
-        yield slice(start, min(n_planes, start + size))
+def plane_chunks(n_planes: int, size: int, offset: int = 0):
+    """Consecutive slices of `size` planes covering n_planes planes from `offset`."""
+    for start in range(offset, offset + n_planes, size):
+        yield slice(start, min(offset + n_planes, start + size))
 
 
 class Window2d:

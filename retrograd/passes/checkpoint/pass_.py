@@ -77,21 +77,19 @@ def plan_checkpoint(mod: IRModule, func_name: str, budget=None, policy: str = "b
 def _plan(mod: IRModule, func: Function, func_name: str, parsed, policy: str) -> tuple[IRModule, PlanReport]:
     ex = extract(func)
     problem = ex.problem
-    unplanned = simulate(problem, None).check().peak_bytes
+    simulate(problem, None).check()
+    # Measured as the executor will (the Problem leaves out what Ifs and calls hold inside them).
+    unplanned = peak_memory(mod, func_name)
     target = parsed.resolve(unplanned) if parsed is not None else None
-    goal = target
+    # A budget the function meets as it is needs no plan (the Problem may count more than the executor).
+    goal = None if target is not None and target >= unplanned else target
     for replans in range(_MAX_REPLANS + 1):
         try:
             schedule = solve(problem, goal, policy)
         except InfeasibleBudget as err:
             if goal != target:
                 break  # tightened past what can be met: reported below as a mismatch
-            raise InfeasibleBudgetError(
-                f"checkpoint: the budget of {target} bytes for '{func_name}' cannot be met: the least feasible "
-                f"budget is {err.least_feasible} bytes (parameters alone: {problem.pinned_bytes} bytes; "
-                f"unplanned peak: {unplanned} bytes)",
-                err.least_feasible,
-            ).about_option("budget") from None
+            raise _infeasible(mod, func_name, ex, target, err.least_feasible, unplanned) from None
         new_func = rewrite(ex, schedule.recompute)
         planned = simulate(problem, schedule).check().peak_bytes
         peak = _measure(mod, func_name, new_func, planned)
@@ -100,12 +98,36 @@ def _plan(mod: IRModule, func: Function, func_name: str, parsed, policy: str) ->
         # The program peaks higher than its plan said: plan for less by the difference, a few times.
         goal -= peak - target
     if target is not None and policy == "budget" and peak > target:
-        raise PassError(
-            f"checkpoint: no plan for '{func_name}' fits {target} bytes by the memory model (the planned "
-            f"schedule peaks at {peak} bytes after {replans} re-plans); no plan returned"
-        ).about_option("budget")
+        raise _infeasible(mod, func_name, ex, target, peak, unplanned)
     report = _report(ex, schedule, func_name, policy, target, unplanned, peak, replans)
     return (mod if new_func is func else mod.with_function(func_name, new_func)), report
+
+
+def _infeasible(mod: IRModule, func_name: str, ex, target: int, least: int, unplanned: int) -> InfeasibleBudgetError:
+    least = _least_met(mod, func_name, ex, least, unplanned)
+    return InfeasibleBudgetError(
+        f"checkpoint: the budget of {target} bytes for '{func_name}' cannot be met: the least feasible "
+        f"budget is {least} bytes (parameters alone: {ex.problem.pinned_bytes} bytes; unplanned peak: {unplanned} bytes)",
+        least,
+    ).about_option("budget")
+
+
+def _least_met(mod: IRModule, func_name: str, ex, least: int, unplanned: int) -> int:
+    """The least budget a plan really meets: the Problem's least feasible budget, raised to the peak the
+    exact memory model gives its plan while that is higher (the Problem leaves out what an If's branches
+    or a called function hold inside them). Planning is deterministic: this budget gets this plan again."""
+    for _ in range(_MAX_REPLANS + 1):
+        if least >= unplanned:
+            break
+        try:
+            schedule = solve(ex.problem, least, "budget")
+        except InfeasibleBudget:
+            break
+        peak = _measure(mod, func_name, rewrite(ex, schedule.recompute), least)
+        if peak <= least:
+            return least
+        least = peak
+    return unplanned
 
 
 def _measure(mod: IRModule, func_name: str, new_func: Function, planned: int) -> int:

@@ -9,8 +9,8 @@ from retrograd.ir.analysis import free_vars
 from retrograd.ir.block import VarBinding
 from retrograd.ir.copy import copy_binding, copy_expr
 from retrograd.ir.expr import Call, Constant, Expr, Function, GlobalVar, If, PrimValue, SeqExpr, ShapeExpr, StringImm
-from retrograd.ir.expr import Tuple, TupleGetItem, Var, is_leaf, shape_expr
-from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo
+from retrograd.ir.expr import Tuple, TupleGetItem, Var, is_leaf, prim_value, shape_expr
+from retrograd.ir.struct_info import PrimStructInfo, TensorStructInfo, TupleStructInfo
 from retrograd.ops.composed import ComposedVjp
 from retrograd.ops.registry import get as get_op
 from retrograd.ops.shape_utils import broadcast_shapes
@@ -90,6 +90,8 @@ class Sweep:
             return tuple(
                 self.accumulate(self.field(a, i), self.field(b, i), s, name) for i, s in enumerate(sinfo.fields)
             )
+        if not isinstance(sinfo, TensorStructInfo):
+            return a  # a prim's or a shape's "adjoint" is a placeholder (see zeros): nothing to add
         return self.bb.emit(get_op("relax.add")(a, b), f"{name}_adjoint")
 
     def materialize(self, adj, sinfo, like: Expr | None = None) -> Expr:
@@ -127,6 +129,13 @@ class Sweep:
                 return self.bb.emit(get_op("relax.zeros")(shape_expr(sinfo.shape), dtype=sinfo.dtype), "lv")
             if like is not None:
                 return self.bb.emit(get_op("relax.zeros_like")(self.host.restore(like)), "lv")
+        # Prims, shapes and objects (strings) take no gradient, but a callee's adjoint takes a seed for
+        # every returned field and ignores these: a zero prim, or the value itself (a shape's struct info
+        # admits no other).
+        if isinstance(sinfo, PrimStructInfo) and sinfo.dtype:
+            return prim_value(False if sinfo.dtype == "bool" else 0, sinfo.dtype)
+        if not isinstance(sinfo, TensorStructInfo) and like is not None:
+            return self.host.restore(like)
         raise self.host.error(f"cannot build a zero gradient for a value of unknown shape or dtype ({sinfo})")
 
     def fit(self, expr: Expr, target_sinfo, like: Expr | None, name: str):

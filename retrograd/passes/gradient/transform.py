@@ -10,9 +10,10 @@ from retrograd.ir.analysis import called_functions
 from retrograd.ir.block import DataflowBlock, VarBinding
 from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.copy import copy_binding, copy_expr, fresh_var
+from retrograd.ir.functor import if_depth, stack_room
 from retrograd.ir.expr import Constant, DataflowVar, Expr, Function, GlobalVar, If, Tuple, Var, shape_expr
 from retrograd.ir.module import IRModule
-from retrograd.ir.struct_info import FuncStructInfo, TensorStructInfo, TupleStructInfo
+from retrograd.ir.struct_info import FuncStructInfo, TensorStructInfo, TupleStructInfo, annotation_form
 from retrograd.ir.text import format_sinfo
 from retrograd.ops.registry import get as get_op
 from retrograd.passes.cse import eliminate_common_subexpressions
@@ -78,8 +79,10 @@ class Gradient:
         self.cleanup = cleanup
 
     def transform_module(self, mod: IRModule, ctx=None) -> IRModule:
-        # Without the pause the pass was 1.5x slower at 50,000 bindings.
-        with collector_paused():
+        # Without the pause the pass was 1.5x slower at 50,000 bindings. Copying and sweeping recurse
+        # once per nested If (300 levels passed Python's default limit): stack room for the deepest.
+        levels = max((if_depth(f) for f in mod.functions().values() if isinstance(f, Function)), default=0)
+        with collector_paused(), stack_room(levels):
             return ModuleAD(mod, self).run()
 
 
@@ -286,7 +289,7 @@ class FunctionAD:
             if isinstance(seed, Constant):
                 value = seed
             elif seed == "param":
-                value = Var(f"{name}_adjoint", sinfo)
+                value = Var(f"{name}_adjoint", annotation_form(sinfo))
                 params.append(value)
             else:
                 value = self._ones(bb, sinfo, name)

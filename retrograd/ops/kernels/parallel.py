@@ -1,0 +1,269 @@
+"""Kernels split over threads: contiguous parts of a batch run at once, BLAS kept to one thread inside.
+
+NumPy releases the GIL in its copies, ufunc loops and BLAS calls, so the big kernels (convolutions,
+pooling) run their batch in parts on a small thread pool. Inside such a part BLAS must not start
+threads of its own: two Python threads each calling a two-thread OpenBLAS measured slower than one
+(10.0 vs 9.7 ms, MNIST's second convolution), while two parts with single-threaded BLAS took 8.5 ms
+against 15.4 ms sequential. BLAS's thread count is set through threadpoolctl (optional: the `train`
+extra); without it a part that calls BLAS runs sequentially unless the environment already keeps BLAS
+to one thread. The thread count is `set_num_threads(n)`, else RETROGRAD_NUM_THREADS, else
+OMP_NUM_THREADS, else the CPUs this process may use.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import os
+import threading
+
+# Handing a part to a worker costs ~10-20 µs (two lock hand-offs): a part must carry several times that.
+MIN_PART_NS = 60_000
+# Rough speeds that turn a kernel's size into nanoseconds of work (single core, float32).
+GEMM_FLOPS_PER_NS = 60.0
+COPY_BYTES_PER_NS = 4.0
+
+_state = threading.local()  # .inside: this thread is running a part (no nested splits)
+_lock = threading.Lock()
+_threads: int | None = None
+_blas = None  # threadpoolctl's BLAS controllers, [] when absent; found on first use
+
+
+def _env_threads() -> int:
+    for name in ("RETROGRAD_NUM_THREADS", "OMP_NUM_THREADS"):
+        value = os.environ.get(name, "").strip()
+        if value:
+            try:
+                return max(1, int(value.split(",")[0]))
+            except ValueError:
+                pass
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def get_num_threads() -> int:
+    """Threads the kernels split their work over."""
+    global _threads
+    if _threads is None:
+        _threads = _env_threads()
+    return _threads
+
+
+def set_num_threads(n: int | None) -> None:
+    """Use `n` threads in the kernels (None: the default from the environment). BLAS calls outside the
+    split kernels keep BLAS's own setting."""
+    global _threads
+    if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 1):
+        raise ValueError(f"the number of threads must be a positive int, got {n!r}")
+    _threads = n if n is not None else _env_threads()
+
+
+def _blas_controllers():
+    global _blas
+    if _blas is None:
+        try:
+            from threadpoolctl import ThreadpoolController
+        except ImportError:
+            _blas = []
+        else:
+            _blas = [c for c in ThreadpoolController().lib_controllers if c.user_api == "blas"]
+    return _blas
+
+
+def _blas_single_by_env() -> bool:
+    return any(os.environ.get(v, "").strip() == "1" for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"))
+
+
+class _OneBlasThread:
+    """BLAS limited to one thread for the duration (a no-op when it cannot be controlled)."""
+
+    __slots__ = ("saved",)
+
+    def __enter__(self):
+        self.saved = [(c, c.get_num_threads()) for c in _blas_controllers()]
+        for c, n in self.saved:
+            if n != 1:
+                c.set_num_threads(1)
+
+    def __exit__(self, *exc):
+        for c, n in self.saved:
+            if n != 1:
+                c.set_num_threads(n)
+
+
+# A call of the executor that runs kernels splitting their work (convolutions, pooling, large
+# elementwise results) holds BLAS to one thread throughout: OpenBLAS's threads spin for a while after
+# each threaded call, and spinning threads took the cores from the kernel threads (MNIST-net step at
+# two threads: 135 ms with BLAS threading its matmuls, 40 ms with BLAS held). Large matmuls are then
+# split by the kernels (kernels/matmul.py). A call without such kernels (an MLP) leaves BLAS to thread
+# its matmuls, which it does with less overhead than a split here (0.69 vs 1.15 ms a step).
+
+
+class _Held(_OneBlasThread):
+    __slots__ = ()
+
+    def __enter__(self):
+        super().__enter__()
+        _state.held = True
+
+    def __exit__(self, *exc):
+        _state.held = False
+        super().__exit__(*exc)
+
+
+def run_scope(splits: bool):
+    """The context of one executor call; `splits`: the module runs kernels that split their work."""
+    if splits and get_num_threads() > 1 and not getattr(_state, "inside", False) and _blas_controllers():
+        return _Held()
+    return _NO_SCOPE
+
+
+def blas_held() -> bool:
+    """Whether this thread runs an executor call that holds BLAS to one thread (matmuls split here)."""
+    return getattr(_state, "held", False)
+
+
+class _NoScope:
+    __slots__ = ()
+
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return None
+
+
+_NO_SCOPE = _NoScope()
+
+
+def parts_for(n: int, work_ns: float, min_part_ns: float | None = None) -> int:
+    """How many parts a batch of n items carrying `work_ns` of work is worth splitting into."""
+    if n < 2 or getattr(_state, "inside", False):
+        return 1
+    least = MIN_PART_NS if min_part_ns is None else min_part_ns
+    worth = work_ns // least if least > 0 else n
+    return int(max(1, min(get_num_threads(), n, worth)))
+
+
+def split(n: int, parts: int) -> list[slice]:
+    """range(n) as `parts` contiguous slices of near-equal size."""
+    bounds = [n * i // parts for i in range(parts + 1)]
+    return [slice(bounds[i], bounds[i + 1]) for i in range(parts) if bounds[i] < bounds[i + 1]]
+
+
+class _Worker:
+    """A kernel thread: waits on `go`, runs one part in the submitter's context, releases `done`.
+    Two locks per hand-off and no queue or future: a part is worth ~150 µs, so dispatch must be small."""
+
+    def __init__(self):
+        self.go, self.done = threading.Lock(), threading.Lock()
+        self.go.acquire()
+        self.done.acquire()
+        self.task = self.result = self.error = None
+        threading.Thread(target=self._loop, name="retrograd-kernels", daemon=True).start()
+
+    def _loop(self):
+        while True:
+            self.go.acquire()
+            ctx, fn, sl = self.task
+            try:
+                self.result, self.error = ctx.run(_run_part, fn, sl), None
+            except BaseException as err:  # handed to the submitting thread
+                self.result, self.error = None, err
+            self.task = None
+            self.done.release()
+
+    def start(self, fn, sl):
+        # A copy of the caller's context: NumPy's errstate is a context variable.
+        self.task = (contextvars.copy_context(), fn, sl)
+        self.go.release()
+
+    def join(self):
+        self.done.acquire()
+        return self.result, self.error
+
+
+_workers: list[_Worker] = []
+_busy = threading.Lock()  # one split at a time uses the workers; a concurrent one runs inline
+
+
+def _get_workers(count: int) -> list[_Worker]:
+    with _lock:
+        while len(_workers) < count:
+            _workers.append(_Worker())
+        return _workers[:count]
+
+
+def _retire(workers: list[_Worker]) -> None:
+    """Never hand these workers another part (their `done` may be released late, by an old part)."""
+    with _lock:
+        _workers[:] = [w for w in _workers if w not in workers]
+
+
+def _run_part(fn, sl):
+    _state.inside = True
+    try:
+        return fn(sl)
+    finally:
+        _state.inside = False
+
+
+def run_parts(fn, n: int, work_ns: float, blas: bool = False, min_part_ns: float | None = None) -> list:
+    """[fn(slice) for the parts of range(n)], the parts run at once on the kernel threads when the
+    work is worth it (at least `min_part_ns` a part, default MIN_PART_NS). `blas`: fn calls BLAS, which
+    then runs single-threaded inside the parts; small work also runs with one BLAS thread (waking
+    BLAS's threads costs more than it saves there)."""
+    parts = parts_for(n, work_ns, min_part_ns)
+    if blas and parts > 1 and not _blas_controllers() and not _blas_single_by_env():
+        parts = 1  # BLAS would start threads inside each part: leave the threading to BLAS
+    if parts > 1 and not _busy.acquire(blocking=False):
+        parts = 1  # another thread's split holds the workers
+    if parts == 1:
+        if blas and work_ns < MIN_PART_NS * max(2, get_num_threads()) and _blas_controllers():
+            with _OneBlasThread():
+                return [fn(slice(0, n))]
+        return [fn(slice(0, n))]
+    try:
+        with _OneBlasThread() if blas else _NO_SCOPE:
+            slices = split(n, parts)
+            workers = _get_workers(len(slices) - 1)
+            for w, sl in zip(workers, slices[1:]):
+                w.start(fn, sl)
+            first = error = None
+            try:
+                first = _run_part(fn, slices[0])
+            except BaseException as err:
+                error = err
+            # Every part finishes before this returns: none may still write into the caller's arrays.
+            try:
+                joined = [w.join() for w in workers]
+            except BaseException:  # interrupted while waiting: a worker may still run its part
+                _retire(workers)
+                raise
+    finally:
+        _busy.release()
+    for _, err in joined:
+        error = error or err
+    if error is not None:
+        raise error
+    return [first] + [r for r, _ in joined]
+
+
+def run_sum(fn, n: int, work_ns: float, blas: bool = False):
+    """The sum of fn(slice) over the parts of range(n) (each part returns a fresh array it owns)."""
+    results = run_parts(fn, n, work_ns, blas)
+    total = results[0]
+    for more in results[1:]:
+        total += more
+    return total
+
+
+if hasattr(os, "register_at_fork"):
+    # A forked child has none of the parent's threads: it starts its own workers.
+    def _forget_workers():
+        global _lock, _busy
+        _workers.clear()
+        _lock, _busy = threading.Lock(), threading.Lock()
+
+    os.register_at_fork(after_in_child=_forget_workers)
