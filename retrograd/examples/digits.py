@@ -41,7 +41,7 @@ def model_text(dropout: float | None = DROPOUT_RATE) -> str:
     return _TEMPLATE.replace("{flat}", dropped + "\n            flat = dropped[0]")
 
 
-# Without dropout: what benchmarks/bench_training.py and the comparisons with PyTorch train.
+# Without dropout: what the step-by-step comparisons with PyTorch train (PyTorch draws other masks).
 MODEL = model_text(None)
 
 
