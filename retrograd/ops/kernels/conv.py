@@ -99,7 +99,7 @@ def _wide_grid(x, win):
     return wp, wide, max(hp * wp, (win.kh - 1) * win.dh * wp + (win.kw - 1) * win.dw + wide)
 
 
-def _wide_cols(xs, win, buf, cols_shape, axes):
+def _wide_cols(xs, win, buf, wide, axes):
     """Load images `xs` into the zero-padded flat planes `buf` (their padding stays zero), and return
     the im2col view: element (b, c, i, j, q) is plane[b, c][q + i*dh*Wp + j*dw], so every tap of
     every (image, channel) is one contiguous run of the wide grid. `axes` orders the view like the
@@ -111,7 +111,7 @@ def _wide_cols(xs, win, buf, cols_shape, axes):
     src = buf[:b]
     it = src.itemsize
     view = np.lib.stride_tricks.as_strided(
-        src, shape=(b, c, win.kh, win.kw, cols_shape), writeable=False,
+        src, shape=(b, c, win.kh, win.kw, wide), writeable=False,
         strides=(src.strides[0], src.strides[1], win.dh * wp * it, win.dw * it, it))
     return view.transpose(axes)
 
@@ -129,7 +129,7 @@ def _conv_wide(x, w, win):
 
     def part(ps):
         m = ps.stop - ps.start
-        nb = max(1, min(m, _IMAGE_COLS_BYTES // max(1, per_image)))
+        nb = _images_per_chunk(m, per_image)
         buf = np.zeros((nb, c, plane), x.dtype)
         cols = np.empty((nb, c, win.kh, win.kw, wide), x.dtype)
         yw = np.empty((nb, o, wide), x.dtype)
@@ -148,6 +148,11 @@ def _conv_wide(x, w, win):
 _IMAGE_COLS_BYTES = 2 << 20
 
 
+def _images_per_chunk(n: int, per_image: int) -> int:
+    """Images whose columns fill about _IMAGE_COLS_BYTES (at least one, at most n)."""
+    return max(1, min(n, _IMAGE_COLS_BYTES // max(1, per_image)))
+
+
 def _gemm_ns(flops: float) -> float:
     return flops / parallel.GEMM_FLOPS_PER_NS
 
@@ -155,7 +160,7 @@ def _gemm_ns(flops: float) -> float:
 def _image_chunks(x, win, cols_bytes_per_image):
     """(slice, images of the slice zero-padded as the window needs, as (b, C, Hp, Wp)) over chunks of x."""
     n, c, h, wd = x.shape
-    nb = max(1, min(n, _IMAGE_COLS_BYTES // max(1, cols_bytes_per_image)))
+    nb = _images_per_chunk(n, cols_bytes_per_image)
     pads = (win.pt, win.pl, win.pb, win.pr)
     buf = np.zeros((nb, c, h + win.pt + win.pb, wd + win.pl + win.pr), x.dtype) if any(pads) else None
     for sl in plane_chunks(n, nb):
@@ -189,7 +194,7 @@ def _conv_by_images(x, w, win):
 
     def part(ps):
         xs, ys = x[ps], y[ps]
-        cols = np.empty(c * k * npos * min(len(xs), max(1, _IMAGE_COLS_BYTES // max(1, per_image))), x.dtype)
+        cols = np.empty(c * k * npos * _images_per_chunk(len(xs), per_image), x.dtype)
         for sl, xp in _image_chunks(xs, win, per_image):
             b = sl.stop - sl.start
             cb = cols[: b * c * k * npos].reshape(b, c, k, win.oh, win.ow)
@@ -212,7 +217,7 @@ def _weight_grad_by_images(x, g, win):
         xs, gs = x[ps], g[ps]
         dw = np.zeros((o, c * k), x.dtype)
         step = np.empty_like(dw)
-        cols = np.empty(c * k * npos * min(len(xs), max(1, _IMAGE_COLS_BYTES // max(1, per_image))), x.dtype)
+        cols = np.empty(c * k * npos * _images_per_chunk(len(xs), per_image), x.dtype)
         for sl, xp in _image_chunks(xs, win, per_image):
             b = sl.stop - sl.start
             cb = cols[: b * c * k * npos].reshape(c, k, b, win.oh, win.ow)
@@ -235,7 +240,7 @@ def _weight_grad_wide(x, g, win):
 
     def part(ps):
         m = ps.stop - ps.start
-        nb = max(1, min(m, _IMAGE_COLS_BYTES // max(1, per_image)))
+        nb = _images_per_chunk(m, per_image)
         buf = np.zeros((nb, c, plane), x.dtype)
         cols = np.empty(c * k * nb * wide, x.dtype)
         gw = np.empty(o * nb * wide, x.dtype)
@@ -380,7 +385,7 @@ def _transpose_by_scatter(x, w, g, strides, pads, out_hw, dilation):
     wb = max((wd - 1) * sw + (kw - 1) * dw + 1, pl + out_w)
     wm = np.ascontiguousarray(w.reshape(g, ci // g, cg * kh * kw).transpose(0, 2, 1))  # (G, Cg*K, Ci/G)
     out = np.empty((n, c, out_h, out_w), x.dtype)
-    nb = max(1, min(n, _IMAGE_COLS_BYTES // max(1, c * kh * kw * h * wd * x.itemsize)))
+    nb = _images_per_chunk(n, c * kh * kw * h * wd * x.itemsize)
 
     def part(ps):
         xs, outs = x[ps], out[ps]
