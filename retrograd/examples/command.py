@@ -46,7 +46,7 @@ def _optimizer(name: str, lr: float):
 def _train_file(args, stream) -> int:
     from retrograd.parser.parse import parse_path
     from retrograd.training import Trainer, setup_trainer
-    from retrograd.training.loop import blas_threads, fit
+    from retrograd.training.loop import fit, training_threads
     from retrograd.training.progress import Progress
 
     if args.target != "-" and not Path(args.target).exists():
@@ -68,7 +68,7 @@ def _train_file(args, stream) -> int:
     trainer.init_params(args.init, seed=args.seed)
     n = len(arrays[names[0]]) if names and np.ndim(arrays[names[0]]) else 0
     steps = epochs * -(-n // args.batch_size) if n else 0
-    with blas_threads(args.threads or None):
+    with training_threads(args.threads or None):
         history = fit(trainer, [arrays[k] for k in names], epochs, args.batch_size, seed=args.seed,
                       progress=Progress(steps, desc=Path(args.target).stem if args.target != "-" else "stdin"))
     losses = history["loss"]

@@ -81,7 +81,7 @@ def run(args, stream=None) -> float:
     """Train, print `test accuracy 0.xxxx`, write the outputs; return the test accuracy."""
     from retrograd.parser import parse
     from retrograd.training import Adam, NLLLoss, Trainer, setup_trainer
-    from retrograd.training.loop import accuracy, blas_threads, fit
+    from retrograd.training.loop import accuracy, fit, training_threads
     from retrograd.training.progress import Progress
 
     stream = stream or sys.stdout
@@ -94,7 +94,7 @@ def run(args, stream=None) -> float:
     trainer = Trainer(mod)
     trainer.init_params("he_uniform", seed=args.seed)
     steps = args.epochs * -(-len(tr) // args.batch_size)
-    with blas_threads(args.threads or None):
+    with training_threads(args.threads or None):
         history = fit(trainer, [x[tr], y[tr]], args.epochs, args.batch_size, seed=args.seed,
                       evaluate=lambda t: {"test_acc": accuracy(t, x[te], y[te])},
                       progress=Progress(steps, desc="digits"), batch_accuracy=True)

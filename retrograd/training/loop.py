@@ -62,7 +62,7 @@ def accuracy(trainer: Trainer, x, y, batch_size: int = 512) -> float:
 
 
 @contextlib.contextmanager
-def blas_threads(n: int | None):
+def training_threads(n: int | None):
     """Train with `n` threads: the kernels' own (retrograd.set_num_threads) and BLAS's (with
     threadpoolctl, in the `train` extra). None: the defaults.
 
