@@ -116,9 +116,11 @@ def test_conv2d_matches_naive(case):
 def test_one_group_paths_across_image_chunks(case, wide, monkeypatch):
     """One image per chunk: im2col, col2im and the weight gradient's per-chunk sums must cover every
     image once, and a chunk's padding buffer must not leak the previous image. Unit strides run once on
-    the exact grid and once on the padded grid's full width (the small-plane formulation)."""
+    the exact grid and once on the padded grid's full width (the small-plane formulation; col2im's
+    rows as wide as the uncropped output)."""
     monkeypatch.setattr(conv, "_IMAGE_COLS_BYTES", 1)
     monkeypatch.setattr(conv, "WIDE_MAX_WIDTH", wide)
+    monkeypatch.setattr(conv, "WIDE_COL2IM_RATIO", 0 if wide else 10**6)
     x, w, s, p, d, g = _setup(case)
     np.testing.assert_allclose(conv.conv2d(x, w, **_attrs(s, p, d, g)), naive_conv2d(x, w, s, p, d, g), rtol=1e-12, atol=1e-12)
     gy = _rand(naive_conv2d(x, w, s, p, d, g).shape, 2)
@@ -272,3 +274,20 @@ def test_larger_float32_against_torch():
     np.testing.assert_allclose(conv.conv2d(x, w, **attrs), y.detach().numpy(), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(conv.conv2d_transpose(gy, w, **attrs), xt.grad.numpy(), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(tvm_weight_grad(x, gy, w.shape, (1, 1), (1, 1, 1, 1), (1, 1), 1), wt.grad.numpy(), rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("ratio", [0, 10**6], ids=["wide-col2im", "exact-col2im"])
+def test_conv2d_transpose_non_finite_weight_reaches_only_its_taps(ratio, monkeypatch):
+    """The wide grid's zero columns wrap into the next row: 0 * inf there would smear nan into outputs
+    the weight never reaches (as PyTorch's col2im; rows wider than WIDE_MAX_WIDTH keep it off the
+    flipped-kernel path)."""
+    monkeypatch.setattr(conv, "WIDE_COL2IM_RATIO", ratio)
+    gy = _rand((2, 3, 4, conv.WIDE_MAX_WIDTH + 3), 4)
+    w = _rand((3, 2, 3, 3), 5)
+    w[1, 0, 0, 2] = np.inf
+    w[2, 1, 2, 0] = np.nan
+    got = conv.conv2d_transpose(gy, w)
+    want = naive_conv2d_transpose(gy, w, (1, 1), (0, 0, 0, 0), (0, 0), (1, 1), 1)
+    assert np.isfinite(want).any()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, equal_nan=True)

@@ -368,8 +368,61 @@ def conv2d_transpose(
         if _wide(win, ci):
             out = _conv_wide(x, np.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3)), win)
             return np.ascontiguousarray(to_layout(op, out, "NCHW", out_layout or data_layout))
-    out = _transpose_by_scatter(x, w, g, (sh, sw), (pt, pl), (out_h, out_w), (dh, dw))
+    if sh == sw == 1 and _wide_col2im(wd, kw, dw) and np.isfinite(w).all():
+        out = _transpose_wide(x, w, g, (pt, pl), (out_h, out_w), (dh, dw))
+    else:
+        out = _transpose_by_scatter(x, w, g, (sh, sw), (pt, pl), (out_h, out_w), (dh, dw))
     return np.ascontiguousarray(to_layout(op, out, "NCHW", out_layout or data_layout))
+
+
+def _wide_col2im(width: int, kw: int, dw: int) -> bool:
+    """Rows widened by the kernel's reach cost that much more matmul work; short rows make the
+    shifted adds slow."""
+    return (kw - 1) * dw * WIDE_COL2IM_RATIO <= width
+
+
+# Junk columns up to half the row. Measured at one thread, 3x3 and 5x5 kernels on 8- to 56-wide rows:
+# the wide grid won every case (MNIST net's dX, 24 -> 26 wide: 18.6 -> 16.9 ms; 56 wide: 44 -> 37 ms).
+WIDE_COL2IM_RATIO = 2
+
+
+def _transpose_wide(x, w, g, pads, out_hw, dilation):
+    """Unit strides: col2im on the wide grid. The gradient's rows are laid as wide as the uncropped
+    output's, zeros past its width, so each tap's block of the matmul's result is added as one
+    contiguous run of the flattened output instead of one short row at a time; the zero columns wrap
+    into the next row's start and add nothing (the weight is checked finite: 0 * inf would not be 0)."""
+    n, ci, h, wd = x.shape
+    _, cg, kh, kw = w.shape
+    (pt, pl), (out_h, out_w), (dh, dw) = pads, out_hw, dilation
+    c, k = cg * g, kh * kw
+    wb = max(wd + (kw - 1) * dw, pl + out_w)
+    hb = max(h + (kh - 1) * dh, pt + out_h)
+    run = h * wb
+    offsets = [i * dh * wb + j * dw for i in range(kh) for j in range(kw)]
+    length = max(hb * wb, offsets[-1] + run)
+    wm = np.ascontiguousarray(w.reshape(g, ci // g, cg * k).transpose(0, 2, 1))  # (G, Cg*K, Ci/G)
+    out = np.empty((n, c, out_h, out_w), x.dtype)
+    nb = _images_per_chunk(n, c * k * run * x.itemsize)
+
+    def part(ps):
+        m = ps.stop - ps.start
+        b0 = min(nb, m)
+        xw = np.zeros((b0, ci, h, wb), x.dtype)  # the columns past wd stay zero
+        cols_buf = np.empty((b0, g, cg * k, run), x.dtype)
+        full = np.empty((b0, c, length), x.dtype)
+        for sl in plane_chunks(m, nb, ps.start):
+            b = sl.stop - sl.start
+            xw[:b, :, :, :wd] = x[sl]
+            cols = np.matmul(wm, xw[:b].reshape(b, g, ci // g, run), out=cols_buf[:b]).reshape(b, c, k, run)
+            fb = full[:b]
+            fb[:, :, run:].fill(0)
+            fb[:, :, :run] = cols[:, :, 0]  # offsets[0] == 0
+            for t in range(1, k):
+                fb[:, :, offsets[t] : offsets[t] + run] += cols[:, :, t]
+            out[sl] = fb[:, :, : hb * wb].reshape(b, c, hb, wb)[:, :, pt : pt + out_h, pl : pl + out_w]
+
+    parallel.run_parts(part, n, _gemm_ns(2.0 * n * ci * cg * k * run), blas=True)
+    return out
 
 
 def _transpose_by_scatter(x, w, g, strides, pads, out_hw, dilation):
