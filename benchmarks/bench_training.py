@@ -5,7 +5,8 @@ Run by hand: ``python benchmarks/bench_training.py [--rounds 5] [--steps 30] [--
 
 Each system runs in its own process (fresh interpreter, BLAS limited to --threads), retrograd and
 torch alternate over --rounds rounds, and each round reports the median step time of --steps steps
-after a warm-up; the table gives the median over rounds and the ratio retrograd / torch. Models: (a) a
+after a warm-up; the table gives the median over rounds, the ratio retrograd / torch of those medians,
+and the median (and range) of each round's own ratio, which a drifting machine load affects less. Models: (a) a
 4-layer 256-wide MLP at batch 64; (b) PyTorch's MNIST example network (conv 1->32 k3, relu, conv
 32->64 k3, relu, max_pool 2, dense 9216->10, log_softmax, nll) at batch 64 on 28x28; (c) the digits
 CNN of retrograd.examples.digits (its dropout left out) at batch 32.
@@ -305,6 +306,9 @@ def run_model(name, tmp, args, threads):
             times[system].append(res["median_s"])
             loss0[system] = res["loss0"]
     ours, theirs = (statistics.median(times[s]) * 1e3 for s in ("retrograd", "torch"))
+    # Each round runs both systems back to back: its ratio cancels the machine's slow drifts (on this
+    # shared VM both systems' step times moved by 20-30% within minutes).
+    paired = sorted(a / b for a, b in zip(times["retrograd"], times["torch"]))
     mm = _spawn("matmul", name, data, 20, env)
     mm_np, mm_t = mm["numpy"] * 1e3, mm["torch"] * 1e3
     factored = (ours - mm_np + mm_t) / theirs
@@ -318,7 +322,8 @@ def run_model(name, tmp, args, threads):
             tvm = "build failed: " + str(e).splitlines()[-1][:200]
     fl = [_spawn(s, name, data, 0, env, check=True)["final_loss"] for s in ("retrograd", "torch")]
     print(f"| {name} | {threads} | {ours:.2f} | {theirs:.2f} | {ours / theirs:.2f}x"
-          f"{f' (target <= {target}x)' if target else ''} | {mm_np:.2f} / {mm_t:.2f} | {factored:.2f}x | {tvm} | "
+          f"{f' (target <= {target}x)' if target else ''} | {statistics.median(paired):.2f}x ({paired[0]:.2f}-{paired[-1]:.2f})"
+          f" | {mm_np:.2f} / {mm_t:.2f} | {factored:.2f}x | {tvm} | "
           f"{fl[0]:.6f} / {fl[1]:.6f} (rel {abs(fl[0] - fl[1]) / abs(fl[1]):.1e}) |", flush=True)
 
 
@@ -347,9 +352,9 @@ def main():
         for threads in thread_counts:
             coretype_cost(max(3, args.rounds), threads)
         return
-    print("| model | threads | retrograd ms | torch ms | ratio | matmuls alone: NumPy / torch ms | ratio, BLAS factored out "
+    print("| model | threads | retrograd ms | torch ms | ratio | per-round ratio, median (range) | matmuls alone: NumPy / torch ms | ratio, BLAS factored out "
           "| TVM untuned ms | final loss (100 SGD steps) retrograd / torch |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp:
         for threads in thread_counts:
             for name in args.models.split(","):

@@ -308,3 +308,16 @@ def test_large_float32_against_torch():
     np.testing.assert_allclose(pool.max_pool2d_backward(g, x, **attrs), xt.grad.numpy(), rtol=1e-6, atol=1e-6)
     avg = torch.nn.functional.avg_pool2d(xt.detach(), 3, 2, 1, count_include_pad=False).numpy()
     np.testing.assert_allclose(pool.avg_pool2d(x, **attrs), avg, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("case", [c for c in CASES if c[1] == c[2] and c[4] == (1, 1)])
+@pytest.mark.parametrize("ties", [False, True])
+def test_max_backward_of_tiling_windows_on_phase_grids(case, ties, monkeypatch):
+    """Windows as large as their stride (MNIST's 2x2 pool past a cache's worth of data) take the phase
+    grids, where each tap owns a phase and its gradient is written rather than added."""
+    monkeypatch.setattr(pool, "_small_tiling", lambda s: False)
+    shape, k, s, p, d, ceil = case
+    x = _data(shape, ties=ties)
+    g = _data(x.shape[:2] + _out_hw(shape, k, s, p, d, ceil), seed=1)
+    got = pool.max_pool2d_backward(g, x, **_attrs(k, s, p, d, ceil))
+    np.testing.assert_allclose(got, naive_max_backward(g, x, k, s, p, d, ceil), rtol=1e-12, atol=1e-12)

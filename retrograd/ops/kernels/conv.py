@@ -131,14 +131,16 @@ def _conv_wide(x, w, win):
         m = ps.stop - ps.start
         nb = _images_per_chunk(m, per_image)
         buf = np.zeros((nb, c, plane), x.dtype)
-        cols = np.empty((nb, c, win.kh, win.kw, wide), x.dtype)
-        yw = np.empty((nb, o, wide), x.dtype)
+        cols = np.empty(c * k * nb * wide, x.dtype)
+        yw = np.empty(o * nb * wide, x.dtype)
         for sl in plane_chunks(m, nb, ps.start):
             b = sl.stop - sl.start
-            cb = cols[:b]
-            np.copyto(cb, _wide_cols(x[sl], win, buf, wide, (0, 1, 2, 3, 4)))
-            np.matmul(wm, cb.reshape(b, c * k, wide), out=yw[:b])
-            y[sl] = yw[:b].reshape(b, o, win.oh, wp)[:, :, :, : win.ow]
+            # The chunk's images side by side: one (O, C*k) @ (C*k, b*wide) product instead of b narrow ones.
+            cb = cols[: c * k * b * wide].reshape(c, win.kh, win.kw, b, wide)
+            np.copyto(cb, _wide_cols(x[sl], win, buf, wide, (1, 2, 3, 0, 4)))
+            yb = yw[: o * b * wide].reshape(o, b * wide)
+            np.matmul(wm, cb.reshape(c * k, b * wide), out=yb)
+            y[sl] = yb.reshape(o, b, win.oh, wp)[:, :, :, : win.ow].transpose(1, 0, 2, 3)
 
     parallel.run_parts(part, n, _gemm_ns(2.0 * n * o * c * k * wide), blas=True)
     return y
