@@ -140,31 +140,36 @@ def _record_matmuls(step):
     return calls
 
 
-def _matmul_times(calls, reps):
-    """Sum over the recorded calls of the median time of each, in NumPy and in torch.matmul (alternating)."""
+def _matmul_times(calls, reps, lib):
+    """Sum over the recorded calls of the median time of each, in NumPy or in torch.matmul. One library
+    per process: torch's OpenMP threads and OpenBLAS's spin after each call, and alternating the two in
+    one process at two threads made both 10-30x slower."""
     import numpy as np
-    import torch
 
-    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     rng = np.random.default_rng(0)
     clock = time.process_time if os.environ.get("BENCH_CLOCK") == "cpu" else time.perf_counter
-    total = {"numpy": 0.0, "torch": 0.0}
+    if lib == "torch":
+        import torch
+
+        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    total = 0.0
     for sa, sb, dtype, la, lb in calls:
         def operand(shape, layout):
             if layout == "N":
                 return rng.standard_normal(shape).astype(dtype)
             return np.swapaxes(rng.standard_normal(shape[:-2] + shape[:-3:-1]).astype(dtype), -1, -2)
         a, b = operand(tuple(sa), la), operand(tuple(sb), lb)
-        ta, tb = torch.from_numpy(a), torch.from_numpy(b)
-        fns = {"numpy": lambda: np.matmul(a, b), "torch": lambda: torch.matmul(ta, tb)}
-        times = {k: [] for k in fns}
+        if lib == "torch":
+            ta, tb = torch.from_numpy(a), torch.from_numpy(b)
+            f = lambda: torch.matmul(ta, tb)  # noqa: E731
+        else:
+            f = lambda: np.matmul(a, b)  # noqa: E731
+        times = []
         for _ in range(reps):
-            for k, f in fns.items():
-                t0 = clock()
-                f()
-                times[k].append(clock() - t0)
-        for k in total:
-            total[k] += statistics.median(times[k])
+            t0 = clock()
+            f()
+            times.append(clock() - t0)
+        total += statistics.median(times)
     return total
 
 
@@ -175,9 +180,9 @@ def worker(system, name, data_path, steps, check):
         arrays = {k: d[k] for k in d.files}
     x, y = arrays.pop("__x"), arrays.pop("__y")
     lr = 0.01
-    if system == "matmul":
+    if system.startswith("matmul_"):
         with open(data_path + ".matmuls.json") as f:
-            return _matmul_times(json.load(f), max(5, steps))
+            return _matmul_times(json.load(f), max(5, steps), system[len("matmul_"):])
     if system == "tvm":
         step = _tvm_step(name, arrays, x, y)
     elif system == "retrograd":
@@ -309,8 +314,7 @@ def run_model(name, tmp, args, threads):
     # Each round runs both systems back to back: its ratio cancels the machine's slow drifts (on this
     # shared VM both systems' step times moved by 20-30% within minutes).
     paired = sorted(a / b for a, b in zip(times["retrograd"], times["torch"]))
-    mm = _spawn("matmul", name, data, 20, env)
-    mm_np, mm_t = mm["numpy"] * 1e3, mm["torch"] * 1e3
+    mm_np, mm_t = (_spawn(f"matmul_{lib}", name, data, 20, env) * 1e3 for lib in ("numpy", "torch"))
     factored = (ours - mm_np + mm_t) / theirs
     target = TARGETS.get(name)
     tvm = "skipped" if args.no_tvm else "not installed"

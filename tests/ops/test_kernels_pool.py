@@ -321,3 +321,18 @@ def test_max_backward_of_tiling_windows_on_phase_grids(case, ties, monkeypatch):
     g = _data(x.shape[:2] + _out_hw(shape, k, s, p, d, ceil), seed=1)
     got = pool.max_pool2d_backward(g, x, **_attrs(k, s, p, d, ceil))
     np.testing.assert_allclose(got, naive_max_backward(g, x, k, s, p, d, ceil), rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_backward_one_plane_per_chunk(case, monkeypatch):
+    """Chunks reuse their grid buffers: what one chunk adds or writes must not leak into the next."""
+    monkeypatch.setattr(pool, "plane_chunk_size", lambda plane_bytes, target_bytes=0: 1)
+    monkeypatch.setattr(pool, "_small_tiling", lambda s: False)
+    shape, k, s, p, d, ceil = case
+    x = _data(shape, ties=True)
+    g = _data(x.shape[:2] + _out_hw(shape, k, s, p, d, ceil), seed=1)
+    np.testing.assert_allclose(pool.max_pool2d_backward(g, x, **_attrs(k, s, p, d, ceil)),
+                               naive_max_backward(g, x, k, s, p, d, ceil), rtol=1e-12, atol=1e-12)
+    for cip in (False, True):
+        np.testing.assert_allclose(pool.avg_pool2d_backward(g, x, **_attrs(k, s, p, d, ceil, cip)),
+                                   naive_avg_backward(g, x, k, s, p, d, ceil, cip), rtol=1e-12, atol=1e-12)

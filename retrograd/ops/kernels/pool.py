@@ -69,10 +69,11 @@ def _pool(s, fill, ufunc, scale=None):
     return out
 
 
-def _scatter(s, g, make_spread):
+def _scatter(s, g, make_spread, rewrites: bool = False):
     """dx from output gradients: per chunk, `spread(p, sl, gf, taps_of_dst)` adds the gradient on the
     grid (0 in junk columns) into the tap slices of a zeroed grid, which is then cropped into dx.
-    `make_spread()` gives each part of the planes its own `spread` (and scratch buffers)."""
+    `make_spread()` gives each part of the planes its own `spread` (and scratch buffers). `rewrites`: the
+    spread writes (not adds) the same cells for every chunk, so the grid is zeroed once, not per chunk."""
     planes, win, grid, size = s.planes, s.win, s.grid, s.size
     dx = np.empty(planes.shape, planes.dtype)
 
@@ -83,7 +84,8 @@ def _scatter(s, g, make_spread):
         for sl in plane_chunks(ps.stop - ps.start, size, ps.start):
             p = sl.stop - sl.start
             gq[:p, :, : win.ow] = g[sl]
-            dst[:, :, :p].fill(0)
+            if not rewrites:
+                dst[:, :, :p].fill(0)
             spread(p, sl, gq[:p].reshape(p, grid.length), [grid.tap(dst, k, p) for k in range(len(grid.taps))])
             grid.store(dst, dx[sl])
 
@@ -134,7 +136,8 @@ def max_pool2d_backward(
         return s.finish(_max_backward_tiled(s.planes, g, win), layout)
     planes, grid, size = s.planes, s.grid, s.size
     # Each tap in a phase of its own (stride >= the window's reach): no two taps share a cell of the
-    # grid, so a tap's gradient is written, not added.
+    # grid, so a tap's gradient is written, not added, over the same cells for every chunk; the cells
+    # no tap reaches keep the zeros the buffer starts with.
     own_phase = len({phase for phase, _ in grid.taps}) == len(grid.taps)
 
     def make_spread():
@@ -149,12 +152,17 @@ def max_pool2d_backward(
             m[...] = taps[0]
             for v in taps[1:]:
                 np.maximum(m, v, out=m)
-            # Taps in row-major order; `f` marks windows whose maximum is not found yet.
-            f.fill(True)
-            for v, d in zip(taps, dst_taps):
+            # Taps in row-major order; `f` marks windows whose maximum is not found yet (after the
+            # first tap: those it does not hold; the last tap needs no update).
+            last = len(taps) - 1
+            for k, (v, d) in enumerate(zip(taps, dst_taps)):
                 np.equal(v, m, out=e)
-                e &= f
-                f ^= e
+                if k == 0:
+                    np.logical_not(e, out=f)
+                else:
+                    e &= f
+                    if k < last:
+                        f ^= e
                 # Multiplying by the mask is 4x faster than np.where (a non-finite gradient smears nan).
                 if own_phase:
                     np.multiply(gf, e, out=d)
@@ -164,7 +172,7 @@ def max_pool2d_backward(
 
         return spread
 
-    return s.finish(_scatter(s, g, make_spread), layout)
+    return s.finish(_scatter(s, g, make_spread, rewrites=own_phase), layout)
 
 
 def _small_tiling(s) -> bool:
