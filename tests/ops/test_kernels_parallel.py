@@ -21,6 +21,7 @@ from retrograd.runtime import split
 def threads(request, monkeypatch):
     """Kernels on 1-3 threads, splitting even the smallest work."""
     monkeypatch.setattr(parallel, "MIN_PART_NS", 0)
+    monkeypatch.setattr(parallel, "WAKE_NS", 0)
     monkeypatch.setattr(matmul_kernels, "MIN_PART_NS", 0)
     # BLAS work splits only when BLAS can be held to one thread: say it can (threadpoolctl may be absent).
     monkeypatch.setattr(parallel, "_blas_single_by_env", lambda: True)
@@ -51,6 +52,7 @@ def test_conv2d_and_gradients_split_over_images(threads, s, p, d):
 def test_split_results_do_not_depend_on_the_thread_count(monkeypatch):
     x, w = _rand((7, 4, 10, 10), 3).astype(np.float32), _rand((6, 4, 3, 3), 4).astype(np.float32)
     monkeypatch.setattr(parallel, "MIN_PART_NS", 0)
+    monkeypatch.setattr(parallel, "WAKE_NS", 0)
     monkeypatch.setattr(parallel, "_blas_single_by_env", lambda: True)
     outs = []
     for t in (1, 2, 4):
@@ -124,6 +126,7 @@ def test_small_and_mixed_results_are_not_split():
 
 def test_a_failing_part_raises_after_every_part_finished(monkeypatch):
     monkeypatch.setattr(parallel, "MIN_PART_NS", 0)
+    monkeypatch.setattr(parallel, "WAKE_NS", 0)
     parallel.set_num_threads(3)
     done = []
 
@@ -143,6 +146,7 @@ def test_a_failing_part_raises_after_every_part_finished(monkeypatch):
 
 def test_parts_cover_the_range_and_nested_calls_run_inline(monkeypatch):
     monkeypatch.setattr(parallel, "MIN_PART_NS", 0)
+    monkeypatch.setattr(parallel, "WAKE_NS", 0)
     parallel.set_num_threads(4)
     try:
         seen = []
@@ -244,6 +248,8 @@ def test_an_interrupted_wait_retires_the_workers(monkeypatch):
     import time
 
     monkeypatch.setattr(parallel, "MIN_PART_NS", 0)
+
+    monkeypatch.setattr(parallel, "WAKE_NS", 0)
     parallel.set_num_threads(2)
     try:
         parallel.run_parts(lambda sl: sl, 4, 1.0)  # the worker exists
@@ -259,6 +265,7 @@ def test_an_interrupted_wait_retires_the_workers(monkeypatch):
         monkeypatch.undo()
         parallel.set_num_threads(2)
         monkeypatch.setattr(parallel, "MIN_PART_NS", 0)
+        monkeypatch.setattr(parallel, "WAKE_NS", 0)
         got = parallel.run_parts(lambda sl: (sl.start, sl.stop), 4, 1.0)  # a fresh worker, right results
         assert got == [(0, 2), (2, 4)]
     finally:
@@ -311,3 +318,25 @@ def test_collapse_sum_splits_the_batch(threads, shape, to):
         cell = tuple(0 if (lead + i) in axes else idx[lead + i] for i in range(len(to)))
         naive[cell] += x[idx]
     np.testing.assert_allclose(collapse_sum(x, to), naive, rtol=1e-12, atol=1e-12)
+
+
+def test_the_callers_part_is_larger_by_the_workers_wake_up(monkeypatch):
+    """A worker starts WAKE_NS after the caller's own part: the caller takes that much more work, and
+    a split must leave each worker at least MIN_PART_NS."""
+    monkeypatch.setattr(parallel, "MIN_PART_NS", 50)
+    monkeypatch.setattr(parallel, "WAKE_NS", 100)
+    parallel.set_num_threads(2)
+    try:
+        assert parallel.parts_for(1000, 149) == 1  # (149 - 100) / 50 < 1: the worker's share is too small
+        assert parallel.parts_for(1000, 400) == 2
+        for n, parts, lead in [(1000, 2, 0.25), (7, 3, 0.1), (10, 4, 0.0), (3, 2, 0.4)]:
+            slices = parallel.split(n, parts, lead)
+            sizes = [s.stop - s.start for s in slices]
+            assert slices[0].start == 0 and slices[-1].stop == n
+            assert all(a.stop == b.start for a, b in zip(slices, slices[1:])) and min(sizes) > 0
+            want_first = n * (1 + lead * (parts - 1)) / parts
+            assert abs(sizes[0] - want_first) <= 1
+        got = parallel.run_parts(lambda sl: (sl.start, sl.stop), 1000, 400)
+        assert got == [(0, 625), (625, 1000)]  # lead 100 / 400: the caller takes (1 + 1/4) / 2
+    finally:
+        parallel.set_num_threads(None)
