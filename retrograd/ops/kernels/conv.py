@@ -151,8 +151,11 @@ _IMAGE_COLS_BYTES = 2 << 20
 
 
 def _images_per_chunk(n: int, per_image: int) -> int:
-    """Images whose columns fill about _IMAGE_COLS_BYTES (at least one, at most n)."""
-    return max(1, min(n, _IMAGE_COLS_BYTES // max(1, per_image)))
+    """Images whose columns fill about _IMAGE_COLS_BYTES (at least one, at most n), evened out over
+    the chunks n needs: 32 images in two chunks of 16, not 22 and 10."""
+    most = max(1, min(n, _IMAGE_COLS_BYTES // max(1, per_image)))
+    chunks = -(-n // most) if n else 1
+    return -(-n // chunks) if n else most
 
 
 def _gemm_ns(flops: float) -> float:
