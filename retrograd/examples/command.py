@@ -1,4 +1,4 @@
-"""`retrograd train`: the digits example, or a user's module whose function returns a scalar loss."""
+"""`retrograd train`: an example (digits, textbag), or a user's module whose function returns a scalar loss."""
 
 from __future__ import annotations
 
@@ -9,15 +9,17 @@ from pathlib import Path
 import numpy as np
 
 from retrograd.errors import TrainingError
-from retrograd.examples import digits
+from retrograd.examples import digits, textbag
+from retrograd.examples.options import add_arguments
 
-EXAMPLES = {"digits": digits}
+EXAMPLES = {"digits": digits, "textbag": textbag}
 OPTIMIZERS = ("adam", "adamw", "sgd", "momentum")
 
 
 def add_train_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("target", help="an example (digits) or a script FILE ('-': standard input) whose function returns a scalar loss")
-    digits.add_arguments(p, epochs=None, lr=None)
+    p.add_argument("target", help=f"an example ({', '.join(EXAMPLES)}) or a script FILE ('-': standard input) whose "
+                   "function returns a scalar loss")
+    add_arguments(p, epochs=None, lr=None)
     p.add_argument("--data", metavar="DATA.npz", help="FILE only: arrays named after the function's data parameters, "
                    "sharing their first (batch) dimension; the other parameters are trained")
     p.add_argument("--func", default="main", help="FILE only: the function to train")
@@ -29,8 +31,8 @@ def run_train(args, stream=None) -> int:
     stream = stream or sys.stdout
     example = EXAMPLES.get(args.target)
     if example is not None:
-        args.epochs = 20 if args.epochs is None else args.epochs
-        args.lr = 2e-3 if args.lr is None else args.lr
+        args.epochs = example.DEFAULTS["epochs"] if args.epochs is None else args.epochs
+        args.lr = example.DEFAULTS["lr"] if args.lr is None else args.lr
         example.run(args, stream)
         return 0
     return _train_file(args, stream)
@@ -46,7 +48,7 @@ def _optimizer(name: str, lr: float):
 def _train_file(args, stream) -> int:
     from retrograd.parser.parse import parse_path
     from retrograd.training import Trainer, setup_trainer
-    from retrograd.training.loop import fit, training_threads
+    from retrograd.training.loop import fit, steps_per_epoch, training_threads
     from retrograd.training.progress import Progress
 
     if args.target != "-" and not Path(args.target).exists():
@@ -63,11 +65,11 @@ def _train_file(args, stream) -> int:
     lr = 1e-3 if args.lr is None else args.lr
     epochs = 1 if args.epochs is None else args.epochs
     train_mod = setup_trainer(mod, None, _optimizer(args.optimizer, lr), checkpoint=args.checkpoint,
-                              func=args.func, inputs=names)
+                              func=args.func, inputs=names, batch_size=args.batch_size)
     trainer = Trainer(train_mod)
     trainer.init_params(args.init, seed=args.seed)
     n = len(arrays[names[0]]) if names and np.ndim(arrays[names[0]]) else 0
-    steps = epochs * -(-n // args.batch_size) if n else 0
+    steps = epochs * steps_per_epoch(trainer, n, args.batch_size) if n else 0
     with training_threads(args.threads or None):
         history = fit(trainer, [arrays[k] for k in names], epochs, args.batch_size, seed=args.seed,
                       progress=Progress(steps, desc=Path(args.target).stem if args.target != "-" else "stdin"))

@@ -64,24 +64,16 @@ def stratified_split(labels: np.ndarray, test_fraction: float, seed: int):
     return rng.permutation(np.concatenate(train)), np.sort(np.concatenate(test))
 
 
-def add_arguments(p: argparse.ArgumentParser, epochs: int = 20, lr: float = 2e-3) -> None:
-    """The options of every training command."""
-    p.add_argument("--seed", type=int, default=0, help="seed of the initialisation and the batch order (default: 0)")
-    p.add_argument("--epochs", type=int, default=epochs, help="passes over the data")
-    p.add_argument("--batch-size", type=int, default=32, help="examples per step (default: 32)")
-    p.add_argument("--lr", type=float, default=lr, help="learning rate")
-    p.add_argument("--checkpoint", metavar="BUDGET", help="memory budget for the train step (bytes, 12MiB, 40%%)")
-    p.add_argument("--out", metavar="DIR", help="write the loss/accuracy curve (PNG) and the parameters here")
-    p.add_argument("--threads", type=int, default=1,
-                   help="threads while training, the kernels' and BLAS's (BLAS's need threadpoolctl; 0: the defaults)")
-    p.add_argument("--limit", type=int, help=argparse.SUPPRESS)  # a subset, for tests
+# `retrograd train digits` without --epochs / --lr.
+DEFAULTS = {"epochs": 20, "lr": 2e-3}
 
 
 def run(args, stream=None) -> float:
     """Train, print `test accuracy 0.xxxx`, write the outputs; return the test accuracy."""
+    from retrograd.examples.options import plot_history
     from retrograd.parser import parse
     from retrograd.training import Adam, NLLLoss, Trainer, setup_trainer
-    from retrograd.training.loop import accuracy, fit, training_threads
+    from retrograd.training.loop import accuracy, fit, steps_per_epoch, training_threads
     from retrograd.training.progress import Progress
 
     stream = stream or sys.stdout
@@ -90,10 +82,11 @@ def run(args, stream=None) -> float:
     tr, te = stratified_split(y, 0.2, args.seed)
     if args.limit:
         tr = tr[: args.limit]
-    mod = setup_trainer(parse(model_text()), NLLLoss(), Adam(args.lr), checkpoint=args.checkpoint)
+    mod = setup_trainer(parse(model_text()), NLLLoss(), Adam(args.lr), checkpoint=args.checkpoint,
+                        batch_size=args.batch_size)
     trainer = Trainer(mod)
     trainer.init_params("he_uniform", seed=args.seed)
-    steps = args.epochs * -(-len(tr) // args.batch_size)
+    steps = args.epochs * steps_per_epoch(trainer, len(tr), args.batch_size)
     with training_threads(args.threads or None):
         history = fit(trainer, [x[tr], y[tr]], args.epochs, args.batch_size, seed=args.seed,
                       evaluate=lambda t: {"test_acc": accuracy(t, x[te], y[te])},
@@ -106,43 +99,15 @@ def run(args, stream=None) -> float:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         trainer.export_params(out / "digits_params.npz")
-        stream.write(plot_history(history, out / "digits_curve.png") + "\n")
+        stream.write(plot_history(history, out / "digits_curve.png", "digits CNN") + "\n")
     return acc
 
 
-def plot_history(history: dict, path: Path) -> str:
-    """Write the per-step loss and per-epoch accuracy as a PNG; a line saying what happened."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return "matplotlib is not installed: no plot written (pip install 'retrograd[train]')"
-    fig, ax = plt.subplots(figsize=(7, 4))
-    ax.plot(history["loss"], color="tab:blue", linewidth=0.8, label="training loss (per step)")
-    ax.set_xlabel("step")
-    ax.set_ylabel("loss")
-    ax.set_yscale("log")
-    accs = history.get("test_acc", [])
-    if accs:
-        per_epoch = len(history["loss"]) // len(accs)
-        ax2 = ax.twinx()
-        ax2.plot([per_epoch * (i + 1) for i in range(len(accs))], accs, "o-", color="tab:red", label="test accuracy")
-        ax2.set_ylabel("test accuracy")
-        ax2.set_ylim(min(0.8, min(accs)), 1.0)
-        ax2.legend(loc="center right")
-    ax.legend(loc="lower left")
-    ax.set_title("retrograd: digits CNN")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return f"curve written to {path}"
-
-
 def main(argv=None) -> int:
+    from retrograd.examples.options import add_arguments
+
     p = argparse.ArgumentParser(prog="python -m retrograd.examples.digits", description=__doc__)
-    add_arguments(p)
+    add_arguments(p, **DEFAULTS)
     run(p.parse_args(argv))
     return 0
 

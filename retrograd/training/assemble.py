@@ -16,6 +16,7 @@ from retrograd.training.dropout_mode import train_mode as train_mode_of
 from retrograd.training.inline import inline_body
 from retrograd.training.losses import Loss, append_loss
 from retrograd.training.optimizers import Optimizer
+from retrograd.training.specialize import batch_dims, bind_dims, symbolic_dims
 
 # Attributes of `train_step` that give its parameter layout: inputs, trained parameters, targets, state.
 LAYOUT_ATTRS = ("num_input", "num_param", "num_target")
@@ -23,7 +24,7 @@ LAYOUT_ATTRS = ("num_input", "num_param", "num_target")
 
 def setup_trainer(mod: IRModule, loss: Loss | None, optimizer: Optimizer, checkpoint=None,
                   func: str | None = None, num_inputs: int | None = None, inputs: list[str] | None = None,
-                  sparse: list[str] | None = None, train_mode: bool = True) -> IRModule:
+                  sparse: list[str] | None = None, train_mode: bool = True, batch_size: int | None = None) -> IRModule:
     """A module with `backbone`, `backbone_loss`, `backbone_loss_adjoint`, `optimizer` and `train_step`.
 
     `func` names the backbone (default: `backbone`, else `main`, else the only function). Its first
@@ -35,7 +36,11 @@ def setup_trainer(mod: IRModule, loss: Loss | None, optimizer: Optimizer, checkp
     (indices, rows) pairs, and plain SGD updates only those rows.
     `train_step(inputs..., params..., targets..., state...) -> (loss, (new params), (new state))`
     is forward, backward and update in one function; `checkpoint` (a budget for the checkpoint pass, or
-    True to let its policy choose) lets it recompute values instead of keeping them (static shapes only). The input module is not changed.
+    True to let its policy choose) lets it recompute values instead of keeping them. The planner sizes
+    every value, so a train step with a symbolic batch dim is first specialized to `batch_size` (its
+    inputs' and targets' symbolic leading dims bound; it then takes batches of exactly that size, and
+    `fit` leaves out a shorter last batch); `backbone` and `backbone_loss` stay symbolic for predict and
+    evaluate. The input module is not changed.
 
     Dropout: `backbone` and `backbone_loss` (predict, evaluate) run every dropout call in inference
     mode. With `train_mode` and dropout calls, the differentiated function is `backbone_loss_train`
@@ -79,8 +84,20 @@ def setup_trainer(mod: IRModule, loss: Loss | None, optimizer: Optimizer, checkp
     step = _train_step(adjoint, optimizer, n_in, n_param, n_targets, with_key)
     out = out.with_function("train_step", step)
     if checkpoint is not None:
-        out = _checkpointed(out, checkpoint)
+        out = _checkpointed(_static_step(out, n_in, n_targets, batch_size), checkpoint)
     return out
+
+
+def _static_step(mod: IRModule, n_in: int, n_targets: int, batch_size: int | None) -> IRModule:
+    step = mod["train_step"]
+    if not symbolic_dims(step):
+        return mod
+    if batch_size is None:
+        raise TrainingError(f"checkpointing plans static shapes: 'train_step' has the symbolic dims "
+                            f"{', '.join(sorted(symbolic_dims(step)))}; pass batch_size= to bind its batch dims")
+    n_param = int(step.attrs["num_param"])
+    data = list(step.params[:n_in]) + list(step.params[n_in + n_param:n_in + n_param + n_targets])
+    return mod.with_function("train_step", bind_dims(step, batch_dims(data, symbolic_dims(step), batch_size)))
 
 
 def _bindable(sinfo):

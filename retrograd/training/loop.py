@@ -19,10 +19,16 @@ def batches(n: int, batch_size: int, rng: np.random.Generator | None):
         yield order[start:start + batch_size]
 
 
+def steps_per_epoch(trainer: Trainer, n: int, batch_size: int) -> int:
+    """Steps `fit` takes per epoch over n examples."""
+    return n // batch_size if trainer.fixed_batch is not None else -(-n // batch_size)
+
+
 def fit(trainer: Trainer, arrays: list, epochs: int, batch_size: int, seed: int = 0,
         evaluate: Callable[[Trainer], dict] | None = None, progress: Progress | None = None,
         batch_accuracy: bool = False) -> dict:
-    """Train on `arrays` (inputs then targets, sharing their first dimension) for `epochs` epochs.
+    """Train on `arrays` (inputs then targets, sharing their first dimension) for `epochs` epochs
+    (a step specialized to one batch size leaves out each epoch's shorter last batch: `steps_per_epoch`).
 
     Returns the history: per-step `loss`, and per epoch the values `evaluate(trainer)` returns. With
     `batch_accuracy` (a classifier: one input, integer class targets), the progress also shows `acc`,
@@ -34,11 +40,17 @@ def fit(trainer: Trainer, arrays: list, epochs: int, batch_size: int, seed: int 
         raise TrainingError(f"the arrays must share their first dimension, got {[len(a) for a in arrays]}")
     if batch_size <= 0 or epochs < 0:
         raise TrainingError(f"batch size and epochs must be positive, got {batch_size} and {epochs}")
+    fixed = trainer.fixed_batch
+    if fixed is not None and fixed != batch_size:
+        raise TrainingError(f"the train step takes batches of exactly {fixed} (it was specialized for checkpointing), "
+                            f"not {batch_size}")
     rng = np.random.default_rng(seed)
     history: dict[str, list] = {"loss": []}
     last: dict = {}
     for _ in range(epochs):
         for idx in batches(n, batch_size, rng):
+            if fixed is not None and len(idx) != fixed:
+                continue  # a static step cannot take the shorter last batch
             batch = [a[idx] for a in arrays]
             acc = accuracy(trainer, batch[0], batch[-1]) if batch_accuracy and progress is not None and progress.due() else None
             history["loss"].append(trainer.step(*batch))

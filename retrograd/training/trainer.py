@@ -8,6 +8,7 @@ import numpy as np
 
 from retrograd.errors import TrainingError
 from retrograd.ir.module import IRModule
+from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.runtime import build
 from retrograd.runtime.malloc import keep_freed_memory
 from retrograd.runtime.signature import Binder, Mismatch, compile_checker
@@ -100,6 +101,13 @@ class Trainer:
             raise TrainingError(f"{what} before the parameters exist: call init_params() or load_params() first")
 
     # -- running ----------------------------------------------------------------------
+    @property
+    def fixed_batch(self) -> int | None:
+        """The one batch size a train step with a static leading input dim takes (one specialized for
+        checkpointing, or a module written so); None: any."""
+        s = self.inputs[0].struct_info if self.inputs else None
+        return s.shape[0] if isinstance(s, TensorStructInfo) and s.shape and isinstance(s.shape[0], int) else None
+
     def step(self, *batch) -> float:
         """One training step on a batch (inputs, then targets); returns the loss before the update."""
         self._require_params("step()")
