@@ -18,10 +18,12 @@ from retrograd.passes.checkpoint.problem import Problem, Schedule
 
 # Past either limit the heuristics plan. The node limit is the deterministic cut-off; the time limit
 # is a safety net for hard instances (HiGHS can spend minutes on a 30-node problem's least peak). It is
-# wall-clock, so it is set well above what a quiet machine needs (14-node problems: <= 0.6 s CPU) so
-# that a loaded machine still gets the same, optimal, plan.
+# wall-clock, so it is set above what a quiet machine needs (14-node problems: <= 0.6 s CPU) so that a
+# loaded machine still gets the same, optimal, plan; and low enough that a hard instance costs seconds,
+# not tens of them (a 2-layer MLP's 32-node train step asked for an infeasible budget: 15.5 s of two
+# MILPs at 10 s, which is what `retrograd train --checkpoint` waited).
 NODE_LIMIT = 200
-TIME_LIMIT = 10.0
+TIME_LIMIT = 2.5
 
 
 def available() -> bool:
