@@ -225,6 +225,27 @@ def test_collapse_sum_to_naive():
     np.testing.assert_allclose(out, expected, rtol=1e-12)
 
 
+@pytest.mark.parametrize("shape,target", [
+    ((4, 3, 5, 6), (1, 3, 1, 1)), ((4, 3, 5, 6), (3, 1, 1)), ((4, 3), (3,)), ((4, 3), (1, 3)), ((2, 3, 4), (3, 4)),
+    ((2, 3, 4), (1, 1, 4)), ((2, 3, 4), (2, 1, 1)), ((1, 3, 1), (3, 1)), ((5, 1, 2), (1, 2)), ((3, 4), (1, 1)),
+    ((3, 4), ()), ((0, 3), (3,)), ((2, 3, 4, 5), (1, 3, 4, 1))])
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64"])
+def test_collapse_sum_to_matches_a_loop(shape, target, dtype):
+    """Every pattern of summed axes, the conv bias gradient's (leading and trailing axes around the kept
+    ones, summed by BLAS products with ones) included; the result never shares the input's memory."""
+    rng = np.random.default_rng(2)
+    x = rng.integers(-5, 5, shape).astype(dtype) if dtype == "int64" else rng.standard_normal(shape).astype(dtype)
+    lead = x.ndim - len(target)
+    expected = np.zeros(target, "float64")
+    for idx in np.ndindex(*shape):
+        expected[tuple(0 if t == 1 else i for t, i in zip(target, idx[lead:]))] += x[idx]
+    out = R.collapse_sum_to.kernel(x, target)
+    assert out.shape == tuple(target) and out.dtype == x.dtype
+    np.testing.assert_allclose(out, expected, rtol=1e-5 if dtype == "float32" else 1e-12, atol=1e-5)
+    if out.shape != x.shape:
+        assert not np.shares_memory(out, x)
+
+
 def test_split_and_cumsum_naive():
     x = np.arange(14, dtype="float32").reshape(2, 7)
     parts = R.split.kernel(x, indices_or_sections=3, axis=1)
