@@ -6,6 +6,8 @@ triu/tril's `k` is an attribute printed positionally, as TVM does (`R.triu(x, 0)
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from retrograd.errors import GradientError, KernelError
@@ -421,8 +423,8 @@ def _sum(x, axes):
     if x.dtype not in (np.float32, np.float64) or not kept or kept[-1] - kept[0] != len(kept) - 1 \
             or not x.flags.c_contiguous or x.size == 0:
         return np.asarray(x.sum(axis=axes, dtype=x.dtype))
-    lead, k, trail = (int(np.prod(x.shape[:kept[0]])), int(np.prod(x.shape[kept[0]:kept[-1] + 1])),
-                      int(np.prod(x.shape[kept[-1] + 1:])))
+    lead, k, trail = (math.prod(x.shape[:kept[0]]), math.prod(x.shape[kept[0]:kept[-1] + 1]),
+                      math.prod(x.shape[kept[-1] + 1:]))
     y = x.reshape(lead * k, trail) @ np.ones(trail, x.dtype) if trail > 1 else x.reshape(lead * k)
     y = np.ones(lead, x.dtype) @ y.reshape(lead, k) if lead > 1 else y.copy() if trail == 1 else y
     return y.reshape(x.shape[kept[0]:kept[-1] + 1])
