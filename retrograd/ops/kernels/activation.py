@@ -34,8 +34,8 @@ def _softmax_family(op, x, axis, finish):
     axis = _axis(op, x, axis) % x.ndim
     if x.size == 0:
         return np.empty_like(x)
-    pre, n = int(np.prod(x.shape[:axis])), x.shape[axis]
-    x3 = x.reshape(pre, n, int(np.prod(x.shape[axis + 1 :])))
+    pre, n = math.prod(x.shape[:axis]), x.shape[axis]
+    x3 = x.reshape(pre, n, math.prod(x.shape[axis + 1 :]))
     out = np.empty(x3.shape, x.dtype)
     size = max(1, min(pre, plane_chunk_size(n * x3.shape[2] * x.itemsize)))
     scratch = np.empty((size,) + x3.shape[1:], x.dtype)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from retrograd.errors import KernelError
@@ -31,7 +33,7 @@ class _Nll:
         n = lead[0] if lead else 1
         self.c = c = pred.shape[0] if pred.ndim == 1 else pred.shape[1]
         # Spelled out, not -1: a batch of 0 leaves -1 undetermined.
-        d = int(np.prod(pred.shape[2:], dtype=np.int64))
+        d = math.prod(pred.shape[2:])
         self.pred = pred.reshape(n, c, d)
         self.shape, self.tshape, self.dtype = pred.shape, tgt.shape, pred.dtype
         t = tgt.reshape(n, d)
