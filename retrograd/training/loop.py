@@ -42,8 +42,8 @@ def fit(trainer: Trainer, arrays: list, epochs: int, batch_size: int, seed: int 
         raise TrainingError(f"batch size and epochs must be positive, got {batch_size} and {epochs}")
     fixed = trainer.fixed_batch
     if fixed is not None and fixed != batch_size:
-        raise TrainingError(f"the train step takes batches of exactly {fixed} (it was specialized for checkpointing), "
-                            f"not {batch_size}")
+        raise TrainingError(f"the train step takes batches of exactly {fixed} (its inputs' leading dim is static, "
+                            f"e.g. specialized for checkpointing), not {batch_size}")
     rng = np.random.default_rng(seed)
     history: dict[str, list] = {"loss": []}
     last: dict = {}
