@@ -61,8 +61,11 @@ def test_split_results_do_not_depend_on_the_thread_count(monkeypatch):
                      pool.max_pool2d(x, pool_size=3, strides=2)))
     parallel.set_num_threads(None)
     for other in outs[1:]:
-        for a, b in zip(outs[0], other):
-            assert np.array_equal(a, b)  # per-image work is the same arithmetic on any thread
+        # Pooling is the same arithmetic on any thread; a GEMM's blocking may depend on how many
+        # columns it gets (OpenBLAS's AVX-512 kernels round edge columns differently): equal to rounding.
+        for a, b in zip(outs[0][:2], other[:2]):
+            np.testing.assert_allclose(a, b, rtol=2e-6, atol=2e-6)
+        assert np.array_equal(outs[0][2], other[2])
 
 
 @pytest.mark.parametrize("k,s,p", [((2, 2), (2, 2), (0, 0, 0, 0)), ((3, 3), (2, 2), (1, 1, 1, 1)), ((3, 2), (1, 1), (0, 1, 0, 1))])
