@@ -116,3 +116,12 @@ def test_gradient_survives_300_nested_ifs():
         value, (grad,) = at_default_limit(lambda: ex["main_adjoint"](x, np.array(cond)))
         np.testing.assert_array_equal(value, slope * x)
         np.testing.assert_array_equal(grad, [slope, slope])
+
+
+def test_check_gradients_survives_nested_ifs():
+    # Its float64 copy of the module is an ExprMutator of its own.
+    from retrograd.testing import check_gradients
+
+    args = [np.array([1.5, -2.0], "float32"), np.array(True)]
+    report = at_default_limit(lambda: check_gradients(nest(250), "main", args))
+    assert report.ok
