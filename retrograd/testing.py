@@ -9,7 +9,7 @@ import numpy as np
 
 from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.expr import Call, Constant, Function, GlobalVar, Var
-from retrograd.ir.functor import ExprMutator
+from retrograd.ir.functor import ExprMutator, module_if_depth, stack_room
 from retrograd.ir.module import IRModule
 from retrograd.ir.struct_info import FuncStructInfo, StructInfo, TensorStructInfo, TupleStructInfo, is_float_dtype
 
@@ -69,8 +69,9 @@ def to_float64(mod: IRModule) -> IRModule:
     """The module with every floating-point tensor (params, constants, dtype attributes) in float64."""
     sigs = {name: _retype(f.struct_info) for name, f in mod.items()}
     out = {}
-    for name, func in mod.items():
-        out[name] = _ToFloat64(mod, sigs).visit_function(func)
+    with stack_room(module_if_depth(mod)):  # the mutator recurses once per nested If
+        for name, func in mod.items():
+            out[name] = _ToFloat64(mod, sigs).visit_function(func)
     return IRModule(out, mod.attrs)
 
 

@@ -8,6 +8,7 @@ from retrograd.analysis.layout import Same, View, results
 from retrograd.analysis.plan import Arr, Block, Buf, Ins, Plan, Plans, param_value
 from retrograd.errors import UnsupportedError
 from retrograd.gc_pause import collector_paused
+from retrograd.ir.functor import module_if_depth, stack_room
 from retrograd.ir.struct_info import TupleStructInfo
 
 MAX_PATHS = 4096
@@ -53,7 +54,8 @@ def peak_memory(mod, func_name: str) -> int:
 def memory_timeline(mod, func_name: str) -> MemoryTimeline:
     """Per top-level binding of `func_name`: live bytes during and after it, and where the peak is."""
     # The collector would rescan the module's many IR nodes over and over while plans are made.
-    with collector_paused():
+    # Planning and replaying recurse once per nested If: room for the module's deepest nest.
+    with collector_paused(), stack_room(module_if_depth(mod)):
         return _timeline(mod, func_name)
 
 

@@ -76,7 +76,9 @@ def copy_binding(binding: VarBinding, vmap: dict, promote: bool = False) -> VarB
 def copy_seq(seq: SeqExpr, vmap: dict, promote: bool = False) -> SeqExpr:
     blocks = []
     for block in seq.blocks:
-        bindings = tuple(copy_binding(b, vmap, promote) for b in block.bindings)
+        # A list comprehension, not tuple(generator): consuming a generator from C costs C stack
+        # per nested If (copying 300 levels needed ~200 KB of it).
+        bindings = tuple([copy_binding(b, vmap, promote) for b in block.bindings])
         cls = BindingBlock if promote else type(block)
         blocks.append(cls(bindings, span=block.span))
     return attrs.evolve(seq, blocks=tuple(blocks), body=copy_expr(seq.body, vmap, promote))

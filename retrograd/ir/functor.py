@@ -287,9 +287,25 @@ def if_depth(func: Function) -> int:
     return deepest
 
 
+def module_if_depth(mod) -> int:
+    """The deepest If nest of any function of `mod`."""
+    return max((if_depth(f) for f in mod.functions().values() if isinstance(f, Function)), default=0)
+
+
 # ExprMutator recurses once per nested If (a dozen frames a level, with subclass hooks); bindings are
-# iterated. Parsed scripts nest Ifs at most ~100 deep (Python's indentation limit).
+# iterated. So do the printer, the parser's conversion, analyses, lowering and the executor (3-6
+# frames a level). Python 3.11+ runs Python-to-Python calls without C recursion, so a raised limit
+# costs no C stack as long as no C function sits in the cycle (tuple(generator) and all(generator)
+# did, in ir/copy.py and passes/dce.py): every path runs a 1000-deep nest in a 64 KiB thread. The
+# parser reads nests up to MAX_INDENTS (parser/lexer.py) deep; tests/passes/test_deep_if.py.
 _FRAMES_PER_IF = 16
+# What any caller is assumed to have spare: shallower nests leave the limit alone.
+_SPARE_FRAMES = 200
+
+
+def room_levels(if_levels: int) -> int:
+    """`if_levels` when that many nested Ifs need a raised recursion limit, else 0 (a cheap test for hot paths)."""
+    return if_levels if if_levels * _FRAMES_PER_IF > _SPARE_FRAMES else 0
 
 
 @contextlib.contextmanager
@@ -297,7 +313,7 @@ def stack_room(if_levels: int):
     """Raise Python's recursion limit by what `if_levels` nested Ifs need, for the duration."""
     old = sys.getrecursionlimit()
     need = if_levels * _FRAMES_PER_IF
-    if need > 200:
+    if need > _SPARE_FRAMES:
         sys.setrecursionlimit(old + need)
     try:
         yield

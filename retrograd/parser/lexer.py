@@ -37,6 +37,8 @@ class LexError(Exception):
 
 def indent_width(prefix: str) -> int:
     """Python's indentation width: a tab advances to the next multiple of 8."""
+    if "\t" not in prefix:
+        return len(prefix)  # spaces (and form feeds, which Python counts as 1): no per-character loop
     width = 0
     for c in prefix:
         width = (width // 8 + 1) * 8 if c == "\t" else width + 1
@@ -46,8 +48,11 @@ def indent_width(prefix: str) -> int:
 # Brackets (and unary minus signs in a row) nest at most this deep; the parser recurses on expressions.
 # Python's own limit is 200 brackets.
 MAX_NESTING = 200
-# Python's tokenizer refuses deeper indentation; TVM, which reads scripts with it, does too.
-MAX_INDENTS = 100
+# Indentation levels open at once. Python's tokenizer stops at 100 (and TVM, which reads scripts
+# with it); this parser's statement nesting costs no C stack (ir/functor.stack_room), and printed
+# If nests of 1000 and more must read back. At 2000 levels a printed nest (4 spaces a level) is
+# ~30 MB of mostly leading spaces: deeper is no longer a program anyone writes or generates.
+MAX_INDENTS = 2000
 
 
 def _possessive(t) -> str:
@@ -95,7 +100,8 @@ class ScriptLexer(Lexer):
         self.regex = re.compile(f"(?:{ignore})*+(?:" + "|".join(groups) + ")", re.M | re.ASCII)
         self.skip = re.compile(f"(?:{ignore})*+")
 
-    def lex(self, text: str):
+    def lex(self, text: str, depth: list | None = None):
+        """The tokens of `text`; at the end, appends the deepest indentation (levels open at once) to `depth`."""
         match = self.regex.match
         skip = self.skip.match
         keywords = self.keywords
@@ -106,6 +112,7 @@ class ScriptLexer(Lexer):
         paren = 0
         minus_run = 1
         indents: list[int] | None = None  # set by the first token: a uniformly indented script is fine
+        deepest = 0
         last_type = "_NL"
         new_token = Tok
         while True:
@@ -146,8 +153,12 @@ class ScriptLexer(Lexer):
                 indent = indent_width(indent_str)
                 if indent > indents[-1]:
                     indents.append(indent)
-                    if len(indents) > MAX_INDENTS:
-                        raise LexError(f"too many levels of indentation (at most {MAX_INDENTS}, as in Python)", line, 1, indent or 1)
+                    if len(indents) > deepest:
+                        deepest = len(indents)
+                        if deepest > MAX_INDENTS:
+                            # At the line's first token: a caret under thousands of spaces shows nothing.
+                            message = f"too many levels of indentation (at most {MAX_INDENTS})"
+                            raise LexError(message, line, len(indent_str) + 1)
                     yield new_token("_INDENT", indent_str, end, line, 1, line, indent + 1, end)
                 else:
                     while indent < indents[-1]:
@@ -190,3 +201,5 @@ class ScriptLexer(Lexer):
         while indents is not None and len(indents) > 1:
             indents.pop()
             yield new_token("_DEDENT", "", n, line + 1, 1, line + 1, 1, n)
+        if depth is not None:
+            depth.append(deepest)

@@ -26,6 +26,7 @@ from retrograd.ir.expr import (
     TupleGetItem,
     Var,
 )
+from retrograd.ir.functor import if_depth, stack_room
 from retrograd.ir.strings import quote as _quote
 from retrograd.ir.struct_info import StructInfo, all_dim_names, dim_names
 from retrograd.ir.text import format_sinfo, op_script_name
@@ -389,7 +390,8 @@ class _FunctionPrinter:
         out.append(f"{ind}def {self.name}({', '.join(params)}){ret_text}:")
         inner = ind + INDENT
         body: list[str] = []
-        self.seq(func.body, inner, body)
+        with stack_room(if_depth(func)):  # seq -> if_binding -> seq recurses once per nested If
+            self.seq(func.body, inner, body)
         body.append(f"{inner}return {self.arg(func.body.body)}")
         if func.attrs:
             out.append(f"{inner}R.func_attr({format_value(dict(func.attrs))})")

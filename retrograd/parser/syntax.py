@@ -11,7 +11,7 @@ from retrograd.errors import ParseError, Span, UnsupportedError
 from retrograd.ir.strings import EscapeError, unescape
 from retrograd.parser.grammar_cache import load_or_build
 from retrograd.parser.lexer import LexError, ScriptLexer, Tok
-from retrograd.parser.tir import TIR_DECORATOR
+from retrograd.parser.tir import find_tir_decorator
 
 GRAMMAR = Path(__file__).with_name("grammar.lark")
 
@@ -286,14 +286,14 @@ class _Driver:
         self.end = table.end_states["start"]
         self.lexer = ScriptLexer(lark.lexer_conf)
 
-    def parse(self, text: str):
+    def parse(self, text: str, depth: list | None = None):
         states, rules = self.states, self.rules
         end = self.end
         state_stack = [self.start]
         value_stack: list = []
         push_state, push_value = state_stack.append, value_stack.append
         token = None
-        for token in self.lexer.lex(text):
+        for token in self.lexer.lex(text, depth):
             ttype = token.type
             while True:
                 act = states[state_stack[-1]].get(ttype)
@@ -351,11 +351,11 @@ class _LarkLoop:
         self.lexer = ScriptLexer(lark.lexer_conf)
         self.unexpected = UnexpectedToken
 
-    def parse(self, text: str):
+    def parse(self, text: str, depth: list | None = None):
         ip = self.lark.parse_interactive()
         token = None
         try:
-            for token in self.lexer.lex(text):
+            for token in self.lexer.lex(text, depth):
                 ip.feed_token(token)
             return ip.feed_eof(token)
         except self.unexpected as err:
@@ -392,17 +392,18 @@ def _driver() -> _Driver | _LarkLoop:
 
 
 
-def parse_syntax(text: str, source_name: str) -> list[Node]:
-    """The script's top-level syntax nodes; syntax errors become ParseError with a caret."""
+def parse_syntax(text: str, source_name: str, depth: list | None = None) -> list[Node]:
+    """The script's top-level syntax nodes; syntax errors become ParseError with a caret. The deepest
+    indentation (levels open at once) is appended to `depth`."""
     # TIR functions are cut out before (parser/tir.py); one left here stands where no function may.
-    m = TIR_DECORATOR.search(text)
+    m = find_tir_decorator(text)
     if m is not None:
         line = text.count("\n", 0, m.start(2)) + 1
         col = m.start(2) - (text.rfind("\n", 0, m.start(2)) + 1)
         span = Span(source_name, line, col, line, col + 1 + len(m.group(2)), text)
         raise UnsupportedError(f"@{m.group(2)} defines a TIR function, which cannot stand here", span)
     try:
-        return _driver().parse(text)
+        return _driver().parse(text, depth)
     except LexError as err:
         span = Span(source_name, err.line, err.col, err.line, err.col + err.width, text)
         raise ParseError(err.message, span) from None

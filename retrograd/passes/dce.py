@@ -5,7 +5,7 @@ from __future__ import annotations
 from retrograd.ir.analysis import reachable_functions, read_vars, used_vars
 from retrograd.ir.block import VarBinding
 from retrograd.ir.expr import Call, Function, GlobalVar, If, SeqExpr
-from retrograd.ir.functor import ExprMutator
+from retrograd.ir.functor import ExprMutator, if_depth, stack_room
 from retrograd.ir.module import IRModule
 from retrograd.ir.struct_info import FuncStructInfo
 from retrograd.passes.infra import map_functions, module_pass
@@ -13,6 +13,24 @@ from retrograd.passes.infra import map_functions, module_pass
 
 def is_pure(value, mod: IRModule | None = None) -> bool:
     """Whether evaluating `value` has no effect besides its result (so it may be dropped if unused)."""
+    if not isinstance(value, If):
+        return _pure_leaf(value, mod)
+    # Nested Ifs are walked with a stack: a recursion through all() costs C stack per level.
+    stack = [value.true_branch, value.false_branch]
+    while stack:
+        seq = stack.pop()
+        for block in seq.blocks:
+            for b in block.bindings:
+                v = b.value
+                if isinstance(v, If):
+                    stack += (v.true_branch, v.false_branch)
+                elif not _pure_leaf(v, mod):
+                    return False
+    return True
+
+
+def _pure_leaf(value, mod) -> bool:
+    """is_pure for a value that is not an If."""
     if isinstance(value, Call):
         op = value.op
         if isinstance(op, GlobalVar):
@@ -21,19 +39,14 @@ def is_pure(value, mod: IRModule | None = None) -> bool:
             sig = op.struct_info
             return not isinstance(sig, FuncStructInfo) or sig.purity
         return bool(getattr(op, "pure", True))
-    if isinstance(value, If):
-        return _seq_pure(value.true_branch, mod) and _seq_pure(value.false_branch, mod)
     return True
-
-
-def _seq_pure(seq: SeqExpr, mod) -> bool:
-    return all(is_pure(b.value, mod) for block in seq.blocks for b in block.bindings)
 
 
 def eliminate_dead_code(func: Function, mod: IRModule | None = None) -> Function:
     """`func` without the pure bindings whose variables are never read (nested If branches included)."""
     dead: set = set()
-    _find_dead(func.body, mod, dead)
+    with stack_room(if_depth(func)):  # _find_dead recurses once per nested If
+        _find_dead(func.body, mod, dead)
     if not dead:
         return func
     return _Eliminator(dead).visit_expr(func)

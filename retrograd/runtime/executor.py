@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from retrograd.errors import ExecutionError
+from retrograd.ir.functor import module_if_depth, room_levels, stack_room
 from retrograd.ops.kernels import parallel
 from retrograd.runtime.interp import Meter, invoke, run_code, run_code_profiled
 from retrograd.runtime.lowering import lower_module
@@ -24,6 +25,8 @@ class Executable:
         self._skip = frozenset().union(*(p.const_roots for p in self._programs.values()))
         self._splits = any(p.splits for p in self._programs.values())  # see parallel.run_scope
         self._run = run_code_profiled if profile else run_code
+        # Running a nested If recurses (run_code -> run_if -> run_block): calls make stack room for the deepest.
+        self._if_levels = room_levels(module_if_depth(mod))
         self.profile = {} if profile else None  # op -> [calls, seconds, output bytes]
         self.stats: RunStats | None = None
         self._functions: dict[str, BuiltFunction] = {}
@@ -81,7 +84,11 @@ class BuiltFunction:
             # inf and nan are results here (IEEE, as in TVM), not warnings: whether a kernel wrote in
             # place (runtime/inplace.py) or not, one errstate per call keeps NumPy quiet about them.
             with np.errstate(all="ignore"), parallel.run_scope(exe._splits):
-                result = invoke(self.prog, args, m, True)
+                if exe._if_levels:
+                    with stack_room(exe._if_levels):
+                        result = invoke(self.prog, args, m, True)
+                else:
+                    result = invoke(self.prog, args, m, True)
         except RecursionError:
             raise ExecutionError(
                 f"{self.prog.name}: calls between functions nest deeper than Python's recursion limit allows"

@@ -26,6 +26,7 @@ from retrograd.ir.expr import (
     TupleGetItem,
     Var,
 )
+from retrograd.ir.functor import if_depth, stack_room
 from retrograd.ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo, all_dim_names, dim_names
 from retrograd.ir.text import format_sinfo
 from retrograd.runtime import split
@@ -93,7 +94,9 @@ def lower_module(mod, check: bool = False) -> dict[str, Program]:
     # Pausing the collector halves the build time of big modules.
     with collector_paused():
         for name, prog in programs.items():
-            _FunctionLowering(name, mod[name], programs, check).lower(prog)
+            func = mod[name]
+            with stack_room(if_depth(func)):  # lowering and liveness recurse once per nested If
+                _FunctionLowering(name, func, programs, check).lower(prog)
     return programs
 
 

@@ -13,7 +13,7 @@ import retrograd
 from retrograd.errors import DiagnosticError, Span
 from retrograd.ir import well_formed
 from retrograd.parser import parse
-from retrograd.parser.lexer import indent_width
+from retrograd.parser.lexer import MAX_INDENTS, indent_width
 
 
 def fn(body: str, params: str = 'x: R.Tensor((4, 8), dtype="float32")', ret: str = "") -> str:
@@ -252,11 +252,18 @@ def test_nesting_up_to_the_limit_parses_and_roundtrips():
         assert roundtrips(mod)
 
 
-def test_indentation_deeper_than_python_allows_is_refused():
-    depth = 120
+def test_indentation_deeper_than_the_limit_is_refused():
+    # One space a level keeps the text small; the error points at the first token of the line too deep.
+    depth = MAX_INDENTS + 5
     lines = ['@R.function', 'def main(x: R.Tensor((2,), "float32"), c: R.Tensor((), "bool")):']
-    lines += ["    " * (i + 1) + "if c:" for i in range(depth)]
-    located("\n".join(lines) + "\n", "indentation")
+    lines += [" " * (i + 1) + "if c:" for i in range(depth)]
+    old = sys.getrecursionlimit()
+    sys.setrecursionlimit(1000)
+    try:
+        err = located("\n".join(lines) + "\n", f"too many levels of indentation (at most {MAX_INDENTS})")
+    finally:
+        sys.setrecursionlimit(old)
+    assert (err.span.line, err.span.col) == (2 + MAX_INDENTS, MAX_INDENTS + 1)
 
 
 @pytest.mark.parametrize("dim", ['-"m"', '--"m"', '"m" + 1', '2 * "m"', 'T.min("m", 3)'])
