@@ -33,7 +33,7 @@ def copy_expr(expr: Expr, vmap: dict, promote: bool = False, memo: dict | None =
             return expr
         return Call(expr.op, tuple(new_args), expr.attrs, expr.struct_info, span=expr.span)
     if isinstance(expr, Tuple | TupleGetItem):
-        return map_tuple_nest(expr, lambda e: copy_expr(e, vmap, promote), _rebuild_keeping_sinfo, memo)
+        return map_tuple_nest(expr, lambda e: copy_expr(e, vmap, promote), rebuild_keeping_sinfo, memo)
     if isinstance(expr, If):
         return attrs.evolve(
             expr,
@@ -50,7 +50,7 @@ def copy_expr(expr: Expr, vmap: dict, promote: bool = False, memo: dict | None =
     return expr
 
 
-def _rebuild_keeping_sinfo(node: Tuple | TupleGetItem, kids) -> Expr:
+def rebuild_keeping_sinfo(node: Tuple | TupleGetItem, kids) -> Expr:
     if isinstance(node, Tuple):
         return attrs.evolve(node, fields=kids)
     return attrs.evolve(node, tuple_value=kids[0])
