@@ -210,6 +210,11 @@ def is_leaf(expr: Expr) -> bool:
     return True
 
 
+def tuple_fields_of(expr: Expr) -> tuple:
+    """The children of an expression in a nest of tuples: a tuple's fields, nothing for any other."""
+    return expr.fields if expr.__class__ is Tuple else ()
+
+
 def tuple_parts(expr: Expr) -> tuple:
     """The children of an expression in a nest of tuples and getitems: a tuple's fields, a getitem's
     tuple, nothing for any other expression (those are the nest's leaves)."""

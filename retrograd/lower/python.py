@@ -21,6 +21,7 @@ from retrograd.ir.expr import (
     Tuple,
     TupleGetItem,
     Var,
+    tuple_fields_of,
 )
 from retrograd.ir.analysis import read_vars
 from retrograd.ir.nested import depth, fold, joined, render, trampoline
@@ -208,10 +209,10 @@ class _FunctionLowering:
                 raise self.error(f"variable '{e.name_hint}' is used before it is bound", e.span or span)
             return self.var[e]
         if isinstance(e, Tuple):
-            if depth(e, _tuple_fields) <= _MAX_NEST:
+            if depth(e, tuple_fields_of) <= _MAX_NEST:
                 return render(e, lambda x: _tuple_text_parts(x) if isinstance(x, Tuple) else [self.arg(x, span)])
             # Too deep for one expression: each level is a statement (in self.pre) naming a temporary.
-            return fold(e, _tuple_fields, lambda x, kids: self._level(x, kids) if isinstance(x, Tuple) else self.arg(x, span))
+            return fold(e, tuple_fields_of, lambda x, kids: self._level(x, kids) if isinstance(x, Tuple) else self.arg(x, span))
         if isinstance(e, Constant):
             return self.ml.const[id(e)]
         if isinstance(e, PrimValue):
@@ -293,10 +294,6 @@ class _FunctionLowering:
         out += self.pre
         self.pre = []
         return out, result, outer
-
-
-def _tuple_fields(e) -> tuple:
-    return e.fields if isinstance(e, Tuple) else ()
 
 
 def _tuple_text_parts(e: Tuple, fields=None) -> list:

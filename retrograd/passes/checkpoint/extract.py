@@ -24,6 +24,7 @@ from retrograd.ir.expr import (
     Tuple,
     TupleGetItem,
     Var,
+    tuple_fields_of,
 )
 from retrograd.ir.nested import fold
 from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, tuple_fields
@@ -108,7 +109,7 @@ def extract(func: Function) -> Extraction:
         if isinstance(expr, Var):
             return var_struct(expr)
         if isinstance(expr, Tuple):
-            return fold(expr, _tuple_fields, _struct_step, memo=tuple_structs)
+            return fold(expr, tuple_fields_of, _struct_step, memo=tuple_structs)
         return expr
 
     def _struct_step(e, fields):
@@ -229,10 +230,6 @@ def _fresh_layout(sinfo):
     if isinstance(sinfo, TupleStructInfo):
         return fold(sinfo, tuple_fields, lambda s, kids: tuple(kids) if isinstance(s, TupleStructInfo) else _fresh_layout(s))
     return None
-
-
-def _tuple_fields(expr) -> tuple:
-    return expr.fields if isinstance(expr, Tuple) else ()
 
 
 def _nodes_step(struct, fields) -> list:

@@ -9,7 +9,7 @@ from retrograd.ir.analysis import free_vars
 from retrograd.ir.block import VarBinding
 from retrograd.ir.copy import copy_binding, copy_expr
 from retrograd.ir.expr import Call, Constant, Expr, Function, GlobalVar, If, PrimValue, SeqExpr, ShapeExpr, StringImm
-from retrograd.ir.expr import Tuple, TupleGetItem, Var, is_leaf, prim_value, shape_expr
+from retrograd.ir.expr import Tuple, TupleGetItem, Var, is_leaf, prim_value, shape_expr, tuple_fields_of
 from retrograd.ir.nested import postorder, trampoline
 from retrograd.ir.struct_info import PrimStructInfo, TensorStructInfo, TupleStructInfo
 from retrograd.ops.composed import ComposedVjp
@@ -18,10 +18,6 @@ from retrograd.ops.shape_utils import broadcast_shapes
 from retrograd.passes.gradient.activity import compute_active
 
 _NO_GRAD = "relax.grad.no_grad"
-
-
-def _fields(expr) -> tuple:
-    return expr.fields if isinstance(expr, Tuple) else ()
 
 
 def _is_no_grad(expr) -> bool:
@@ -70,7 +66,7 @@ class Sweep:
             memo = self._active_tuples
             hit = memo.get(id(expr))
             if hit is None or hit[0] is not expr:
-                for t in postorder(expr, _fields):
+                for t in postorder(expr, tuple_fields_of):
                     if isinstance(t, Tuple):
                         found = any(
                             memo[id(f)][1] if isinstance(f, Tuple) else isinstance(f, Var) and f in self.active
