@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from retrograd.ir.nested import tuple_leaves
+
 
 def flat_registers(src, out: set) -> set:
     """Add the registers of a source (a register, or a nested tuple of sources) to `out`."""
     if isinstance(src, int):
         out.add(src)
     else:
-        for s in src:
-            flat_registers(s, out)
+        out.update(tuple_leaves(src))  # a stack: tuples nest to any depth
     return out
 
 

@@ -9,6 +9,7 @@ from retrograd.analysis.plan import Arr, Block, Buf, Ins, Plan, Plans, param_val
 from retrograd.errors import UnsupportedError
 from retrograd.gc_pause import collector_paused
 from retrograd.ir.functor import module_if_depth, stack_room
+from retrograd.ir.nested import fold, tuple_leaves
 from retrograd.ir.struct_info import TupleStructInfo
 
 MAX_PATHS = 4096
@@ -127,8 +128,9 @@ class _Sim:
             else:
                 self.refs[buf] = c + count
         elif type(v) is tuple:
-            for x in v:
-                self.acquire(x, count)
+            for x in tuple_leaves(v):  # a stack: tuples nest to any depth
+                if isinstance(x, Arr):
+                    self.acquire(x, count)
 
     def release(self, v) -> None:
         if isinstance(v, Arr):
@@ -140,8 +142,9 @@ class _Sim:
                     del self.refs[v.buf]
                     self.cur -= v.buf.nbytes
         elif type(v) is tuple:
-            for x in v:
-                self.release(x)
+            for x in tuple_leaves(v):
+                if isinstance(x, Arr):
+                    self.release(x)
 
     # functions and blocks
     def run_top(self, plan: Plan) -> None:
@@ -265,4 +268,9 @@ class _Sim:
 def _read(regs: list, src):
     if isinstance(src, int):
         return regs[src]
-    return tuple(_read(regs, s) for s in src)
+    # Bottom-up with a stack: sources nest as deep as tuples do.
+    return fold(src, _src_parts, lambda s, kids: regs[s] if isinstance(s, int) else tuple(kids), shared=False)
+
+
+def _src_parts(src) -> tuple:
+    return () if isinstance(src, int) else src

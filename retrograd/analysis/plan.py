@@ -23,8 +23,10 @@ from retrograd.ir.expr import (
     Tuple,
     TupleGetItem,
     Var,
+    tuple_parts,
 )
-from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo
+from retrograd.ir.nested import fold, preorder
+from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, tuple_fields
 from retrograd.ir.text import format_sinfo
 
 
@@ -93,6 +95,7 @@ class _Planner:
         self.fixed: set[int] = {0}
         self.src_of: dict = {}
         self.consts: dict[int, int] = {}
+        self.nest_src: dict = {}  # id -> source of tuples (see source)
         self.top = True
         self.fresh: dict = {}  # struct info -> [(nbytes, C-order layout)]: few distinct ones per function
 
@@ -129,7 +132,8 @@ class _Planner:
                 raise self.error(f"variable '{expr.name_hint}' is used before it is bound", expr.span or span)
             return src
         if isinstance(expr, Tuple):
-            return tuple(self.source(f, span) for f in expr.fields)
+            # As retrograd.runtime.lowering builds them: bottom-up with a stack, kept per tuple node.
+            return fold(expr, tuple_parts, lambda e, kids: tuple(kids) if isinstance(e, Tuple) else self.source(e, span), memo=self.nest_src)
         reg = self.consts.get(id(expr))
         if reg is None:
             value = _const_value(expr) if isinstance(expr, Constant) else None
@@ -265,8 +269,9 @@ def static_shapes(sinfo, what: str, span=None) -> list:
         return [(tuple(sinfo.shape), sinfo.dtype)]
     if isinstance(sinfo, TupleStructInfo):
         out = []
-        for f in sinfo.fields:
-            out.extend(static_shapes(f, what, span))
+        for s in preorder(sinfo, tuple_fields):  # a stack: tuples nest to any depth
+            if not isinstance(s, TupleStructInfo):
+                out.extend(static_shapes(s, what, span))
         return out
     raise UnsupportedError(f"{what} has struct info {format_sinfo(sinfo, brief=True)}: the memory model needs tensors", span)
 
@@ -282,5 +287,6 @@ def param_value(sinfo, what: str, span=None):
         nbytes, layout = c_layout(shape, dtype)
         return Arr(Buf(nbytes, "param"), layout)
     if isinstance(sinfo, TupleStructInfo):
-        return tuple(param_value(f, what, span) for f in sinfo.fields)
+        # Each occurrence its own buffers (not shared=True: a struct info repeated is two parameters' worth).
+        return fold(sinfo, tuple_fields, lambda s, kids: tuple(kids) if isinstance(s, TupleStructInfo) else param_value(s, what, span), shared=False)
     return None  # shapes, prim values, strings: no memory

@@ -3,21 +3,32 @@
 from __future__ import annotations
 
 from retrograd.ir.block import DataflowBlock
-from retrograd.ir.expr import Call, DataflowVar, Expr, Function, GlobalVar, If, SeqExpr, Tuple, TupleGetItem, Var
+from retrograd.ir.expr import Call, DataflowVar, Expr, Function, GlobalVar, If, SeqExpr, Tuple, TupleGetItem, Var, tuple_parts
+from retrograd.ir.nested import fold, preorder
 
 
-def read_vars(expr: Expr, out: list) -> None:
-    """Append the variables `expr` reads (free variables of nested scopes included) to `out`."""
+def read_vars(expr: Expr, out: list, memo: dict | None = None) -> None:
+    """Append the variables `expr` reads (free variables of nested scopes included) to `out`. A caller
+    reading many bindings passes a `memo` (kept while the IR is alive): the reads of each tuple are
+    kept by id, as bindings may share the levels of one deep tuple nest."""
     if isinstance(expr, Var):
         out.append(expr)
     elif isinstance(expr, Call):
         for a in expr.args:
-            read_vars(a, out)
-    elif isinstance(expr, Tuple):
-        for f in expr.fields:
-            read_vars(f, out)
-    elif isinstance(expr, TupleGetItem):
-        read_vars(expr.tuple_value, out)
+            if isinstance(a, Var):
+                out.append(a)
+            else:
+                read_vars(a, out)
+    elif isinstance(expr, Tuple | TupleGetItem):
+        # Tuples nest to any depth: walked with a stack, in order.
+        if memo is not None:
+            out.extend(fold(expr, tuple_parts, _tuple_reads, memo=memo))
+            return
+        for e in preorder(expr, tuple_parts):
+            if isinstance(e, Var):
+                out.append(e)
+            elif not isinstance(e, Tuple | TupleGetItem):
+                read_vars(e, out)
     elif isinstance(expr, If):
         read_vars(expr.cond, out)
         out.extend(free_vars(expr.true_branch))
@@ -27,6 +38,14 @@ def read_vars(expr: Expr, out: list) -> None:
     elif isinstance(expr, Function):
         bound = set(expr.params)
         out.extend(v for v in free_vars(expr.body) if v not in bound)
+
+
+def _tuple_reads(e, kids) -> list:
+    if isinstance(e, Tuple | TupleGetItem):
+        return [v for k in kids for v in k]
+    out: list = []
+    read_vars(e, out)
+    return out
 
 
 def used_vars(expr: Expr) -> set:
@@ -40,6 +59,7 @@ def use_counts(func: Function) -> dict:
     """How many times each variable is read in `func` (nested If branches included), without recursion."""
     uses: dict = {}
     reads: list = []
+    memo: dict = {}
     stack = [func.body]
     while stack:
         seq = stack.pop()
@@ -51,7 +71,7 @@ def use_counts(func: Function) -> dict:
                     read_vars(b.value.cond, reads)
                 else:
                     reads.clear()
-                    read_vars(b.value, reads)
+                    read_vars(b.value, reads, memo)
                 for v in reads:
                     uses[v] = uses.get(v, 0) + 1
         reads.clear()

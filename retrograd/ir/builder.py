@@ -10,6 +10,7 @@ import numpy as np
 from retrograd.errors import NameError_, TypeInferenceError
 from retrograd.ir.block import BindingBlock, DataflowBlock, VarBinding
 from retrograd.ir.expr import (
+    LEAF_TYPES,
     Call,
     Constant,
     DataflowVar,
@@ -25,8 +26,8 @@ from retrograd.ir.expr import (
     Tuple,
     TupleGetItem,
     Var,
-    is_leaf,
 )
+from retrograd.ir.nested import all_pairs, postorder
 from retrograd.ir.struct_info import (
     FuncStructInfo,
     ObjectStructInfo,
@@ -36,6 +37,7 @@ from retrograd.ir.struct_info import (
     TensorStructInfo,
     TupleStructInfo,
     is_base_of,
+    map_leaves,
     unify,
 )
 from retrograd.ir.text import format_sinfo
@@ -57,6 +59,7 @@ class BlockBuilder:
 
     def __init__(self, mod=None, global_sinfo: dict[str, StructInfo] | None = None):
         self._scopes: list[_Scope] = []
+        self._normalized: dict[int, Expr] | None = None  # see _normalize_nested
         self.global_sinfo: dict[str, StructInfo] = dict(global_sinfo or {})
         if mod is not None:
             for name, func in mod.items():
@@ -150,11 +153,32 @@ class BlockBuilder:
     # -- normalization ------------------------------------------------------
     def normalize_arg(self, expr: Expr) -> Expr:
         """A leaf (or tuple of leaves): nested non-leaf expressions are emitted as bindings."""
-        if is_leaf(expr):
+        if isinstance(expr, LEAF_TYPES):
             return self.normalize(expr) if expr.struct_info is None else expr
-        if isinstance(expr, Tuple):
-            return self.normalize(Tuple(tuple(self.normalize_arg(f) for f in expr.fields), span=expr.span))
-        return self.emit(expr, span=expr.span)
+        done = self._normalized
+        if done is not None:
+            hit = done.get(id(expr))
+            if hit is not None:
+                return hit
+        return self._normalize_nested(expr)
+
+    def _normalize_nested(self, root: Expr) -> Expr:
+        """normalize_arg of a composite expression without recursion: tuples, getitems and calls may nest
+        thousands deep. Its composite sub-expressions are normalized children first; each result is
+        kept by the id of the node (which `root` keeps alive), where the parent's normalize_arg finds
+        it. A sub-expression reached twice is emitted once."""
+        outer = self._normalized
+        done = self._normalized = {}
+        try:
+            for node in postorder(root, _composite_args):
+                if isinstance(node, Tuple):
+                    out = self.normalize(node)
+                else:
+                    out = self.emit(node, span=node.span)
+                done[id(node)] = out
+        finally:
+            self._normalized = outer
+        return out
 
     def normalize(self, expr: Expr) -> Expr:
         """Fill struct info, bringing call arguments to normal form first."""
@@ -254,34 +278,59 @@ class BlockBuilder:
 def _match_param(param: StructInfo, arg: StructInfo, binding: dict) -> bool:
     """Check an argument against a parameter, binding the parameter's symbolic dims."""
     if isinstance(param, TensorStructInfo) and isinstance(arg, TensorStructInfo):
-        if param.dtype and arg.dtype and param.dtype != arg.dtype:
-            return False
-        if param.ndim != -1 and arg.ndim != -1 and param.ndim != arg.ndim:
-            return False
-        if param.shape is not None and arg.shape is not None:
-            for p, a in zip(param.shape, arg.shape):
-                if isinstance(p, int):
-                    if isinstance(a, int) and a != p:
-                        return False
-                elif _IDENT.match(p):
-                    if binding.setdefault(p, a) != a:
-                        return False
-        return True
+        return _match_tensor(param, arg, binding)
+    return all_pairs(param, arg, lambda p, a: _match_step(p, a, binding))
+
+
+def _match_tensor(param: TensorStructInfo, arg: TensorStructInfo, binding: dict) -> bool:
+    if param.dtype and arg.dtype and param.dtype != arg.dtype:
+        return False
+    if param.ndim != -1 and arg.ndim != -1 and param.ndim != arg.ndim:
+        return False
+    if param.shape is not None and arg.shape is not None:
+        for p, a in zip(param.shape, arg.shape):
+            if isinstance(p, int):
+                if isinstance(a, int) and a != p:
+                    return False
+            elif _IDENT.match(p):
+                if binding.setdefault(p, a) != a:
+                    return False
+    return True
+
+
+def _match_step(param: StructInfo, arg: StructInfo, binding: dict):
     if isinstance(param, TupleStructInfo) and isinstance(arg, TupleStructInfo):
-        return len(param.fields) == len(arg.fields) and all(
-            _match_param(p, a, binding) for p, a in zip(param.fields, arg.fields)
-        )
+        return len(param.fields) == len(arg.fields) and list(zip(param.fields, arg.fields))
+    if isinstance(param, TensorStructInfo) and isinstance(arg, TensorStructInfo):
+        return _match_tensor(param, arg, binding)
     return is_base_of(param, arg) or isinstance(param, ObjectStructInfo)
+
+
+def _composite_args(expr: Expr) -> tuple:
+    """The sub-expressions normalize_arg must bring to normal form before `expr` itself."""
+    if isinstance(expr, Tuple):
+        kids = expr.fields
+    elif isinstance(expr, TupleGetItem):
+        kids = (expr.tuple_value,)
+    elif isinstance(expr, Call):
+        kids = expr.args
+    elif isinstance(expr, If):
+        kids = (expr.cond,)
+    else:
+        return ()
+    return tuple(k for k in kids if not isinstance(k, LEAF_TYPES))
 
 
 def substitute_dims(s: StructInfo, binding: dict) -> StructInfo:
     """Replace symbolic dims named in `binding` by their values."""
     if not binding:
         return s
+    return map_leaves(s, lambda leaf: _substitute_leaf(leaf, binding))
+
+
+def _substitute_leaf(s: StructInfo, binding: dict) -> StructInfo:
     if isinstance(s, TensorStructInfo) and s.shape is not None:
         return TensorStructInfo(tuple(binding.get(d, d) if isinstance(d, str) else d for d in s.shape), s.dtype)
-    if isinstance(s, TupleStructInfo):
-        return TupleStructInfo(tuple(substitute_dims(f, binding) for f in s.fields))
     if isinstance(s, ShapeStructInfo) and s.values is not None:
         return ShapeStructInfo(tuple(binding.get(d, d) if isinstance(d, str) else d for d in s.values))
     return s

@@ -5,7 +5,7 @@ from __future__ import annotations
 import attrs
 
 from retrograd.ir.block import BindingBlock, VarBinding
-from retrograd.ir.expr import Call, Expr, Function, If, SeqExpr, Tuple, TupleGetItem, Var
+from retrograd.ir.expr import Call, Expr, Function, If, SeqExpr, Tuple, TupleGetItem, Var, map_tuple_nest
 
 
 def fresh_var(var: Var, promote: bool = False) -> Var:
@@ -14,8 +14,9 @@ def fresh_var(var: Var, promote: bool = False) -> Var:
     return cls(var.name_hint, var.struct_info, span=var.span)
 
 
-def copy_expr(expr: Expr, vmap: dict, promote: bool = False) -> Expr:
-    """`expr` with variables renamed by vmap; nested scopes get fresh variables. Struct info is kept as is."""
+def copy_expr(expr: Expr, vmap: dict, promote: bool = False, memo: dict | None = None) -> Expr:
+    """`expr` with variables renamed by vmap; nested scopes get fresh variables. Struct info is kept as is.
+    `memo` (see substitute) keeps the copies of tuple nests by id across calls."""
     if isinstance(expr, Var):
         return vmap.get(expr, expr)
     if isinstance(expr, Call):
@@ -31,16 +32,8 @@ def copy_expr(expr: Expr, vmap: dict, promote: bool = False) -> Expr:
         if new_args is None:
             return expr
         return Call(expr.op, tuple(new_args), expr.attrs, expr.struct_info, span=expr.span)
-    if isinstance(expr, Tuple):
-        fields = tuple(copy_expr(f, vmap, promote) for f in expr.fields)
-        if all(a is b for a, b in zip(fields, expr.fields)):
-            return expr
-        return attrs.evolve(expr, fields=fields)
-    if isinstance(expr, TupleGetItem):
-        tup = copy_expr(expr.tuple_value, vmap, promote)
-        if tup is expr.tuple_value:
-            return expr
-        return attrs.evolve(expr, tuple_value=tup)
+    if isinstance(expr, Tuple | TupleGetItem):
+        return map_tuple_nest(expr, lambda e: copy_expr(e, vmap, promote), rebuild_keeping_sinfo, memo)
     if isinstance(expr, If):
         return attrs.evolve(
             expr,
@@ -57,12 +50,20 @@ def copy_expr(expr: Expr, vmap: dict, promote: bool = False) -> Expr:
     return expr
 
 
-def substitute(expr: Expr, vmap: dict) -> Expr:
-    """A leaf, tuple, TupleGetItem or call with variables replaced by vmap (nested scopes are left alone)."""
+def rebuild_keeping_sinfo(node: Tuple | TupleGetItem, kids) -> Expr:
+    if isinstance(node, Tuple):
+        return attrs.evolve(node, fields=kids)
+    return attrs.evolve(node, tuple_value=kids[0])
+
+
+def substitute(expr: Expr, vmap: dict, memo: dict | None = None) -> Expr:
+    """A leaf, tuple, TupleGetItem or call with variables replaced by vmap (nested scopes are left alone).
+    A caller substituting many bindings with one unchanged vmap may pass a `memo` (kept while the IR is
+    alive): bindings may share the levels of one deep tuple nest, each substituted once."""
     if isinstance(expr, Var):
         return vmap.get(expr, expr)
     if isinstance(expr, Call | Tuple | TupleGetItem):
-        return copy_expr(expr, vmap)
+        return copy_expr(expr, vmap, memo=memo)
     return expr
 
 

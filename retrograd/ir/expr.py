@@ -8,6 +8,7 @@ import attrs
 import numpy as np
 
 from retrograd.errors import Span
+from retrograd.ir.nested import fold
 from retrograd.ir.struct_info import (
     FuncStructInfo,
     ObjectStructInfo,
@@ -193,12 +194,52 @@ LEAF_TYPES = (Var, GlobalVar, Constant, ShapeExpr, PrimValue, StringImm)
 
 
 def is_leaf(expr: Expr) -> bool:
-    """Leaves may appear as call arguments in normal form; so may tuples of leaves."""
+    """Leaves may appear as call arguments in normal form; so may tuples of leaves (nested to any depth:
+    walked with a stack)."""
     if isinstance(expr, LEAF_TYPES):
         return True
-    if isinstance(expr, Tuple):
-        return all(is_leaf(f) for f in expr.fields)
-    return False
+    if not isinstance(expr, Tuple):
+        return False
+    stack = [expr]
+    while stack:
+        for f in stack.pop().fields:
+            if isinstance(f, Tuple):
+                stack.append(f)
+            elif not isinstance(f, LEAF_TYPES):
+                return False
+    return True
+
+
+def tuple_fields_of(expr: Expr) -> tuple:
+    """The children of an expression in a nest of tuples: a tuple's fields, nothing for any other."""
+    return expr.fields if expr.__class__ is Tuple else ()
+
+
+def tuple_parts(expr: Expr) -> tuple:
+    """The children of an expression in a nest of tuples and getitems: a tuple's fields, a getitem's
+    tuple, nothing for any other expression (those are the nest's leaves)."""
+    cls = expr.__class__
+    if cls is Tuple:
+        return expr.fields
+    if cls is TupleGetItem:
+        return (expr.tuple_value,)
+    return ()
+
+
+def map_tuple_nest(expr: Expr, leaf, rebuild, memo: dict | None = None) -> Expr:
+    """`expr` with `leaf(e)` in place of every leaf of its nest of tuples and getitems, without
+    recursion (tuples nest to any depth). A tuple or getitem whose children all came back unchanged is
+    kept; others become `rebuild(node, children)`. `memo`: results by id, kept across calls."""
+    if expr.__class__ is not Tuple and expr.__class__ is not TupleGetItem:
+        return leaf(expr)
+
+    def combine(e, kids):
+        if e.__class__ is Tuple or e.__class__ is TupleGetItem:
+            old = tuple_parts(e)
+            return e if all(a is b for a, b in zip(kids, old)) else rebuild(e, kids)
+        return leaf(e)
+
+    return fold(expr, tuple_parts, combine, memo=memo)
 
 
 def const(value, dtype: str | None = None) -> Constant:

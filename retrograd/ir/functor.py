@@ -24,6 +24,7 @@ from retrograd.ir.expr import (
     Tuple,
     TupleGetItem,
     Var,
+    map_tuple_nest,
 )
 
 _METHOD = {
@@ -44,7 +45,8 @@ _METHOD = {
 
 
 class ExprVisitor:
-    """Walks an expression; override visit_* methods. Each node is visited once."""
+    """Walks an expression; override visit_* methods. Each node is visited once. A tuple's nested
+    tuples are walked by its visit_tuple (with a stack: they nest to any depth), not through visit_expr."""
 
     def __init__(self):
         self._seen: set[int] = set()
@@ -78,8 +80,16 @@ class ExprVisitor:
         pass
 
     def visit_tuple(self, t: Tuple) -> None:
-        for f in t.fields:
-            self.visit_expr(f)
+        # Nested tuples are walked here, with a stack (they nest to any depth); each is visited once.
+        stack = list(reversed(t.fields))
+        while stack:
+            f = stack.pop()
+            if f.__class__ is Tuple:
+                if id(f) not in self._seen:
+                    self._seen.add(id(f))
+                    stack.extend(reversed(f.fields))
+            else:
+                self.visit_expr(f)
 
     def visit_tuple_getitem(self, t: TupleGetItem) -> None:
         self.visit_expr(t.tuple_value)
@@ -130,6 +140,8 @@ class ExprMutator:
         self.builder = BlockBuilder(mod)
         self.var_remap: dict[Var, Expr] = {}
         self._memo: dict[int, tuple[Expr, Expr]] = {}
+        self._nest_memo: dict = {}  # see visit_tuple
+        self._nest_memo_size = 0
         # Without a visit_var override, a variable is looked up in var_remap inline (the hot path).
         self._remap_inline = type(self).visit_var is ExprMutator.visit_var
 
@@ -162,10 +174,18 @@ class ExprMutator:
         return s
 
     def visit_tuple(self, t: Tuple) -> Expr:
-        fields = self._visit_all(t.fields)
-        if fields is None:
-            return t
-        return self.builder.normalize(Tuple(fields, span=t.span))
+        if not any(f.__class__ is Tuple for f in t.fields):
+            fields = self._visit_all(t.fields)
+            if fields is None:
+                return t
+            return self.builder.normalize(Tuple(fields, span=t.span))
+        # A nest of tuples (any depth): rebuilt without recursion, then normalized at once. Results are
+        # kept by node while var_remap is unchanged (it only grows): bindings may share the levels of
+        # one deep nest, and rebuilding each afresh would be quadratic.
+        if len(self.var_remap) != self._nest_memo_size:
+            self._nest_memo, self._nest_memo_size = {}, len(self.var_remap)
+        out = map_tuple_nest(t, self.visit_expr, _rebuild_untyped, self._nest_memo)
+        return t if out is t else self.builder.normalize(out)
 
     def visit_tuple_getitem(self, t: TupleGetItem) -> Expr:
         tup = self.visit_expr(t.tuple_value)
@@ -270,6 +290,13 @@ class ExprMutator:
             return attrs.evolve(func, body=body, attrs=dict(func.attrs))
         # New parameters may have other struct info: let the signature be recomputed.
         return attrs.evolve(func, params=params, body=body, attrs=dict(func.attrs), struct_info=None)
+
+
+def _rebuild_untyped(node: Tuple | TupleGetItem, kids) -> Expr:
+    """A rebuilt node of a tuple nest, its struct info left for the builder to infer."""
+    if isinstance(node, Tuple):
+        return Tuple(kids, span=node.span)
+    return TupleGetItem(kids[0], node.index, span=node.span)
 
 
 def if_depth(func: Function) -> int:

@@ -9,6 +9,7 @@ from typing import Union
 import attrs
 
 from retrograd.errors import UnsupportedError
+from retrograd.ir.nested import all_pairs, fold, joined, render
 
 # A dimension is a static int or a symbolic expression kept as TVMScript text ("n", "n + m").
 Dim = Union[int, str]
@@ -75,11 +76,46 @@ class TensorStructInfo(StructInfo):
         return is_float_dtype(self.dtype)
 
 
-@attrs.frozen
+@attrs.frozen(eq=False, repr=False)
 class TupleStructInfo(StructInfo):
-    """A tuple of values, each with its own struct info."""
+    """A tuple of values, each with its own struct info. Compared, hashed and shown without recursion
+    (attrs' would recurse once per level): tuples may nest thousands deep."""
 
     fields: tuple[StructInfo, ...] = attrs.field(converter=tuple)
+
+    def __eq__(self, other):
+        if other.__class__ is not TupleStructInfo:
+            return NotImplemented
+        return self is other or all_pairs(self, other, _same_step)
+
+    def __hash__(self):
+        return fold(self, tuple_fields, _hash_step)
+
+    def __repr__(self):
+        return render(self, _repr_parts)
+
+
+def tuple_fields(s) -> tuple:
+    """The children of a struct info in a tuple nest: a tuple's fields, nothing for any other."""
+    return s.fields if s.__class__ is TupleStructInfo else ()
+
+
+def _same_step(x, y):
+    if x is y:
+        return True
+    if x.__class__ is TupleStructInfo and y.__class__ is TupleStructInfo:
+        return len(x.fields) == len(y.fields) and list(zip(x.fields, y.fields))
+    return x == y
+
+
+def _hash_step(s, field_hashes) -> int:
+    return hash((TupleStructInfo, tuple(field_hashes))) if s.__class__ is TupleStructInfo else hash(s)
+
+
+def _repr_parts(s) -> list:
+    if s.__class__ is not TupleStructInfo:
+        return [repr(s)]
+    return ["TupleStructInfo(fields=(", *joined(s.fields), ",))" if len(s.fields) == 1 else "))"]
 
 
 @attrs.frozen
@@ -112,15 +148,23 @@ def sinfo_of_value(value) -> StructInfo:
     """Struct info of a runtime value (NumPy array, or nested tuple of them)."""
     import numpy as np
 
-    if isinstance(value, tuple | list):
-        return TupleStructInfo(tuple(sinfo_of_value(v) for v in value))
-    arr = np.asarray(value)
-    return TensorStructInfo(arr.shape, str(arr.dtype))
+    def combine(v, fields):
+        if isinstance(v, tuple | list):
+            return TupleStructInfo(fields)
+        arr = np.asarray(v)
+        return TensorStructInfo(arr.shape, str(arr.dtype))
+
+    return fold(value, lambda v: v if isinstance(v, tuple | list) else (), combine)
 
 
 def is_base_of(base: StructInfo, derived: StructInfo) -> bool:
     """True when every value described by `derived` is also described by `base` (annotation check)."""
-    if isinstance(base, ObjectStructInfo):
+    return all_pairs(base, derived, _base_step)
+
+
+def _base_step(base: StructInfo, derived: StructInfo):
+    """is_base_of for one pair: a bool, or the pairs of tuple fields still to check."""
+    if base is derived or isinstance(base, ObjectStructInfo):
         return True
     if isinstance(base, TensorStructInfo):
         if not isinstance(derived, TensorStructInfo):
@@ -143,7 +187,7 @@ def is_base_of(base: StructInfo, derived: StructInfo) -> bool:
         return (
             isinstance(derived, TupleStructInfo)
             and len(base.fields) == len(derived.fields)
-            and all(is_base_of(a, b) for a, b in zip(base.fields, derived.fields))
+            and list(zip(base.fields, derived.fields))
         )
     if isinstance(base, ShapeStructInfo):
         if not isinstance(derived, ShapeStructInfo):
@@ -164,6 +208,22 @@ def is_base_of(base: StructInfo, derived: StructInfo) -> bool:
 
 def unify(a: StructInfo, b: StructInfo) -> StructInfo:
     """The least struct info describing both (used for the two branches of an If)."""
+    if a.__class__ is not TupleStructInfo or b.__class__ is not TupleStructInfo:
+        return _unify_one(a, b, None)
+    return fold((a, b), _tuple_pairs, lambda pair, fields: _unify_one(*pair, fields), shared=False)
+
+
+def _tuple_pairs(pair) -> list:
+    a, b = pair
+    if a.__class__ is TupleStructInfo and b.__class__ is TupleStructInfo and len(a.fields) == len(b.fields):
+        return list(zip(a.fields, b.fields))
+    return []
+
+
+def _unify_one(a: StructInfo, b: StructInfo, fields) -> StructInfo:
+    """unify of one pair, given the unified fields of two tuples of one length."""
+    if fields:
+        return a if all(x is y for x, y in zip(fields, a.fields)) else TupleStructInfo(fields)
     if a == b:
         return a
     if isinstance(a, TensorStructInfo) and isinstance(b, TensorStructInfo):
@@ -175,8 +235,6 @@ def unify(a: StructInfo, b: StructInfo) -> StructInfo:
                     return TensorStructInfo(dims, dtype)
             return TensorStructInfo(None, dtype, a.ndim)
         return TensorStructInfo(None, dtype, -1)
-    if isinstance(a, TupleStructInfo) and isinstance(b, TupleStructInfo) and len(a.fields) == len(b.fields):
-        return TupleStructInfo(tuple(unify(x, y) for x, y in zip(a.fields, b.fields)))
     if isinstance(a, ShapeStructInfo) and isinstance(b, ShapeStructInfo):
         return ShapeStructInfo(None, a.ndim if a.ndim == b.ndim else -1)
     return ObjectStructInfo()
@@ -225,26 +283,32 @@ def all_dim_names(sinfo: StructInfo) -> set[str]:
 def erase_undefined_dims(sinfo: StructInfo, defined: set[str]) -> StructInfo:
     """`sinfo` with every shape that uses a name outside `defined` forgotten (its rank kept): what a
     function's result may say about dims bound only inside its body (TVM's EraseToWellDefined)."""
-    if isinstance(sinfo, TensorStructInfo) and sinfo.shape is not None:
-        if any(dim_names(d) - defined for d in sinfo.shape):
-            return TensorStructInfo(None, sinfo.dtype, len(sinfo.shape))
-    elif isinstance(sinfo, ShapeStructInfo) and sinfo.values is not None:
-        if any(dim_names(d) - defined for d in sinfo.values):
-            return ShapeStructInfo(None, len(sinfo.values))
-    elif isinstance(sinfo, TupleStructInfo):
-        fields = tuple(erase_undefined_dims(f, defined) for f in sinfo.fields)
-        if fields != sinfo.fields:
-            return TupleStructInfo(fields)
-    return sinfo
+
+    def erase(s):
+        if isinstance(s, TensorStructInfo) and s.shape is not None:
+            if any(dim_names(d) - defined for d in s.shape):
+                return TensorStructInfo(None, s.dtype, len(s.shape))
+        elif isinstance(s, ShapeStructInfo) and s.values is not None:
+            if any(dim_names(d) - defined for d in s.values):
+                return ShapeStructInfo(None, len(s.values))
+        return s
+
+    return map_leaves(sinfo, erase)
 
 
 def annotation_form(sinfo: StructInfo) -> StructInfo:
     """What a parameter annotation can say of `sinfo`: a prim's known value dropped (TVM's `R.Prim` takes
     a dtype only), so that a parameter a pass makes from an inferred struct info prints and parses back."""
-    if isinstance(sinfo, PrimStructInfo) and sinfo.value is not None:
-        return PrimStructInfo(sinfo.dtype)
-    if isinstance(sinfo, TupleStructInfo):
-        fields = tuple(annotation_form(f) for f in sinfo.fields)
-        if fields != sinfo.fields:
-            return TupleStructInfo(fields)
-    return sinfo
+    return map_leaves(sinfo, lambda s: PrimStructInfo(s.dtype) if isinstance(s, PrimStructInfo) and s.value is not None else s)
+
+
+def map_leaves(sinfo: StructInfo, leaf) -> StructInfo:
+    """`sinfo` with `leaf` applied to every struct info of its tuple nest that is not a tuple; tuples
+    are rebuilt only where something changed (an unchanged one is returned as is)."""
+    if sinfo.__class__ is not TupleStructInfo:
+        return leaf(sinfo)
+    return fold(sinfo, tuple_fields, lambda s, fields: _rebuilt(s, fields) if s.__class__ is TupleStructInfo else leaf(s))
+
+
+def _rebuilt(s: TupleStructInfo, fields) -> TupleStructInfo:
+    return s if all(a is b for a, b in zip(fields, s.fields)) else TupleStructInfo(fields)

@@ -87,6 +87,7 @@ class _Comparer:
         self.dmap: dict[str, str] = {}
         self.rdmap: dict[str, str] = {}
         self.dim_scopes: list[tuple[dict, dict]] = []
+        self.same_tuples: set[tuple[int, int]] = set()  # ids of tuple struct infos found equal in this scope
 
     # entry point ----------------------------------------------------------
     def run(self, a, b, root: str) -> None:
@@ -111,8 +112,10 @@ class _Comparer:
                 self.block(x, y, p, push)
             elif kind == _ENTER_FUNC:
                 self.dim_scopes.append((dict(self.dmap), dict(self.rdmap)))
+                self.same_tuples = set()
             else:  # _EXIT_FUNC
                 self.dmap, self.rdmap = self.dim_scopes.pop()
+                self.same_tuples = set()
 
     # variables ------------------------------------------------------------
     def define(self, x: Var, y: Var, p) -> None:
@@ -181,34 +184,46 @@ class _Comparer:
 
     # struct info ----------------------------------------------------------
     def sinfo(self, x, y, p) -> None:
-        if x is None or y is None:
-            if x is not y:
-                raise _Mismatch(p, x, y, "struct info present on one side only")
-            return
-        if type(x) is not type(y):
-            raise _Mismatch(p, x, y)
-        if isinstance(x, TensorStructInfo):
-            if x.dtype != y.dtype or x.ndim != y.ndim or not self.dims(x.shape, y.shape):
+        # A stack, fields in order: tuple struct infos nest to any depth. Tuple pairs found equal are
+        # remembered for the function scope (dim maps only grow in it): a chain of bindings each typed
+        # by the previous one's tuple field shares its struct info, and comparing each afresh is quadratic.
+        same = self.same_tuples
+        checked = []
+        stack = [(x, y, p)]
+        while stack:
+            x, y, p = stack.pop()
+            if x is None or y is None:
+                if x is not y:
+                    raise _Mismatch(p, x, y, "struct info present on one side only")
+                continue
+            if type(x) is not type(y):
                 raise _Mismatch(p, x, y)
-        elif isinstance(x, TupleStructInfo):
-            if len(x.fields) != len(y.fields):
-                raise _Mismatch(p, x, y, f"{len(x.fields)} vs {len(y.fields)} fields")
-            for i, (a, b) in enumerate(zip(x.fields, y.fields)):
-                self.sinfo(a, b, (p, ("fields", i)))
-        elif isinstance(x, ShapeStructInfo):
-            if x.ndim != y.ndim or not self.dims(x.values, y.values):
+            if isinstance(x, TensorStructInfo):
+                if x.dtype != y.dtype or x.ndim != y.ndim or not self.dims(x.shape, y.shape):
+                    raise _Mismatch(p, x, y)
+            elif isinstance(x, TupleStructInfo):
+                if (id(x), id(y)) in same:
+                    continue
+                if len(x.fields) != len(y.fields):
+                    raise _Mismatch(p, x, y, f"{len(x.fields)} vs {len(y.fields)} fields")
+                checked.append((id(x), id(y)))
+                for i in range(len(x.fields) - 1, -1, -1):
+                    stack.append((x.fields[i], y.fields[i], (p, ("fields", i))))
+            elif isinstance(x, ShapeStructInfo):
+                if x.ndim != y.ndim or not self.dims(x.values, y.values):
+                    raise _Mismatch(p, x, y)
+            elif isinstance(x, PrimStructInfo):
+                if x.dtype != y.dtype or not value_equal(x.value, y.value):
+                    raise _Mismatch(p, x, y)
+            elif isinstance(x, FuncStructInfo):
+                if len(x.params) != len(y.params) or x.purity != y.purity:
+                    raise _Mismatch(p, x, y)
+                stack.append((x.ret, y.ret, (p, ".ret")))
+                for i in range(len(x.params) - 1, -1, -1):
+                    stack.append((x.params[i], y.params[i], (p, ("params", i))))
+            elif x != y:
                 raise _Mismatch(p, x, y)
-        elif isinstance(x, PrimStructInfo):
-            if x.dtype != y.dtype or not value_equal(x.value, y.value):
-                raise _Mismatch(p, x, y)
-        elif isinstance(x, FuncStructInfo):
-            if len(x.params) != len(y.params) or x.purity != y.purity:
-                raise _Mismatch(p, x, y)
-            for i, (a, b) in enumerate(zip(x.params, y.params)):
-                self.sinfo(a, b, (p, ("params", i)))
-            self.sinfo(x.ret, y.ret, (p, ".ret"))
-        elif x != y:
-            raise _Mismatch(p, x, y)
+        same.update(checked)
 
     # blocks ---------------------------------------------------------------
     def block(self, x: BindingBlock, y: BindingBlock, p, push) -> None:

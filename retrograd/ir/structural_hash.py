@@ -25,6 +25,7 @@ from retrograd.ir.expr import (
     Var,
 )
 from retrograd.ir.module import IRModule
+from retrograd.ir.nested import fold
 from retrograd.ir.struct_info import (
     FuncStructInfo,
     PrimStructInfo,
@@ -161,6 +162,7 @@ class _Hasher:
         self.dids: dict[str, int] = {}
         self.dim_scopes: list[dict] = []
         self.out: list = []
+        self.sinfo_memo: dict = {}  # id -> key of nested struct infos, for the current function scope
 
     def var(self, v: Var) -> None:
         vid = self.vids.get(v)
@@ -188,17 +190,26 @@ class _Hasher:
     def sinfo_key(self, s):
         if s is None:
             return None
+        if s.__class__ is TensorStructInfo:  # the common case, without the fold's set-up
+            return ("T", s.dtype, s.ndim, self.dims(s.shape))
+        # Bottom-up with a stack (tuple struct infos nest to any depth); a nested node's key is the
+        # hash of its token and its children's keys, memoized by node for the current function scope
+        # (dim numbers are fixed once seen): a chain of bindings each typed by the previous one's
+        # tuple field shares its struct info, and keying each afresh would be quadratic.
+        return fold(s, _sinfo_children, self._sinfo_token, memo=self.sinfo_memo)
+
+    def _sinfo_token(self, s, kids):
         if isinstance(s, TensorStructInfo):
             return ("T", s.dtype, s.ndim, self.dims(s.shape))
         if isinstance(s, TupleStructInfo):
-            return ("U",) + tuple(self.sinfo_key(f) for f in s.fields)
+            return hash(("U", tuple(kids)))
         if isinstance(s, ShapeStructInfo):
             return ("S", s.ndim, self.dims(s.values))
         if isinstance(s, PrimStructInfo):
             return ("P", s.dtype, value_key(s.value))
         if isinstance(s, FuncStructInfo):
-            return ("F", s.purity, tuple(self.sinfo_key(p) for p in s.params), self.sinfo_key(s.ret))
-        return (type(s).__name__,)
+            return hash(("F", s.purity, tuple(kids)))
+        return None if s is None else (type(s).__name__,)
 
     def run(self, root) -> int:
         out = self.out
@@ -217,9 +228,11 @@ class _Hasher:
                 continue
             if kind == _ENTER_FUNC:
                 self.dim_scopes.append(dict(self.dids))
+                self.sinfo_memo = {}
                 continue
             if kind == _EXIT_FUNC:
                 self.dids = self.dim_scopes.pop()
+                self.sinfo_memo = {}
                 continue
             if kind == _BLOCK:
                 emit((type(x) is DataflowBlock, len(x.bindings)))
@@ -293,6 +306,14 @@ class _Hasher:
             else:
                 emit(value_key(x))
         return hash(tuple(out))
+
+
+def _sinfo_children(s) -> tuple:
+    if isinstance(s, TupleStructInfo):
+        return s.fields
+    if isinstance(s, FuncStructInfo):
+        return s.params + (s.ret,)
+    return ()
 
 
 def structural_hash(x) -> int:

@@ -24,6 +24,7 @@ from retrograd.ir.expr import (
     Var,
 )
 from retrograd.ir.module import IRModule
+from retrograd.ir.nested import fold, joined, render
 from retrograd.ir.struct_info import (
     FuncStructInfo,
     ObjectStructInfo,
@@ -59,8 +60,51 @@ def format_sinfo(s, quote_names: bool = False, *, dtype_keyword: bool = True, br
     `R.Tensor((3, n), dtype="float32")` (quote_names quotes symbolic names, as parameters need);
     dtype_keyword=False writes a known shape's dtype positionally, `R.Tensor((3, n), "float32")`;
     brief=True gives the short form of error messages, `Tensor((3, n), float32)`, `?` for unknowns."""
+    nested = s.__class__ is TupleStructInfo or s.__class__ is FuncStructInfo
     if brief:
-        return _brief_sinfo(s)
+        return render(s, _brief_sinfo_parts) if nested else _brief_sinfo_parts(s)[0]
+    if not nested:  # the common case, without render's set-up
+        return _sinfo_parts(s, quote_names, dtype_keyword)[0]
+    # Rendered with a stack: tuple struct infos nest to any depth.
+    return render(s, lambda x: _sinfo_parts(x, quote_names, dtype_keyword))
+
+
+def format_sinfo_shared(s, memo: dict, brief: bool = False) -> str:
+    """format_sinfo(s, brief=brief), the texts of nested struct infos kept in `memo` (by id: the caller
+    keeps them alive; one memo per `brief`) and reused: the printer annotates a chain of bindings each
+    typed by a field of the previous one's tuple, and rendering each afresh would be quadratic."""
+    if s.__class__ is not TupleStructInfo and s.__class__ is not FuncStructInfo:
+        return format_sinfo(s, brief=brief)
+    return fold(s, _sinfo_children, _brief_text if brief else _sinfo_text, memo=memo)
+
+
+def _sinfo_children(s) -> tuple:
+    if s.__class__ is TupleStructInfo:
+        return s.fields
+    if s.__class__ is FuncStructInfo:
+        return s.params + (s.ret,)
+    return ()
+
+
+def _sinfo_text(s, kids) -> str:
+    if s.__class__ is TupleStructInfo:
+        return f"R.Tuple({', '.join(kids)})" if kids else "R.Tuple"
+    if s.__class__ is FuncStructInfo:
+        pure = "" if s.purity else ", purity=False"
+        return f"R.Callable([{', '.join(kids[:-1])}], {kids[-1]}{pure})"
+    return format_sinfo(s)
+
+
+def _brief_text(s, kids) -> str:
+    if s.__class__ is TupleStructInfo:
+        return f"Tuple({', '.join(kids)})"
+    if s.__class__ is FuncStructInfo:
+        return f"Callable(({', '.join(kids[:-1])}), {kids[-1]})"
+    return format_sinfo(s, brief=True)
+
+
+def _sinfo_parts(s, quote_names: bool, dtype_keyword: bool) -> list:
+    """The text of one struct info, its nested struct infos left as items for `render`."""
     if isinstance(s, TensorStructInfo):
         parts = []
         if s.shape is not None:
@@ -69,41 +113,40 @@ def format_sinfo(s, quote_names: bool = False, *, dtype_keyword: bool = True, br
             parts.append(f'"{s.dtype}"' if not dtype_keyword and s.shape is not None else f'dtype="{s.dtype}"')
         if s.shape is None and s.ndim != -1:
             parts.append(f"ndim={s.ndim}")
-        return f"R.Tensor({', '.join(parts)})" if parts else "R.Tensor"
+        return [f"R.Tensor({', '.join(parts)})" if parts else "R.Tensor"]
     if isinstance(s, TupleStructInfo):
         if not s.fields:
-            return "R.Tuple"
-        return "R.Tuple(" + ", ".join(format_sinfo(f, quote_names, dtype_keyword=dtype_keyword) for f in s.fields) + ")"
+            return ["R.Tuple"]
+        return ["R.Tuple(", *joined(s.fields), ")"]
     if isinstance(s, ShapeStructInfo):
         if s.values is not None:
-            return f"R.Shape([{', '.join(_dim(d, quote_names) for d in s.values)}])"
-        return f"R.Shape(ndim={s.ndim})" if s.ndim != -1 else "R.Shape"
+            return [f"R.Shape([{', '.join(_dim(d, quote_names) for d in s.values)}])"]
+        return [f"R.Shape(ndim={s.ndim})" if s.ndim != -1 else "R.Shape"]
     if isinstance(s, PrimStructInfo):
-        return f'R.Prim("{s.dtype}")'
+        return [f'R.Prim("{s.dtype}")']
     if isinstance(s, FuncStructInfo):
-        params = ", ".join(format_sinfo(p, quote_names, dtype_keyword=dtype_keyword) for p in s.params)
         pure = "" if s.purity else ", purity=False"
-        return f"R.Callable([{params}], {format_sinfo(s.ret, quote_names, dtype_keyword=dtype_keyword)}{pure})"
+        return ["R.Callable([", *joined(s.params), "], ", s.ret, f"{pure})"]
     if isinstance(s, ObjectStructInfo) or s is None:
-        return "R.Object"
+        return ["R.Object"]
     raise UnsupportedError(f"cannot print struct info {s!r}")
 
 
-def _brief_sinfo(s) -> str:
+def _brief_sinfo_parts(s) -> list:
     if isinstance(s, TensorStructInfo):
         dims = f"({_dims(s.shape)})" if s.shape is not None else f"ndim={s.ndim}"
-        return f"Tensor({dims}, {s.dtype or '?'})"
+        return [f"Tensor({dims}, {s.dtype or '?'})"]
     if isinstance(s, TupleStructInfo):
-        return "Tuple(" + ", ".join(_brief_sinfo(f) for f in s.fields) + ")"
+        return ["Tuple(", *joined(s.fields), ")"]
     if isinstance(s, ShapeStructInfo):
-        return f"Shape({list(s.values) if s.values is not None else f'ndim={s.ndim}'})"
+        return [f"Shape({list(s.values) if s.values is not None else f'ndim={s.ndim}'})"]
     if isinstance(s, PrimStructInfo):
-        return f"Prim({s.dtype})"
+        return [f"Prim({s.dtype})"]
     if isinstance(s, FuncStructInfo):
-        return "Callable((" + ", ".join(_brief_sinfo(p) for p in s.params) + f"), {_brief_sinfo(s.ret)})"
+        return ["Callable((", *joined(s.params), "), ", s.ret, ")"]
     if isinstance(s, ObjectStructInfo):
-        return "Object"
-    return "?" if s is None else type(s).__name__
+        return ["Object"]
+    return ["?" if s is None else type(s).__name__]
 
 
 # -- expressions and other nodes --------------------------------------------------------------
@@ -142,10 +185,8 @@ def _brief_full(x) -> str:
         return f'R.prim_value({x.value!r}, "{x.dtype}")'
     if isinstance(x, StringImm):
         return f"R.str({x.value!r})"
-    if isinstance(x, Tuple):
-        return "(" + ", ".join(_arg_text(f) for f in x.fields) + ("," if len(x.fields) == 1 else "") + ")"
-    if isinstance(x, TupleGetItem):
-        return f"{_arg_text(x.tuple_value)}[{x.index}]"
+    if isinstance(x, Tuple | TupleGetItem):
+        return render(x, _brief_tuple_parts)  # tuples nest to any depth
     if isinstance(x, Call):
         args = [_arg_text(a) for a in x.args] + [f"{k}={_attr_text(v)}" for k, v in x.attrs.items()]
         return f"{op_script_name(x.op)}({', '.join(args)})"
@@ -164,6 +205,14 @@ def _brief_full(x) -> str:
     if isinstance(x, StructInfo):
         return _sinfo_message(x)
     return repr(x)
+
+
+def _brief_tuple_parts(x) -> list:
+    if isinstance(x, Tuple):
+        return ["(", *joined(x.fields), ",)" if len(x.fields) == 1 else ")"]
+    if isinstance(x, TupleGetItem):
+        return [x.tuple_value, f"[{x.index}]"]
+    return [_arg_text(x)]
 
 
 def _sinfo_message(s) -> str:

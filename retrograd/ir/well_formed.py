@@ -5,9 +5,11 @@ from __future__ import annotations
 import functools
 
 from retrograd.errors import DiagnosticError, WellFormedError
+from retrograd.ir.analysis import read_vars
 from retrograd.ir.block import BindingBlock, DataflowBlock, VarBinding
 from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.expr import (
+    LEAF_TYPES,
     Call,
     Constant,
     DataflowVar,
@@ -65,6 +67,10 @@ class _Checker:
         # Unresolved uses, classified once every definition is known: (var, func, order, where).
         self.pending: list[tuple[Var, str, int, str]] = []
         self.order = 0
+        # Tuples checked already, and the vars each reads: bindings may share the levels of one deep
+        # nest, and checking each level afresh would be quadratic; a repeat only has its uses checked.
+        self.checked_tuples: dict[int, Tuple] = {}
+        self.tuple_reads: dict = {}
         self.bb = BlockBuilder(mod)
         self.bb.begin_scope()
 
@@ -266,8 +272,17 @@ class _Checker:
         if isinstance(e, Call):
             self.call(e, fname, where, stack)
         elif isinstance(e, Tuple):
+            if self.checked_tuples.get(id(e)) is e:
+                reads: list = []
+                read_vars(e, reads, self.tuple_reads)
+                for v in reads:
+                    self.use(v, fname, where)
+                return
+            self.checked_tuples[id(e)] = e
             for i, f in enumerate(e.fields):
-                if not is_leaf(f):
+                # A nested tuple's own fields are checked when it is visited (checking all of them
+                # here too would be quadratic in the depth of a nest).
+                if not isinstance(f, LEAF_TYPES + (Tuple,)):
                     self.problem(where, f"tuple field {i} is {brief(f, 60)}, not a variable (not in A-normal form)")
             for f in reversed(e.fields):
                 stack.append((_EXPR, f, fname, where, False))

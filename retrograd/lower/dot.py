@@ -6,9 +6,10 @@ import shutil
 import subprocess
 
 from retrograd.errors import DiagnosticError, NameError_, did_you_mean
-from retrograd.ir.expr import Call, Constant, Function, If, PrimValue, SeqExpr, ShapeExpr, StringImm, Tuple, TupleGetItem, Var
-from retrograd.ir.text import format_sinfo, op_script_name
-from retrograd.lower.kernel_refs import trampoline
+from retrograd.ir.expr import Call, Constant, Function, If, PrimValue, SeqExpr, ShapeExpr, StringImm, Tuple, TupleGetItem, Var, tuple_parts
+from retrograd.ir.nested import preorder
+from retrograd.ir.text import format_sinfo, format_sinfo_shared, op_script_name
+from retrograd.ir.nested import trampoline
 from retrograd.lower.python import walk
 from retrograd.passes.barriers import END, OUT, START
 from retrograd.passes.barriers import RECOMPUTED as RECOMPUTED_SUFFIX
@@ -117,6 +118,7 @@ class _FunctionGraph:
         self.node_of: dict = {}  # Var -> node id producing it
         self.forward = _forward_set(func) if name.endswith("_adjoint") else None
         self.recomputed = _recomputed(func)
+        self.sinfo_texts: dict = {}  # see _shape
 
     def emit(self, ind: str) -> None:
         g = self.g
@@ -129,24 +131,24 @@ class _FunctionGraph:
         self.connect(self.func.body.body, out, ind + "  ")
         g.lines.append(f"{ind}}}")
 
-    @staticmethod
-    def _shape(var) -> str:
-        return format_sinfo(var.struct_info, brief=True) if var.struct_info is not None else "?"
+    def _shape(self, var) -> str:
+        # Nested struct infos' texts are kept (vars may be typed by the levels of one deep tuple).
+        return format_sinfo_shared(var.struct_info, self.sinfo_texts, brief=True) if var.struct_info is not None else "?"
 
     def connect(self, expr, dst: str, ind: str) -> None:
         """Edges into `dst` from whatever produces each value `expr` reads (leaves get their own nodes)."""
-        if isinstance(expr, Var):
+        if isinstance(expr, Tuple | TupleGetItem):
+            # A stack, in order: tuples nest to any depth.
+            for e in preorder(expr, tuple_parts):
+                if not isinstance(e, Tuple | TupleGetItem):
+                    self.connect(e, dst, ind)
+        elif isinstance(expr, Var):
             src = self.node_of.get(expr)
             if src is not None:
                 self.g.edge(src, dst, f"{expr.name_hint}: {self._shape(expr)}", ind)
-        elif isinstance(expr, Tuple):
-            for f in expr.fields:
-                self.connect(f, dst, ind)
         elif isinstance(expr, Call):
             for a in expr.args:
                 self.connect(a, dst, ind)
-        elif isinstance(expr, TupleGetItem):
-            self.connect(expr.tuple_value, dst, ind)
         elif isinstance(expr, Constant | PrimValue | StringImm | ShapeExpr):
             leaf = self.g.node(_leaf_label(expr), ind, shape="plaintext")
             self.g.edge(leaf, dst, "", ind)

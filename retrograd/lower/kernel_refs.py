@@ -1,4 +1,4 @@
-"""How lowered source names an op's registered kernel (an import, a factory call, or a registry lookup); a trampoline."""
+"""How lowered source names an op's registered kernel (an import, a factory call, or a registry lookup)."""
 
 from __future__ import annotations
 
@@ -32,23 +32,6 @@ def literal(v) -> str:
     if isinstance(v, list):
         return "[" + ", ".join(literal(x) for x in v) + "]"
     raise TypeError(f"no source literal for a {type(v).__name__}")
-
-
-def trampoline(gen):
-    """Run a generator that yields sub-generators for nested work and receives their results:
-    recursion over If nesting without Python frames (deep nests never reach the recursion limit)."""
-    stack, value = [gen], None
-    while True:
-        try:
-            sub = stack[-1].send(value)
-        except StopIteration as stop:
-            stack.pop()
-            if not stack:
-                return stop.value
-            value = stop.value
-            continue
-        stack.append(sub)
-        value = None
 
 
 def _resolve(module: str, qualname: str):

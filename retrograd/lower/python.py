@@ -21,15 +21,20 @@ from retrograd.ir.expr import (
     Tuple,
     TupleGetItem,
     Var,
+    tuple_fields_of,
 )
 from retrograd.ir.analysis import read_vars
+from retrograd.ir.nested import depth, fold, joined, render, trampoline
 from retrograd.ir.struct_info import ShapeStructInfo, TensorStructInfo, TupleStructInfo
-from retrograd.lower.kernel_refs import kernel_ref, literal, safe_name, trampoline
+from retrograd.lower.kernel_refs import kernel_ref, literal, safe_name
 from retrograd.runtime.lowering import _prim_scalar
 
 _INLINE_CONST = 32  # constants with more elements are written as their bytes
 _IND = "    "
 _MAX_DEPTH = 90  # Python rejects more than 100 levels of indentation
+# Python's parser rejects more than 200 nested parentheses: a deeper tuple nest is built one level a
+# statement (see _FunctionLowering.arg).
+_MAX_NEST = 50
 
 
 class _Names:
@@ -142,6 +147,8 @@ class _FunctionLowering:
         self.names = _Names(ml.globals.taken, shadow_builtins=True)
         self.var: dict = {}
         self.dims: dict[str, str] = {}
+        self.pre: list[str] = []  # statements the next statement needs first (levels of deep tuples)
+        self.ind = _IND  # the indentation of the statement being written
 
     def error(self, message, span=None):
         return UnsupportedError(f"{self.name}: {message}", span)
@@ -164,8 +171,14 @@ class _FunctionLowering:
     def _bind_dims(self, sinfo, path: str, out: list) -> None:
         """`n = x.shape[0]` for each symbolic dim a parameter binds first (as the executor binds them)."""
         if isinstance(sinfo, TupleStructInfo):
-            for i, f in enumerate(sinfo.fields):
-                self._bind_dims(f, f"{path}[{i}]", out)
+            # A stack, fields in order: tuples nest to any depth.
+            stack = [(sinfo, path)]
+            while stack:
+                s, p = stack.pop()
+                if isinstance(s, TupleStructInfo):
+                    stack.extend((f, f"{p}[{i}]") for i, f in reversed(list(enumerate(s.fields))))
+                else:
+                    self._bind_dims(s, p, out)
             return
         if isinstance(sinfo, TensorStructInfo) and sinfo.shape is not None:
             dims, fmt = sinfo.shape, f"{path}.shape[{{}}]"
@@ -196,8 +209,10 @@ class _FunctionLowering:
                 raise self.error(f"variable '{e.name_hint}' is used before it is bound", e.span or span)
             return self.var[e]
         if isinstance(e, Tuple):
-            inner = [self.arg(f, span) for f in e.fields]
-            return f"({inner[0]},)" if len(inner) == 1 else f"({', '.join(inner)})"
+            if depth(e, tuple_fields_of) <= _MAX_NEST:
+                return render(e, lambda x: _tuple_text_parts(x) if isinstance(x, Tuple) else [self.arg(x, span)])
+            # Too deep for one expression: each level is a statement (in self.pre) naming a temporary.
+            return fold(e, tuple_fields_of, lambda x, kids: self._level(x, kids) if isinstance(x, Tuple) else self.arg(x, span))
         if isinstance(e, Constant):
             return self.ml.const[id(e)]
         if isinstance(e, PrimValue):
@@ -207,6 +222,11 @@ class _FunctionLowering:
         if isinstance(e, ShapeExpr):
             return literal(()) if not e.values else "(" + ", ".join(self.dim(d, span) for d in e.values) + (",)" if len(e.values) == 1 else ")")
         raise self.error(f"{type(e).__name__} cannot be an argument here (the module is not in normal form)", span)
+
+    def _level(self, e: Tuple, fields: list[str]) -> str:
+        name = self.names.new("nest")
+        self.pre.append(f"{self.ind}{name} = {''.join(_tuple_text_parts(e, fields))}")
+        return name
 
     def value(self, e, span) -> str:
         if isinstance(e, TupleGetItem):
@@ -252,7 +272,10 @@ class _FunctionLowering:
                               f"{ind}{_IND}{target} = {fr}"])
             else:
                 read_vars(b.value, got)
-                stmts.append([f"{ind}{self.define(b.var)} = {self.value(b.value, span)}{note}"])
+                self.ind = ind
+                text = self.value(b.value, span)
+                pre, self.pre = self.pre, []
+                stmts.append([*pre, f"{ind}{self.define(b.var)} = {text}{note}"])
             reads.append(got)
         kept: list = []
         read_vars(seq.body, kept)
@@ -266,7 +289,17 @@ class _FunctionLowering:
             if dead:
                 out.append(f"{ind}del {', '.join(self.var[v] for v in dead)}")
         outer = [v for v in dict.fromkeys([v for got in reads for v in got] + kept) if v not in bound]
-        return out, self.arg(seq.body, seq.span), outer
+        self.ind = ind
+        result = self.arg(seq.body, seq.span)
+        out += self.pre
+        self.pre = []
+        return out, result, outer
+
+
+def _tuple_text_parts(e: Tuple, fields=None) -> list:
+    """`(a,)` / `(a, b)` as parts for render (`fields`: the fields' texts, else the fields)."""
+    items = e.fields if fields is None else fields
+    return ["(", *joined(items), ",)" if len(items) == 1 else ")"]
 
 
 def lower_to_python(mod, source_name: str = "module") -> str:

@@ -27,9 +27,10 @@ from retrograd.ir.expr import (
     Var,
 )
 from retrograd.ir.functor import if_depth, stack_room
+from retrograd.ir.nested import joined, render
 from retrograd.ir.strings import quote as _quote
-from retrograd.ir.struct_info import StructInfo, all_dim_names, dim_names
-from retrograd.ir.text import format_sinfo, op_script_name
+from retrograd.ir.struct_info import FuncStructInfo, StructInfo, TupleStructInfo, all_dim_names, dim_names
+from retrograd.ir.text import format_sinfo, format_sinfo_shared, op_script_name
 
 __all__ = ["print_module", "print_function", "print_expr", "format_sinfo", "format_value", "METADATA_KEY"]
 
@@ -137,6 +138,7 @@ class _ModulePrinter:
         self.const_index: dict[int, int] = {}
         self.uses_tir = False
         self.sinfo_memo: dict = {}
+        self.sinfo_texts: dict = {}  # id -> text of nested struct infos (see format_sinfo_shared)
         self.op_names: dict = {}
         self.tvm_notes: dict = {}  # reasons TVM cannot read the text, in first-seen order
         self.module_dims: set[str] = set()  # symbolic dims declared before the module (`n = T.int64()`)
@@ -150,6 +152,9 @@ class _ModulePrinter:
         return f'metadata["{METADATA_KEY}"][{idx}]'
 
     def sinfo(self, s) -> str:
+        if s.__class__ is TupleStructInfo or s.__class__ is FuncStructInfo:
+            # By node, with their nested texts (hashing a deep tuple's value would walk it all).
+            return self._sinfo_text(s)
         try:
             text = self.sinfo_memo.get(s)
         except TypeError:  # an unhashable field: format without the memo
@@ -159,7 +164,7 @@ class _ModulePrinter:
         return text
 
     def _sinfo_text(self, s) -> str:
-        text = format_sinfo(s)
+        text = format_sinfo_shared(s, self.sinfo_texts)
         if _needs_tir(text):
             self.uses_tir = True
         return text
@@ -349,16 +354,22 @@ class _FunctionPrinter:
                     if key not in skip and not (key in omit and omit[key] == v):
                         parts.append(f"{key}={format_value(v)}")
             return f"{self.mp.op_name(op)}({', '.join(parts)})"
-        if t is Tuple:
-            if not e.fields:
-                return "R.tuple()"
-            items = [self.arg(f) for f in e.fields]
-            return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
-        if t is TupleGetItem:
-            return f"{self.arg(e.tuple_value)}[{e.index}]"
+        if t is Tuple or t is TupleGetItem:
+            return render(e, self._tuple_parts)  # tuples nest to any depth: rendered with a stack
         if t is If or t is SeqExpr or t is Function:
             raise UnsupportedError(f"cannot print a nested {t.__name__} as a value")
         return self.arg(e)
+
+    def _tuple_parts(self, e) -> list:
+        """The text of one node of a tuple nest, its nested tuples and getitems left for `render`."""
+        t = type(e)
+        if t is Tuple:
+            if not e.fields:
+                return ["R.tuple()"]
+            return ["(", *joined(e.fields), ",)" if len(e.fields) == 1 else ")"]
+        if t is TupleGetItem:
+            return [e.tuple_value, f"[{e.index}]"]
+        return [self.arg(e)]
 
     # statements -----------------------------------------------------------------------------
     def print_into(self, out: list[str]) -> None:

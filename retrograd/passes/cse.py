@@ -19,9 +19,11 @@ from retrograd.ir.expr import (
     Tuple,
     TupleGetItem,
     Var,
+    tuple_fields_of,
 )
 from retrograd.ir.functor import ExprMutator
 from retrograd.ir.module import IRModule
+from retrograd.ir.nested import preorder
 from retrograd.passes.barriers import is_barrier
 from retrograd.passes.infra import function_pass
 
@@ -44,7 +46,9 @@ def _arg_key(arg: Expr):
     if isinstance(arg, StringImm):
         return ("str", arg.value)
     if isinstance(arg, Tuple):
-        return ("tuple",) + tuple(_arg_key(f) for f in arg.fields)
+        # Flat, each tuple as its arity before its fields: tuples nest to any depth, and building or
+        # hashing a nested key would recurse.
+        return ("tuple",) + tuple(("tuple", len(e.fields)) if isinstance(e, Tuple) else _arg_key(e) for e in preorder(arg, tuple_fields_of))
     return ("id", id(arg))
 
 

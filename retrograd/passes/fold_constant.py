@@ -19,9 +19,11 @@ from retrograd.ir.expr import (
     StringImm,
     Tuple,
     Var,
+    tuple_fields_of,
 )
 from retrograd.ir.functor import ExprMutator
 from retrograd.ir.module import IRModule
+from retrograd.ir.nested import fold
 from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.passes.barriers import is_barrier
 from retrograd.passes.infra import function_pass
@@ -105,9 +107,15 @@ def _constant_value(expr):
     if isinstance(expr, StringImm):
         return expr.value
     if isinstance(expr, Tuple):
-        fields = tuple(_constant_value(f) for f in expr.fields)
-        return _NOT_CONSTANT if any(f is _NOT_CONSTANT for f in fields) else fields
+        # Bottom-up with a stack: tuples nest to any depth.
+        return fold(expr, tuple_fields_of, _constant_step)
     return _NOT_CONSTANT
+
+
+def _constant_step(expr, fields):
+    if not isinstance(expr, Tuple):
+        return _constant_value(expr)
+    return _NOT_CONSTANT if any(f is _NOT_CONSTANT for f in fields) else tuple(fields)
 
 
 def fold_constants(func: Function, grow: bool = False) -> Function:

@@ -58,10 +58,20 @@ class _Simplifier(ExprMutator):
         self.uses: dict = use_counts(func)
         self.position: dict = {}  # var -> index in the open block's bindings
         self.promoted: dict = {}  # dataflow var -> the output var now bound in its place
+        self._resolved: dict = {}  # see resolve
+        self._memo_size = 0
 
     def resolve(self, expr):
         # Substitution keeps struct info as is: aliases have the struct info of what they replace.
-        return substitute(expr, self.var_remap) if self.var_remap else expr
+        if not self.var_remap:
+            return expr
+        if not isinstance(expr, Tuple):
+            return substitute(expr, self.var_remap)
+        # Tuples are resolved with a memo while var_remap is unchanged (it only grows): the getitems of
+        # a deep nest each resolve the next level, and resolving each afresh would be quadratic.
+        if len(self.var_remap) != self._memo_size:
+            self._resolved, self._memo_size = {}, len(self.var_remap)
+        return substitute(expr, self.var_remap, self._resolved)
 
     def visit_block(self, block) -> bool:
         # If branches are simplified in the middle of their block: keep the outer block's state.
@@ -97,7 +107,7 @@ class _Simplifier(ExprMutator):
             value = self.visit_if(b.value)
         else:
             value = self.rewrite(b.var, self.resolve(b.value))
-            if is_leaf(value) and not isinstance(value, Tuple) and self.alias(b.var, value):
+            if not isinstance(value, Tuple) and is_leaf(value) and self.alias(b.var, value):
                 return True
         if value is b.value:
             self.emit(b)
@@ -200,6 +210,7 @@ def _demotable(seq: SeqExpr) -> dict:
     """Block outputs that nothing after their dataflow block reads -> dataflow vars to bind instead."""
     later = used_vars(seq.body)
     reads: list = []
+    memo: dict = {}  # see read_vars
     vmap: dict = {}
     for block in reversed(seq.blocks):
         if isinstance(block, DataflowBlock):
@@ -208,7 +219,7 @@ def _demotable(seq: SeqExpr) -> dict:
                     vmap[b.var] = DataflowVar(b.var.name_hint, b.var.struct_info, span=b.var.span)
         for b in block.bindings:
             reads.clear()
-            read_vars(b.value, reads)
+            read_vars(b.value, reads, memo)
             later.update(reads)
     return vmap
 

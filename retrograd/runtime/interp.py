@@ -18,6 +18,7 @@ from time import perf_counter
 import numpy as np
 
 from retrograd.errors import DiagnosticError, ExecutionError
+from retrograd.ir.nested import fold, joined, render, tuple_leaves
 from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo
 from retrograd.runtime.signature import Binder, Mismatch, check_deferred, describe_value
 
@@ -73,8 +74,9 @@ def acquire(v, m: Meter, count: int = 1) -> None:
         else:
             m.refs[k] = c + count
     elif type(v) is tuple:
-        for x in v:
-            acquire(x, m, count)
+        for x in tuple_leaves(v):  # a stack: tuples nest to any depth
+            if isinstance(x, ndarray):
+                acquire(x, m, count)
 
 
 def release(v, m: Meter) -> None:
@@ -89,8 +91,9 @@ def release(v, m: Meter) -> None:
                 del m.refs[k]
                 m.cur -= root.nbytes
     elif type(v) is tuple:
-        for x in v:
-            release(x, m)
+        for x in tuple_leaves(v):
+            if isinstance(x, ndarray):
+                release(x, m)
 
 
 def coerce(v, sinfo=None):
@@ -99,8 +102,27 @@ def coerce(v, sinfo=None):
     if isinstance(v, np.generic):
         return np.asarray(v)
     if isinstance(v, tuple | list):
-        fields = sinfo.fields if isinstance(sinfo, TupleStructInfo) and len(sinfo.fields) == len(v) else (None,) * len(v)
-        return tuple(coerce(x, s) for x, s in zip(v, fields))
+        # Bottom-up with a stack over (value, struct info) pairs: tuples nest to any depth.
+        return fold((v, sinfo), _coerce_pairs, _coerce_one, shared=False)
+    if isinstance(sinfo, TensorStructInfo) and isinstance(v, bool | int | float):
+        return np.asarray(v, dtype=sinfo.dtype or None)
+    return v
+
+
+def _coerce_pairs(pair) -> list:
+    v, sinfo = pair
+    if not isinstance(v, tuple | list):
+        return []
+    fields = sinfo.fields if isinstance(sinfo, TupleStructInfo) and len(sinfo.fields) == len(v) else (None,) * len(v)
+    return list(zip(v, fields))
+
+
+def _coerce_one(pair, fields):
+    v, sinfo = pair
+    if isinstance(v, np.generic):
+        return np.asarray(v)
+    if isinstance(v, tuple | list):
+        return tuple(fields)
     if isinstance(sinfo, TensorStructInfo) and isinstance(v, bool | int | float):
         return np.asarray(v, dtype=sinfo.dtype or None)
     return v
@@ -141,7 +163,8 @@ def run_code(code, regs, m: Meter) -> None:
             else:
                 refs[k] = c + 1
         else:
-            v = coerce(v, info.sinfo)
+            if info.key != "TupleGetItem":  # a field of a tuple value is coerced already (walking a deep one is costly)
+                v = coerce(v, info.sinfo)
             m.cur = cur
             m.peak = peak
             acquire(v, m)
@@ -189,7 +212,8 @@ def run_code_profiled(code, regs, m: Meter) -> None:
             except Exception as err:
                 raise kernel_failure(info, regs, err) from None
             dt = perf_counter() - t0
-        v = coerce(v, info.sinfo)
+        if info.key != "TupleGetItem":  # as in run_code
+            v = coerce(v, info.sinfo)
         acquire(v, m)
         regs[out] = v
         del v
@@ -209,7 +233,7 @@ def _nbytes(v) -> int:
     if isinstance(v, ndarray):
         return v.nbytes
     if type(v) is tuple:
-        return sum(_nbytes(x) for x in v)
+        return sum(x.nbytes for x in tuple_leaves(v) if isinstance(x, ndarray))
     return 0
 
 
@@ -320,6 +344,11 @@ def kernel_failure(info, regs, err: BaseException) -> ExecutionError:
 
 
 def _describe(v) -> str:
+    return render(v, _describe_parts)  # a stack: tuples nest to any depth
+
+
+def _describe_parts(v) -> list:
     if type(v) is tuple and v and any(isinstance(x, ndarray | tuple) for x in v):
-        return "(" + ", ".join(_describe(x) for x in v) + ")"
-    return describe_value(v)
+        # A string value is an item, not text, for render: described here.
+        return ["(", *joined([describe_value(x) if isinstance(x, str) else x for x in v]), ")"]
+    return [describe_value(v)]

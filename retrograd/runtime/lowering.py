@@ -25,9 +25,18 @@ from retrograd.ir.expr import (
     Tuple,
     TupleGetItem,
     Var,
+    tuple_parts,
+)
+from retrograd.ir.nested import fold, joined, render
+from retrograd.ir.struct_info import (
+    StructInfo,
+    TensorStructInfo,
+    TupleStructInfo,
+    all_dim_names,
+    dim_names,
+    tuple_fields,
 )
 from retrograd.ir.functor import if_depth, stack_room
-from retrograd.ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo, all_dim_names, dim_names
 from retrograd.ir.text import format_sinfo
 from retrograd.runtime import split
 from retrograd.runtime.inplace import make as make_inplace
@@ -104,8 +113,33 @@ def reader(src):
     """regs -> value for a source: a register, or a (nested) tuple of sources."""
     if isinstance(src, int):
         return itemgetter(src)
-    parts = tuple(reader(s) for s in src)
-    return lambda regs: tuple(p(regs) for p in parts)
+    if all(isinstance(s, int) for s in src):
+        parts = tuple(itemgetter(s) for s in src)
+        return lambda regs: tuple(p(regs) for p in parts)
+    return _nest_reader(src)
+
+
+def _nest_reader(src):
+    """A reader of a nest of tuples of any depth, run as a flat program over a value stack (nested
+    readers would recurse once per level). The program: a register number pushes the register; -n-1
+    packs the top n values into a tuple (every register number is >= 0)."""
+    prog: list[int] = []
+    fold(src, lambda s: () if isinstance(s, int) else s, lambda s, _: prog.append(s if isinstance(s, int) else -len(s) - 1), shared=False)
+    program = tuple(prog)
+
+    def read(regs):
+        stack = []
+        for op in program:
+            if op >= 0:
+                stack.append(regs[op])
+            else:
+                n = -op - 1
+                value = tuple(stack[len(stack) - n :])
+                del stack[len(stack) - n :]
+                stack.append(value)
+        return stack[0]
+
+    return read
 
 
 _FACTORIES: dict = {}
@@ -169,6 +203,7 @@ class _FunctionLowering:
         self.shape_regs: list = []
         self.bindable: set[str] = set()
         self.const_roots: set[int] = set()
+        self.nest_src: dict = {}  # id -> source of tuples (see source)
 
     # -- errors -------------------------------------------------------------
     def error(self, message, span=None, cls=UnsupportedError):
@@ -189,7 +224,9 @@ class _FunctionLowering:
                 raise self.error(f"variable '{expr.name_hint}' is used before it is bound", expr.span or span, NameError_)
             return src
         if isinstance(expr, Tuple):
-            return tuple(self.source(f, span) for f in expr.fields)
+            # Bottom-up with a stack (tuples nest to any depth), kept by node: bindings may share the
+            # levels of one deep nest.
+            return fold(expr, tuple_parts, lambda e, kids: tuple(kids) if isinstance(e, Tuple) else self.source(e, span), memo=self.nest_src)
         key = id(expr)
         reg = self.const_cache.get(key)
         if reg is not None:
@@ -233,7 +270,12 @@ class _FunctionLowering:
     def describe_src(self, src) -> str:
         if isinstance(src, int):
             return self.label_of.get(src, f"%{src}")
-        return "(" + ", ".join(self.describe_src(s) for s in src) + (",)" if len(src) == 1 else ")")
+        return render(src, self._src_parts)
+
+    def _src_parts(self, src) -> list:
+        if isinstance(src, int):
+            return [self.label_of.get(src, f"%{src}")]
+        return ["(", *joined(src), ",)" if len(src) == 1 else ")"]
 
     # -- functions ----------------------------------------------------------
     def lower(self, prog: Program) -> None:
@@ -421,7 +463,13 @@ def allocation_limit() -> int:
 def static_nbytes(sinfo) -> int | None:
     """Bytes of a value of static struct info (tensors and tuples of them), else None."""
     if isinstance(sinfo, TupleStructInfo):
-        sizes = [static_nbytes(f) for f in sinfo.fields]
+        # Bottom-up with a stack: tuples nest to any depth.
+        return fold(sinfo, tuple_fields, _nbytes_of)
+    return _nbytes_of(sinfo, ())
+
+
+def _nbytes_of(sinfo, sizes) -> int | None:
+    if isinstance(sinfo, TupleStructInfo):
         return None if any(s is None for s in sizes) else sum(sizes)
     if not isinstance(sinfo, TensorStructInfo) or sinfo.shape is None or not sinfo.dtype:
         return None

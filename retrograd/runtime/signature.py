@@ -10,6 +10,7 @@ from typing import Callable
 import numpy as np
 
 from retrograd.errors import UnsupportedError
+from retrograd.ir.nested import depth, fold, preorder
 from retrograd.ir.struct_info import (
     FuncStructInfo,
     ObjectStructInfo,
@@ -18,6 +19,7 @@ from retrograd.ir.struct_info import (
     StructInfo,
     TensorStructInfo,
     TupleStructInfo,
+    tuple_fields,
 )
 from retrograd.ir.text import format_sinfo
 
@@ -85,7 +87,12 @@ def bindable_names(sinfo: StructInfo) -> set[str]:
     if isinstance(sinfo, ShapeStructInfo) and sinfo.values is not None:
         return {d for d in sinfo.values if isinstance(d, str) and _IDENT.match(d)}
     if isinstance(sinfo, TupleStructInfo):
-        return set().union(*(bindable_names(f) for f in sinfo.fields)) if sinfo.fields else set()
+        # A stack: tuples nest to any depth.
+        names: set[str] = set()
+        for s in preorder(sinfo, tuple_fields):
+            if not isinstance(s, TupleStructInfo):
+                names |= bindable_names(s)
+        return names
     return set()
 
 
@@ -118,6 +125,8 @@ class _Binder:
 
 def compile_checker(sinfo: StructInfo, path: str, build_error) -> Callable:
     """checker(value, binder) -> value (Python scalars become 0-d arrays); raises Mismatch."""
+    if isinstance(sinfo, TupleStructInfo) and depth(sinfo, tuple_fields) > _NESTED_CLOSURES:
+        return _nest_checker(sinfo, path, build_error)
     expected = format_sinfo(sinfo, brief=True)
     if isinstance(sinfo, ObjectStructInfo):
         return lambda value, binder: value
@@ -140,6 +149,50 @@ def compile_checker(sinfo: StructInfo, path: str, build_error) -> Callable:
     if isinstance(sinfo, FuncStructInfo):
         raise build_error(f"parameter {path} is a function; the executor takes no function arguments")
     raise build_error(f"parameter {path} has unsupported struct info {type(sinfo).__name__}")
+
+
+# Tuple parameters up to this deep are checked by nested closures (the fastest); deeper ones by a loop.
+_NESTED_CLOSURES = 32
+
+
+def _nest_checker(sinfo: TupleStructInfo, path: str, build_error) -> Callable:
+    """A checker of a tuple nest of any depth: one loop over (value, struct info) pairs. Each node's
+    path and expected text are made only on a mismatch (made for each level, they would be quadratic)."""
+    leaf_checks: dict[int, Callable] = {}
+    for s in preorder(sinfo, tuple_fields):
+        if not isinstance(s, TupleStructInfo) and id(s) not in leaf_checks:
+            leaf_checks[id(s)] = compile_checker(s, "?", build_error)
+
+    def check_nest(value, binder):
+        def combine(item, fields):
+            v, s, where = item
+            if not isinstance(s, TupleStructInfo):
+                try:
+                    return leaf_checks[id(s)](v, binder)
+                except Mismatch as err:
+                    raise Mismatch(_nest_path(path, where), err.expected, err.got, err.detail) from None
+            return tuple(fields)
+
+        def fields_of(item):
+            v, s, where = item
+            if not isinstance(s, TupleStructInfo):
+                return ()
+            if not isinstance(v, tuple | list) or len(v) != len(s.fields):
+                raise Mismatch(_nest_path(path, where), format_sinfo(s, brief=True), describe_value(v))
+            return [(x, f, (where, i)) for i, (x, f) in enumerate(zip(v, s.fields))]
+
+        return fold((value, sinfo, None), fields_of, combine, shared=False)
+
+    return check_nest
+
+
+def _nest_path(path: str, where) -> str:
+    """`path[i][j]...` of a linked index path (parent, index)."""
+    indices = []
+    while where is not None:
+        where, i = where
+        indices.append(f"[{i}]")
+    return path + "".join(reversed(indices))
 
 
 def _dtype_ok_for_scalar(value, dtype: str) -> bool:

@@ -24,8 +24,10 @@ from retrograd.ir.expr import (
     Tuple,
     TupleGetItem,
     Var,
+    tuple_fields_of,
 )
-from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo
+from retrograd.ir.nested import fold
+from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, tuple_fields
 from retrograd.ir.text import format_sinfo
 from retrograd.ops.cost import DEFAULT as DEFAULT_COST
 from retrograd.passes.checkpoint.problem import Problem
@@ -44,7 +46,8 @@ def static_bytes(sinfo, what: str, span=None) -> int:
             )
         return prod(sinfo.shape) * (1 if sinfo.dtype == "bool" else np.dtype(sinfo.dtype).itemsize)
     if isinstance(sinfo, TupleStructInfo):
-        return sum(static_bytes(f, what, span) for f in sinfo.fields)
+        # Bottom-up with a stack: tuples nest to any depth.
+        return fold(sinfo, tuple_fields, lambda s, sizes: sum(sizes) if isinstance(s, TupleStructInfo) else static_bytes(s, what, span))
     return 0
 
 
@@ -92,20 +95,33 @@ def extract(func: Function) -> Extraction:
     sizes, costs, deps, recomputable, alias_of, inplace, kinds, names = ([] for _ in range(8))
     bindings, block_of, transparent = [], [], set()
 
+    def var_struct(var):
+        if var in node_of:
+            return node_of[var]
+        return expand.get(var, var)  # a parameter stays itself
+
+    # Tuples nest to any depth: structures are built bottom-up with a stack, kept per tuple node (the
+    # function keeps them alive) as bindings may share the levels of one nest.
+    tuple_structs: dict = {}
+    struct_nodes: dict = {}  # id -> the node ids a (tuple) structure refers to
+
     def struct_of(expr):
         if isinstance(expr, Var):
-            if expr in node_of:
-                return node_of[expr]
-            return expand.get(expr, expr)  # a parameter stays itself
+            return var_struct(expr)
         if isinstance(expr, Tuple):
-            return tuple(struct_of(f) for f in expr.fields)
+            return fold(expr, tuple_fields_of, _struct_step, memo=tuple_structs)
         return expr
+
+    def _struct_step(e, fields):
+        if isinstance(e, Tuple):
+            return tuple(fields)
+        return var_struct(e) if isinstance(e, Var) else e
 
     def layout_of(struct):
         if isinstance(struct, int):
             return layouts[struct]
         if type(struct) is tuple:
-            return tuple(layout_of(f) for f in struct)
+            return fold(struct, _struct_fields, lambda s, kids: tuple(kids) if type(s) is tuple else layout_of(s), shared=False)
         return _fresh_layout(getattr(struct, "struct_info", None))  # parameters and constants: C order
 
     for bi, block in enumerate(func.body.blocks):
@@ -119,7 +135,12 @@ def extract(func: Function) -> Extraction:
             read_vars(value, read)
             dep_nodes: list[int] = []
             for v in read:
-                _nodes(struct_of(v), dep_nodes)
+                struct = struct_of(v)
+                if type(struct) is tuple:
+                    # Kept per structure: the bindings of a getitem chain read the levels of one nest.
+                    dep_nodes.extend(fold(struct, _struct_fields, _nodes_step, memo=struct_nodes))
+                else:
+                    _nodes(struct, dep_nodes)
             dep_tuple = tuple(dict.fromkeys(dep_nodes))
             where = f"binding '{var.name_hint}'"
             # Transparent bindings: the executor reads their sources directly (no instruction).
@@ -207,8 +228,19 @@ def _fresh_layout(sinfo):
     if isinstance(sinfo, TensorStructInfo) and sinfo.shape is not None and sinfo.dtype:
         return c_layout(tuple(sinfo.shape), sinfo.dtype)[1]
     if isinstance(sinfo, TupleStructInfo):
-        return tuple(_fresh_layout(f) for f in sinfo.fields)
+        return fold(sinfo, tuple_fields, lambda s, kids: tuple(kids) if isinstance(s, TupleStructInfo) else _fresh_layout(s))
     return None
+
+
+def _nodes_step(struct, fields) -> list:
+    if type(struct) is tuple:
+        return [n for f in fields for n in f]
+    return [struct] if isinstance(struct, int) else []
+
+
+def _struct_fields(struct) -> tuple:
+    """The parts of a structure (a node id, a leaf expression, a parameter, or a tuple of structures)."""
+    return struct if type(struct) is tuple else ()
 
 
 def _shared_layouts(call: Call, out_sinfo, arg_layout):

@@ -15,9 +15,10 @@ from __future__ import annotations
 from retrograd.ir.block import DataflowBlock, VarBinding
 from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.expr import DataflowVar, Function, SeqExpr, Tuple, Var
+from retrograd.ir.nested import fold
 from retrograd.ir.struct_info import TupleStructInfo
 from retrograd.passes.barriers import emit_recomputation
-from retrograd.passes.checkpoint.extract import Extraction, _nodes
+from retrograd.passes.checkpoint.extract import Extraction, _nodes, _struct_fields
 from retrograd.passes.checkpoint.problem import Schedule
 from retrograd.passes.checkpoint.simulate import events
 from retrograd.ir.analysis import read_vars
@@ -47,12 +48,8 @@ def rewrite(ex: Extraction, recompute) -> Function:
     emitted: list[list[VarBinding]] = [[] for _ in func.body.blocks]
 
     def expr_of(struct, node_var):
-        if isinstance(struct, int):
-            return node_var(struct)
-        if isinstance(struct, tuple):
-            fields = tuple(expr_of(s, node_var) for s in struct)
-            return Tuple(fields, TupleStructInfo(tuple(f.struct_info for f in fields)))
-        return struct  # a parameter or a leaf
+        # Bottom-up with a stack (structures nest as deep as tuples do), each occurrence on its own.
+        return fold(struct, _struct_fields, lambda s, fields: _expr_step(s, fields, node_var), shared=False)
 
     def struct_of(var):
         node = ex.node_of.get(var)
@@ -155,3 +152,11 @@ def _assemble(func: Function, emitted, body) -> Function:
 
 
 __all__ = ["rewrite"]
+
+
+def _expr_step(struct, fields, node_var):
+    if isinstance(struct, int):
+        return node_var(struct)
+    if isinstance(struct, tuple):
+        return Tuple(fields, TupleStructInfo(tuple(f.struct_info for f in fields)))
+    return struct  # a parameter or a leaf

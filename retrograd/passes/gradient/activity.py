@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 from retrograd.ir.analysis import read_vars
-from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, is_float_dtype
+from retrograd.ir.nested import fold, preorder
+from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, is_float_dtype, tuple_fields
 
 
-def has_float(sinfo) -> bool:
-    """True when a value of this struct info holds floating-point data (so it can carry a gradient)."""
+def has_float(sinfo, memo: dict | None = None) -> bool:
+    """True when a value of this struct info holds floating-point data (so it can carry a gradient).
+    `memo`: answers for tuples by id, for a caller asking of many struct infos sharing nested ones."""
     if isinstance(sinfo, TensorStructInfo):
         return is_float_dtype(sinfo.dtype)
     if isinstance(sinfo, TupleStructInfo):
-        return any(has_float(f) for f in sinfo.fields)
+        # Bottom-up with a stack: tuples nest to any depth.
+        return fold(sinfo, tuple_fields, _has_float_step, memo=memo)
     return False
+
+
+def _has_float_step(sinfo, fields) -> bool:
+    if isinstance(sinfo, TupleStructInfo):
+        return any(fields)
+    return isinstance(sinfo, TensorStructInfo) and is_float_dtype(sinfo.dtype)
 
 
 def all_float(sinfo) -> bool:
@@ -20,7 +29,11 @@ def all_float(sinfo) -> bool:
     if isinstance(sinfo, TensorStructInfo):
         return is_float_dtype(sinfo.dtype)
     if isinstance(sinfo, TupleStructInfo):
-        return bool(sinfo.fields) and all(all_float(f) for f in sinfo.fields)
+        # Every leaf a float tensor, and no tuple empty.
+        return all(
+            bool(s.fields) if isinstance(s, TupleStructInfo) else isinstance(s, TensorStructInfo) and is_float_dtype(s.dtype)
+            for s in preorder(sinfo, tuple_fields)
+        )
     return False
 
 
@@ -28,8 +41,9 @@ def compute_active(bindings, seeds) -> set:
     """Variables whose value depends on a seed variable and holds float data: only these get adjoints."""
     active = set(seeds)
     reads: list = []
+    memo: dict = {}
     for b in bindings:
-        if b.var in active or not has_float(b.var.struct_info):
+        if b.var in active or not has_float(b.var.struct_info, memo):
             continue
         reads.clear()
         read_vars(b.value, reads)

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from retrograd.ir.analysis import read_vars
-from retrograd.ir.copy import copy_expr
-from retrograd.ir.expr import Call, Expr, Function, Tuple, TupleGetItem, Var
+from retrograd.ir.copy import rebuild_keeping_sinfo, copy_expr
+from retrograd.ir.expr import Call, Expr, Function, Tuple, TupleGetItem, Var, map_tuple_nest
 from retrograd.passes.barriers import END, START, emit_recomputation, is_barrier
 from retrograd.passes.dce import is_pure
 
@@ -116,8 +116,7 @@ def _replace(expr: Expr, vmap: dict) -> Expr:
     if isinstance(expr, Call):
         args = tuple(_replace(a, vmap) for a in expr.args)
         return Call(expr.op, args, expr.attrs, expr.struct_info, span=expr.span)
-    if isinstance(expr, Tuple):
-        return Tuple(tuple(_replace(f, vmap) for f in expr.fields), expr.struct_info, span=expr.span)
-    if isinstance(expr, TupleGetItem):
-        return TupleGetItem(_replace(expr.tuple_value, vmap), expr.index, expr.struct_info, span=expr.span)
+    if isinstance(expr, Tuple | TupleGetItem):
+        # A stack over the nest (tuples nest to any depth); calls inside are replaced recursively.
+        return map_tuple_nest(expr, lambda e: _replace(e, vmap), rebuild_keeping_sinfo)
     return expr

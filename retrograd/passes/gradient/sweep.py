@@ -9,7 +9,8 @@ from retrograd.ir.analysis import free_vars
 from retrograd.ir.block import VarBinding
 from retrograd.ir.copy import copy_binding, copy_expr
 from retrograd.ir.expr import Call, Constant, Expr, Function, GlobalVar, If, PrimValue, SeqExpr, ShapeExpr, StringImm
-from retrograd.ir.expr import Tuple, TupleGetItem, Var, is_leaf, prim_value, shape_expr
+from retrograd.ir.expr import Tuple, TupleGetItem, Var, is_leaf, prim_value, shape_expr, tuple_fields_of
+from retrograd.ir.nested import postorder, trampoline
 from retrograd.ir.struct_info import PrimStructInfo, TensorStructInfo, TupleStructInfo
 from retrograd.ops.composed import ComposedVjp
 from retrograd.ops.registry import get as get_op
@@ -49,13 +50,31 @@ class Sweep:
         self.bb = bb
         self.active = active
         self.adj: dict = {}
+        self._active_tuples: dict = {}  # id -> (tuple, is_active), see is_active
 
     # -- adjoint algebra ------------------------------------------------------
+    # Tuples nest to any depth: what recurses over a tuple's fields is a generator run by `trampoline`
+    # (the recursion's order, so bindings are emitted as before, without Python frames).
+
     def is_active(self, expr) -> bool:
         if isinstance(expr, Var):
             return expr in self.active
         if isinstance(expr, Tuple):
-            return any(self.is_active(f) for f in expr.fields)
+            # Found for every level of the nest at once, children first, and remembered (with the tuple,
+            # so that its id stays its own): `add` asks at each level, and walking the rest of the nest
+            # each time would be quadratic.
+            memo = self._active_tuples
+            hit = memo.get(id(expr))
+            if hit is None or hit[0] is not expr:
+                for t in postorder(expr, tuple_fields_of):
+                    if isinstance(t, Tuple):
+                        found = any(
+                            memo[id(f)][1] if isinstance(f, Tuple) else isinstance(f, Var) and f in self.active
+                            for f in t.fields
+                        )
+                        memo[id(t)] = (t, found)
+                hit = memo[id(expr)]
+            return hit[1]
         return False
 
     def add(self, base: Expr, incr) -> None:
@@ -67,10 +86,17 @@ class Sweep:
                 old = self.adj.get(base)
                 self.adj[base] = incr if old is None else self.accumulate(old, incr, base.struct_info, base.name_hint)
         elif isinstance(base, Tuple):
-            for i, f in enumerate(base.fields):
-                if self.is_active(f):
-                    self.add(f, self.field(incr, i))
+            trampoline(self._add_fields(base, incr))
         # Constants, shapes and prim values carry no gradient.
+
+    def _add_fields(self, base: Tuple, incr):
+        for i, f in enumerate(base.fields):
+            if self.is_active(f):
+                part = self.field(incr, i)
+                if isinstance(f, Tuple) and part is not None:
+                    yield self._add_fields(f, part)
+                else:
+                    self.add(f, part)
 
     def field(self, adj, i: int):
         if adj is None:
@@ -87,24 +113,36 @@ class Sweep:
         if b is None:
             return a
         if isinstance(sinfo, TupleStructInfo):
-            return tuple(
-                self.accumulate(self.field(a, i), self.field(b, i), s, name) for i, s in enumerate(sinfo.fields)
-            )
+            return trampoline(self._accumulate_fields(a, b, sinfo, name))
         if not isinstance(sinfo, TensorStructInfo):
             return a  # a prim's or a shape's "adjoint" is a placeholder (see zeros): nothing to add
         return self.bb.emit(get_op("relax.add")(a, b), f"{name}_adjoint")
 
+    def _accumulate_fields(self, a, b, sinfo: TupleStructInfo, name: str):
+        out = []
+        for i, s in enumerate(sinfo.fields):
+            x, y = self.field(a, i), self.field(b, i)
+            if x is not None and y is not None and isinstance(s, TupleStructInfo):
+                out.append((yield self._accumulate_fields(x, y, s, name)))
+            else:
+                out.append(self.accumulate(x, y, s, name))
+        return tuple(out)
+
     def materialize(self, adj, sinfo, like: Expr | None = None) -> Expr:
         """The adjoint as an IR value (a leaf or a tuple of leaves), with zeros where it is absent."""
         if isinstance(adj, tuple):
-            fields = [
-                self.materialize(a, s, None if like is None else self._like_field(like, i))
-                for i, (a, s) in enumerate(zip(adj, sinfo.fields))
-            ]
-            return self.bb.normalize(Tuple(fields))
+            return self.bb.normalize(trampoline(self._materialize(adj, sinfo, like)))
         if adj is None:
             return self.zeros(sinfo, like)
         return adj
+
+    def _materialize(self, adj, sinfo, like):
+        if not isinstance(adj, tuple):
+            return self.materialize(adj, sinfo, like)
+        fields = []
+        for i, (a, s) in enumerate(zip(adj, sinfo.fields)):
+            fields.append((yield self._materialize(a, s, None if like is None else self._like_field(like, i))))
+        return Tuple(fields)  # normalized once, by materialize (each level would walk the rest of the nest)
 
     def _like_field(self, like, i):
         if isinstance(like, Tuple):
@@ -120,10 +158,18 @@ class Sweep:
 
     def zeros(self, sinfo, like: Expr | None = None) -> Expr:
         if isinstance(sinfo, TupleStructInfo):
-            fields = [
-                self.zeros(s, None if like is None else self._like_field(like, i)) for i, s in enumerate(sinfo.fields)
-            ]
-            return self.bb.normalize(Tuple(fields))
+            return self.bb.normalize(trampoline(self._zeros(sinfo, like)))
+        return self._zero_leaf(sinfo, like)
+
+    def _zeros(self, sinfo, like):
+        if not isinstance(sinfo, TupleStructInfo):
+            return self._zero_leaf(sinfo, like)
+        fields = []
+        for i, s in enumerate(sinfo.fields):
+            fields.append((yield self._zeros(s, None if like is None else self._like_field(like, i))))
+        return Tuple(fields)  # normalized once, by zeros
+
+    def _zero_leaf(self, sinfo, like: Expr | None) -> Expr:
         if isinstance(sinfo, TensorStructInfo):
             if sinfo.shape is not None and sinfo.dtype:
                 return self.bb.emit(get_op("relax.zeros")(shape_expr(sinfo.shape), dtype=sinfo.dtype), "lv")

@@ -13,7 +13,8 @@ from retrograd.ir.copy import copy_binding, copy_expr, fresh_var
 from retrograd.ir.functor import if_depth, stack_room
 from retrograd.ir.expr import Constant, DataflowVar, Expr, Function, GlobalVar, If, Tuple, Var, shape_expr
 from retrograd.ir.module import IRModule
-from retrograd.ir.struct_info import FuncStructInfo, TensorStructInfo, TupleStructInfo, annotation_form
+from retrograd.ir.nested import fold
+from retrograd.ir.struct_info import FuncStructInfo, TensorStructInfo, TupleStructInfo, annotation_form, tuple_fields
 from retrograd.ir.text import format_sinfo
 from retrograd.ops.registry import get as get_op
 from retrograd.passes.cse import eliminate_common_subexpressions
@@ -301,7 +302,11 @@ class FunctionAD:
 
     def _ones(self, bb: BlockBuilder, sinfo, name: str) -> Expr:
         if isinstance(sinfo, TupleStructInfo):
-            return bb.normalize(Tuple([self._ones(bb, s, name) for s in sinfo.fields]))
+            # Built with a stack (tuples nest to any depth), then normalized at once.
+            return bb.normalize(fold(sinfo, tuple_fields, lambda s, kids: Tuple(kids) if isinstance(s, TupleStructInfo) else self._one(bb, s, name), shared=False))
+        return self._one(bb, sinfo, name)
+
+    def _one(self, bb: BlockBuilder, sinfo, name: str) -> Expr:
         if not isinstance(sinfo, TensorStructInfo) or sinfo.shape is None or not sinfo.dtype:
             raise self.error(f"cannot seed a target of unknown shape with ones ({format_sinfo(sinfo, brief=True)})")
         return bb.emit(get_op("relax.ones")(shape_expr(sinfo.shape), dtype=sinfo.dtype), f"{name}_adjoint")
