@@ -27,6 +27,7 @@ from retrograd.ir.expr import (
     Var,
     tuple_parts,
 )
+from retrograd.ir.functor import if_depth, stack_room
 from retrograd.ir.nested import fold, joined, render
 from retrograd.ir.struct_info import (
     StructInfo,
@@ -36,7 +37,6 @@ from retrograd.ir.struct_info import (
     dim_names,
     tuple_fields,
 )
-from retrograd.ir.functor import if_depth, stack_room
 from retrograd.ir.text import format_sinfo
 from retrograd.runtime import split
 from retrograd.runtime.inplace import make as make_inplace
