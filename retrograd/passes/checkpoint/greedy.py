@@ -20,6 +20,20 @@ BATCH_NODES = 400
 BATCH_FRACTION = 12
 
 
+class _Plus:
+    """The gaps of `base` and of `extra`, for `in` tests: a candidate's cost is asked with its gaps
+    dropped too, for every candidate of a step, and copying the dropped set each time made a step
+    O(candidates x dropped) (quadratic where a plan drops most of a wide function's values)."""
+
+    __slots__ = ("base", "extra")
+
+    def __init__(self, base, extra):
+        self.base, self.extra = base, set(extra)
+
+    def __contains__(self, gap) -> bool:
+        return gap in self.extra or gap in self.base
+
+
 class Planner:
     """The state of the descent: dropped gaps, the schedule they give, its simulation."""
 
@@ -107,7 +121,7 @@ class Planner:
             size = p.sizes[r]
             if r in blocked or size <= 0:
                 continue
-            cost = self._cost(gaps, self.dropped | set(gaps))
+            cost = self._cost(gaps, _Plus(self.dropped, gaps))
             if cost is not None:
                 out.append((cost / size, -size, r, gaps))
         out.sort(key=lambda c: c[:3])
@@ -139,11 +153,10 @@ class Planner:
             trial, freed = set(self.dropped), 0
             for score, neg, _, gaps in cands:
                 # Skip a candidate that earlier ones made dearer (a longer chain to recompute).
-                grown = trial | set(gaps)
-                cost = self._cost(gaps, grown)
+                cost = self._cost(gaps, _Plus(trial, gaps))
                 if cost is None or cost > -score * neg * (1 + 1e-9):
                     continue
-                trial = grown
+                trial.update(gaps)
                 freed -= neg
                 if freed >= want:
                     break

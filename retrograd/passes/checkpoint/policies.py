@@ -100,15 +100,25 @@ def plan_budget(problem: Problem, budget: int) -> Schedule | None:
     if descent is not None:
         descent, sims[id(descent)] = _shared(problem, descent[0])
         found.append(descent)
+    ranks = {id(s): _rank(problem, s, sims.get(id(s))) for s in found}
     if not _use_exact(problem):
         # Chen-style segmentations of several lengths: plans fixed in advance, taken when they fit better.
-        for s, sim in _segment_plans(problem):
+        for s, sim in _segment_plans(problem, _bound(problem, ranks.values())):
             if sim.peak_bytes <= budget:
                 s, sims[id(s)] = _shared(problem, s)
+                ranks[id(s)] = _rank(problem, s, sims[id(s)])
                 found.append(s)
     if not found:
         return None
-    return min(found, key=lambda s: _rank(problem, s, sims.get(id(s))))
+    return min(found, key=lambda s: ranks[id(s)])
+
+
+def _bound(problem: Problem, ranks) -> tuple | None:
+    """(heavy, extra cost) of the best plan found, past which a segmentation cannot be chosen; None on
+    problems small enough for sharing (which lowers a plan's cost after it is built)."""
+    if problem.n <= greedy.BATCH_NODES:
+        return None
+    return min((r[:2] for r in ranks), default=None)
 
 
 @lru_cache(maxsize=32)
@@ -124,13 +134,30 @@ def _shared(problem: Problem, schedule: Schedule):
 
 
 @lru_cache(maxsize=8)
-def _segment_plans(problem: Problem) -> tuple:
-    """(plan, simulation) of each Chen-style segmentation of SEGMENTS' lengths that recomputes something."""
+def _segment_plans(problem: Problem, bound: tuple | None = None) -> tuple:
+    """(plan, simulation) of each Chen-style segmentation of SEGMENTS' lengths that recomputes something,
+    leaving out those whose (heavy, extra cost) rank below `bound` (not chosen anyway: ranks then break
+    ties by the peak and the earlier plan). Bounded, a segmentation whose recomputations reach back
+    through the earlier segments (O(n^2) of them) stops being built once it costs more than the bound."""
     from retrograd.passes.checkpoint.sqrt import segment_schedule
 
-    base = greedy.Planner(problem)
-    plans = (segment_schedule(problem, size, base) for size in SEGMENTS)
-    return tuple((s, simulate(problem, s, check=False)) for s in plans if s.recompute)
+    worse = None
+    if bound is not None:
+        heavy_b, extra_b = bound
+        extra_b *= 1 + 1e-9  # sums in another order: a tie must not count as worse
+
+        def worse(heavy, extra):
+            return (heavy and not heavy_b) or (heavy == heavy_b and extra > extra_b)
+
+    base = _base_planner(problem)
+    plans = (segment_schedule(problem, size, base, worse) for size in SEGMENTS)
+    return tuple((s, simulate(problem, s, check=False)) for s in plans if s is not None and s.recompute)
+
+
+@lru_cache(maxsize=8)
+def _base_planner(problem: Problem) -> greedy.Planner:
+    """The unplanned Planner the segmentations start from (one store-all simulation per problem)."""
+    return greedy.Planner(problem)
 
 
 def _rank(problem: Problem, schedule: Schedule, sim=None):

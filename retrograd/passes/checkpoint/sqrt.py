@@ -12,17 +12,21 @@ from __future__ import annotations
 from math import isqrt
 
 from retrograd.passes.checkpoint.greedy import Planner
-from retrograd.passes.checkpoint.problem import Problem, Schedule
+from retrograd.passes.checkpoint.problem import HEAVY_KINDS, Problem, Schedule
 
 
 def sqrt_schedule(problem: Problem) -> Schedule:
     return segment_schedule(problem, None)
 
 
-def segment_schedule(problem: Problem, size: int | None, planner: Planner | None = None) -> Schedule:
+def segment_schedule(problem: Problem, size: int | None, planner: Planner | None = None, worse=None) -> Schedule | None:
     """Segments of `size` values (None: about the square root of their number), each keeping its last.
 
-    `planner`: an unplanned Planner of the problem, to share between calls.
+    `planner`: an unplanned Planner of the problem, to share between calls. `worse(heavy, extra)`: None
+    is returned as soon as it holds of the recomputations so far (heavy: one of HEAVY_KINDS with a cost;
+    extra: their total cost), for a caller that then would not take the plan. Without a jump-free cut
+    in a segment (a residual chain) its recomputations reach back through every earlier segment: the
+    plan recomputes O(n^2) values, and building it stops early instead.
     """
     p = problem
     pl = planner if planner is not None and not planner.dropped else Planner(p)
@@ -63,6 +67,7 @@ def segment_schedule(problem: Problem, size: int | None, planner: Planner | None
     for seg in segments:
         dropped.update(seg[:-1])
     per_stage: dict[int, tuple[set, list]] = {}
+    heavy, extra = False, 0.0
     for seg in segments:
         drop = seg[:-1]
         if not drop:
@@ -70,6 +75,13 @@ def segment_schedule(problem: Problem, size: int | None, planner: Planner | None
         b = min(pl.points[v][k] for v, k in drop)
         have, out = per_stage.setdefault(b, (set(), []))
         for v, _ in drop:
+            start = len(out)
             if not pl._closure(v, b, dropped, have, out):
                 return Schedule()
+            if worse is not None:
+                for x in out[start:]:
+                    extra += p.costs[x]
+                    heavy = heavy or (p.kinds[x] in HEAVY_KINDS and p.costs[x] > 0)
+                if worse(heavy, extra):
+                    return None
     return Schedule.from_lists(p.n, {b: out for b, (_, out) in per_stage.items()})
