@@ -295,3 +295,23 @@ def test_more_layers_forward_and_gradients(name):
     for n, got, want in zip(names, grads, wants):
         np.testing.assert_allclose(got, want.numpy(), rtol=GRAD_RTOL, atol=GRAD_ATOL, err_msg=n)
     tvm_script.from_source(mod.script())
+
+
+def test_nearest_upsampling_to_a_size_computes_what_tvm_computes():
+    """F.interpolate(size=..., mode="nearest") exports as resize2d with half_pixel coordinates rounded to
+    the nearest even index (TVM's frontend; PyTorch floors asymmetric ones): retrograd's values are the
+    ones TVM computes for that module, which differ from PyTorch's where the ratio is not an integer."""
+    tvm = pytest.importorskip("tvm")
+    from tvm import relax
+
+    class Nearest(torch.nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.interpolate(x, size=(6, 7), mode="nearest")
+
+    x = torch.arange(2 * 16, dtype=torch.float32).reshape(1, 2, 4, 4)
+    tvm_mod = tvm_torch.from_exported_program(torch.export.export(Nearest(), (x,)))
+    (ours,) = retrograd.build(from_tvm(tvm_mod))["main"](x.numpy())
+    vm = relax.VirtualMachine(tvm.compile(tvm_mod, target="llvm"), tvm.cpu())
+    theirs = vm["main"](tvm.runtime.tensor(x.numpy()))[0].numpy()
+    np.testing.assert_array_equal(ours, theirs)
+    assert not np.array_equal(ours, Nearest()(x).numpy())  # the frontend's rounding, not PyTorch's

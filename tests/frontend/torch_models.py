@@ -272,6 +272,24 @@ class CrossEntropyLoss(nn.Module):
         return F.cross_entropy(self.fc(x), self.labels)
 
 
+class RelativePositionBias(nn.Module):
+    """Attention scores plus a learned bias per clamped relative distance (T5/ALiBi-style buckets):
+    `clamp(min=0)` of int64 positions exports as R.clip with an infinite upper bound."""
+
+    def __init__(self, dim=8, max_distance=3):
+        super().__init__()
+        self.qk = nn.Linear(dim, 2 * dim)
+        self.bias = nn.Embedding(max_distance + 1, 1)
+        self.max_distance = max_distance
+
+    def forward(self, x):
+        q, k = self.qk(x).chunk(2, -1)
+        pos = torch.arange(x.shape[1])
+        distance = (pos[:, None] - pos[None, :]).clamp(min=0).clamp(max=self.max_distance)
+        scores = q @ k.transpose(1, 2) / math.sqrt(q.shape[-1]) + self.bias(distance)[..., 0]
+        return scores.softmax(-1) @ x
+
+
 def more_cases():
     """Further library layers: (name, module factory, example inputs), all in eval mode."""
     g = torch.Generator().manual_seed(5)
@@ -296,4 +314,5 @@ def more_cases():
         ("batch_norm1d_prelu", lambda: _Seq(nn.Linear(6, 8), nn.BatchNorm1d(8), nn.PReLU(), nn.Linear(8, 2), nn.LogSigmoid()),
          (randn(4, 6),)),
         ("conv_transpose1d", lambda: _Seq(nn.ConvTranspose1d(3, 4, 3, stride=2), nn.AvgPool1d(2), nn.SiLU()), (randn(2, 3, 8),)),
+        ("relative_position_bias", RelativePositionBias, (randn(2, 5, 8),)),
     ]
