@@ -315,3 +315,27 @@ def test_nearest_upsampling_to_a_size_computes_what_tvm_computes():
     theirs = vm["main"](tvm.runtime.tensor(x.numpy()))[0].numpy()
     np.testing.assert_array_equal(ours, theirs)
     assert not np.array_equal(ours, Nearest()(x).numpy())  # the frontend's rounding, not PyTorch's
+
+
+def test_one_hot_class_checks_run_and_fail_with_their_message():
+    """F.one_hot's range checks (R.assert_op in an impure function): kept through printing, parsing and
+    the Gradient pass, and a class value out of range stops the call with the frontend's message."""
+
+    class OneHot(torch.nn.Module):
+        def forward(self, x, labels):
+            return (torch.nn.functional.one_hot(labels, 4).float() * x).sum(-1)
+
+    x, labels = torch.randn(3, 4), torch.tensor([0, 3, 1])
+    mod = from_tvm(tvm_torch.from_exported_program(torch.export.export(OneHot(), (x, labels))))
+    assert not mod["main"].is_pure
+    assert retrograd.structural_equal(retrograd.parse(mod.script()), mod)
+    assert retrograd.structural_equal(from_tvm(to_tvm(mod)), mod)
+    (out,) = retrograd.build(mod)["main"](x.numpy(), labels.numpy())
+    np.testing.assert_allclose(out, OneHot()(x, labels).numpy(), rtol=RTOL, atol=ATOL)
+    adj = retrograd.build(Gradient("main", ["x"], 0, seeds="param")(mod))["main_adjoint"]
+    _, (grad,) = adj(x.numpy(), labels.numpy(), np.ones(3, "float32"))
+    np.testing.assert_array_equal(grad, torch.nn.functional.one_hot(labels, 4).numpy())
+    with pytest.raises(retrograd.errors.ExecutionError, match="R.assert_op failed: one_hot: Class values must be smaller"):
+        retrograd.build(mod)["main"](x.numpy(), np.array([0, 4, 1]))
+    with pytest.raises(retrograd.errors.ExecutionError, match="Class values must be non-negative"):
+        adj(x.numpy(), np.array([0, -1, 1]), np.ones(3, "float32"))

@@ -290,6 +290,22 @@ class RelativePositionBias(nn.Module):
         return scores.softmax(-1) @ x
 
 
+class SoftTargetLoss(nn.Module):
+    """Cross-entropy against label-smoothed one-hot targets built with F.one_hot (TVM's frontend guards
+    the class values with two R.assert_op checks, so the function is impure)."""
+
+    def __init__(self, classes=4, smoothing=0.1):
+        super().__init__()
+        self.fc = nn.Linear(6, classes)
+        self.classes = classes
+        self.smoothing = smoothing
+        self.register_buffer("labels", torch.tensor([0, 3, 1]))
+
+    def forward(self, x):
+        target = F.one_hot(self.labels, self.classes).float() * (1 - self.smoothing) + self.smoothing / self.classes
+        return -(target * F.log_softmax(self.fc(x), -1)).sum(-1).mean()
+
+
 def more_cases():
     """Further library layers: (name, module factory, example inputs), all in eval mode."""
     g = torch.Generator().manual_seed(5)
@@ -315,4 +331,5 @@ def more_cases():
          (randn(4, 6),)),
         ("conv_transpose1d", lambda: _Seq(nn.ConvTranspose1d(3, 4, 3, stride=2), nn.AvgPool1d(2), nn.SiLU()), (randn(2, 3, 8),)),
         ("relative_position_bias", RelativePositionBias, (randn(2, 5, 8),)),
+        ("one_hot_soft_targets", SoftTargetLoss, (randn(3, 6),)),
     ]

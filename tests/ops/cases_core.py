@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from op_case import OpCase, S, T
+from op_case import OpCase, P, S, T
 from retrograd.ir.struct_info import TensorStructInfo
 
 
@@ -256,7 +256,13 @@ MATCH_CAST_CASES = [
            tvm=False, note=_NO_TVM_OP),
 ]
 
+# An impure op: OpCase.build puts it outside a dataflow block, in an impure function.
+ASSERT_CASES = [
+    OpCase("relax.assert_op", [np.array(True)], {"format": "never raised"}, name="tensor"),
+    OpCase("relax.assert_op", [P(True)], name="prim"),
+]
+
 CASES: list[OpCase] = (
     _binary_cases() + _compare_cases() + _unary_cases() + _reduce_cases() + MATMUL_CASES + MANIPULATE_CASES + CREATE_CASES
-    + MATCH_CAST_CASES
+    + MATCH_CAST_CASES + ASSERT_CASES
 )

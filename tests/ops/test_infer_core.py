@@ -96,7 +96,8 @@ def tvm_script(case: OpCase, attrs: dict | None = None) -> str:
         attrs = dict(case.attrs)  # attributes we refuse go to TVM as written: it must refuse them too
     args += [f"{k}={_tvm_value(v)}" for k, v in attrs.items()]
     decls = "".join(f"    {s} = T.int64()\n" for s in sorted(symbols))
-    return f"@R.function\ndef main({', '.join(params)}):\n{decls}    r = {opdef.script_name}({', '.join(args)})\n    return r\n"
+    deco = "@R.function" if opdef.pure else "@R.function(pure=False)"
+    return f"{deco}\ndef main({', '.join(params)}):\n{decls}    r = {opdef.script_name}({', '.join(args)})\n    return r\n"
 
 
 def tvm_infer(case: OpCase):
