@@ -198,15 +198,7 @@ class Module:
         y = R.exp(x)
         return x
 '''
-    expected = '''
-@I.ir_module
-class Module:
-    @R.function(pure=False)
-    def main(x: R.Tensor((3,), "float32")) -> R.Tensor((3,), "float32"):
-        c = R.less(R.const(1, "int64"), R.const(0, "int64"))
-        R.assert_op(c, R.str("never"), format="{}")
-        return x
-'''
+    expected = text.replace("        y = R.exp(x)\n", "")
     _check(text, expected)
     folded = get_pass("fold-constant")(retrograd.parse(text))
     assert "R.assert_op(" in folded.script()
