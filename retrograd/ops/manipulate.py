@@ -255,17 +255,20 @@ def _infer_squeeze(ctx: InferCtx) -> TensorStructInfo:
     axes = axes_of(ctx, axis, x.ndim)
     if x.shape is None:
         return TensorStructInfo(None, x.dtype, x.ndim - len(axes))
-    for a in axes:
-        if isinstance(x.shape[a], int) and x.shape[a] != 1:
-            raise ctx.error(f"cannot squeeze axis {a} of size {x.shape[a]} (only size-1 axes)", 0)
-    return TensorStructInfo(tuple(d for i, d in enumerate(x.shape) if i not in axes), x.dtype)
+    # TVM 0.27 (and PyTorch) leave a listed axis whose static size is not 1; a symbolic one goes, as in
+    # TVM. The PyTorch frontend lists every axis for x.squeeze().
+    drop = {a for a in axes if not (isinstance(x.shape[a], int) and x.shape[a] != 1)}
+    return TensorStructInfo(tuple(d for i, d in enumerate(x.shape) if i not in drop), x.dtype)
 
 
 def _squeeze(x, axis=None):
-    try:
-        return np.squeeze(x, axis)
-    except ValueError:
-        raise KernelError(f"R.squeeze: cannot squeeze axes {list(axis)} of a tensor shaped {x.shape}") from None
+    if axis is None:
+        return np.squeeze(x)
+    ndim = x.ndim
+    if any(not -ndim <= a < ndim for a in axis):
+        raise KernelError(f"R.squeeze: axes {list(axis)} out of range for a tensor shaped {x.shape}")
+    # A listed axis of another size than 1 stays (as the inference keeps a static one).
+    return np.squeeze(x, tuple(a for a in axis if x.shape[a] == 1))
 
 
 def _infer_flatten(ctx: InferCtx) -> TensorStructInfo:

@@ -306,6 +306,17 @@ class SoftTargetLoss(nn.Module):
         return -(target * F.log_softmax(self.fc(x), -1)).sum(-1).mean()
 
 
+class ScoreHead(nn.Module):
+    """A one-logit head read out with x.squeeze() (exported listing every axis, the batch's too)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 1)
+
+    def forward(self, x):
+        return torch.sigmoid(self.fc(x)).squeeze() * x.mean(-1)
+
+
 def more_cases():
     """Further library layers: (name, module factory, example inputs), all in eval mode."""
     g = torch.Generator().manual_seed(5)
@@ -332,4 +343,5 @@ def more_cases():
         ("conv_transpose1d", lambda: _Seq(nn.ConvTranspose1d(3, 4, 3, stride=2), nn.AvgPool1d(2), nn.SiLU()), (randn(2, 3, 8),)),
         ("relative_position_bias", RelativePositionBias, (randn(2, 5, 8),)),
         ("one_hot_soft_targets", SoftTargetLoss, (randn(3, 6),)),
+        ("squeeze_all_head", ScoreHead, (randn(3, 6),)),
     ]

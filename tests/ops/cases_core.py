@@ -152,6 +152,7 @@ MANIPULATE_CASES = [
     OpCase("relax.squeeze", [T(1, 3, 1, 4)], {"axis": [0]}, name="axis0"),
     OpCase("relax.squeeze", [T(1, 3, 1, 4)], {"axis": [-2, 0]}, name="neg-axes"),
     OpCase("relax.squeeze", [T(1, "n")], {"axis": [0]}, name="sym"),
+    OpCase("relax.squeeze", [T(3, 1, 4)], {"axis": [0, 1, 2]}, name="non-unit-listed"),  # x.squeeze() from PyTorch
     OpCase("relax.flatten", [T(2, 3, 4)], name="3d"),
     OpCase("relax.flatten", [T()], name="scalar"),
     OpCase("relax.flatten", [T("n", "m")], name="sym"),
