@@ -317,6 +317,20 @@ class ScoreHead(nn.Module):
         return torch.sigmoid(self.fc(x)).squeeze() * x.mean(-1)
 
 
+class PairScores(nn.Module):
+    """Matching scores of paired embeddings read off the similarity matrix's diagonal (and its trace):
+    torch.diagonal and torch.trace export as einsum "ii->i" and "ii"."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(5, 4)
+        self.b = nn.Linear(5, 4)
+
+    def forward(self, x):
+        sim = self.a(x) @ self.b(x).T
+        return torch.diagonal(sim) - 0.1 * torch.trace(sim)
+
+
 def more_cases():
     """Further library layers: (name, module factory, example inputs), all in eval mode."""
     g = torch.Generator().manual_seed(5)
@@ -344,4 +358,5 @@ def more_cases():
         ("relative_position_bias", RelativePositionBias, (randn(2, 5, 8),)),
         ("one_hot_soft_targets", SoftTargetLoss, (randn(3, 6),)),
         ("squeeze_all_head", ScoreHead, (randn(3, 6),)),
+        ("diagonal_trace", PairScores, (randn(3, 5),)),
     ]
