@@ -339,3 +339,17 @@ def test_one_hot_class_checks_run_and_fail_with_their_message():
         retrograd.build(mod)["main"](x.numpy(), np.array([0, 4, 1]))
     with pytest.raises(retrograd.errors.ExecutionError, match="Class values must be non-negative"):
         adj(x.numpy(), np.array([0, -1, 1]), np.ones(3, "float32"))
+
+
+def test_an_empty_slice_imports_though_tvm_gives_it_a_negative_extent():
+    """x[:, 3:2] is empty; TVM 0.27 infers the strided_slice as Tensor((3, -1)), retrograd (3, 0)."""
+
+    class EmptySlice(torch.nn.Module):
+        def forward(self, x):
+            return x[:, 3:2].sum(1) + x[:, :100].sum(1)
+
+    x = torch.randn(3, 5)
+    mod = from_tvm(tvm_torch.from_exported_program(torch.export.export(EmptySlice(), (x,))))
+    (out,) = retrograd.build(mod)["main"](x.numpy())
+    np.testing.assert_allclose(out, EmptySlice()(x).numpy(), rtol=RTOL, atol=ATOL)
+    assert retrograd.structural_equal(retrograd.parse(mod.script()), mod)
