@@ -170,7 +170,7 @@ def split_points(spec, size: int) -> list[int]:
 MAX_SPLIT_SECTIONS = 1 << 16
 
 
-def _infer_split(ctx: InferCtx) -> TupleStructInfo:
+def _infer_split(ctx: InferCtx) -> TupleStructInfo | TensorStructInfo:
     x = ctx.tensor(0)
     spec, axis = ctx.attrs["indices_or_sections"], ctx.attrs["axis"]
     if isinstance(spec, int) and spec <= 0:
@@ -181,6 +181,10 @@ def _infer_split(ctx: InferCtx) -> TupleStructInfo:
     if not isinstance(spec, int) and any(i < 0 for i in spec):
         raise ctx.error(f"split indices must be non-negative, got {list(spec)}", 0)
     count = spec if isinstance(spec, int) else len(spec) + 1
+    if count == 1:
+        if x.ndim != -1:
+            axes_of(ctx, (axis,), x.ndim)  # the axis must still be in range
+        return x  # one section is the tensor itself, not a tuple (TVM: x.split(n) with n >= the size)
     if x.ndim == -1:
         return TupleStructInfo((TensorStructInfo(None, x.dtype, -1),) * count)
     (axis,) = axes_of(ctx, (axis,), x.ndim)
@@ -197,11 +201,17 @@ def _infer_split(ctx: InferCtx) -> TupleStructInfo:
 
 
 def _split(x, indices_or_sections, axis=0):
+    if indices_or_sections in (1, ()):
+        if not -x.ndim <= axis < x.ndim:
+            raise KernelError(f"R.split: axis {axis} is out of range for a tensor shaped {x.shape}")
+        return x.view()  # one section: the tensor (a view), as the inference types it
     return tuple(np.split(x, split_points(indices_or_sections, x.shape[axis]), axis=axis))
 
 
 def _split_grad(call, out, g):
     spec = call.attrs["indices_or_sections"]
+    if spec in (1, ()):
+        return [g]
     if not isinstance(spec, int) and list(spec) != sorted(spec):
         raise GradientError(f"R.split: the gradient needs increasing split indices, got {list(spec)}", call.span)
     return [R.concat(g, axis=call.attrs["axis"])]

@@ -331,6 +331,19 @@ class PairScores(nn.Module):
         return torch.diagonal(sim) - 0.1 * torch.trace(sim)
 
 
+class ChunkedHead(nn.Module):
+    """Features processed in chunks of a fixed size: a split size at least the width gives one chunk,
+    which TVM types as the tensor itself (R.split with no split points)."""
+
+    def __init__(self, chunk=8):
+        super().__init__()
+        self.fc = nn.Linear(5, 6)
+        self.chunk = chunk
+
+    def forward(self, x):
+        return torch.cat([torch.tanh(part) for part in self.fc(x).split(self.chunk, -1)], -1)
+
+
 def more_cases():
     """Further library layers: (name, module factory, example inputs), all in eval mode."""
     g = torch.Generator().manual_seed(5)
@@ -359,4 +372,5 @@ def more_cases():
         ("one_hot_soft_targets", SoftTargetLoss, (randn(3, 6),)),
         ("squeeze_all_head", ScoreHead, (randn(3, 6),)),
         ("diagonal_trace", PairScores, (randn(3, 5),)),
+        ("split_one_chunk", ChunkedHead, (randn(3, 5),)),
     ]

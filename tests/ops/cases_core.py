@@ -144,6 +144,9 @@ MANIPULATE_CASES = [
     OpCase("relax.split", [T(5, 2)], {"indices_or_sections": [1, 3], "axis": 0}, name="indices"),
     OpCase("relax.split", [T(2, 4)], {"indices_or_sections": [2, 6], "axis": -1}, name="clamped"),
     OpCase("relax.split", [T(3, 4)], {"indices_or_sections": [1, 3], "axis": 0}, name="empty-last"),
+    # One section is the tensor itself, not a 1-tuple (TVM; x.split(n) with n at least the size exports so)
+    OpCase("relax.split", [T(3, 4)], {"indices_or_sections": [], "axis": 1}, name="one-piece"),
+    OpCase("relax.split", [T(3, 4)], {"indices_or_sections": 1, "axis": 0}, name="one-section"),
     OpCase("relax.expand_dims", [T(3, 4)], {"axis": [1]}, name="middle"),
     OpCase("relax.expand_dims", [T(3, 4)], {"axis": [0, -1]}, name="ends"),
     OpCase("relax.expand_dims", [T(3, 4)], {"axis": [-3]}, name="neg"),
