@@ -123,7 +123,8 @@ def _permute(attrs, args, outs):
 def _squeeze(attrs, args, outs):
     x = args[0]
     axis = attrs.get("axis")
-    drop = {i for i, d in enumerate(x.shape) if d == 1} if axis is None else {a % len(x.shape) for a in axis}
+    listed = range(len(x.shape)) if axis is None else {a % len(x.shape) for a in axis}
+    drop = {i for i in listed if x.shape[i] == 1}  # a listed axis of another size stays
     strides = tuple(s for i, s in enumerate(x.strides) if i not in drop)
     return [View(0, Layout(outs[0], x.dtype, strides, x.writeable))]
 

@@ -10,4 +10,5 @@ from retrograd.ops import nn_image, nn_reshape, nn_sampling  # noqa: F401  (imag
 from retrograd.ops import grad  # noqa: F401  (registers grad.* ops)
 from retrograd.ops import grad_sparse  # noqa: F401  (registers grad.merge_sparse_rows)
 from retrograd.ops import match_cast  # noqa: F401  (registers match_cast)
+from retrograd.ops import assert_op  # noqa: F401  (registers assert_op)
 from retrograd.ops.registry import Arg, Attr, InferCtx, OpDef, all_ops, get, lookup, register

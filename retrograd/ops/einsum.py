@@ -8,7 +8,7 @@ from math import prod
 import numpy as np
 
 from retrograd.errors import GradientError
-from retrograd.ir.expr import Tuple, TupleGetItem, shape_expr
+from retrograd.ir.expr import Tuple, TupleGetItem, prim_value, shape_expr
 from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
@@ -89,22 +89,46 @@ def _einsum(operands, subscripts):
     return out.copy() if any(np.may_share_memory(out, o) for o in operands) else out
 
 
+def _distinct_letters(term: str, taken: set, shape, dtype, span):
+    """A repeated letter of `term` (a diagonal: "ii") as distinct letters, each later occurrence
+    getting a fresh one, with an identity matrix per pair tying it to the first: (term with distinct
+    letters, [(subscripts "ij", identity expression)])."""
+    out, eyes, seen = [], [], {}
+    for pos, c in enumerate(term):
+        if c not in seen:
+            seen[c] = pos
+            out.append(c)
+            continue
+        fresh = next(x for x in string.ascii_letters if x not in taken)
+        taken.add(fresh)
+        n = None if shape is None else shape[pos]
+        if not isinstance(n, int):
+            raise GradientError(f"R.einsum: the gradient of the repeated subscript in {term!r} needs a static size", span)
+        eyes.append((c + fresh, R.eye(prim_value(n), dtype=dtype)))
+        out.append(fresh)
+    return "".join(out), eyes
+
+
 def _einsum_grad(call, out, g):
     """The adjoint of operand i contracts g with the other operands onto i's letters; letters only i
-    has (summed away) are broadcast back. Repeated letters within one operand (diagonals) have no rule."""
+    has (summed away) are broadcast back. A letter repeated within operand i (a diagonal, a trace) is
+    split into distinct letters tied by an identity matrix, which puts the gradient on the diagonal."""
     fields = call.args[0].struct_info.fields
     ops, out_letters = explicit_subscripts(call.attrs["subscripts"], [f.ndim for f in fields])
     args = call.args[0]
     operand = (lambda i: args.fields[i]) if isinstance(args, Tuple) else (lambda i: TupleGetItem(args, i))
     grads = []
     for i, term in enumerate(ops):
-        if len(set(term)) != len(term):
-            raise GradientError(f"R.einsum: no gradient for the repeated subscript in {term!r}", call.span)
         others = [j for j in range(len(ops)) if j != i]
-        known = set(out_letters).union(*(ops[j] for j in others))
+        extra = []
+        if len(set(term)) != len(term):
+            taken = set("".join(ops) + out_letters)
+            term, extra = _distinct_letters(term, taken, fields[i].shape, fields[i].dtype, call.span)
+        terms = [ops[j] for j in others] + [t for t, _ in extra]
+        known = set(out_letters).union(*terms)
         keep = "".join(c for c in term if c in known)
-        spec = ",".join([ops[j] for j in others] + [out_letters]) + "->" + keep
-        gi = R.einsum(Tuple([operand(j) for j in others] + [g]), subscripts=spec)
+        spec = ",".join(terms + [out_letters]) + "->" + keep
+        gi = R.einsum(Tuple([operand(j) for j in others] + [e for _, e in extra] + [g]), subscripts=spec)
         if keep != term:
             shape = fields[i].shape
             if shape is None:

@@ -24,10 +24,11 @@ def _infer_clip(ctx: InferCtx) -> TensorStructInfo:
 
 def _bound(value, dtype):
     """A clip bound in x's dtype; integer bounds beyond the dtype's range saturate (a cast would wrap
-    300 to 44 for uint8, where TVM refuses the literal)."""
+    300 to 44 for uint8, where TVM refuses the literal); an infinite bound is no bound (PyTorch's
+    clamp(min=0) of an int64 tensor exports with max=inf, which a cast would turn into INT64_MIN)."""
     if dtype.kind in "iu":
         info = np.iinfo(dtype)
-        value = np.clip(value, info.min, info.max)
+        value = info.max if value >= info.max else info.min if value <= info.min else value
     return np.asarray(value).astype(dtype)
 
 

@@ -170,7 +170,7 @@ def split_points(spec, size: int) -> list[int]:
 MAX_SPLIT_SECTIONS = 1 << 16
 
 
-def _infer_split(ctx: InferCtx) -> TupleStructInfo:
+def _infer_split(ctx: InferCtx) -> TupleStructInfo | TensorStructInfo:
     x = ctx.tensor(0)
     spec, axis = ctx.attrs["indices_or_sections"], ctx.attrs["axis"]
     if isinstance(spec, int) and spec <= 0:
@@ -181,6 +181,10 @@ def _infer_split(ctx: InferCtx) -> TupleStructInfo:
     if not isinstance(spec, int) and any(i < 0 for i in spec):
         raise ctx.error(f"split indices must be non-negative, got {list(spec)}", 0)
     count = spec if isinstance(spec, int) else len(spec) + 1
+    if count == 1:
+        if x.ndim != -1:
+            axes_of(ctx, (axis,), x.ndim)  # the axis must still be in range
+        return x  # one section is the tensor itself, not a tuple (TVM: x.split(n) with n >= the size)
     if x.ndim == -1:
         return TupleStructInfo((TensorStructInfo(None, x.dtype, -1),) * count)
     (axis,) = axes_of(ctx, (axis,), x.ndim)
@@ -197,11 +201,17 @@ def _infer_split(ctx: InferCtx) -> TupleStructInfo:
 
 
 def _split(x, indices_or_sections, axis=0):
+    if indices_or_sections in (1, ()):
+        if not -x.ndim <= axis < x.ndim:
+            raise KernelError(f"R.split: axis {axis} is out of range for a tensor shaped {x.shape}")
+        return x.view()  # one section: the tensor (a view), as the inference types it
     return tuple(np.split(x, split_points(indices_or_sections, x.shape[axis]), axis=axis))
 
 
 def _split_grad(call, out, g):
     spec = call.attrs["indices_or_sections"]
+    if spec in (1, ()):
+        return [g]
     if not isinstance(spec, int) and list(spec) != sorted(spec):
         raise GradientError(f"R.split: the gradient needs increasing split indices, got {list(spec)}", call.span)
     return [R.concat(g, axis=call.attrs["axis"])]
@@ -255,17 +265,20 @@ def _infer_squeeze(ctx: InferCtx) -> TensorStructInfo:
     axes = axes_of(ctx, axis, x.ndim)
     if x.shape is None:
         return TensorStructInfo(None, x.dtype, x.ndim - len(axes))
-    for a in axes:
-        if isinstance(x.shape[a], int) and x.shape[a] != 1:
-            raise ctx.error(f"cannot squeeze axis {a} of size {x.shape[a]} (only size-1 axes)", 0)
-    return TensorStructInfo(tuple(d for i, d in enumerate(x.shape) if i not in axes), x.dtype)
+    # TVM 0.27 (and PyTorch) leave a listed axis whose static size is not 1; a symbolic one goes, as in
+    # TVM. The PyTorch frontend lists every axis for x.squeeze().
+    drop = {a for a in axes if not (isinstance(x.shape[a], int) and x.shape[a] != 1)}
+    return TensorStructInfo(tuple(d for i, d in enumerate(x.shape) if i not in drop), x.dtype)
 
 
 def _squeeze(x, axis=None):
-    try:
-        return np.squeeze(x, axis)
-    except ValueError:
-        raise KernelError(f"R.squeeze: cannot squeeze axes {list(axis)} of a tensor shaped {x.shape}") from None
+    if axis is None:
+        return np.squeeze(x)
+    ndim = x.ndim
+    if any(not -ndim <= a < ndim for a in axis):
+        raise KernelError(f"R.squeeze: axes {list(axis)} out of range for a tensor shaped {x.shape}")
+    # A listed axis of another size than 1 stays (as the inference keeps a static one).
+    return np.squeeze(x, tuple(a for a in axis if x.shape[a] == 1))
 
 
 def _infer_flatten(ctx: InferCtx) -> TensorStructInfo:

@@ -121,6 +121,8 @@ def literal(node: Node, depth: int = 0):
             return _typed(literal(arg, depth + 1), fname[2:], node)
         if fname == "R.prim_value":
             return literal(arg, depth + 1)
+        if fname == "R.str" and arg.kind == K_STR:  # a string TVM holds as an expression (assert_op's format)
+            return arg.value
     raise NotLiteral(node)
 
 

@@ -295,3 +295,61 @@ def test_more_layers_forward_and_gradients(name):
     for n, got, want in zip(names, grads, wants):
         np.testing.assert_allclose(got, want.numpy(), rtol=GRAD_RTOL, atol=GRAD_ATOL, err_msg=n)
     tvm_script.from_source(mod.script())
+
+
+def test_nearest_upsampling_to_a_size_computes_what_tvm_computes():
+    """F.interpolate(size=..., mode="nearest") exports as resize2d with half_pixel coordinates rounded to
+    the nearest even index (TVM's frontend; PyTorch floors asymmetric ones): retrograd's values are the
+    ones TVM computes for that module, which differ from PyTorch's where the ratio is not an integer."""
+    tvm = pytest.importorskip("tvm")
+    from tvm import relax
+
+    class Nearest(torch.nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.interpolate(x, size=(6, 7), mode="nearest")
+
+    x = torch.arange(2 * 16, dtype=torch.float32).reshape(1, 2, 4, 4)
+    tvm_mod = tvm_torch.from_exported_program(torch.export.export(Nearest(), (x,)))
+    (ours,) = retrograd.build(from_tvm(tvm_mod))["main"](x.numpy())
+    vm = relax.VirtualMachine(tvm.compile(tvm_mod, target="llvm"), tvm.cpu())
+    theirs = vm["main"](tvm.runtime.tensor(x.numpy()))[0].numpy()
+    np.testing.assert_array_equal(ours, theirs)
+    assert not np.array_equal(ours, Nearest()(x).numpy())  # the frontend's rounding, not PyTorch's
+
+
+def test_one_hot_class_checks_run_and_fail_with_their_message():
+    """F.one_hot's range checks (R.assert_op in an impure function): kept through printing, parsing and
+    the Gradient pass, and a class value out of range stops the call with the frontend's message."""
+
+    class OneHot(torch.nn.Module):
+        def forward(self, x, labels):
+            return (torch.nn.functional.one_hot(labels, 4).float() * x).sum(-1)
+
+    x, labels = torch.randn(3, 4), torch.tensor([0, 3, 1])
+    mod = from_tvm(tvm_torch.from_exported_program(torch.export.export(OneHot(), (x, labels))))
+    assert not mod["main"].is_pure
+    assert retrograd.structural_equal(retrograd.parse(mod.script()), mod)
+    assert retrograd.structural_equal(from_tvm(to_tvm(mod)), mod)
+    (out,) = retrograd.build(mod)["main"](x.numpy(), labels.numpy())
+    np.testing.assert_allclose(out, OneHot()(x, labels).numpy(), rtol=RTOL, atol=ATOL)
+    adj = retrograd.build(Gradient("main", ["x"], 0, seeds="param")(mod))["main_adjoint"]
+    _, (grad,) = adj(x.numpy(), labels.numpy(), np.ones(3, "float32"))
+    np.testing.assert_array_equal(grad, torch.nn.functional.one_hot(labels, 4).numpy())
+    with pytest.raises(retrograd.errors.ExecutionError, match="R.assert_op failed: one_hot: Class values must be smaller"):
+        retrograd.build(mod)["main"](x.numpy(), np.array([0, 4, 1]))
+    with pytest.raises(retrograd.errors.ExecutionError, match="Class values must be non-negative"):
+        adj(x.numpy(), np.array([0, -1, 1]), np.ones(3, "float32"))
+
+
+def test_an_empty_slice_imports_though_tvm_gives_it_a_negative_extent():
+    """x[:, 3:2] is empty; TVM 0.27 infers the strided_slice as Tensor((3, -1)), retrograd (3, 0)."""
+
+    class EmptySlice(torch.nn.Module):
+        def forward(self, x):
+            return x[:, 3:2].sum(1) + x[:, :100].sum(1)
+
+    x = torch.randn(3, 5)
+    mod = from_tvm(tvm_torch.from_exported_program(torch.export.export(EmptySlice(), (x,))))
+    (out,) = retrograd.build(mod)["main"](x.numpy())
+    np.testing.assert_allclose(out, EmptySlice()(x).numpy(), rtol=RTOL, atol=ATOL)
+    assert retrograd.structural_equal(retrograd.parse(mod.script()), mod)

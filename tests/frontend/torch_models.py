@@ -272,6 +272,78 @@ class CrossEntropyLoss(nn.Module):
         return F.cross_entropy(self.fc(x), self.labels)
 
 
+class RelativePositionBias(nn.Module):
+    """Attention scores plus a learned bias per clamped relative distance (T5/ALiBi-style buckets):
+    `clamp(min=0)` of int64 positions exports as R.clip with an infinite upper bound."""
+
+    def __init__(self, dim=8, max_distance=3):
+        super().__init__()
+        self.qk = nn.Linear(dim, 2 * dim)
+        self.bias = nn.Embedding(max_distance + 1, 1)
+        self.max_distance = max_distance
+
+    def forward(self, x):
+        q, k = self.qk(x).chunk(2, -1)
+        pos = torch.arange(x.shape[1])
+        distance = (pos[:, None] - pos[None, :]).clamp(min=0).clamp(max=self.max_distance)
+        scores = q @ k.transpose(1, 2) / math.sqrt(q.shape[-1]) + self.bias(distance)[..., 0]
+        return scores.softmax(-1) @ x
+
+
+class SoftTargetLoss(nn.Module):
+    """Cross-entropy against label-smoothed one-hot targets built with F.one_hot (TVM's frontend guards
+    the class values with two R.assert_op checks, so the function is impure)."""
+
+    def __init__(self, classes=4, smoothing=0.1):
+        super().__init__()
+        self.fc = nn.Linear(6, classes)
+        self.classes = classes
+        self.smoothing = smoothing
+        self.register_buffer("labels", torch.tensor([0, 3, 1]))
+
+    def forward(self, x):
+        target = F.one_hot(self.labels, self.classes).float() * (1 - self.smoothing) + self.smoothing / self.classes
+        return -(target * F.log_softmax(self.fc(x), -1)).sum(-1).mean()
+
+
+class ScoreHead(nn.Module):
+    """A one-logit head read out with x.squeeze() (exported listing every axis, the batch's too)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(6, 1)
+
+    def forward(self, x):
+        return torch.sigmoid(self.fc(x)).squeeze() * x.mean(-1)
+
+
+class PairScores(nn.Module):
+    """Matching scores of paired embeddings read off the similarity matrix's diagonal (and its trace):
+    torch.diagonal and torch.trace export as einsum "ii->i" and "ii"."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(5, 4)
+        self.b = nn.Linear(5, 4)
+
+    def forward(self, x):
+        sim = self.a(x) @ self.b(x).T
+        return torch.diagonal(sim) - 0.1 * torch.trace(sim)
+
+
+class ChunkedHead(nn.Module):
+    """Features processed in chunks of a fixed size: a split size at least the width gives one chunk,
+    which TVM types as the tensor itself (R.split with no split points)."""
+
+    def __init__(self, chunk=8):
+        super().__init__()
+        self.fc = nn.Linear(5, 6)
+        self.chunk = chunk
+
+    def forward(self, x):
+        return torch.cat([torch.tanh(part) for part in self.fc(x).split(self.chunk, -1)], -1)
+
+
 def more_cases():
     """Further library layers: (name, module factory, example inputs), all in eval mode."""
     g = torch.Generator().manual_seed(5)
@@ -296,4 +368,9 @@ def more_cases():
         ("batch_norm1d_prelu", lambda: _Seq(nn.Linear(6, 8), nn.BatchNorm1d(8), nn.PReLU(), nn.Linear(8, 2), nn.LogSigmoid()),
          (randn(4, 6),)),
         ("conv_transpose1d", lambda: _Seq(nn.ConvTranspose1d(3, 4, 3, stride=2), nn.AvgPool1d(2), nn.SiLU()), (randn(2, 3, 8),)),
+        ("relative_position_bias", RelativePositionBias, (randn(2, 5, 8),)),
+        ("one_hot_soft_targets", SoftTargetLoss, (randn(3, 6),)),
+        ("squeeze_all_head", ScoreHead, (randn(3, 6),)),
+        ("diagonal_trace", PairScores, (randn(3, 5),)),
+        ("split_one_chunk", ChunkedHead, (randn(3, 5),)),
     ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from op_case import OpCase, S, T
+from op_case import OpCase, P, S, T
 from retrograd.ir.struct_info import TensorStructInfo
 
 
@@ -144,6 +144,9 @@ MANIPULATE_CASES = [
     OpCase("relax.split", [T(5, 2)], {"indices_or_sections": [1, 3], "axis": 0}, name="indices"),
     OpCase("relax.split", [T(2, 4)], {"indices_or_sections": [2, 6], "axis": -1}, name="clamped"),
     OpCase("relax.split", [T(3, 4)], {"indices_or_sections": [1, 3], "axis": 0}, name="empty-last"),
+    # One section is the tensor itself, not a 1-tuple (TVM; x.split(n) with n at least the size exports so)
+    OpCase("relax.split", [T(3, 4)], {"indices_or_sections": [], "axis": 1}, name="one-piece"),
+    OpCase("relax.split", [T(3, 4)], {"indices_or_sections": 1, "axis": 0}, name="one-section"),
     OpCase("relax.expand_dims", [T(3, 4)], {"axis": [1]}, name="middle"),
     OpCase("relax.expand_dims", [T(3, 4)], {"axis": [0, -1]}, name="ends"),
     OpCase("relax.expand_dims", [T(3, 4)], {"axis": [-3]}, name="neg"),
@@ -152,6 +155,7 @@ MANIPULATE_CASES = [
     OpCase("relax.squeeze", [T(1, 3, 1, 4)], {"axis": [0]}, name="axis0"),
     OpCase("relax.squeeze", [T(1, 3, 1, 4)], {"axis": [-2, 0]}, name="neg-axes"),
     OpCase("relax.squeeze", [T(1, "n")], {"axis": [0]}, name="sym"),
+    OpCase("relax.squeeze", [T(3, 1, 4)], {"axis": [0, 1, 2]}, name="non-unit-listed"),  # x.squeeze() from PyTorch
     OpCase("relax.flatten", [T(2, 3, 4)], name="3d"),
     OpCase("relax.flatten", [T()], name="scalar"),
     OpCase("relax.flatten", [T("n", "m")], name="sym"),
@@ -256,7 +260,13 @@ MATCH_CAST_CASES = [
            tvm=False, note=_NO_TVM_OP),
 ]
 
+# An impure op: OpCase.build puts it outside a dataflow block, in an impure function.
+ASSERT_CASES = [
+    OpCase("relax.assert_op", [np.array(True)], {"format": "never raised"}, name="tensor"),
+    OpCase("relax.assert_op", [P(True)], name="prim"),
+]
+
 CASES: list[OpCase] = (
     _binary_cases() + _compare_cases() + _unary_cases() + _reduce_cases() + MATMUL_CASES + MANIPULATE_CASES + CREATE_CASES
-    + MATCH_CAST_CASES
+    + MATCH_CAST_CASES + ASSERT_CASES
 )

@@ -117,10 +117,13 @@ class OpCase:
         params = self.params()
         bb = BlockBuilder()
         bb.begin_scope()
-        with bb.dataflow():
-            out = bb.emit_output(self.call(params), "out")
+        if self.opdef.pure:
+            with bb.dataflow():
+                out = bb.emit_output(self.call(params), "out")
+        else:  # an impure call (assert_op) outside any dataflow block, in an impure function
+            out = bb.emit(self.call(params), "out")
         body = bb.end_scope(out)
-        func = Function(params, body, body.struct_info, attrs={"global_symbol": "main"})
+        func = Function(params, body, body.struct_info, is_pure=self.opdef.pure, attrs={"global_symbol": "main"})
         return IRModule({"main": func})
 
     # -- kernels ----------------------------------------------------------------------------

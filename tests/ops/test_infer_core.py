@@ -96,7 +96,8 @@ def tvm_script(case: OpCase, attrs: dict | None = None) -> str:
         attrs = dict(case.attrs)  # attributes we refuse go to TVM as written: it must refuse them too
     args += [f"{k}={_tvm_value(v)}" for k, v in attrs.items()]
     decls = "".join(f"    {s} = T.int64()\n" for s in sorted(symbols))
-    return f"@R.function\ndef main({', '.join(params)}):\n{decls}    r = {opdef.script_name}({', '.join(args)})\n    return r\n"
+    deco = "@R.function" if opdef.pure else "@R.function(pure=False)"
+    return f"{deco}\ndef main({', '.join(params)}):\n{decls}    r = {opdef.script_name}({', '.join(args)})\n    return r\n"
 
 
 def tvm_infer(case: OpCase):
@@ -177,8 +178,12 @@ def test_every_core_op_has_a_case():
         (OpCase("relax.reshape", [T("n", "m"), S("m", -1)]), TensorStructInfo(("m", "n"), "float32")),
         (OpCase("relax.flatten", [T(4, "n")]), TensorStructInfo(("n * 4",), "float32")),
         (OpCase("relax.split", [T(3, 4)], {"indices_or_sections": 5}), TupleStructInfo([TensorStructInfo((1, 4), "float32")] * 3 + [TensorStructInfo((0, 4), "float32")] * 2)),
-        (OpCase("relax.split", [T(2, 3)], {"indices_or_sections": 1, "axis": 1}), TupleStructInfo([TensorStructInfo((2, 3), "float32")])),
+        # one section is the tensor itself, as TVM types it (not a 1-tuple)
+        (OpCase("relax.split", [T(2, 3)], {"indices_or_sections": 1, "axis": 1}), TensorStructInfo((2, 3), "float32")),
         (OpCase("relax.squeeze", [T(1, "n")]), TensorStructInfo(None, "float32", -1)),
+        # TVM 0.27 keeps a listed axis of static size other than 1 (x.squeeze() exports listing every axis)
+        (OpCase("relax.squeeze", [T(3, 1, 4)], {"axis": [0, 1, 2]}), TensorStructInfo((3, 4), "float32")),
+        (OpCase("relax.squeeze", [T(3, 4)], {"axis": [0]}), TensorStructInfo((3, 4), "float32")),
         (OpCase("relax.strided_slice", [T(3, 8)], {"axes": [1], "begin": [7], "end": [-100], "strides": [-3]}), TensorStructInfo((3, 3), "float32")),
         (OpCase("relax.strided_slice", [T(3, "n")], {"axes": [1], "begin": [0], "end": [2]}), TensorStructInfo(None, "float32", 2)),
         (OpCase("relax.take", [T(4, 3), ints([[1, 2]])], {"axis": 0}), TensorStructInfo((1, 2, 3), "float32")),
@@ -227,7 +232,6 @@ ERRORS = [
     (OpCase("relax.split", [T(3, 4)], {"indices_or_sections": [1, 2], "axis": 2}), TypeInferenceError, ["R.split", "axis 2 is out of range"], False),
     (OpCase("relax.split", [T(3, 4)], {"indices_or_sections": [-1]}), TypeInferenceError, ["R.split", "non-negative"], False),
     (OpCase("relax.expand_dims", [T(3, 4)], {"axis": [3]}), TypeInferenceError, ["R.expand_dims", "axis 3 is out of range", "ndim 3"], True),
-    (OpCase("relax.squeeze", [T(3, 4)], {"axis": [0]}), TypeInferenceError, ["R.squeeze", "cannot squeeze axis 0 of size 3"], False),
     (OpCase("relax.broadcast_to", [T(3, 4), S(2, 4)]), TypeInferenceError, ["R.broadcast_to", "dimension 0 is 3, which cannot broadcast to 2"], True),
     (OpCase("relax.broadcast_to", [T(3, 4), S(4)]), TypeInferenceError, ["R.broadcast_to", "ndim 2 is larger than the target's 1"], True),
     (OpCase("relax.collapse_sum_to", [T(3, 4), S(2, 1)]), TypeInferenceError, ["R.collapse_sum_to", "cannot collapse shape [3, 4] to [2, 1]"], True),

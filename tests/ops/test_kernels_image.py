@@ -115,3 +115,25 @@ def test_grid_sample_and_its_backward_match_torch(method, padding_mode, corners)
     dx, dgrid = sampling.grid_sample_backward(g, x, grid, method=method, padding_mode=padding_mode, align_corners=corners)
     np.testing.assert_allclose(dx, xt.grad.numpy(), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(dgrid, np.moveaxis(gt.grad.numpy(), -1, 1), rtol=1e-9, atol=1e-12)
+
+
+# Rows TVM 0.27 reads (built for llvm) for nearest-neighbour resizes where ties and defaults matter:
+# "round" goes to the even neighbour, no rounding method means floor (round for align_corners).
+TVM_NEAREST_ROWS = [
+    ("half_pixel", "", 4, 6, [0, 0, 1, 1, 2, 3]),
+    ("half_pixel", "round", 4, 6, [0, 0, 1, 2, 2, 3]),
+    ("half_pixel", "", 5, 3, [0, 2, 3]),
+    ("asymmetric", "round", 4, 8, [0, 0, 1, 2, 2, 2, 3, 3]),
+    ("asymmetric", "", 7, 10, [0, 0, 1, 2, 2, 3, 4, 4, 5, 6]),
+    ("align_corners", "", 3, 9, [0, 0, 0, 1, 1, 1, 2, 2, 2]),
+    ("tf_half_pixel_for_nn", "round", 5, 3, [1, 2, 4]),
+    ("pytorch_half_pixel", "round_prefer_floor", 4, 6, [0, 0, 1, 2, 2, 3]),
+]
+
+
+@pytest.mark.parametrize("mode,rounding,size,out,rows", TVM_NEAREST_ROWS)
+def test_nearest_neighbor_rows_are_tvm_ones(mode, rounding, size, out, rows):
+    x = np.arange(size, dtype="float32").reshape(1, 1, size, 1)
+    got = resample.resize(x, (out, 1), layout="NCHW", method="nearest_neighbor",
+                          coordinate_transformation_mode=mode, rounding_method=rounding)
+    assert got[0, 0, :, 0].tolist() == rows

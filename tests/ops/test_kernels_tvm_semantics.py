@@ -77,6 +77,15 @@ def test_clip_saturates_integer_bounds_beyond_the_dtype():
     np.testing.assert_array_equal(get("relax.clip").kernel(y, -1000, 100), [-128, 5, 100])
 
 
+
+def test_clip_of_integers_with_an_infinite_bound_is_unbounded_on_that_side():
+    # torch.clamp(int64_tensor, min=0) exports as R.clip(x, 0, T.float64("inf")): PyTorch's value.
+    x = np.array([-3, 0, 7, 2**62], "int64")
+    np.testing.assert_array_equal(get("relax.clip").kernel(x, 0, math.inf), [0, 0, 7, 2**62])
+    np.testing.assert_array_equal(get("relax.clip").kernel(x, -math.inf, 5.0), [-3, 0, 5, 5])
+    np.testing.assert_array_equal(get("relax.clip").kernel(x.astype("uint8") % 9, -math.inf, math.inf), x.astype("uint8") % 9)
+
+
 def test_not_equal_is_ordered_as_tvm_compares_floats():
     a, b, pairs = _grid()
     want = [not (math.isnan(x) or math.isnan(y)) and x != y for x, y in pairs]

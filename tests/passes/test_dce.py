@@ -183,3 +183,22 @@ class Module:
 '''
     mod = retrograd.parse(before)
     _check(before, mod.script())
+
+
+def test_an_unused_assert_stays_and_constant_folding_leaves_it():
+    """R.assert_op is impure: its result is never read, yet the check stays (and a constant condition
+    is not evaluated at compile time, where a failing one would raise)."""
+    text = '''
+@I.ir_module
+class Module:
+    @R.function(pure=False)
+    def main(x: R.Tensor((3,), "float32")) -> R.Tensor((3,), "float32"):
+        c = R.less(R.const(1, "int64"), R.const(0, "int64"))
+        R.assert_op(c, R.str("never"), format="{}")
+        y = R.exp(x)
+        return x
+'''
+    expected = text.replace("        y = R.exp(x)\n", "")
+    _check(text, expected)
+    folded = get_pass("fold-constant")(retrograd.parse(text))
+    assert "R.assert_op(" in folded.script()

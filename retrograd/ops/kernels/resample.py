@@ -13,32 +13,42 @@ METHODS = ("nearest_neighbor", "linear", "cubic")
 ROUNDING = ("", "round", "round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 
 
-def source_coords(size: int, out: int, mode: str) -> np.ndarray:
-    """The input coordinate each output position samples (TVM's get_inx)."""
-    x = np.arange(out, dtype=np.float64)
-    scale = size / out
+def source_coords(size: int, out: int, mode: str, dtype=np.float64) -> np.ndarray:
+    """The input coordinate each output position samples (TVM's get_inx), computed in `dtype` (TVM
+    computes in float32; nearest-neighbour indices follow its rounding of ties)."""
+    f = np.dtype(dtype).type
+    x = np.arange(out, dtype=dtype)
+    scale = f(size) / f(out)
+    half = f(0.5)
     if mode == "half_pixel":
-        return (x + 0.5) * scale - 0.5
+        return (x + half) * scale - half
     if mode == "pytorch_half_pixel":
-        return (x + 0.5) * scale - 0.5 if out > 1 else np.zeros(out)
+        return (x + half) * scale - half if out > 1 else np.zeros(out, dtype)
     if mode == "align_corners":
-        return x * ((size - 1) / (out - 1)) if out > 1 else np.zeros(out)
+        return f(size - 1) / f(out - 1) * x if out > 1 else np.zeros(out, dtype)
     if mode == "asymmetric":
         return x * scale
     if mode == "tf_half_pixel_for_nn":
-        return (x + 0.5) * scale
+        return (x + half) * scale
     raise KernelError(f"resize: coordinate_transformation_mode {mode!r} is not supported")
 
 
-def _round(x, method):
-    if method in ("", "round", "round_prefer_ceil"):
-        return np.floor(x + 0.5)
+def _round(x, method, mode):
+    """TVM's get_closest_index: "round" is to the nearest even on ties (LLVM's nearbyint), floor and ceil
+    allow 1e-5 of error, and no method means round for align_corners, else floor."""
+    if method == "":
+        method = "round" if mode == "align_corners" else "floor"
+    eps = x.dtype.type(1e-5)
+    if method == "round":
+        return np.rint(x)
+    if method == "round_prefer_ceil":
+        return np.floor(x + x.dtype.type(0.5))
     if method == "round_prefer_floor":
-        return np.ceil(x - 0.5)
+        return np.ceil(x - x.dtype.type(0.5))
     if method == "floor":
-        return np.floor(x)
+        return np.floor(x + eps)
     if method == "ceil":
-        return np.ceil(x)
+        return np.ceil(x - eps)
     raise KernelError(f"resize: rounding_method must be one of {ROUNDING}, got {method!r}")
 
 
@@ -58,9 +68,10 @@ def axis_taps(size, out, method="linear", mode="half_pixel", rounding="round", c
     into range and non-decreasing along the output."""
     if method not in METHODS:
         raise KernelError(f"resize: method must be one of {METHODS}, got {method!r}")
-    x = source_coords(size, out, mode)
     if method == "nearest_neighbor":
-        return [(np.clip(_round(x, rounding).astype(np.int64), 0, size - 1), np.ones(out))]
+        x = source_coords(size, out, mode, np.float32)
+        return [(np.clip(_round(x, rounding, mode).astype(np.int64), 0, size - 1), np.ones(out))]
+    x = source_coords(size, out, mode)
     x0 = np.floor(x)
     t = x - x0
     x0 = x0.astype(np.int64)
