@@ -330,19 +330,26 @@ _FRAMES_PER_IF = 16
 _SPARE_FRAMES = 200
 
 
-def room_levels(if_levels: int) -> int:
-    """`if_levels` when that many nested Ifs need a raised recursion limit, else 0 (a cheap test for hot paths)."""
-    return if_levels if if_levels * _FRAMES_PER_IF > _SPARE_FRAMES else 0
+class _Room:
+    """Python's recursion limit raised by `need` frames while inside."""
+
+    __slots__ = ("need", "old")
+
+    def __init__(self, need: int):
+        self.need = need
+
+    def __enter__(self):
+        self.old = sys.getrecursionlimit()
+        sys.setrecursionlimit(self.old + self.need)
+
+    def __exit__(self, *exc):
+        sys.setrecursionlimit(self.old)
 
 
-@contextlib.contextmanager
+_NO_ROOM = contextlib.nullcontext()  # reusable: shallow nests (every call of a hot path) enter nothing
+
+
 def stack_room(if_levels: int):
-    """Raise Python's recursion limit by what `if_levels` nested Ifs need, for the duration."""
-    old = sys.getrecursionlimit()
+    """A context raising Python's recursion limit by what `if_levels` nested Ifs need, for the duration."""
     need = if_levels * _FRAMES_PER_IF
-    if need > _SPARE_FRAMES:
-        sys.setrecursionlimit(old + need)
-    try:
-        yield
-    finally:
-        sys.setrecursionlimit(old)
+    return _Room(need) if need > _SPARE_FRAMES else _NO_ROOM

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from retrograd.errors import DiagnosticError, OpError, ParseError, Span, TypeInferenceError, UnsupportedError
 from retrograd.gc_pause import collector_paused
-from retrograd.ir.functor import room_levels, stack_room
+from retrograd.ir.functor import stack_room
 from retrograd.ir.module import IRModule
 from retrograd.parser import literals as lit
 from retrograd.parser.declarations import DeclarationParser, FuncInfo, FuncState
@@ -34,11 +34,8 @@ def parse(text: str, source_name: str = "<string>") -> IRModule:
             sp.tir = {f.name: f for f in tir}
             # Statements nest by indentation, and an if statement's conversion recurses into its
             # branches: room for the deepest (the lexer bounds it, MAX_INDENTS).
-            levels = room_levels(depth[0] if depth else 0)
-            if levels:
-                with stack_room(levels):
-                    return sp.module(nodes, tir)
-            return sp.module(nodes, tir)
+            with stack_room(depth[0] if depth else 0):
+                return sp.module(nodes, tir)
     except RecursionError:
         # Binding sequences are iterated, the lexer bounds bracket nesting, if statements get stack
         # room for their depth: not expected to happen.

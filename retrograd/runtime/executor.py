@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from retrograd.errors import ExecutionError
-from retrograd.ir.functor import module_if_depth, room_levels, stack_room
+from retrograd.ir.functor import module_if_depth, stack_room
 from retrograd.ops.kernels import parallel
 from retrograd.runtime.interp import Meter, invoke, run_code, run_code_profiled
 from retrograd.runtime.lowering import lower_module
@@ -26,7 +26,7 @@ class Executable:
         self._splits = any(p.splits for p in self._programs.values())  # see parallel.run_scope
         self._run = run_code_profiled if profile else run_code
         # Running a nested If recurses (run_code -> run_if -> run_block): calls make stack room for the deepest.
-        self._if_levels = room_levels(module_if_depth(mod))
+        self._if_levels = module_if_depth(mod)
         self.profile = {} if profile else None  # op -> [calls, seconds, output bytes]
         self.stats: RunStats | None = None
         self._functions: dict[str, BuiltFunction] = {}
@@ -83,12 +83,8 @@ class BuiltFunction:
         try:
             # inf and nan are results here (IEEE, as in TVM), not warnings: whether a kernel wrote in
             # place (runtime/inplace.py) or not, one errstate per call keeps NumPy quiet about them.
-            with np.errstate(all="ignore"), parallel.run_scope(exe._splits):
-                if exe._if_levels:
-                    with stack_room(exe._if_levels):
-                        result = invoke(self.prog, args, m, True)
-                else:
-                    result = invoke(self.prog, args, m, True)
+            with np.errstate(all="ignore"), parallel.run_scope(exe._splits), stack_room(exe._if_levels):
+                result = invoke(self.prog, args, m, True)
         except RecursionError:
             raise ExecutionError(
                 f"{self.prog.name}: calls between functions nest deeper than Python's recursion limit allows"

@@ -10,7 +10,6 @@ from retrograd.ir.analysis import called_functions
 from retrograd.ir.block import DataflowBlock, VarBinding
 from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.copy import copy_binding, copy_expr, fresh_var
-from retrograd.ir.functor import if_depth, stack_room
 from retrograd.ir.expr import Constant, DataflowVar, Expr, Function, GlobalVar, If, Tuple, Var, shape_expr
 from retrograd.ir.module import IRModule
 from retrograd.ir.nested import fold
@@ -80,10 +79,9 @@ class Gradient:
         self.cleanup = cleanup
 
     def transform_module(self, mod: IRModule, ctx=None) -> IRModule:
-        # Without the pause the pass was 1.5x slower at 50,000 bindings. Copying and sweeping recurse
-        # once per nested If (300 levels passed Python's default limit): stack room for the deepest.
-        levels = max((if_depth(f) for f in mod.functions().values() if isinstance(f, Function)), default=0)
-        with collector_paused(), stack_room(levels):
+        # Without the pause the pass was 1.5x slower at 50,000 bindings. (Copying and sweeping recurse
+        # once per nested If: Pass.__call__ makes stack room for the deepest.)
+        with collector_paused():
             return ModuleAD(mod, self).run()
 
 

@@ -7,7 +7,7 @@ from typing import Callable
 
 from retrograd.errors import PassError
 from retrograd.ir.expr import Function
-from retrograd.ir.functor import module_if_depth, room_levels, stack_room
+from retrograd.ir.functor import module_if_depth, stack_room
 from retrograd.ir.module import IRModule
 from retrograd.ir.well_formed import well_formed
 from retrograd.passes.infra.context import PassContext, hook
@@ -58,11 +58,8 @@ class Pass:
         if not isinstance(mod, IRModule):
             raise PassError(f"pass '{self.name}' expects an IRModule, got {type(mod).__name__}")
         # Analyses and rewrites recurse once per nested If: room for the module's deepest nest.
-        levels = room_levels(module_if_depth(mod))
-        if levels:
-            with stack_room(levels):
-                return self._run(mod, ctx)
-        return self._run(mod, ctx)
+        with stack_room(module_if_depth(mod)):
+            return self._run(mod, ctx)
 
     def _run(self, mod: IRModule, ctx: PassContext) -> IRModule:
         if not self._instrumented:
