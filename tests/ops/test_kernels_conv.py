@@ -111,16 +111,19 @@ def test_conv2d_matches_naive(case):
     np.testing.assert_allclose(conv.conv2d(x, w, **_attrs(s, p, d, g)), naive_conv2d(x, w, s, p, d, g), rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("grid", [False, True], ids=["", "shared-grid-col2im"])
 @pytest.mark.parametrize("wide", [0, 10**6], ids=["exact-grid", "wide-grid"])
 @pytest.mark.parametrize("case", [c for c in CASES if c[6] == 1 and c[0][0] > 1])
-def test_one_group_paths_across_image_chunks(case, wide, monkeypatch):
+def test_one_group_paths_across_image_chunks(case, wide, grid, monkeypatch):
     """One image per chunk: im2col, col2im and the weight gradient's per-chunk sums must cover every
     image once, and a chunk's padding buffer must not leak the previous image. Unit strides run once on
     the exact grid and once on the padded grid's full width (the small-plane formulation; col2im's
-    rows as wide as the uncropped output)."""
+    rows as wide as the uncropped output), and col2im once more on the grid images share."""
     monkeypatch.setattr(conv, "_IMAGE_COLS_BYTES", 1)
     monkeypatch.setattr(conv, "WIDE_MAX_WIDTH", wide)
     monkeypatch.setattr(conv, "WIDE_COL2IM_RATIO", 0 if wide else 10**6)
+    monkeypatch.setattr(conv, "GRID_MIN_ROWS", 1 if grid else 10**9)
+    monkeypatch.setattr(conv, "GRID_MAX_TAPS", 10**6 if grid else 0)
     x, w, s, p, d, g = _setup(case)
     np.testing.assert_allclose(conv.conv2d(x, w, **_attrs(s, p, d, g)), naive_conv2d(x, w, s, p, d, g), rtol=1e-12, atol=1e-12)
     gy = _rand(naive_conv2d(x, w, s, p, d, g).shape, 2)
@@ -166,8 +169,11 @@ TRANSPOSE_CASES = [
 ]
 
 
+@pytest.mark.parametrize("grid", [False, True], ids=["", "shared-grid-col2im"])
 @pytest.mark.parametrize("case", TRANSPOSE_CASES)
-def test_conv2d_transpose_with_output_padding_matches_naive(case):
+def test_conv2d_transpose_with_output_padding_matches_naive(case, grid, monkeypatch):
+    monkeypatch.setattr(conv, "GRID_MIN_ROWS", 1 if grid else 10**9)
+    monkeypatch.setattr(conv, "GRID_MAX_TAPS", 10**6 if grid else 0)
     shape, k, s, p, op, d, g = case
     x = _rand(shape, 4)
     w = _rand((shape[1], 3) + k, 5)
@@ -291,3 +297,29 @@ def test_conv2d_transpose_non_finite_weight_reaches_only_its_taps(ratio, monkeyp
     assert np.isfinite(want).any()
     np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, equal_nan=True)
+
+
+def test_shared_grid_col2im_over_many_geometries(monkeypatch):
+    """Random unit-stride geometries (padding up to the kernel's reach, dilation, output_padding,
+    rectangular planes and kernels) forced onto the grid images share, against the naive loops: a
+    contribution meant for cropped padding must never land on another row's or image's output."""
+    monkeypatch.setattr(conv, "GRID_MIN_ROWS", 1)
+    monkeypatch.setattr(conv, "GRID_MAX_TAPS", 10**6)
+    monkeypatch.setattr(conv, "_IMAGE_COLS_BYTES", 1 << 12)  # several chunks per call
+    rng = np.random.default_rng(11)
+    for trial in range(60):
+        kh, kw = rng.integers(1, 5, 2)
+        dh, dw = rng.integers(1, 3, 2)
+        h, wd = rng.integers(1, 9, 2)
+        pads = tuple(int(rng.integers(0, (k - 1) * d + 1)) for k, d in ((kh, dh), (kw, dw), (kh, dh), (kw, dw)))
+        oph, opw = (int(rng.integers(0, d)) for d in (dh, dw))
+        n, o, c = (int(v) for v in rng.integers(1, 5, 3))
+        out_h = h - pads[0] - pads[2] + (kh - 1) * dh + oph
+        out_w = wd - pads[1] - pads[3] + (kw - 1) * dw + opw
+        if out_h <= 0 or out_w <= 0:
+            continue
+        x = rng.standard_normal((n, o, h, wd))
+        w = rng.standard_normal((o, c, kh, kw))
+        got = conv.conv2d_transpose(x, w, padding=pads, output_padding=(oph, opw), dilation=(int(dh), int(dw)))
+        want = naive_conv2d_transpose(x, w, (1, 1), pads, (oph, opw), (int(dh), int(dw)), 1)
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12, err_msg=f"trial {trial}")

@@ -336,3 +336,20 @@ def test_backward_one_plane_per_chunk(case, monkeypatch):
     for cip in (False, True):
         np.testing.assert_allclose(pool.avg_pool2d_backward(g, x, **_attrs(k, s, p, d, ceil, cip)),
                                    naive_avg_backward(g, x, k, s, p, d, ceil, cip), rtol=1e-12, atol=1e-12)
+
+
+def test_tiling_windows_over_random_geometries():
+    """Windows that tile the plane (stride = window, any rectangle, 1-wide included, floor mode leaving
+    rows and columns unread) split into per-tap arrays and merged back: forward and backward against
+    the naive loops, ties included (the first maximum in row-major window order takes the gradient)."""
+    rng = np.random.default_rng(5)
+    for trial in range(40):
+        k = tuple(int(v) for v in rng.integers(1, 5, 2))
+        shape = (int(rng.integers(1, 4)), int(rng.integers(1, 4))) + tuple(int(k[a] * rng.integers(1, 4) + rng.integers(0, k[a])) for a in (0, 1))
+        case = (shape, k, k, (0, 0, 0, 0), (1, 1), False)
+        x = _data(shape, seed=trial, ties=bool(trial % 2))
+        g = _data(x.shape[:2] + _out_hw(*case), seed=trial + 100)
+        attrs = _attrs(*case[1:])
+        np.testing.assert_array_equal(pool.max_pool2d(x, **attrs), naive_max(x, *case[1:]), err_msg=f"trial {trial}")
+        np.testing.assert_allclose(pool.max_pool2d_backward(g, x, **attrs), naive_max_backward(g, x, *case[1:]),
+                                   rtol=1e-12, atol=1e-12, err_msg=f"trial {trial}")
