@@ -38,7 +38,7 @@ from retrograd.ir.struct_info import (
     tuple_fields,
 )
 from retrograd.ir.text import format_sinfo
-from retrograd.runtime import split
+from retrograd.runtime import pairs, split
 from retrograd.runtime.inplace import make as make_inplace
 from retrograd.runtime.interp import make_call, make_if, root_of
 from retrograd.runtime.signature import (
@@ -86,12 +86,14 @@ class Program:
 
 
 class _PreIns:
-    __slots__ = ("fn", "out", "reads", "special", "info", "branches", "make", "inplace")
+    __slots__ = ("fn", "out", "reads", "special", "info", "branches", "make", "inplace", "pair_cost", "moves")
 
-    def __init__(self, fn, out, reads, special, info, branches=None, make=None, inplace=None):
+    def __init__(self, fn, out, reads, special, info, branches=None, make=None, inplace=None, pair_cost=0.0, moves=False):
         self.fn, self.out, self.reads, self.special, self.info = fn, out, reads, special, info
         self.branches, self.make = branches, make
         self.inplace = inplace  # (in-place kernel, sources, candidate argument positions) for elementwise ops
+        self.pair_cost = pair_cost  # work of a kernel that may run beside another (runtime/pairs.py), else 0
+        self.moves = moves  # whether it may run ahead of its place: pure, nothing written in place
 
 
 class _PreBlock:
@@ -405,9 +407,14 @@ class _FunctionLowering:
             self.splits = True
             if inplace is not None:
                 inplace = (split.split_into(op.inplace), srcs, positions)
+        pair_cost = 0.0
         if nbytes is not None and nbytes > allocation_limit():
             fn, inplace = _refuse(nbytes), None  # fails when reached (an untaken branch may hold it)
-        self._add(pb, fn, self.new_reg(), reads, False, info, var, inplace=inplace)
+        elif op.cost.kind in pairs.PAIR_KINDS and not self.check:
+            pair_cost = pairs.nominal_cost(op, call, var.struct_info)
+            pair_cost = pair_cost if pair_cost >= pairs.PAIR_MIN_COST else 0.0
+        self._add(pb, fn, self.new_reg(), reads, False, info, var, inplace=inplace, pair_cost=pair_cost,
+                  moves=op.pure and inplace is None)
 
     def _lower_if(self, var, node: If, span, pb) -> None:
         cond = self.source(node.cond, span)
@@ -446,6 +453,11 @@ class _FunctionLowering:
                 if dying_here:
                     fn = make_inplace(into, srcs, dying_here[0], fn)
             code.append((fn, ins.out, tuple(frees[i]), ins.special, ins.info))
+        if self.splits:  # BLAS held to one thread while the function runs: a kernel thread can take one
+            for i, j in pairs.partners(pb.ins).items():
+                fork, take = pairs.make_pair(code[i][0], code[j][0], self.new_reg(), tuple(sorted(pb.ins[j].reads)))
+                code[i] = (fork,) + code[i][1:]
+                code[j] = (take,) + code[j][1:]
         return Block(tuple(code), tuple(prefree), tuple(endfree), reader(pb.result_src))
 
 

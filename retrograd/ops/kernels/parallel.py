@@ -250,6 +250,31 @@ def run_parts(fn, n: int, work_ns: float, blas: bool = False, min_part_ns: float
     return [first] + [r for r, _ in joined]
 
 
+def run_pair(here, aside):
+    """(here(), (aside(), None) or (None, the exception aside raised)), `aside` run at once on a kernel
+    thread; neither splits its own work (both run with one BLAS thread). None, having run nothing,
+    when there is one thread or the kernel threads are taken."""
+    if get_num_threads() < 2 or getattr(_state, "inside", False) or not _busy.acquire(blocking=False):
+        return None
+    try:
+        with _OneBlasThread():
+            worker = _get_workers(1)[0]
+            worker.start(lambda _: aside(), slice(0, 1))
+            _state.inside = True
+            try:
+                value = here()
+            finally:
+                _state.inside = False
+                try:
+                    outcome = worker.join()
+                except BaseException:  # interrupted while waiting: the worker may still run
+                    _retire([worker])
+                    raise
+    finally:
+        _busy.release()
+    return value, outcome
+
+
 def run_sum(fn, n: int, work_ns: float, blas: bool = False):
     """The sum of fn(slice) over the parts of range(n) (each part returns a fresh array it owns)."""
     results = run_parts(fn, n, work_ns, blas)
