@@ -144,7 +144,11 @@ def where_into(condition, x1, x2, out):
     c, a, b = np.asarray(condition), np.asarray(x1), np.asarray(x2)
     bits = np.dtype(f"i{a.dtype.itemsize}")
     o, ai, bi = out.view(bits), a.view(bits), b.view(bits)
-    np.negative(c.view(np.int8), out=o, casting="unsafe")  # all ones where true, zero where false
+    # All ones where true, zero where false. A plain widening copy, then a negation in place: negating
+    # straight from int8 into the wider type runs NumPy's buffered casting loop (28 vs 15 µs a where
+    # on 65k float32).
+    np.copyto(o, c.view(np.int8), casting="unsafe")
+    np.negative(o, out=o)
     if b.ndim == 0 and not bi.any():  # a +0 else-branch (a relu backward): one pass fewer
         np.bitwise_and(o, ai, out=o)
         return out
