@@ -150,3 +150,14 @@ def test_digits_step_pairs_its_convolution_gradients(two_threads, monkeypatch):
 
     for g, w in zip(tuple_leaves(got), tuple_leaves(want)):
         np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
+
+
+def test_no_pair_when_blas_threads_cannot_be_held(two_threads, monkeypatch):
+    """Without threadpoolctl (and BLAS not kept to one thread by the environment), two kernels at once
+    would each start BLAS threads: the pair runs in order."""
+    monkeypatch.setattr(parallel, "_blas", [])
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        monkeypatch.delenv(var, raising=False)
+    assert parallel.run_pair(lambda: 1, lambda: 2) is None
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")
+    assert parallel.run_pair(lambda: 1, lambda: 2) == (1, (2, None))

@@ -254,7 +254,11 @@ def run_pair(here, aside):
     """(here(), (aside(), None) or (None, the exception aside raised)), `aside` run at once on a kernel
     thread; neither splits its own work (both run with one BLAS thread). None, having run nothing,
     when there is one thread or the kernel threads are taken."""
-    if get_num_threads() < 2 or getattr(_state, "inside", False) or not _busy.acquire(blocking=False):
+    if get_num_threads() < 2 or getattr(_state, "inside", False):
+        return None
+    if not _blas_controllers() and not _blas_single_by_env():
+        return None  # BLAS would start threads inside both kernels
+    if not _busy.acquire(blocking=False):
         return None
     try:
         with _OneBlasThread():
