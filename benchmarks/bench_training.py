@@ -321,7 +321,7 @@ def run_model(name, tmp, args, threads):
     if not args.no_tvm and _tvm_available():
         try:
             res = _spawn("tvm", name, data, args.tvm_steps, env)
-            tvm = f"{res['median_s'] * 1e3:.1f} ({res['median_s'] * 1e3 / ours:.0f}x ours; loss0 {res['loss0']:.6f} vs {loss0['retrograd']:.6f})"
+            tvm = f"{res['median_s'] * 1e3:.1f} ({res['median_s'] * 1e3 / ours:.1f}x ours; loss0 {res['loss0']:.6f} vs {loss0['retrograd']:.6f})"
         except RuntimeError as e:
             tvm = "build failed: " + str(e).splitlines()[-1][:200]
     fl = [_spawn(s, name, data, 0, env, check=True)["final_loss"] for s in ("retrograd", "torch")]
