@@ -104,7 +104,7 @@ class Mutator:
         self.kinds = [
             self.delete_token, self.duplicate_token, self.swap_tokens, self.random_bytes, self.deep_nesting,
             self.long_identifier, self.lookalike, self.line_break, self.special_literal, self.op_call,
-            self.payload, self.splice,
+            self.payload, self.splice, self.deep_if,
         ]
 
     def mutate(self) -> tuple[str, str]:
@@ -159,6 +159,27 @@ class Mutator:
         opener, closer = self.rng.choice([("(", ")"), ("[", "]"), ("R.exp(", ")"), ("R.add(x, ", ")"), ("-", ""),
                                           ("R.tuple(", ")"), ("(", ",)"), ("{1: ", "}")])
         return text[: t.start()] + opener * depth + t.group() + closer * depth + text[t.end() :]
+
+    def deep_if(self, text):
+        """An If nest inserted before a return, on a bool constant or a parameter (often not a bool
+        scalar): past the lexer's 2000 indentation levels it must be a located error, below it
+        accepted (and printed, parsed back, run) or located, never a recursion failure."""
+        rng = self.rng
+        returns = list(re.finditer(r"^([ \t]*)return \S", text, re.M))
+        params = re.findall(r"[(,]\s*(\w+): R\.Tensor", text)
+        if not returns or not params:
+            return text
+        m, p = rng.choice(returns), rng.choice(params)
+        # One space a level keeps a 2001-deep nest to ~6 MB (four would make it 24 MB).
+        ind, depth = m.group(1), 2001 if rng.random() < 0.08 else rng.choice([20, 99, 100, 101, 300])
+        cond = "zz_c" if rng.random() < 0.7 else p
+        lines = [f"{ind}zz_c = R.const(True, \"bool\")"] + [f"{ind}{' ' * k}if {cond}:" for k in range(depth)]
+        lines.append(f"{ind}{' ' * depth}zz{depth - 1} = {p}")
+        for k in range(depth - 1, -1, -1):
+            lines += [f"{ind}{' ' * k}else:", f"{ind}{' ' * (k + 1)}zz{k} = {p}"]
+            if k:
+                lines.append(f"{ind}{' ' * k}zz{k - 1} = zz{k}")
+        return text[: m.start()] + "\n".join(lines) + "\n" + text[m.start() :]
 
     def long_identifier(self, text):
         toks = [t for t in self._tokens(text) if t.group()[0].isalpha() or t.group()[0] == "_"]

@@ -57,3 +57,16 @@ def test_a_slow_input_is_reported_as_a_hang(fuzz, monkeypatch):
     t0 = time.perf_counter()
     assert fuzz.check_in_process("x", 0.2)[0] == "hang"
     assert time.perf_counter() - t0 < 3
+
+
+def test_deep_if_nests_parse_or_fail_located(fuzz):
+    """300 nested Ifs on a bool constant are accepted (printed, parsed back, run); past the lexer's 2000
+    indentation levels the nest is a located error."""
+    m = fuzz.Mutator(fuzz.load_corpus(), seed=2)
+    ok = '@R.function\ndef main(x: R.Tensor((2,), "float32")):\n    return x\n'
+    for forced_random, depth, want in ((0.5, 300, "accepted"), (0.01, 2001, "located")):
+        m.rng.random = lambda v=forced_random: v
+        m.rng.choice = lambda seq, d=depth: d if isinstance(seq, list) and 300 in seq else seq[0]
+        text = m.deep_if(ok)
+        assert text.count(" if zz_c:") + text.count("\n    if zz_c:") >= depth
+        assert fuzz.check_in_process(text, 30.0)[0] == want
