@@ -365,14 +365,16 @@ def conv2d_transpose(
     if out_h <= 0 or out_w <= 0:
         raise KernelError(f"{op}: padding {padding!r} leaves an empty output ({out_h} x {out_w})")
     x, w = x.astype(dtype, copy=False), w.astype(dtype, copy=False)
-    # Unit strides: the same as conv2d with the flipped kernel over the gradient padded by the kernel's
-    # reach; on small planes that conv on the wide grid beats col2im's short-row adds.
+    # Unit strides, one group: dX is conv2d with the flipped kernel over the gradient padded by `full`
+    # (the kernel's reach less the padding). Its leading part non-negative, col2im on the grid the
+    # gradient and the output share wins when the taps are few; else, on small planes, that conv on
+    # the wide grid beats col2im's short-row adds.
     full = ((kh - 1) * dh - pt, (kw - 1) * dw - pl, (kh - 1) * dh - pb + oph, (kw - 1) * dw - pr + opw)
-    if sh == sw == 1 and g == 1 and _shared_grid_fits((pt, pl), (kh, kw), (dh, dw)) and _grid_col2im(cg, kh * kw) \
-            and np.isfinite(w).all():
+    unit = sh == sw == 1 and g == 1
+    if unit and min(full[:2]) >= 0 and _grid_col2im(cg, kh * kw) and np.isfinite(w).all():
         out = _transpose_grid(x, w, (pt, pl), (out_h, out_w), (dh, dw))
         return np.ascontiguousarray(to_layout(op, out, "NCHW", out_layout or data_layout))
-    if sh == sw == 1 and g == 1 and min(full) >= 0:
+    if unit and min(full) >= 0:
         win = Window2d(op, (h, wd), (kh, kw), (1, 1), full, (dh, dw), kernel_name="kernel size")
         if _wide(win, ci):
             out = _conv_wide(x, np.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3)), win)
@@ -426,17 +428,13 @@ class _SharedGrid:
         return grid[:, self.base : self.base + images * self.block].reshape(-1, images, self.rc, self.wc)[:, :, :h, :wd]
 
 
-def _shared_grid_fits(pads, kernel, dilation) -> bool:
-    """The leading padding within the kernel's reach: a gradient cell must not sit before its image's block."""
-    return pads[0] <= (kernel[0] - 1) * dilation[0] and pads[1] <= (kernel[1] - 1) * dilation[1]
-
-
 def _transpose_grid(x, w, pads, out_hw, dilation):
     """Unit strides, one group: col2im on a shared grid (`_SharedGrid`): one matmul (C*k, O) @ (O, cells)
     for a chunk of images, then one add per tap over a long contiguous run. Digits CNN dX (32, 32, 8, 8)
     -> (32, 16, 8, 8): 340 µs against 500 µs for the flipped-kernel convolution on the wide grid (whose
-    im2col copies 9 taps of 32 channels). The gradient's zero cells multiply the weight, which is
-    checked finite by the caller."""
+    im2col copies 9 taps of 32 channels). The caller checks the weight finite (the gradient's zero cells
+    multiply it) and the leading padding within the kernel's reach (a gradient cell must not sit
+    before its image's block)."""
     n, o, h, wd = x.shape
     _, c, kh, kw = w.shape
     out_h, out_w = out_hw
