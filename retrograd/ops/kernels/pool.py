@@ -197,24 +197,27 @@ def _small_tiling(s) -> bool:
         and win.oh * win.kh <= win.h and win.ow * win.kw <= win.w and s.planes.nbytes <= CHUNK_BYTES
 
 
-def _tiled_max(planes, win):
-    """Each tile's maximum, over its taps split into contiguous arrays (see kernels/tiles.py)."""
-    taps = split_taps(planes, win.kh, win.kw, win.oh, win.ow).reshape(win.kh * win.kw, -1)
-    m = taps[0].copy()
-    for t in taps[1:]:
+def _tap_max(planes, win):
+    """(taps, maxima): the taps split into contiguous arrays (see kernels/tiles.py), and each tile's
+    maximum, flat."""
+    taps = split_taps(planes, win.kh, win.kw, win.oh, win.ow)
+    flat = taps.reshape(win.kh * win.kw, -1)
+    m = flat[0].copy()
+    for t in flat[1:]:
         np.maximum(m, t, out=m)
-    return m.reshape(planes.shape[0], win.oh, win.ow)
+    return taps, m
+
+
+def _tiled_max(planes, win):
+    """Each tile's maximum, as (planes, oh, ow)."""
+    return _tap_max(planes, win)[1].reshape(planes.shape[0], win.oh, win.ow)
 
 
 def _max_backward_tiled(planes, g, win):
     """Windows that tile the plane (stride = pool size, no padding; floor mode may leave rows and columns
     no window reads, which get 0), on the taps split into contiguous arrays."""
-    k = win.kh * win.kw
-    taps = split_taps(planes, win.kh, win.kw, win.oh, win.ow)
-    flat = taps.reshape(k, -1)
-    m = flat[0].copy()
-    for t in flat[1:]:
-        np.maximum(m, t, out=m)
+    taps, m = _tap_max(planes, win)
+    flat = taps.reshape(win.kh * win.kw, -1)
     gf = g.reshape(-1)
     # Taps in row-major order; `f` marks windows whose maximum is not found yet. Each tap's slot takes
     # its gradient once its comparison is done.
