@@ -209,16 +209,42 @@ def _run_part(fn, sl):
         _state.inside = False
 
 
+def _claim(blas: bool) -> bool:
+    """Whether this thread may hand work to the kernel threads now; if so it holds `_busy` until it
+    releases it. `blas`: the work calls BLAS, which must then be kept to one thread inside it."""
+    if blas and not _blas_controllers() and not _blas_single_by_env():
+        return False  # BLAS would start threads inside each part: leave the threading to BLAS
+    return _busy.acquire(blocking=False)  # else another thread's split holds the workers
+
+
+def _at_once(fn, arg, asides: list) -> tuple:
+    """fn(arg) here and each (fn_i, arg_i) of `asides` on a kernel thread of its own, at once; every one
+    has finished when this returns, so none may still write into the caller's arrays. (fn's value,
+    fn's exception or None, [(value, exception or None)] of the asides)."""
+    workers = _get_workers(len(asides))
+    for w, (f, a) in zip(workers, asides):
+        w.start(f, a)
+    value = error = None
+    try:
+        value = _run_part(fn, arg)
+    except BaseException as err:
+        error = err
+    try:
+        joined = [w.join() for w in workers]
+    except BaseException:  # interrupted while waiting: a worker may still run its part
+        _retire(workers)
+        raise
+    return value, error, joined
+
+
 def run_parts(fn, n: int, work_ns: float, blas: bool = False, min_part_ns: float | None = None) -> list:
     """[fn(slice) for the parts of range(n)], the parts run at once on the kernel threads when the
     work is worth it (at least `min_part_ns` a part, default MIN_PART_NS). `blas`: fn calls BLAS, which
     then runs single-threaded inside the parts; small work also runs with one BLAS thread (waking
     BLAS's threads costs more than it saves there)."""
     parts = parts_for(n, work_ns, min_part_ns)
-    if blas and parts > 1 and not _blas_controllers() and not _blas_single_by_env():
-        parts = 1  # BLAS would start threads inside each part: leave the threading to BLAS
-    if parts > 1 and not _busy.acquire(blocking=False):
-        parts = 1  # another thread's split holds the workers
+    if parts > 1 and not _claim(blas):
+        parts = 1
     if parts == 1:
         if blas and work_ns < MIN_PART_NS * max(2, get_num_threads()) and _blas_controllers():
             with _OneBlasThread():
@@ -227,20 +253,7 @@ def run_parts(fn, n: int, work_ns: float, blas: bool = False, min_part_ns: float
     try:
         with _OneBlasThread() if blas else _NO_SCOPE:
             slices = split(n, parts, min(WAKE_NS / work_ns, 0.9 / parts) if work_ns > 0 else 0.0)
-            workers = _get_workers(len(slices) - 1)
-            for w, sl in zip(workers, slices[1:]):
-                w.start(fn, sl)
-            first = error = None
-            try:
-                first = _run_part(fn, slices[0])
-            except BaseException as err:
-                error = err
-            # Every part finishes before this returns: none may still write into the caller's arrays.
-            try:
-                joined = [w.join() for w in workers]
-            except BaseException:  # interrupted while waiting: a worker may still run its part
-                _retire(workers)
-                raise
+            first, error, joined = _at_once(fn, slices[0], [(fn, sl) for sl in slices[1:]])
     finally:
         _busy.release()
     for _, err in joined:
@@ -254,28 +267,15 @@ def run_pair(here, aside):
     """(here(), (aside(), None) or (None, the exception aside raised)), `aside` run at once on a kernel
     thread; neither splits its own work (both run with one BLAS thread). None, having run nothing,
     when there is one thread or the kernel threads are taken."""
-    if get_num_threads() < 2 or getattr(_state, "inside", False):
-        return None
-    if not _blas_controllers() and not _blas_single_by_env():
-        return None  # BLAS would start threads inside both kernels
-    if not _busy.acquire(blocking=False):
+    if get_num_threads() < 2 or getattr(_state, "inside", False) or not _claim(blas=True):
         return None
     try:
         with _OneBlasThread():
-            worker = _get_workers(1)[0]
-            worker.start(lambda _: aside(), slice(0, 1))
-            _state.inside = True
-            try:
-                value = here()
-            finally:
-                _state.inside = False
-                try:
-                    outcome = worker.join()
-                except BaseException:  # interrupted while waiting: the worker may still run
-                    _retire([worker])
-                    raise
+            value, error, [outcome] = _at_once(lambda _: here(), None, [(lambda _: aside(), None)])
     finally:
         _busy.release()
+    if error is not None:
+        raise error
     return value, outcome
 
 
