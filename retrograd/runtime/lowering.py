@@ -410,9 +410,8 @@ class _FunctionLowering:
         pair_cost = 0.0
         if nbytes is not None and nbytes > allocation_limit():
             fn, inplace = _refuse(nbytes), None  # fails when reached (an untaken branch may hold it)
-        elif op.cost.kind in pairs.PAIR_KINDS and not self.check:
-            pair_cost = pairs.nominal_cost(op, call, var.struct_info)
-            pair_cost = pair_cost if pair_cost >= pairs.PAIR_MIN_COST else 0.0
+        elif not self.check:
+            pair_cost = pairs.pair_cost(op, call, var.struct_info)
         self._add(pb, fn, self.new_reg(), reads, False, info, var, inplace=inplace, pair_cost=pair_cost,
                   moves=op.pure and inplace is None)
 

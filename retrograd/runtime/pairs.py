@@ -35,11 +35,15 @@ PAIR_RATIO = 2.0
 WINDOW = 32
 
 
-def nominal_cost(op, call, out_sinfo) -> float:
-    """op.cost of the call with every symbolic dimension taken as NOMINAL_DIM: the ratio of two kernels'
-    costs holds for any batch size when both scale with it."""
+def pair_cost(op, call, out_sinfo) -> float:
+    """The work of a call that may run beside another (0 when it may not): op.cost with every symbolic
+    dimension taken as NOMINAL_DIM, so that the ratio of two kernels' costs holds for any batch size
+    when both scale with it."""
+    if op.cost.kind not in PAIR_KINDS:
+        return 0.0
     args = [SimpleNamespace(struct_info=_nominal(a.struct_info)) for a in call.args]
-    return op.cost(SimpleNamespace(args=args, attrs=call.attrs), _nominal(out_sinfo))
+    cost = op.cost(SimpleNamespace(args=args, attrs=call.attrs), _nominal(out_sinfo))
+    return cost if cost >= PAIR_MIN_COST else 0.0
 
 
 def _nominal(sinfo):
