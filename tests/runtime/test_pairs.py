@@ -37,11 +37,15 @@ def _lowered_fns(ex, name="main"):
 
 
 @pytest.fixture
-def two_threads():
-    saved = parallel.get_num_threads()
-    parallel.set_num_threads(2)
-    yield
-    parallel.set_num_threads(saved)
+def set_threads():
+    """parallel.set_num_threads, reset to the environment's default after the test."""
+    yield parallel.set_num_threads
+    parallel.set_num_threads(None)
+
+
+@pytest.fixture
+def two_threads(set_threads):
+    set_threads(2)
 
 
 def _inputs(seed=0, c=16, d=16):
@@ -63,17 +67,13 @@ def test_two_independent_convolutions_run_as_a_pair_with_the_same_values_and_pea
     assert ex.stats.peak_live_bytes == alone.stats.peak_live_bytes > 0
 
 
-def test_one_thread_runs_the_pair_in_order(monkeypatch):
+def test_one_thread_runs_the_pair_in_order(set_threads, monkeypatch):
     ex = retrograd.build(retrograd.parse(TWO_CONVS))
     x, y, w1, w2 = _inputs(1)
     started = []
     monkeypatch.setattr(parallel, "_get_workers", lambda n: started.append(n) or [])
-    saved = parallel.get_num_threads()
-    parallel.set_num_threads(1)
-    try:
-        got = ex["main"](x, y, w1, w2)
-    finally:
-        parallel.set_num_threads(saved)
+    set_threads(1)
+    got = ex["main"](x, y, w1, w2)
     assert not started
     np.testing.assert_allclose(got, naive_conv(x, w1) + naive_conv(y, w2), rtol=1e-4, atol=1e-4)
 
