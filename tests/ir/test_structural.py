@@ -383,6 +383,7 @@ def _chain(n, last_op="add"):
     return IRModule({"main": Function([x], body, body.struct_info)})
 
 
+@pytest.mark.slow
 def test_long_chain_without_recursion_error():
     n = 20_000
     a, b = _chain(n), _chain(n)

@@ -48,6 +48,7 @@ def test_deep_nest_is_a_clear_error_for_lower_and_fine_for_dot():
     assert text.count("= If") == 3000 and text.count("leaf = R.exp") == 1
 
 
+@pytest.mark.slow
 def test_hundred_thousand_bindings(tmp_path):
     x = Var("x", TensorStructInfo((4,), "float32"))
     bb = BlockBuilder()

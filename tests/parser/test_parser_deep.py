@@ -37,6 +37,7 @@ def chain_text(n: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+@pytest.mark.slow
 def test_long_chain_parses_prints_and_roundtrips(low_recursion_limit):
     mod = parse(chain_text(N))
     (dataflow, plain) = mod["main"].body.blocks
@@ -50,6 +51,7 @@ def test_long_chain_parses_prints_and_roundtrips(low_recursion_limit):
     assert print_module(back) == text
 
 
+@pytest.mark.slow
 def test_long_chain_built_by_blockbuilder_prints(low_recursion_limit):
     x = Var("x", TensorStructInfo((3,), "float32"))
     bb = BlockBuilder()

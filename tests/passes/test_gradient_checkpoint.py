@@ -319,6 +319,7 @@ def test_second_order_over_the_barriers():
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_a_segment_ten_times_the_recursion_limit():
     """A segment as long as ten recursion limits is recomputed without recursion."""
     layers = 10 * sys.getrecursionlimit()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import sys
 
 import numpy as np
@@ -34,6 +36,7 @@ def chain(n: int, dead_every: int = 0) -> IRModule:
     return IRModule({"main": Function((x,), body, gv.struct_info)})
 
 
+@pytest.mark.slow
 def test_gradient_of_a_chain_ten_times_the_recursion_limit():
     n = 10 * sys.getrecursionlimit()
     out = Gradient("main")(chain(n))
@@ -47,6 +50,7 @@ def test_gradient_of_a_chain_ten_times_the_recursion_limit():
     np.testing.assert_allclose(g, expected, rtol=1e-3)
 
 
+@pytest.mark.slow
 def test_cleanup_passes_on_100000_bindings():
     mod = chain(100_000, dead_every=2)
     total = 100_000 + 2 * 50_000 + 1

@@ -217,7 +217,7 @@ def main(x: R.Tensor((2, 3, 4), "float32"), w: R.Tensor((4, 5), "float32")):
     np.testing.assert_allclose(mm, x @ w, rtol=1e-5)
 
 
-@pytest.mark.parametrize("length", [11, 100_000])
+@pytest.mark.parametrize("length", [11, pytest.param(100_000, marks=pytest.mark.slow)])
 def test_deep_chain_runs_without_recursion(length):
     # 100,000 bindings: lowering and running iterate over the binding sequence.
     def body(bb, x):
