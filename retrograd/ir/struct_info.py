@@ -260,6 +260,15 @@ def dim_names(dim) -> set[str]:
 
 def all_dim_names(sinfo: StructInfo) -> set[str]:
     """Every symbolic name the dims of a struct info (tuples and function signatures included) refer to."""
+    if sinfo.__class__ is TensorStructInfo:  # the common case, without the walk (printing calls it per binding)
+        shape = sinfo.shape
+        if shape is None:
+            return set()
+        for d in shape:
+            if d.__class__ is not int:
+                break
+        else:
+            return set()
     out: set[str] = set()
     stack = [sinfo]
     while stack:
