@@ -127,9 +127,9 @@ class BlockBuilder:
     def emit(self, expr: Expr, name_hint: str = "lv", span=None) -> Var:
         """Normalize `expr`, bind it to a fresh var (a DataflowVar inside a dataflow block), return the var."""
         value = self.normalize(expr)
-        cls = DataflowVar if self.in_dataflow else Var
-        var = cls(name_hint, value.struct_info, span=span)
-        self.current_bindings().append(VarBinding(var, value, span=span))
+        bindings = self.current_bindings()
+        var = (DataflowVar if self._scopes[-1].dataflow else Var)(name_hint, value.struct_info, span=span)
+        bindings.append(VarBinding(var, value, span=span))
         return var
 
     def emit_output(self, expr: Expr, name_hint: str = "gv", span=None) -> Var:

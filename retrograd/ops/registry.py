@@ -254,6 +254,8 @@ class OpDef(Op):
 
     # -- inference ----------------------------------------------------------
     def check_arity(self, call: Call) -> None:
+        if len(call.args) == len(self.args):  # every argument given: the common case, checked first
+            return
         required = sum(1 for a in self.args if not a.optional)
         if not required <= len(call.args) <= len(self.args):
             expected = f"{required}" if required == len(self.args) else f"{required} to {len(self.args)}"
@@ -263,7 +265,7 @@ class OpDef(Op):
         self.check_arity(call)
         sinfo = self.infer(InferCtx(self, call))
         shape = getattr(sinfo, "shape", None)
-        if shape is not None and any(isinstance(d, int) and d > _MAX_DIM for d in shape):
+        if shape is not None and any(d > _MAX_DIM for d in shape if d.__class__ is int):
             # Huge attributes (strides, padding) can make a shape no tensor can have, nor text read back.
             raise OpError(f"{self.script_name}: an inferred dimension is beyond the int64 range: {shape}", call.span)
         return sinfo
