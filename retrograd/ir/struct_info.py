@@ -18,6 +18,12 @@ Dim = Union[int, str]
 def _dims(value) -> tuple | None:
     if value is None:
         return None
+    if value.__class__ is tuple:  # already canonical (the usual case: shapes built from shapes)
+        for d in value:
+            if d.__class__ is not int and d.__class__ is not str:
+                break
+        else:
+            return value
     return tuple(int(d) if not isinstance(d, str) else d for d in value)
 
 
