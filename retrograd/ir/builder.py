@@ -45,6 +45,9 @@ from retrograd.ir.text import format_sinfo
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
+# Leaf classes (subclasses included) whose typed instances are already normalized arguments.
+_TYPED_LEAVES = frozenset({Var, DataflowVar, GlobalVar, Constant, ShapeExpr, PrimValue, StringImm})
+
 class _Scope:
     __slots__ = ("blocks", "bindings", "dataflow")
 
@@ -127,9 +130,9 @@ class BlockBuilder:
     def emit(self, expr: Expr, name_hint: str = "lv", span=None) -> Var:
         """Normalize `expr`, bind it to a fresh var (a DataflowVar inside a dataflow block), return the var."""
         value = self.normalize(expr)
-        cls = DataflowVar if self.in_dataflow else Var
-        var = cls(name_hint, value.struct_info, span=span)
-        self.current_bindings().append(VarBinding(var, value, span=span))
+        bindings = self.current_bindings()
+        var = (DataflowVar if self._scopes[-1].dataflow else Var)(name_hint, value.struct_info, span=span)
+        bindings.append(VarBinding(var, value, span=span))
         return var
 
     def emit_output(self, expr: Expr, name_hint: str = "gv", span=None) -> Var:
@@ -182,6 +185,8 @@ class BlockBuilder:
 
     def normalize(self, expr: Expr) -> Expr:
         """Fill struct info, bringing call arguments to normal form first."""
+        if expr.__class__ is Call:  # the common case first: every emitted op call
+            return self._normalize_call(expr)
         if isinstance(expr, Var | GlobalVar):
             if expr.struct_info is None:
                 if isinstance(expr, GlobalVar) and expr.name_hint in self.global_sinfo:
@@ -235,11 +240,18 @@ class BlockBuilder:
         return self.end_scope(branch)
 
     def _normalize_call(self, call: Call) -> Call:
-        args = tuple(self.normalize_arg(a) for a in call.args)
+        changed = False
+        args = []
+        for a in call.args:
+            # A leaf with struct info is its own normal form (normalize_arg's first case, inline).
+            b = a if a.__class__ in _TYPED_LEAVES and a.struct_info is not None else self.normalize_arg(a)
+            changed = changed or b is not a
+            args.append(b)
+        args = tuple(args)
         op = call.op
         if isinstance(op, GlobalVar):
             op = self.normalize(op)
-        if call.struct_info is not None and op is call.op and all(a is b for a, b in zip(args, call.args)):
+        if call.struct_info is not None and op is call.op and not changed:
             return call
         new = Call(op, args, call.attrs, span=call.span)
         if isinstance(op, Op):

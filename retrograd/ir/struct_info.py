@@ -18,6 +18,12 @@ Dim = Union[int, str]
 def _dims(value) -> tuple | None:
     if value is None:
         return None
+    if value.__class__ is tuple:  # already canonical (the usual case: shapes built from shapes)
+        for d in value:
+            if d.__class__ is not int and d.__class__ is not str:
+                break
+        else:
+            return value
     return tuple(int(d) if not isinstance(d, str) else d for d in value)
 
 
@@ -260,6 +266,15 @@ def dim_names(dim) -> set[str]:
 
 def all_dim_names(sinfo: StructInfo) -> set[str]:
     """Every symbolic name the dims of a struct info (tuples and function signatures included) refer to."""
+    if sinfo.__class__ is TensorStructInfo:  # the common case, without the walk (printing calls it per binding)
+        shape = sinfo.shape
+        if shape is None:
+            return set()
+        for d in shape:
+            if d.__class__ is not int:
+                break
+        else:
+            return set()
     out: set[str] = set()
     stack = [sinfo]
     while stack:

@@ -254,6 +254,8 @@ class OpDef(Op):
 
     # -- inference ----------------------------------------------------------
     def check_arity(self, call: Call) -> None:
+        if len(call.args) == len(self.args):  # every argument given: the common case, checked first
+            return
         required = sum(1 for a in self.args if not a.optional)
         if not required <= len(call.args) <= len(self.args):
             expected = f"{required}" if required == len(self.args) else f"{required} to {len(self.args)}"
@@ -263,13 +265,20 @@ class OpDef(Op):
         self.check_arity(call)
         sinfo = self.infer(InferCtx(self, call))
         shape = getattr(sinfo, "shape", None)
-        if shape is not None and any(isinstance(d, int) and d > _MAX_DIM for d in shape):
+        if shape and _beyond_int64(shape):
             # Huge attributes (strides, padding) can make a shape no tensor can have, nor text read back.
             raise OpError(f"{self.script_name}: an inferred dimension is beyond the int64 range: {shape}", call.span)
         return sinfo
 
 
 _MAX_DIM = 2**63 - 1
+
+
+def _beyond_int64(shape: tuple) -> bool:
+    try:
+        return max(shape) > _MAX_DIM  # all static: one C-level pass
+    except TypeError:  # symbolic dims among them
+        return any(d > _MAX_DIM for d in shape if d.__class__ is int)
 _REGISTRY: dict[str, OpDef] = {}
 
 

@@ -10,6 +10,8 @@ from retrograd.ir.struct_info import Dim, TensorStructInfo
 
 def broadcast_shapes(a: tuple[Dim, ...], b: tuple[Dim, ...]) -> tuple[Dim, ...] | None:
     """NumPy broadcasting; a symbolic dim against 1 or itself is kept. None if incompatible."""
+    if a == b:  # equal shapes (most elementwise calls): nothing to broadcast
+        return tuple(a)
     out = []
     for i in range(1, max(len(a), len(b)) + 1):
         x = a[-i] if i <= len(a) else 1

@@ -122,6 +122,26 @@ def const_text(data: np.ndarray) -> str:
     return f"R.const({_nested(texts, data.shape)}, {_quote(str(data.dtype))})"
 
 
+def _attr_texts(op, attrs: dict) -> tuple:
+    """(positional texts, `key=value` texts, needs T., TVM note or None) of a call's attributes: the
+    op's positional attributes up to the first None, then the rest by name but for printed-omitted defaults."""
+    positional_keys = getattr(op, "print_positional", ())
+    positional, skip = [], set()
+    for key in positional_keys:
+        v = attrs.get(key)
+        skip.add(key)
+        if v is None:
+            break
+        positional.append(format_value(v, positional=True))
+    skip.update(key for key in positional_keys if attrs.get(key) is None)
+    note = getattr(op, "tvm_note", None)
+    reason = note(attrs) if note is not None else None
+    omit = getattr(op, "print_omit", {})
+    named = [f"{key}={format_value(v)}" for key, v in attrs.items() if key not in skip and not (key in omit and omit[key] == v)]
+    tir = any(_needs_tir(text) for text in positional)
+    return positional, named, tir, reason or None
+
+
 # -- struct info ------------------------------------------------------------------------------
 
 
@@ -140,6 +160,8 @@ class _ModulePrinter:
         self.sinfo_memo: dict = {}
         self.sinfo_texts: dict = {}  # id -> text of nested struct infos (see format_sinfo_shared)
         self.op_names: dict = {}
+        self.attr_memo: dict = {}
+        self.const_memo: dict = {}
         self.tvm_notes: dict = {}  # reasons TVM cannot read the text, in first-seen order
         self.module_dims: set[str] = set()  # symbolic dims declared before the module (`n = T.int64()`)
 
@@ -169,11 +191,44 @@ class _ModulePrinter:
             self.uses_tir = True
         return text
 
+    def const_text(self, data: np.ndarray) -> str:
+        """`const_text` memoized by value: adjoints repeat a few scalars (0, 1) thousands of times, and
+        finding each element's shortest text costs ~18 us."""
+        key = (data.dtype.str, data.shape, data.tobytes())
+        text = self.const_memo.get(key)
+        if text is None:
+            text = self.const_memo[key] = const_text(data)
+        return text
+
     def op_name(self, op) -> str:
-        name = self.op_names.get(op)
-        if name is None:
-            name = self.op_names[op] = op_script_name(op)
-        return name
+        return self.op_info(op)[0]
+
+    def op_info(self, op) -> tuple:
+        """(script name, {position: name} of the keyword-only arguments) of an op."""
+        info = self.op_names.get(op)
+        if info is None:
+            specs = getattr(op, "args", ())
+            info = self.op_names[op] = (op_script_name(op), {i: a.name for i, a in enumerate(specs) if a.keyword})
+        return info
+
+    def attr_texts(self, op, attrs: dict) -> tuple:
+        """(positional texts, `key=value` texts) of a call's attributes; memoized, since calls of one op
+        mostly repeat the same attributes (the printer's hot path on large functions)."""
+        try:
+            key = (op, tuple(attrs.items()))
+            hit = self.attr_memo.get(key)
+        except TypeError:  # an unhashable value (a dict attribute): not memoized
+            key = hit = None
+        if hit is None:
+            hit = _attr_texts(op, attrs)
+            if key is not None:
+                self.attr_memo[key] = hit
+        positional, named, tir, note = hit
+        if tir:
+            self.uses_tir = True
+        if note:
+            self.tvm_notes[note] = None
+        return positional, named
 
 
 def print_module(mod) -> str:
@@ -239,6 +294,22 @@ def _header(mp: _ModulePrinter) -> list[str]:
     return lines
 
 
+_BASES: dict[str, str] = {}  # name hint -> a name the script may use (hints repeat across functions)
+
+
+def _base_name(hint: str) -> str:
+    base = hint
+    if not _IDENT.match(base):
+        base = _BAD_CHARS.sub("_", base) or "v"
+        if base[0].isdigit():
+            base = "v" + base
+    if base in _RESERVED:
+        base = base + "_"
+    if len(_BASES) < 100_000:
+        _BASES[hint] = base
+    return base
+
+
 class _FunctionPrinter:
     """Prints one function; display names are unique per function, parameters named first."""
 
@@ -259,13 +330,7 @@ class _FunctionPrinter:
         if name is not None:
             return name
         base = self.hints.pop(var, None) or var.name_hint
-        if not _IDENT.match(base):
-            base = _BAD_CHARS.sub("_", base) or "v"
-            if base[0].isdigit():
-                base = "v" + base
-        if base in _RESERVED:
-            base = base + "_"
-        name = base
+        name = base = _BASES.get(base) or _base_name(base)
         if name in self.used:
             k = self.next_suffix.get(base, 1)
             while f"{base}_{k}" in self.used:
@@ -290,7 +355,7 @@ class _FunctionPrinter:
                 # Nested lists cannot hold dims after an empty one ((0, 1) would print as [] and read
                 # back as (0,)): an empty constant is all zeros of its shape, which R.zeros spells.
                 return f"R.zeros(R.shape([{', '.join(map(str, data.shape))}]), dtype={_quote(str(data.dtype))})"
-            return const_text(data)
+            return self.mp.const_text(data)
         if t is ShapeExpr:
             text = f"R.shape([{', '.join(str(v) for v in e.values)}])"
             if _needs_tir(text):
@@ -321,39 +386,28 @@ class _FunctionPrinter:
             if isinstance(op, GlobalVar):
                 self.uses_cls = True
                 return f"cls.{op.name_hint}(" + ", ".join([self.arg(a) for a in e.args]) + ")"
-            specs = getattr(op, "args", ())
-            parts, by_name = [], []  # by_name: keyword-only arguments (dropout's key), after positional attributes
-            for i, a in enumerate(e.args):
-                if i < len(specs) and specs[i].keyword:
-                    by_name.append(f"{specs[i].name}={self.arg(a)}")
-                else:
-                    parts.append(self.arg(a))
+            mp = self.mp
+            name, keywords = mp.op_info(op)
+            arg = self.arg
+            if not keywords:
+                parts = [arg(a) for a in e.args]
+                by_name = ()
+            else:  # keyword-only arguments (dropout's key) go after the positional attributes
+                parts, by_name = [], []
+                for i, a in enumerate(e.args):
+                    if i in keywords:
+                        by_name.append(f"{keywords[i]}={arg(a)}")
+                    else:
+                        parts.append(arg(a))
             attrs = e.attrs
-            if not attrs:
+            if attrs:
+                positional, named = mp.attr_texts(op, attrs)
+                parts += positional
                 parts += by_name
+                parts += named
             else:
-                positional = getattr(op, "print_positional", ())
-                skip = set()
-                for key in positional:
-                    v = attrs.get(key)
-                    skip.add(key)
-                    if v is None:
-                        break
-                    parts.append(format_value(v, positional=True))
-                    if _needs_tir(parts[-1]):
-                        self.mp.uses_tir = True
-                for key in positional:
-                    if attrs.get(key) is None:
-                        skip.add(key)
-                note = getattr(op, "tvm_note", None)
-                if note is not None and (reason := note(attrs)):
-                    self.mp.tvm_notes[reason] = None
                 parts += by_name
-                omit = getattr(op, "print_omit", {})
-                for key, v in attrs.items():
-                    if key not in skip and not (key in omit and omit[key] == v):
-                        parts.append(f"{key}={format_value(v)}")
-            return f"{self.mp.op_name(op)}({', '.join(parts)})"
+            return f"{name}({', '.join(parts)})"
         if t is Tuple or t is TupleGetItem:
             return render(e, self._tuple_parts)  # tuples nest to any depth: rendered with a stack
         if t is If or t is SeqExpr or t is Function:
@@ -460,11 +514,15 @@ def _body_dim_names(body: SeqExpr) -> set[str]:
     struct-info attributes (R.match_cast's target)."""
     out: set[str] = set()
     stack = [body]
+    seen: set[int] = set()  # ids of the struct infos read (bindings share them; all are alive meanwhile)
     while stack:
         seq = stack.pop()
         for block in seq.blocks:
             for b in block.bindings:
-                out |= all_dim_names(b.var.struct_info)
+                s = b.var.struct_info
+                if id(s) not in seen:
+                    seen.add(id(s))
+                    out |= all_dim_names(s)
                 value = b.value
                 if type(value) is If:
                     stack += [value.true_branch, value.false_branch]
