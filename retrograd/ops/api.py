@@ -17,7 +17,7 @@ class _Namespace:
         op = lookup(f"{self._prefix}.{name}")
         if op is not None:
             return op
-        if name in ("nn", "grad", "image", "memory"):
+        if name in ("nn", "grad", "image", "memory", "ccl"):
             return _Namespace(f"{self._prefix}.{name}")
         raise AttributeError(f"no op R.{self._prefix[len('relax.'):] + '.' if '.' in self._prefix else ''}{name}")
 
