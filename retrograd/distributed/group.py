@@ -114,3 +114,17 @@ def shutdown() -> None:
     dist = process_group()
     if dist is not None:
         dist.destroy_process_group()
+
+
+def exit_now(code: int) -> None:
+    """End the process with `code` after a failed collective, output flushed. A process group whose peer
+    died cannot be torn down cleanly (gloo aborts the interpreter at exit with a pending operation), so
+    the process leaves without running the interpreter's shutdown."""
+    import sys
+
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)

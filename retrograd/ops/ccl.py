@@ -359,6 +359,9 @@ scatter_from_worker0 = register(
     # Worker r's output is part r of worker 0's input: worker 0 receives every part's cotangent.
     grad=lambda call, out, g: [R.ccl.gather_to_worker0(g, num_workers=call.attrs["num_workers"], axis=call.attrs["axis"])],
     pure=False,
+    # TVM's inference indexes the shape with the axis as given: a negative one makes its module ill-formed.
+    tvm_note=lambda a: (f"R.ccl.scatter_from_worker0(axis={a['axis']}): TVM takes no negative axis"
+                        if a["axis"] < 0 else None),
 )
 
 reduce_to_worker0 = register(

@@ -197,7 +197,7 @@ def main() -> int:
         distributed.shutdown()
     except DiagnosticError as err:
         sys.stderr.write(f"error: {err}\n")
-        return 1
+        distributed.exit_now(1)
     return 0
 
 
