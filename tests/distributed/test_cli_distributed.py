@@ -15,6 +15,7 @@ from optional import need
 from workers import ROOT
 
 from retrograd.cli.app import main
+from retrograd.distributed.launch import free_port
 
 MLP = """
 @R.function
@@ -63,7 +64,7 @@ def test_torchrun_digits_rank0_alone_writes(tmp_path):
     need("torch")
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-                          "--master-addr", "127.0.0.1", "--master-port", str(_port()), "-m", "retrograd", "train",
+                          "--master-addr", "127.0.0.1", "--master-port", str(free_port()), "-m", "retrograd", "train",
                           "digits", "--seed", "0", "--epochs", "1", "--limit", "128", "--out", str(tmp_path)],
                          env=env, capture_output=True, text=True, timeout=240)
     assert run.returncode == 0, run.stderr
@@ -75,9 +76,3 @@ def test_nproc_errors(tmp_path, capsys):
     argv = _files(tmp_path)
     assert main(argv + ["--nproc", "0"]) == 1
     assert "--nproc must be at least 1" in capsys.readouterr().err
-
-
-def _port() -> int:
-    from retrograd.distributed.launch import free_port
-
-    return free_port()

@@ -7,7 +7,6 @@ with the error it met. Started by `spawn` below (the tests), never imported by p
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -147,16 +146,12 @@ def _train(out: Path, rank: int, workers: int) -> None:
     np.savez(out / f"rank{rank}.npz", **results)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def spawn(task: str, workers: int, out: Path, timeout: float = 120.0, collective_timeout: float = 20.0,
           wait_for: int | None = None):
     """Start `workers` processes of `task` on localhost; return (returncodes, stderrs, seconds). Each is
     killed after `timeout` s (the test fails then). `wait_for`: wait for this rank only, kill the others."""
+    from retrograd.distributed.launch import free_port
+
     port = free_port()
     procs = []
     start = time.monotonic()
