@@ -22,6 +22,7 @@ from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ir.well_formed import well_formed
 from retrograd.ops.api import R
 from retrograd.passes.checkpoint.budget import parse_budget
+from retrograd.passes.infra import OptionError, module_pass
 from retrograd.training.assemble import LAYOUT_ATTRS
 from retrograd.training.dropout_mode import DROPOUT_KEY
 from retrograd.training.inline import inline_body
@@ -98,6 +99,21 @@ def data_parallel(mod: IRModule, func: str = "train_step", bucket=DEFAULT_BUCKET
     if problems:
         raise TrainingError(f"data_parallel produced an ill-formed module (a bug): {problems[0]}")
     return result_mod
+
+
+@module_pass(name="data-parallel")
+class DataParallel:
+    """The pass form of `data_parallel` (pipelines: `data-parallel(func=train_step, bucket=25MiB)`)."""
+
+    def __init__(self, func: str = "train_step", bucket: int | str = "25MiB"):
+        try:
+            self.bucket = _bucket_bytes(bucket)
+        except TrainingError as err:
+            raise OptionError("bucket", str(err)) from None
+        self.func = func
+
+    def transform_module(self, mod: IRModule, ctx=None) -> IRModule:
+        return data_parallel(mod, self.func, self.bucket)
 
 
 def plan_buckets(grads: list, bindings: list, cap: int) -> list[tuple[list[int], int]]:

@@ -137,3 +137,19 @@ def test_data_parallel_errors():
         data_parallel(mod, func="backbone")
     sparse = setup_trainer(retrograd.parse(W.MLP), CrossEntropyLoss(), SGD(0.1))
     assert "train_step" in data_parallel(sparse, bucket="1KiB")
+
+
+def test_pipeline_spelling_and_cli(tmp_path, capsys):
+    from retrograd.cli.app import main
+    from retrograd.passes import parse_pipeline
+
+    mod = _mlp_module()
+    direct = data_parallel(mod, bucket=300)
+    via = parse_pipeline("data-parallel(func=train_step, bucket=300)")(mod)
+    assert structural_equal(via, direct)
+    src = tmp_path / "step.py"
+    src.write_text(mod.script())
+    assert main(["opt", str(src), "-p", "data-parallel(bucket=25MiB)"]) == 0
+    out = capsys.readouterr().out
+    assert out.count('R.ccl.allreduce(bucket, op_type="avg", in_group=True)') == 1  # one bucket holds all
+    assert out.count("R.ccl.broadcast_from_worker0(") == 4
