@@ -104,7 +104,7 @@ def _run_worker(args, stream) -> int:
     """One worker of a data-parallel run: join the group, train; a lost worker ends every process."""
     import io
 
-    from retrograd import distributed
+    from retrograd.distributed import group as distributed
     from retrograd.errors import DiagnosticError
 
     if args.target == "textbag":
