@@ -79,7 +79,7 @@ def data_parallel(mod: IRModule, func: str = "train_step", bucket=DEFAULT_BUCKET
     bb.end_block()
 
     opt_state = state[:-1] if with_key else state
-    packed = [bb_emit_block(bb, Tuple(vals), name) for vals, name in
+    packed = [_bound_alone(bb, Tuple(vals), name) for vals, name in
               ((trained, "params"), (reduced, "grads"), (opt_state, "state"))]
     result = inline_body(bb, mod["optimizer"], packed)
     bb.begin_block(dataflow=False)
@@ -200,7 +200,7 @@ def _emit_bucket(bb: BlockBuilder, grads: list, members: list[int], reduced: lis
         reduced[i] = bb.emit(R.reshape(part, shape_expr(list(shape))), f"{trained[i].name_hint}_grad_avg")
 
 
-def bb_emit_block(bb: BlockBuilder, value, name: str) -> Var:
+def _bound_alone(bb: BlockBuilder, value, name: str) -> Var:
     """`value` bound to a var in a block of its own (the optimizer's inlined blocks follow)."""
     bb.begin_block(dataflow=False)
     var = bb.emit(value, name)

@@ -89,6 +89,19 @@ def _buffer(x):
     return out, torch.from_numpy(out)
 
 
+def _view(x):
+    """x as a torch tensor the collective only reads: a NumPy array is shared through torch.from_numpy,
+    not copied (a read-only or strided one is copied first: torch shares only writable C-ordered memory)."""
+    if _is_torch(x):
+        return x.contiguous()
+    import torch
+
+    a = np.asarray(x)
+    if not (a.flags.c_contiguous and a.flags.writeable):
+        a = np.array(a, copy=True, order="C")
+    return torch.from_numpy(a)
+
+
 def _empty_like(x, shape):
     if _is_torch(x):
         import torch
@@ -110,12 +123,9 @@ def _zeros_like(x, shape):
 
 
 def _chunks(x, num_workers: int, axis: int) -> list:
-    """The num_workers equal parts of x along axis, each contiguous (a torch tensor for the group)."""
-    if _is_torch(x):
-        return [c.contiguous() for c in x.chunk(num_workers, axis)]
-    import torch
-
-    return [torch.from_numpy(np.ascontiguousarray(c)) for c in np.split(np.asarray(x), num_workers, axis)]
+    """The num_workers equal parts of x along axis, as torch tensors for the group (views where they can be)."""
+    parts = x.chunk(num_workers, axis) if _is_torch(x) else np.split(np.asarray(x), num_workers, axis)
+    return [_view(c) for c in parts]
 
 
 def _run(name: str, dist, fn):
@@ -162,7 +172,7 @@ def allgather_kernel(x, *, num_workers, in_group=True):
         raise KernelError("R.ccl.allgather: a 0-d tensor has no axis 0 to gather along")
     if dist is None:
         return _copy(x)
-    src = x.contiguous() if _is_torch(x) else _buffer(x)[1]
+    src = _view(x)
     out, t = _empty_like(x, (x.shape[0] * num_workers, *x.shape[1:]))
     _run("allgather", dist, lambda: dist.all_gather(list(t.chunk(num_workers, 0)), src))
     return out
@@ -211,7 +221,7 @@ def gather_to_worker0_kernel(x, *, num_workers, axis=0):
         raise KernelError(f"R.ccl.gather_to_worker0: axis {axis} is out of range for a {ndim}-d tensor")
     if dist is None:
         return _copy(x)
-    src = x.contiguous() if _is_torch(x) else _buffer(x)[1]
+    src = _view(x)
     if dist.get_rank() != 0:
         _run("gather_to_worker0", dist, lambda: dist.gather(src, None, dst=0))
         shape = list(x.shape)
