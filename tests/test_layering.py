@@ -23,6 +23,7 @@ RANK = {
     "lower": 5,
     "frontend": 5,  # TVM interop: builds IR with the ops, prints with the parser's printer
     "training": 5,  # above passes and runtime, beside lower, below cli
+    "distributed": 5.25,  # data-parallel training: a pass over training's train step, its trainer
     "examples": 5.5,  # runnable examples built on training; cli starts them
     "cli": 6, "testing": 6, "__init__": 6, "__main__": 6,
 }

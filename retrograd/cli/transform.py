@@ -26,6 +26,7 @@ def cmd_check(args) -> int:
 
 def compose_pipelines(texts: list[str]):
     """One Sequential running the passes of every `-p` text in order; errors point into their own text."""
+    from retrograd import distributed  # noqa: F401  (registers the data-parallel pass)
     from retrograd.passes import Sequential, parse_pipeline
 
     passes, spans, option_spans = [], [], []

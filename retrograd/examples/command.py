@@ -25,9 +25,25 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--func", default="main", help="FILE only: the function to train")
     p.add_argument("--optimizer", choices=OPTIMIZERS, default="adam", help="FILE only")
     p.add_argument("--init", default="he_uniform", help="FILE only: initialisation of the trained parameters")
+    p.add_argument("--nproc", type=int, metavar="N", help="train data-parallel in N local processes (started "
+                   "through torch's launcher, as `torchrun --nproc-per-node N -m retrograd train ...` would): "
+                   "the batch is split over them; worker 0 prints, plots and saves")
+    p.add_argument("--bucket", default="25MiB", help="data-parallel only: gradient bytes per allreduce (default: 25MiB)")
 
 
 def run_train(args, stream=None) -> int:
+    from retrograd.examples.parallel import is_worker
+
+    if args.nproc is not None and not is_worker():
+        from retrograd.distributed.launch import launch_local
+
+        return launch_local(args.nproc, _argv_of(args))
+    if is_worker():
+        return _run_worker(args, stream)
+    return _run(args, stream)
+
+
+def _run(args, stream=None) -> int:
     stream = stream or sys.stdout
     example = EXAMPLES.get(args.target)
     if example is not None:
@@ -46,10 +62,10 @@ def _optimizer(name: str, lr: float):
 
 
 def _train_file(args, stream) -> int:
+    from retrograd.examples.parallel import make_progress, make_trainer
     from retrograd.parser.parse import parse_path
-    from retrograd.training import Trainer, setup_trainer
+    from retrograd.training import setup_trainer
     from retrograd.training.loop import fit, steps_per_epoch, training_threads
-    from retrograd.training.progress import Progress
 
     if args.target != "-" and not Path(args.target).exists():
         raise TrainingError(f"'{args.target}' is neither an example ({', '.join(EXAMPLES)}) nor a file")
@@ -66,13 +82,13 @@ def _train_file(args, stream) -> int:
     epochs = 1 if args.epochs is None else args.epochs
     train_mod = setup_trainer(mod, None, _optimizer(args.optimizer, lr), checkpoint=args.checkpoint,
                               func=args.func, inputs=names, batch_size=args.batch_size)
-    trainer = Trainer(train_mod)
+    trainer = make_trainer(train_mod, args)
     trainer.init_params(args.init, seed=args.seed)
     n = len(arrays[names[0]]) if names and np.ndim(arrays[names[0]]) else 0
     steps = epochs * steps_per_epoch(trainer, n, args.batch_size) if n else 0
     with training_threads(args.threads or None):
         history = fit(trainer, [arrays[k] for k in names], epochs, args.batch_size, seed=args.seed,
-                      progress=Progress(steps, desc=Path(args.target).stem if args.target != "-" else "stdin"))
+                      progress=make_progress(steps, Path(args.target).stem if args.target != "-" else "stdin"))
     losses = history["loss"]
     stream.write(f"{len(losses)} steps, first loss {losses[0]:.6g}, last loss {losses[-1]:.6g}\n" if losses
                  else "no step taken\n")
@@ -82,3 +98,42 @@ def _train_file(args, stream) -> int:
         trainer.export_params(out / "params.npz")
         stream.write(f"parameters written to {out / 'params.npz'}\n")
     return 0
+
+
+def _run_worker(args, stream) -> int:
+    """One worker of a data-parallel run: join the group, train; a lost worker ends every process."""
+    import io
+
+    from retrograd.distributed import group as distributed
+    from retrograd.errors import DiagnosticError
+
+    if args.target == "textbag":
+        raise TrainingError("textbag's sparse embedding gradients are not averaged by data_parallel: train it in one process")
+    distributed.init()
+    first = distributed.rank() == 0
+    if not first:
+        args.out = None  # worker 0 alone writes
+    try:
+        code = _run(args, stream if first else io.StringIO())
+        distributed.barrier()
+    except DiagnosticError as err:
+        sys.stderr.write(f"worker {distributed.rank()}: {err}\n")
+        distributed.exit_now(1)
+    distributed.shutdown()
+    return code
+
+
+# The options `retrograd train` passes on to the processes `--nproc` starts (dest, flag).
+_FORWARDED = [("seed", "--seed"), ("epochs", "--epochs"), ("batch_size", "--batch-size"), ("lr", "--lr"),
+              ("checkpoint", "--checkpoint"), ("out", "--out"), ("threads", "--threads"), ("limit", "--limit"),
+              ("data", "--data"), ("func", "--func"), ("optimizer", "--optimizer"), ("init", "--init"),
+              ("bucket", "--bucket")]
+
+
+def _argv_of(args) -> list[str]:
+    argv = ["train", args.target]
+    for dest, flag in _FORWARDED:
+        value = getattr(args, dest, None)
+        if value is not None:
+            argv += [flag, str(value)]
+    return argv

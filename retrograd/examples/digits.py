@@ -71,10 +71,10 @@ DEFAULTS = {"epochs": 20, "lr": 2e-3}
 def run(args, stream=None) -> float:
     """Train, print `test accuracy 0.xxxx`, write the outputs; return the test accuracy."""
     from retrograd.examples.options import plot_history
+    from retrograd.examples.parallel import make_progress, make_trainer
     from retrograd.parser import parse
-    from retrograd.training import Adam, NLLLoss, Trainer, setup_trainer
+    from retrograd.training import Adam, NLLLoss, setup_trainer
     from retrograd.training.loop import accuracy, fit, steps_per_epoch, training_threads
-    from retrograd.training.progress import Progress
 
     stream = stream or sys.stdout
     start = time.perf_counter()
@@ -84,13 +84,13 @@ def run(args, stream=None) -> float:
         tr = tr[: args.limit]
     mod = setup_trainer(parse(model_text()), NLLLoss(), Adam(args.lr), checkpoint=args.checkpoint,
                         batch_size=args.batch_size)
-    trainer = Trainer(mod)
+    trainer = make_trainer(mod, args)
     trainer.init_params("he_uniform", seed=args.seed)
     steps = args.epochs * steps_per_epoch(trainer, len(tr), args.batch_size)
     with training_threads(args.threads or None):
         history = fit(trainer, [x[tr], y[tr]], args.epochs, args.batch_size, seed=args.seed,
                       evaluate=lambda t: {"test_acc": accuracy(t, x[te], y[te])},
-                      progress=Progress(steps, desc="digits"), batch_accuracy=True)
+                      progress=make_progress(steps, "digits"), batch_accuracy=True)
         acc = accuracy(trainer, x[te], y[te])
     elapsed = time.perf_counter() - start
     stream.write(f"{len(tr)} training and {len(te)} test images, {steps} steps in {elapsed:.1f} s\n")

@@ -11,4 +11,5 @@ from retrograd.ops import grad  # noqa: F401  (registers grad.* ops)
 from retrograd.ops import grad_sparse  # noqa: F401  (registers grad.merge_sparse_rows)
 from retrograd.ops import match_cast  # noqa: F401  (registers match_cast)
 from retrograd.ops import assert_op  # noqa: F401  (registers assert_op)
+from retrograd.ops import ccl  # noqa: F401  (registers ccl.*, the collectives)
 from retrograd.ops.registry import Arg, Attr, InferCtx, OpDef, all_ops, get, lookup, register

@@ -22,7 +22,7 @@ class _Namespace:
         if op is not None:
             self._found[name] = op
             return op
-        if name in ("nn", "grad", "image", "memory"):
+        if name in ("nn", "grad", "image", "memory", "ccl"):
             ns = self._found[name] = _Namespace(f"{self._prefix}.{name}")
             return ns
         raise AttributeError(f"no op R.{self._prefix[len('relax.'):] + '.' if '.' in self._prefix else ''}{name}")

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from cases_ccl import CASES as CCL_CASES
 from cases_core import CASES as CORE_CASES
 from cases_math import CASES as MATH_CASES
 from cases_nn import CASES as NN_CASES
 
-ALL_CASES = CORE_CASES + NN_CASES + MATH_CASES
+ALL_CASES = CORE_CASES + NN_CASES + MATH_CASES + CCL_CASES

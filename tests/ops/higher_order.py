@@ -21,16 +21,18 @@ def dot_of_adjoint(mod: IRModule, name: str, required: list[int], **options) -> 
     weights = [Var(f"w{i}", s) for i, s in enumerate(adj.ret_struct_info.fields[1].fields)]
     bb = BlockBuilder(first)
     bb.begin_scope()
-    with bb.dataflow():
-        res = bb.emit(Call(GlobalVar(f"{name}_adjoint", adj.struct_info), tuple(params)), "res")
-        grads = bb.emit(TupleGetItem(res, 1), "grads")
-        total = None
-        for i, w in enumerate(weights):
-            term = bb.emit(R.sum(R.multiply(bb.emit(TupleGetItem(grads, i), "g"), w)), "t")
-            total = term if total is None else bb.emit(R.add(total, term), "acc")
-        out = bb.emit_output(total, "dot")
+    # An impure adjoint (of collectives) is called outside dataflow blocks, from an impure function.
+    bb.begin_block(dataflow=adj.is_pure)
+    res = bb.emit(Call(GlobalVar(f"{name}_adjoint", adj.struct_info), tuple(params)), "res")
+    grads = bb.emit(TupleGetItem(res, 1), "grads")
+    total = None
+    for i, w in enumerate(weights):
+        term = bb.emit(R.sum(R.multiply(bb.emit(TupleGetItem(grads, i), "g"), w)), "t")
+        total = term if total is None else bb.emit(R.add(total, term), "acc")
+    out = bb.emit_output(total, "dot") if adj.is_pure else total
+    bb.end_block()
     body = bb.end_scope(out)
-    dot = Function(params + weights, body, body.struct_info, attrs={"global_symbol": f"{name}_dot"})
+    dot = Function(params + weights, body, body.struct_info, adj.is_pure, attrs={"global_symbol": f"{name}_dot"})
     return first.with_function(f"{name}_dot", dot)
 
 

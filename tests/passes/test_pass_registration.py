@@ -9,18 +9,21 @@ import pytest
 from test_infra import add_exp
 
 import retrograd
+import retrograd.distributed  # noqa: F401  (defines the data-parallel pass, outside retrograd/passes)
 from retrograd.errors import PassError
 from retrograd.passes import function_pass, list_passes, module_pass, parse_pipeline, pass_factory, unregister_pass
 from retrograd.passes.infra import kebab_case
 
 PASSES_DIR = pathlib.Path(retrograd.__file__).parent / "passes"
+# Packages above passes that define passes too (data-parallel works on training's step).
+PASS_DIRS = [PASSES_DIR, PASSES_DIR.parent / "distributed"]
 DECORATORS = {"module_pass", "function_pass"}
 
 
 def _decorated_definitions():
-    """(pass name, module, qualname) of every decorated pass definition in retrograd/passes, read from the source."""
+    """(pass name, module, qualname) of every decorated pass definition in PASS_DIRS, read from the source."""
     found = []
-    for path in sorted(PASSES_DIR.rglob("*.py")):
+    for path in sorted(p for d in PASS_DIRS for p in d.rglob("*.py")):
         module = "retrograd." + ".".join(path.relative_to(PASSES_DIR.parent).with_suffix("").parts)
         module = module.removesuffix(".__init__")
         tree = ast.parse(path.read_text())
@@ -48,7 +51,7 @@ def test_every_registered_pass_comes_from_exactly_one_definition():
         factory = pass_factory(name)
         assert (factory.__module__, factory.__qualname__) == (module, qualname)
     # No second place registers a pass: register_pass is called only inside the infrastructure.
-    for path in PASSES_DIR.rglob("*.py"):
+    for path in (p for d in PASS_DIRS for p in d.rglob("*.py")):
         if "infra" in path.parts:
             continue
         calls = [

@@ -17,7 +17,7 @@ from retrograd.ir.struct_info import FuncStructInfo, TensorStructInfo, TupleStru
 from retrograd.ir.text import format_sinfo
 from retrograd.ops.registry import get as get_op
 from retrograd.passes.cse import eliminate_common_subexpressions
-from retrograd.passes.dce import eliminate_dead_code
+from retrograd.passes.dce import eliminate_dead_code, is_pure
 from retrograd.passes.fold_constant import fold_constants
 from retrograd.passes.gradient.activity import all_float, compute_active
 from retrograd.passes.gradient.checkpoint import Recompute, collect_checkpoints, marker_kind
@@ -199,7 +199,9 @@ class FunctionAD:
         params = [fresh_var(p) for p in func.params]
         vmap = dict(zip(func.params, params))
         blocks = func.body.blocks
-        has_if = any(isinstance(b.value, If) for blk in blocks for b in blk.bindings)
+        # An If, or an impure call (a collective, whose adjoint is one too), keeps the backward out of
+        # dataflow blocks, where neither may stand.
+        has_if = any(isinstance(b.value, If) or not is_pure(b.value, self.parent.mod) for blk in blocks for b in blk.bindings)
         # The backward joins the last forward block when that is a dataflow block (TVM's form);
         # otherwise forward values are made visible to it by turning dataflow vars into outputs.
         merged = not has_if and bool(blocks) and isinstance(blocks[-1], DataflowBlock)
@@ -310,3 +312,4 @@ class FunctionAD:
         return bb.emit(get_op("relax.ones")(shape_expr(sinfo.shape), dtype=sinfo.dtype), f"{name}_adjoint")
 
 __all__ = ["Gradient", "cleanup_function"]
+
