@@ -634,3 +634,31 @@ TABLE["__or__"] = TABLE["bitwise_or"]
 TABLE["__xor__"] = TABLE["bitwise_xor"]
 TABLE["__lshift__"] = TABLE["bitwise_left_shift"]
 TABLE["__rshift__"] = TABLE["bitwise_right_shift"]
+
+
+def _bounds(size, start, end):
+    start = 0 if start is None else start
+    end = size if end is None or (isinstance(end, int) and isinstance(size, int) and end > size) else end
+    if isinstance(size, int):
+        start, end = (start + size if start < 0 else start), (end + size if end < 0 else end)
+    if not all(isinstance(v, int) for v in (start, end)):
+        raise UnsupportedError("a slice with symbolic bounds")
+    return start, end
+
+
+@op("slice_scatter")
+def _slice_scatter(cx, a):
+    x = a["self"]
+    d = a["dim"] % ndim(x)
+    start, end = _bounds(x.struct_info.shape[d], a["start"], a["end"])
+    src = cx.tensor(a["src"], cx.out_dtype())
+    return R.slice_scatter(x, src, PrimValue(start, "int64"), PrimValue(end, "int64"), PrimValue(a["step"], "int64"), axis=d)
+
+
+@op("select_scatter")
+def _select_scatter(cx, a):
+    x = a["self"]
+    d = a["dim"] % ndim(x)
+    i = a["index"] + (x.struct_info.shape[d] if a["index"] < 0 else 0)
+    src = cx.emit(R.expand_dims(cx.tensor(a["src"], cx.out_dtype()), axis=d))
+    return R.slice_scatter(x, src, PrimValue(i, "int64"), PrimValue(i + 1, "int64"), PrimValue(1, "int64"), axis=d)
