@@ -17,6 +17,7 @@ from retrograd.frontend import aten_nn, aten_ops
 from retrograd.frontend.aten_common import Converter, dtype_of
 from retrograd.ir.expr import Function, Tuple, Var
 from retrograd.ir.module import IRModule
+from retrograd.runtime.params_io import ir_name
 
 _IDENT_BAD = re.compile(r"[^A-Za-z0-9_]")
 # Nodes with no value in retrograd's IR: run-time checks torch.export inserts.
@@ -33,12 +34,6 @@ def _torch():
     except ImportError:  # pragma: no cover - torch is the caller's
         raise UnsupportedError("importing a PyTorch model needs torch: pip install 'retrograd[torch]'") from None
     return torch
-
-
-def readable(name: str) -> str:
-    """A PyTorch dotted name (`transformer.h.0.attn.c_attn.weight`) as an IR identifier."""
-    out = _IDENT_BAD.sub("_", name)
-    return out if out and not out[0].isdigit() else "p_" + out
 
 
 def from_torch(module, example_args, dynamic_shapes=None, *, seed: int = 0):
@@ -133,7 +128,7 @@ class _Importer:
             node = nodes[spec.arg.name]
             kind = spec.kind.name
             if kind == "USER_INPUT":
-                var = cx.placeholder(node, _unique(readable(node.name), taken))
+                var = cx.placeholder(node, _unique(ir_name(node.name), taken))
                 users.append(var)
             elif kind in ("PARAMETER", "BUFFER", "CONSTANT_TENSOR"):
                 tensor = state[spec.target] if spec.target in state else consts[spec.target]
@@ -142,7 +137,7 @@ class _Importer:
                     cx.env[node] = tied[key]
                     continue
                 array = _numpy(tensor, spec.target)
-                var = cx.placeholder(node, _unique(readable(spec.target), taken))
+                var = cx.placeholder(node, _unique(ir_name(spec.target), taken))
                 cx.buffers[node] = spec.target
                 weights.append(var)
                 params[spec.target] = array
