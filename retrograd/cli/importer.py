@@ -85,7 +85,7 @@ def example_inputs(specs, torch):
         if dtype not in _DTYPES:
             raise UsageError(f"--args {spec}: unknown dtype '{dtype}' (one of {', '.join(_DTYPES)})")
         try:
-            shape = tuple(int(d) for d in shape_text.replace("x", ",").split(",") if d.strip())
+            shape = tuple(int(d) for d in shape_text.split(",") if d.strip())
         except ValueError:
             raise UsageError(f"--args {spec}: expected comma-separated sizes such as 1,3,224,224") from None
         if any(d < 0 for d in shape):
@@ -104,7 +104,8 @@ def _import_torch(args):
         import torch
     except ImportError:
         raise UsageError("--torch needs PyTorch: pip install 'retrograd[torch]'") from None
-    from retrograd.frontend import from_torch
+    from retrograd.frontend import from_exported_program
+    from retrograd.frontend.torch_import import dim_names
 
     module_name, _, attr = args.torch.partition(":")
     if not module_name or not attr:
@@ -120,7 +121,14 @@ def _import_torch(args):
     inputs = example_inputs(args.args, torch)
     if not inputs:
         raise UsageError("--torch needs the example inputs' shapes: --args 1,3,224,224 (one per input)")
-    return from_torch(model, inputs, dynamic_shapes=_dynamic(args.dynamic, len(inputs), torch))
+    dynamic = _dynamic(args.dynamic, len(inputs), torch)
+    try:
+        ep = torch.export.export(model, inputs, dynamic_shapes=dynamic, strict=False)
+    except Exception as err:  # the model's own error on these inputs, reported as such
+        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise UsageError(f"--torch {args.torch}: torch.export failed on inputs of shapes "
+                         f"{', '.join(args.args)}: {type(err).__name__}: {first}") from None
+    return from_exported_program(ep, dim_names=dim_names(ep, dynamic))
 
 
 def _dynamic(items, n_inputs: int, torch):

@@ -405,10 +405,11 @@ def _split(cx, a):
     x = a["self"]
     metas = cx.meta()
     dim = a.get("dim", 0)
-    sizes = [cx.dim(m.shape[dim]) for m in metas]
+    sizes = [cx.dim(m.shape[dim]) if len(m.shape) > dim % max(ndim(x), 1) and len(m.shape) == ndim(x) else 1 for m in metas]
     if any(not isinstance(s, int) for s in sizes):
         raise UnsupportedError("split along a symbolic dim")
     if cx.node.target._schema.name.endswith("unbind"):
+        sizes = [1] * len(metas)
         parts = _split_at(cx, x, sizes, dim) if len(sizes) > 1 else (x,)
         return [R.squeeze(p, axis=[dim % ndim(x)]) for p in parts]
     return list(_split_at(cx, x, sizes, dim)) if len(sizes) > 1 else [x]
@@ -465,7 +466,7 @@ def _roll(cx, a):
     dims = a["dims"] or [None]
     if dims == [None]:
         flat = cx.emit(R.reshape(x, ShapeExpr((-1,))))
-        return R.reshape(_roll_axis(cx, flat, a["shifts"][0], 0), x.struct_info.shape)
+        return R.reshape(cx.emit(_roll_axis(cx, flat, a["shifts"][0], 0)), ShapeExpr(x.struct_info.shape))
     for s, d in zip(a["shifts"], dims):
         x = cx.emit(_roll_axis(cx, x, s, d % ndim(x)))
     return x
@@ -543,11 +544,42 @@ def _index(cx, a):
 
 @op("index_put")
 def _index_put(cx, a):
-    idx = list(a["indices"])
+    """x[i0, i1, ...] = values (+= with accumulate); indices for the leading dims only are completed
+    with aranges over the trailing ones, all broadcast to one shape."""
+    x, idx = a["self"], list(a["indices"])
     if any(t is None for t in idx):
         raise UnsupportedError("index_put with a full slice among the indices")
     vals = cx.tensor(a["values"], cx.out_dtype())
-    return R.index_put(a["self"], Tuple(tuple(idx)), vals, accumulate=bool(a["accumulate"]))
+    shape = x.struct_info.shape
+    if len(idx) < len(shape):
+        import numpy as np
+
+        lead = np.broadcast_shapes(*(tuple(t.struct_info.shape) for t in idx))
+        trail = tuple(shape[len(idx):])
+        if not all(isinstance(d, int) for d in (*lead, *trail)):
+            raise UnsupportedError("index_put over symbolic dims")
+        full = ShapeExpr(lead + trail)
+        k = len(trail)
+        idx = [cx.emit(R.broadcast_to(cx.emit(R.reshape(t, ShapeExpr(tuple(t.struct_info.shape) + (1,) * k))), full))
+               for t in idx]
+        for j, n in enumerate(trail):
+            ar = const(np.arange(n, dtype="int64").reshape((n,) + (1,) * (k - 1 - j)))
+            idx.append(cx.emit(R.broadcast_to(ar, full)))
+        vals = cx.emit(R.broadcast_to(vals, full))
+    return R.index_put(x, Tuple(tuple(idx)), vals, accumulate=bool(a["accumulate"]))
+
+
+@op("eye")
+def _eye(cx, a):
+    import numpy as np
+
+    m = a.get("m")
+    return const(np.eye(a["n"], a["n"] if m is None else m, dtype=cx.out_dtype()))
+
+
+@op("broadcast_tensors")
+def _broadcast_tensors(cx, a):
+    return [R.broadcast_to(t, cx.out_shape(i)) for i, t in enumerate(a["tensors"])]
 
 
 @op("scatter", "scatter_add")
@@ -609,7 +641,7 @@ def _outer(cx, a):
 
 @op("einsum")
 def _einsum(cx, a):
-    return R.einsum(Tuple(tuple(a["operands"])), subscripts=a["equation"])
+    return R.einsum(Tuple(tuple(a["tensors"])), subscripts=a["equation"])
 
 
 @op("diff")

@@ -43,10 +43,10 @@ def from_torch(module, example_args, dynamic_shapes=None, *, seed: int = 0):
     if not isinstance(example_args, tuple):
         example_args = tuple(example_args) if isinstance(example_args, list) else (example_args,)
     ep = torch.export.export(module, example_args, dynamic_shapes=dynamic_shapes, strict=False)
-    return from_exported_program(ep, seed=seed, dim_names=_dim_names(ep, dynamic_shapes))
+    return from_exported_program(ep, seed=seed, dim_names=dim_names(ep, dynamic_shapes))
 
 
-def _dim_names(ep, dynamic_shapes) -> dict:
+def dim_names(ep, dynamic_shapes) -> dict:
     """sympy symbol name -> the user's Dim name, read off the user inputs' shapes."""
     if dynamic_shapes is None:
         return {}

@@ -41,12 +41,11 @@ def load_params(path) -> dict:
     Pickled objects are refused, never loaded."""
     path = os.fspath(path)
     try:
-        with np.load(path, allow_pickle=False) as data:
-            if not isinstance(data, np.lib.npyio.NpzFile):
-                raise ValueError("not an .npz archive")
+        data = np.load(path, allow_pickle=False)
+        if not isinstance(data, np.lib.npyio.NpzFile):
+            raise ValueError("an .npy holds one unnamed array; parameters are an .npz archive")
+        with data:
             return {k: data[k] for k in data.files}
-    except AttributeError:  # np.load gave a plain array (.npy), which has no close()
-        raise UsageError(f"cannot read parameters from {path}: an .npy holds one unnamed array; use an .npz") from None
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
         text = str(err)
         if "allow_pickle" in text:
