@@ -24,10 +24,6 @@ def dtype_of(torch_dtype) -> str:
     return _DTYPES[name]
 
 
-def float_scalar(v) -> bool:
-    return isinstance(v, float)
-
-
 def is_float(dtype: str) -> bool:
     return dtype.startswith(("float", "bfloat"))
 
@@ -204,6 +200,20 @@ class Converter:
     def operands(self, *xs, dtype: str | None = None) -> list:
         dtype = dtype or self.common(*xs)
         return [self.tensor(x, dtype) for x in xs]
+
+
+def registrar(table: dict):
+    """`@op("name", ...)`: the decorator adding a converter to `table` under each name."""
+
+    def op(*names):
+        def deco(fn):
+            for n in names:
+                table[n] = fn
+            return fn
+
+        return deco
+
+    return op
 
 
 def axes(dims, ndim: int) -> tuple:

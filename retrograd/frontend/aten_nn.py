@@ -11,20 +11,12 @@ import math
 import numpy as np
 
 from retrograd.errors import UnsupportedError
-from retrograd.frontend.aten_common import ndim
-from retrograd.ir.expr import Expr, PrimValue, ShapeExpr, TupleGetItem, const
+from retrograd.frontend.aten_common import ndim, registrar
+from retrograd.ir.expr import PrimValue, ShapeExpr, TupleGetItem, const
 from retrograd.ops.api import R
 
 TABLE: dict = {}
-
-
-def op(*names):
-    def deco(fn):
-        for n in names:
-            TABLE[n] = fn
-        return fn
-
-    return deco
+op = registrar(TABLE)
 
 
 def _channel_bias(cx, y, bias, n_spatial):

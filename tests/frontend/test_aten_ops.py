@@ -10,9 +10,6 @@ import retrograd
 from retrograd.passes import Gradient
 from tests.optional import need
 
-F32 = "float32"
-
-
 def _cases(torch):
     F = torch.nn.functional
     r = lambda *s: torch.randn(*s)  # noqa: E731
