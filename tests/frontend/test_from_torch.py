@@ -299,3 +299,22 @@ def test_in_place_ops_on_views_are_functionalized():
 
     x = torch.randn(3, 4)
     check_against_torch(M(), (x,))
+
+
+def test_transformer_block_with_symbolic_batch_and_sequence():
+    """Attention, split, view and transpose over two symbolic dims: one module for every (batch, seq)."""
+    torch = need("torch")
+    from retrograd.frontend import from_torch
+    from tests.frontend.torch_models import GPTBlock
+
+    torch.manual_seed(0)
+    model = GPTBlock(16, 2).eval()
+    batch, seq = torch.export.Dim("batch"), torch.export.Dim("seq", max=64)
+    mod, params = from_torch(model, (torch.randn(2, 5, 16),), dynamic_shapes=({0: batch, 1: seq},))
+    assert mod["main"].params[0].struct_info.shape == ("batch", "seq", 16)
+    exe = retrograd.build(mod)["main"]
+    for b, t in ((1, 3), (3, 7)):
+        x = torch.randn(b, t, 16)
+        (y,) = exe(x.numpy(), *params.values())
+        with torch.no_grad():
+            np.testing.assert_allclose(y, model(x).numpy(), rtol=RTOL, atol=1e-5)
