@@ -75,6 +75,20 @@ def get_num_threads() -> int:
     return _get()
 
 
+def save_params(path, params: dict) -> str:
+    """Write {name: array} (an importer's params, PyTorch's dotted names kept) to one .npz archive."""
+    from retrograd.runtime.params_io import save_params as _save
+
+    return _save(path, params)
+
+
+def load_params(path) -> dict:
+    """{name: array} from an .npz archive written by save_params; nothing is unpickled."""
+    from retrograd.runtime.params_io import load_params as _load
+
+    return _load(path)
+
+
 _LAZY = ("passes", "runtime", "parser", "testing", "ir", "cli", "analysis", "lower")
 
 

@@ -10,6 +10,7 @@ import numpy as np
 
 from retrograd.cli.common import STDIO
 from retrograd.errors import UsageError, did_you_mean
+from retrograd.runtime.params_io import ir_name
 
 # Random inputs and --dim sizes beyond this are refused before anything is allocated.
 MAX_DIM = 2**31 - 1
@@ -69,7 +70,10 @@ def read_inputs(path: str, func, func_name: str) -> dict[str, np.ndarray]:
             arrays = {k: data[k] for k in data.files}
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as err:
         raise UsageError(f"cannot read inputs from {shown}: {_plain(err)}") from None
-    for key in arrays:
+    for key in list(arrays):
+        if key not in names and ir_name(key) in names:  # a dotted name (save_params of an import)
+            arrays[ir_name(key)] = arrays.pop(key)
+            continue
         if key not in names:
             raise UsageError(
                 f"{shown}: '{func_name}' has no parameter named {key}{did_you_mean(key, names)} "

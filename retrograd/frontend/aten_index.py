@@ -1,0 +1,191 @@
+"""ATen's creation, indexing, scatter and linear-algebra ops as retrograd ops (see aten_ops.py for the
+table's conventions)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from retrograd.errors import UnsupportedError
+from retrograd.frontend.aten_common import ndim, registrar
+from retrograd.frontend.aten_ops import scaled
+from retrograd.ir.expr import Expr, PrimValue, ShapeExpr, Tuple, TupleGetItem, const
+from retrograd.ops.api import R
+
+TABLE: dict = {}
+op = registrar(TABLE)
+
+
+# -- creation ---------------------------------------------------------------------------------
+def _fill(cx, value):
+    dt = cx.out_dtype()
+    return R.full(cx.out_shape(), cx.tensor(value, dt), dtype=dt)
+
+
+TABLE["zeros"] = TABLE["new_zeros"] = TABLE["zeros_like"] = TABLE["empty"] = TABLE["new_empty"] = \
+    TABLE["empty_like"] = lambda cx, a: _fill(cx, 0)
+TABLE["ones"] = TABLE["new_ones"] = TABLE["ones_like"] = lambda cx, a: _fill(cx, 1)
+TABLE["full"] = TABLE["new_full"] = TABLE["full_like"] = lambda cx, a: _fill(cx, a["fill_value"])
+TABLE["scalar_tensor"] = lambda cx, a: cx.tensor(a["s"], cx.out_dtype())
+TABLE["fill"] = lambda cx, a: R.full(cx.out_shape(), cx.tensor(a["value"], cx.out_dtype()), dtype=cx.out_dtype())
+
+
+@op("arange")
+def _arange(cx, a):
+    dt = cx.out_dtype()
+    start, end, step = a.get("start", 0), a["end"], a.get("step", 1)
+    if isinstance(end, str) or isinstance(start, str):
+        if start != 0 or step != 1:
+            raise UnsupportedError("arange with a symbolic bound: only arange(0, n, 1)")
+        ones = cx.emit(R.ones(ShapeExpr((end,)), dtype=dt))
+        return R.cumsum(ones, axis=0, exclusive=True)
+    return const(np.arange(start, end, step, dtype=dt))
+
+
+# -- indexing ---------------------------------------------------------------------------------
+@op("index_select")
+def _index_select(cx, a):
+    return R.take(a["self"], a["index"], axis=a["dim"] % ndim(a["self"]), mode="fast")
+
+
+@op("gather")
+def _gather(cx, a):
+    return R.gather_elements(a["self"], a["index"], axis=a["dim"] % ndim(a["self"]))
+
+
+@op("index")
+def _index(cx, a):
+    x, idx = a["self"], list(a["indices"])
+    while idx and idx[-1] is None:
+        idx.pop()
+    present = [i for i, t in enumerate(idx) if t is not None]
+    if any(t.struct_info.dtype == "bool" for t in idx if t is not None):
+        raise UnsupportedError("indexing with a boolean mask (a data-dependent size)")
+    if len(present) == 1:
+        return R.take(x, idx[present[0]], axis=present[0], mode="fast")
+    if present == list(range(len(idx))):
+        return R.index_tensor(x, Tuple(tuple(idx)))
+    raise UnsupportedError("advanced indexing with tensors after a full slice (x[:, i, j])")
+
+
+@op("index_put")
+def _index_put(cx, a):
+    """x[i0, i1, ...] = values (+= with accumulate); indices for the leading dims only are completed
+    with aranges over the trailing ones, all broadcast to one shape."""
+    x, idx = a["self"], list(a["indices"])
+    if any(t is None for t in idx):
+        raise UnsupportedError("index_put with a full slice among the indices")
+    vals = cx.tensor(a["values"], cx.out_dtype())
+    shape = x.struct_info.shape
+    if len(idx) < len(shape):
+        lead = np.broadcast_shapes(*(tuple(t.struct_info.shape) for t in idx))
+        trail = tuple(shape[len(idx):])
+        if not all(isinstance(d, int) for d in (*lead, *trail)):
+            raise UnsupportedError("index_put over symbolic dims")
+        full = ShapeExpr(lead + trail)
+        k = len(trail)
+        idx = [cx.emit(R.broadcast_to(cx.emit(R.reshape(t, ShapeExpr(tuple(t.struct_info.shape) + (1,) * k))), full))
+               for t in idx]
+        for j, n in enumerate(trail):
+            ar = const(np.arange(n, dtype="int64").reshape((n,) + (1,) * (k - 1 - j)))
+            idx.append(cx.emit(R.broadcast_to(ar, full)))
+        vals = cx.emit(R.broadcast_to(vals, full))
+    return R.index_put(x, Tuple(tuple(idx)), vals, accumulate=bool(a["accumulate"]))
+
+
+@op("eye")
+def _eye(cx, a):
+    m = a.get("m")
+    return const(np.eye(a["n"], a["n"] if m is None else m, dtype=cx.out_dtype()))
+
+
+@op("broadcast_tensors")
+def _broadcast_tensors(cx, a):
+    return [R.broadcast_to(t, cx.out_shape(i)) for i, t in enumerate(a["tensors"])]
+
+
+@op("scatter", "scatter_add")
+def _scatter(cx, a):
+    x = a["self"]
+    src = a.get("src", a.get("value"))
+    add = cx.node.target._schema.name.endswith("scatter_add") or a.get("reduce") == "add"
+    if a.get("reduce") not in (None, "add"):
+        raise UnsupportedError(f"scatter with reduce={a['reduce']!r}")
+    if not isinstance(src, Expr):
+        src = R.full(ShapeExpr(a["index"].struct_info.shape), cx.tensor(src, cx.out_dtype()), dtype=cx.out_dtype())
+    return R.scatter_elements(x, a["index"], src, axis=a["dim"] % ndim(x), reduction="add" if add else "update")
+
+
+@op("topk")
+def _topk(cx, a):
+    t = cx.emit(R.topk(a["self"], k=a["k"], axis=a["dim"], largest=bool(a["largest"]), ret_type="both", dtype="int64"))
+    return TupleGetItem(t, 0), TupleGetItem(t, 1)
+
+
+@op("sort")
+def _sort(cx, a):
+    x, d, desc = a["self"], a.get("dim", -1), bool(a.get("descending", False))
+    return R.sort(x, axis=d, descending=desc), R.argsort(x, axis=d, descending=desc, dtype="int64")
+
+
+@op("argsort")
+def _argsort(cx, a):
+    return R.argsort(a["self"], axis=a.get("dim", -1), descending=bool(a.get("descending", False)), dtype="int64")
+
+
+@op("one_hot")
+def _one_hot(cx, a):
+    n = a["num_classes"]
+    if n is None or n < 0:
+        raise UnsupportedError("one_hot without num_classes (a data-dependent size)")
+    return R.one_hot(a["self"], PrimValue(1, "int64"), PrimValue(0, "int64"), depth=n)
+
+
+# -- linear algebra ---------------------------------------------------------------------------
+@op("matmul", "mm", "bmm")
+def _matmul(cx, a):
+    return R.matmul(a["self"], a.get("other", a.get("mat2")))
+
+
+@op("addmm", "baddbmm", "addbmm")
+def _addmm(cx, a):
+    dt = cx.out_dtype()
+    prod = cx.emit(scaled(cx, cx.emit(R.matmul(a.get("mat1", a.get("batch1")), a.get("mat2", a.get("batch2")))), a["alpha"], dt))
+    return R.add(scaled(cx, a["self"], a["beta"], dt), prod)
+
+
+@op("outer", "ger")
+def _outer(cx, a):
+    return R.outer(a["self"], a["vec2"])
+
+
+@op("einsum")
+def _einsum(cx, a):
+    return R.einsum(Tuple(tuple(a["tensors"])), subscripts=a["equation"])
+
+
+def _bounds(size, start, end):
+    start = 0 if start is None else start
+    end = size if end is None or (isinstance(end, int) and isinstance(size, int) and end > size) else end
+    if isinstance(size, int):
+        start, end = (start + size if start < 0 else start), (end + size if end < 0 else end)
+    if not all(isinstance(v, int) for v in (start, end)):
+        raise UnsupportedError("a slice with symbolic bounds")
+    return start, end
+
+
+@op("slice_scatter")
+def _slice_scatter(cx, a):
+    x = a["self"]
+    d = a["dim"] % ndim(x)
+    start, end = _bounds(x.struct_info.shape[d], a["start"], a["end"])
+    src = cx.tensor(a["src"], cx.out_dtype())
+    return R.slice_scatter(x, src, PrimValue(start, "int64"), PrimValue(end, "int64"), PrimValue(a["step"], "int64"), axis=d)
+
+
+@op("select_scatter")
+def _select_scatter(cx, a):
+    x = a["self"]
+    d = a["dim"] % ndim(x)
+    i = a["index"] + (x.struct_info.shape[d] if a["index"] < 0 else 0)
+    src = cx.emit(R.expand_dims(cx.tensor(a["src"], cx.out_dtype()), axis=d))
+    return R.slice_scatter(x, src, PrimValue(i, "int64"), PrimValue(i + 1, "int64"), PrimValue(1, "int64"), axis=d)

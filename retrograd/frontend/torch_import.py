@@ -1,0 +1,283 @@
+"""`from_exported_program` / `from_torch`: a `torch.export.ExportedProgram`'s fx graph, node by node,
+into a retrograd IRModule built with BlockBuilder (torch is imported only inside these functions).
+
+The program's composites (linear, conv2d, batch_norm, layer_norm, scaled_dot_product_attention, ...)
+map to retrograd's fused ops (retrograd/frontend/aten_nn.py), the rest of ATen to its tensor ops
+(retrograd/frontend/aten_ops.py). The graph is read as torch.export leaves it; in-place ops on
+whole tensors (relu_, add_, batch_norm's running statistics) rebind their target, and only a graph
+that writes into a view is functionalized first (`ep.run_decompositions({})`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from retrograd.errors import DiagnosticError, UnsupportedError
+from retrograd.frontend import aten_index, aten_nn, aten_ops
+from retrograd.frontend.aten_common import Converter, dtype_of
+from retrograd.ir.expr import Function, Tuple, Var
+from retrograd.ir.module import IRModule
+from retrograd.runtime.params_io import ir_name
+
+_IDENT_BAD = re.compile(r"[^A-Za-z0-9_]")
+# Nodes with no value in retrograd's IR: run-time checks torch.export inserts.
+_CHECKS = {"_assert_scalar", "_assert_tensor_metadata", "sym_constrain_range", "sym_constrain_range_for_size",
+           "_assert_async", "_print", "_functional_assert_async"}
+_SYM_OPS = {"sym_size", "sym_numel", "sym_stride", "sym_storage_offset"}
+
+TABLE = {**aten_ops.TABLE, **aten_index.TABLE, **aten_nn.TABLE}
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is the caller's
+        raise UnsupportedError("importing a PyTorch model needs torch: pip install 'retrograd[torch]'") from None
+    return torch
+
+
+def from_torch(module, example_args, dynamic_shapes=None, *, seed: int = 0):
+    """Export `module` with torch.export (non-strict) on `example_args`, then `from_exported_program`.
+    `dynamic_shapes` is torch.export's; a `torch.export.Dim("batch")` becomes the IR dim `batch`."""
+    torch = _torch()
+    if not isinstance(example_args, tuple):
+        example_args = tuple(example_args) if isinstance(example_args, list) else (example_args,)
+    ep = torch.export.export(module, example_args, dynamic_shapes=dynamic_shapes, strict=False)
+    return from_exported_program(ep, seed=seed, dim_names=dim_names(ep, dynamic_shapes))
+
+
+def dim_names(ep, dynamic_shapes) -> dict:
+    """sympy symbol name -> the user's Dim name, read off the user inputs' shapes."""
+    if dynamic_shapes is None:
+        return {}
+    torch = _torch()
+    specs = dynamic_shapes.values() if isinstance(dynamic_shapes, dict) else dynamic_shapes
+    users = [n for n in ep.graph.nodes if n.op == "placeholder"]
+    user_names = {s.arg.name for s in ep.graph_signature.input_specs if s.kind.name == "USER_INPUT"}
+    users = [n for n in users if n.name in user_names]
+    names = {}
+    for node, spec in zip(users, specs):
+        val = node.meta.get("val")
+        if spec is None or not hasattr(val, "shape"):
+            continue
+        items = spec.items() if isinstance(spec, dict) else enumerate(spec)
+        for axis, d in items:
+            size = val.shape[axis]
+            name = getattr(d, "__name__", None)
+            if isinstance(size, torch.SymInt) and name and _IDENT_BAD.search(name) is None:
+                expr = size.node.expr
+                if expr.is_Symbol:
+                    names.setdefault(str(expr), name)
+    return names
+
+
+def from_exported_program(ep, *, seed: int = 0, dim_names: dict | None = None):
+    """(IRModule, params) of a `torch.export.ExportedProgram`.
+
+    `mod["main"]` takes the user inputs first, in the program's order, then one parameter per entry
+    of `params` ({PyTorch dotted name: NumPy view of the tensor}, parameters, buffers and lifted
+    constants, each tensor once: tied weights are one parameter) and returns a tuple: the user's
+    outputs, then the new value of each buffer the program mutates (BatchNorm's running statistics
+    in training mode), in the program's buffer order. Dropout in training mode draws masks from
+    `seed` (one seed per dropout call, `seed + k`).
+    """
+    if _writes_into_views(ep):
+        ep = ep.run_decompositions({})
+    return _Importer(ep, seed, dim_names or {}).run()
+
+
+def _writes_into_views(ep) -> bool:
+    """Whether an in-place op writes into a tensor that another one aliases (a view of it, or it a view)."""
+    for node in ep.graph.nodes:
+        target = node.target
+        schema = getattr(target, "_schema", None)
+        if node.op != "call_function" or schema is None or not schema.is_mutable:
+            continue
+        for arg, value in zip(schema.arguments, node.args):
+            if arg.alias_info is None or not arg.alias_info.is_write or not hasattr(value, "op"):
+                continue
+            if value.op == "call_function" and _is_view(value.target):
+                return True
+            if any(_is_view(u.target) for u in value.users if u.op == "call_function" and u is not node):
+                return True
+    return False
+
+
+def _is_view(target) -> bool:
+    schema = getattr(target, "_schema", None)
+    if schema is None or schema.is_mutable or not schema.returns:
+        return False
+    info = schema.returns[0].alias_info
+    return info is not None and not info.is_write
+
+
+class _Importer:
+    def __init__(self, ep, seed: int, dim_names: dict):
+        self.ep = ep
+        self.cx = Converter(seed, dim_names)
+
+    def run(self):
+        ep, cx = self.ep, self.cx
+        sig = ep.graph_signature
+        nodes = {n.name: n for n in ep.graph.nodes if n.op == "placeholder"}
+        state = ep.state_dict
+        consts = getattr(ep, "constants", {}) or {}
+        users, weights, params, tied = [], [], {}, {}
+        taken: set[str] = set()
+        for spec in sig.input_specs:
+            node = nodes[spec.arg.name]
+            kind = spec.kind.name
+            if kind == "USER_INPUT":
+                var = cx.placeholder(node, _unique(ir_name(node.name), taken))
+                users.append(var)
+            elif kind in ("PARAMETER", "BUFFER", "CONSTANT_TENSOR"):
+                tensor = state[spec.target] if spec.target in state else consts[spec.target]
+                key = _storage_key(tensor)
+                if key in tied:  # one tensor under two names (tied weights): one parameter
+                    cx.env[node] = tied[key]
+                    continue
+                array = _numpy(tensor, spec.target)
+                var = cx.placeholder(node, _unique(ir_name(spec.target), taken))
+                cx.buffers[node] = spec.target
+                weights.append(var)
+                params[spec.target] = array
+                tied[key] = var
+            else:
+                raise UnsupportedError(f"from_exported_program: input '{spec.arg.name}' is a {kind}, which retrograd cannot hold")
+        cx.begin()
+        output = None
+        for node in ep.graph.nodes:
+            if node.op == "call_function":
+                self.call(node)
+            elif node.op == "output":
+                output = node
+            elif node.op == "get_attr":
+                raise UnsupportedError(f"from_exported_program: fx node '{node.name}' reads submodule attribute "
+                                       f"'{node.target}' (control flow or a nested graph), which is not supported")
+        outs = self.outputs(output)
+        func = Function(tuple(users + weights), cx.end(Tuple(tuple(outs))), attrs={"num_input": len(users)})
+        return IRModule({"main": func}), params
+
+    def call(self, node) -> None:
+        cx = self.cx
+        target = node.target
+        name = _op_name(target)
+        base = name.split(".")[0]
+        if base in _CHECKS:
+            return
+        val = node.meta.get("val")
+        if base in _SYM_OPS or (name.startswith("_operator.") and not hasattr(val, "shape")):
+            cx.env[node] = cx.sym_value(val, node)
+            return
+        if name == "_operator.getitem":
+            seq = cx.value(node.args[0])
+            cx.env[node] = seq[node.args[1]]
+            return
+        conv = TABLE.get(name) or TABLE.get(base)
+        inplace = conv is None and base.endswith("_") and not base.startswith("_")
+        if inplace:
+            conv = TABLE.get(name.replace(base, base[:-1], 1)) or TABLE.get(base[:-1])
+        if conv is None:
+            raise UnsupportedError(f"from_exported_program: ATen op {name} has no retrograd mapping (fx node "
+                                   f"'{node.name}'){_source(node)}")
+        try:
+            cx.node = node
+            result = conv(cx, cx.arguments(node, _functional(target) if inplace else None))
+            result = cx.settle(result, val, node)
+        except DiagnosticError as err:
+            err.notes.append(f"converting fx node '{node.name}' ({name}){_source(node, inline=True)}")
+            raise
+        except (TypeError, ValueError, KeyError, IndexError) as err:
+            raise UnsupportedError(f"from_exported_program: cannot convert {name} (fx node '{node.name}'): {err}"
+                                   f"{_source(node)}") from None
+        cx.env[node] = result
+        if inplace or _mutates_first(target):
+            cx.assign(node.args[0], result)
+
+    def outputs(self, output) -> list:
+        cx, sig = self.cx, self.ep.graph_signature
+        values = output.args[0]
+        user, mutated = [], {}
+        for spec, v in zip(sig.output_specs, values):
+            kind = spec.kind.name
+            if kind == "USER_OUTPUT":
+                value = cx.value(v)
+                if not isinstance(value, Var | tuple) and not hasattr(value, "struct_info"):
+                    raise UnsupportedError(f"from_exported_program: output '{spec.arg.name}' is the Python value "
+                                           f"{value!r}, not a tensor")
+                user.append(value)
+            elif kind == "BUFFER_MUTATION":
+                mutated[spec.target] = cx.value(v)
+            else:
+                raise UnsupportedError(f"from_exported_program: output '{spec.arg.name}' is a {kind}, which is not supported")
+        for node, target in cx.buffers.items():  # buffers written in place in a non-functional graph
+            if node in cx.written and target not in mutated:
+                mutated[target] = cx.env[node]
+        order = list(cx.buffers.values())
+        return user + [mutated[t] for t in sorted(mutated, key=order.index)]
+
+
+def _functional(target):
+    """The out-of-place overload of an in-place op (relu_ -> relu), whose argument names converters use."""
+    import torch
+
+    packet = getattr(torch.ops.aten, target._schema.name.split("::")[1][:-1], None)
+    overload = getattr(packet, target._overloadname, None) if packet is not None else None
+    return overload._schema if overload is not None else None
+
+
+def _mutates_first(target) -> bool:
+    schema = getattr(target, "_schema", None)
+    if schema is None or not schema.arguments or not schema.is_mutable:
+        return False
+    info = schema.arguments[0].alias_info
+    return info is not None and info.is_write
+
+
+def _op_name(target) -> str:
+    """`aten.add.Tensor` for an OpOverload, `_operator.getitem` for a Python function."""
+    if hasattr(target, "_schema"):
+        return str(target).removeprefix("aten.")
+    return f"{getattr(target, '__module__', '')}.{getattr(target, '__name__', target)}"
+
+
+def _source(node, inline: bool = False) -> str:
+    """The user's source line that produced the node (the last frame torch.export recorded)."""
+    trace = node.meta.get("stack_trace") or ""
+    lines = [ln.strip() for ln in trace.strip().splitlines() if ln.strip()]
+    frames = [i for i, ln in enumerate(lines) if ln.startswith("File ")]
+    if not frames:
+        return ""
+    where = lines[frames[-1]]
+    code = lines[frames[-1] + 1] if frames[-1] + 1 < len(lines) else ""
+    text = f"{where}: {code}" if code and not code.startswith("File ") else where
+    return f", from {text}" if inline else f"\n  from {text}"
+
+
+def _unique(name: str, taken: set) -> str:
+    out, k = name, 1
+    while out in taken:
+        out, k = f"{name}_{k}", k + 1
+    taken.add(out)
+    return out
+
+
+def _storage_key(t) -> tuple:
+    """Tensors with one key are one tensor (the same storage, offset, shape, strides and dtype)."""
+    return (t.untyped_storage().data_ptr(), t.storage_offset(), tuple(t.shape), tuple(t.stride()), str(t.dtype))
+
+
+def _numpy(tensor, name: str):
+    """The one NumPy view of a parameter's storage (no copy); a bfloat16 tensor needs ml_dtypes."""
+    torch = _torch()
+    t = tensor.detach()
+    if t.device.type != "cpu":
+        t = t.cpu()
+    if t.dtype == torch.bfloat16:
+        try:
+            import ml_dtypes
+        except ImportError:
+            raise UnsupportedError(f"parameter '{name}' is bfloat16: pip install 'retrograd[bf16]'") from None
+        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+    dtype_of(t.dtype)  # an error naming a dtype retrograd cannot hold
+    return t.numpy()

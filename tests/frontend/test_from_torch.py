@@ -1,0 +1,320 @@
+"""PyTorch models through retrograd's own importer (no TVM): forward and every parameter's gradient
+equal PyTorch's, the imported text re-parses (and TVM reads it), and what TVM's frontend loses is kept:
+embedding padding_idx, tied weights, BatchNorm's running statistics in training, seeded dropout,
+symbolic batch dims."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import retrograd
+from retrograd.passes import Gradient
+from tests.optional import need, need_torchvision, need_transformers
+
+RTOL, ATOL = 1e-5, 1e-6  # float32 forward
+GRAD_RTOL, GRAD_ATOL = 1e-4, 1e-6  # float32 gradients: sums in another order
+
+
+def _first(out):
+    """The model's first output tensor (Hugging Face returns ModelOutput objects)."""
+    for attr in ("logits", "last_hidden_state"):
+        if hasattr(out, attr):
+            return getattr(out, attr)
+    return out[0] if isinstance(out, tuple | list) else out
+
+
+def _randomize(torch, model):
+    """Zero-initialized heads (ViT's, ConvNeXt's) and untouched running statistics make weak oracles."""
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if p.dim() >= 2 and float(p.abs().max()) == 0.0:
+                p.normal_(0.0, 0.1)
+        for m in model.modules():
+            if isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.running_mean is not None:
+                m.running_mean.uniform_(-0.2, 0.2)
+                m.running_var.uniform_(0.5, 1.5)
+
+
+def check_against_torch(model, inputs, *, rtol=RTOL, atol=ATOL, grad_rtol=GRAD_RTOL, grad_atol=GRAD_ATOL):
+    """Import, then compare forward and the gradient of every float parameter (a vjp with a random
+    cotangent on the first output) with PyTorch's; returns (mod, params)."""
+    torch = need("torch")
+    from retrograd.frontend import from_torch
+
+    mod, params = from_torch(model, inputs)
+    func = mod["main"]
+    assert func.attrs["num_input"] == len(inputs)
+    assert len(func.params) == len(inputs) + len(params)
+    values = [x.numpy() for x in inputs] + list(params.values())
+    outs = retrograd.build(mod)["main"](*values)
+    # A training-mode forward also moves BatchNorm's statistics: compare from a copy of them.
+    saved = {k: v.clone() for k, v in model.state_dict().items()}
+    with torch.no_grad():
+        expected = _first(model(*inputs)).numpy()
+    model.load_state_dict(saved)
+    np.testing.assert_allclose(outs[0], expected, rtol=rtol, atol=atol)
+
+    by_name = dict(model.named_parameters())
+    names = [k for k in params if k in by_name and by_name[k].requires_grad]
+    ir_names = {k: p.name_hint for k, p in zip(params, func.params[len(inputs):])}
+    adj = Gradient("main", [ir_names[k] for k in names], 0, seeds="param")(mod)
+    cot = np.random.default_rng(0).standard_normal(outs[0].shape).astype(outs[0].dtype)
+    _, grads = retrograd.build(adj)["main_adjoint"](*values, cot)
+    assert len(grads) == len(names)
+    if not names:
+        return mod, params
+    model.zero_grad()
+    _first(model(*inputs)).backward(torch.from_numpy(cot))
+    model.load_state_dict(saved)
+    wants = [by_name[k].grad for k in names]
+    wants = [np.zeros_like(g) if w is None else w.numpy() for g, w in zip(grads, wants)]
+    # Gradients that are zero in exact arithmetic (a key bias under softmax) are float32 noise: the
+    # absolute tolerance is relative to the model's largest gradient.
+    scale = max(float(np.abs(w).max()) for w in wants) or 1.0
+    for k, g, want in zip(names, grads, wants):
+        np.testing.assert_allclose(g, want, rtol=grad_rtol, atol=grad_atol * scale, err_msg=k)
+    return mod, params
+
+
+def check_text(mod):
+    """The module prints, re-parses equal, and (TVM installed) TVM reads the text."""
+    text = mod.script()
+    assert retrograd.structural_equal(retrograd.parse(text), mod)
+    tvm_script = need("tvm.script")
+    theirs = tvm_script.from_source(text)
+    assert [str(gv.name_hint) for gv in theirs.functions] == ["main"]
+
+
+# -- torchvision ----------------------------------------------------------------------------------
+def _vision(name, train=False):
+    torch = need("torch")
+    tv = need_torchvision().models
+    torch.manual_seed(0)
+    makers = {
+        "resnet18": lambda: tv.resnet18(num_classes=10),
+        "mobilenet_v3_small": lambda: tv.mobilenet_v3_small(num_classes=10),
+        "efficientnet_b0": lambda: tv.efficientnet_b0(num_classes=10),
+        "convnext_tiny": lambda: tv.convnext_tiny(num_classes=10),
+        "vit": lambda: tv.VisionTransformer(image_size=16, patch_size=8, num_layers=2, num_heads=2, hidden_dim=8,
+                                            mlp_dim=16, num_classes=5),
+        "swin": lambda: tv.swin_transformer.SwinTransformer(patch_size=[2, 2], embed_dim=8, depths=[2, 2],
+                                                            num_heads=[1, 2], window_size=[2, 2], num_classes=5),
+    }
+    model = makers[name]()
+    _randomize(torch, model)
+    return model.train(train)
+
+
+VISION = [
+    ("resnet18", (2, 3, 32, 32)),
+    ("mobilenet_v3_small", (2, 3, 32, 32)),
+    pytest.param("efficientnet_b0", (1, 3, 32, 32), marks=pytest.mark.slow),
+    pytest.param("convnext_tiny", (1, 3, 32, 32), marks=pytest.mark.slow),
+    ("vit", (2, 3, 16, 16)),
+    ("swin", (1, 3, 16, 16)),
+]
+
+
+@pytest.mark.parametrize("name,shape", VISION)
+def test_torchvision_eval_forward_and_gradients(name, shape):
+    torch = need("torch")
+    model = _vision(name)
+    x = torch.randn(*shape)
+    mod, _ = check_against_torch(model, (x,))
+    check_text(mod)
+
+
+def test_resnet18_train_running_statistics_and_gradients():
+    """Training-mode BatchNorm: the new running mean and (unbiased-updated) variance, and
+    num_batches_tracked, come after the logits, equal to PyTorch's, in the program's buffer order.
+    float64, where a ReLU or max-pool decision cannot flip on the last bit of a float32 sum."""
+    torch = need("torch")
+    model = _vision("resnet18", train=True).double()
+    x = torch.randn(4, 3, 32, 32, dtype=torch.float64)
+    mod, params = check_against_torch(model, (x,), rtol=1e-10, atol=1e-12, grad_rtol=1e-8, grad_atol=1e-10)
+    buffers = [k for k in params if k.endswith(("running_mean", "running_var", "num_batches_tracked"))]
+    outs = retrograd.build(mod)["main"](x.numpy(), *params.values())
+    assert len(outs) == 1 + len(buffers) == 1 + 3 * 20
+    before = {k: v.copy() for k, v in params.items()}
+    with torch.no_grad():
+        model(x)
+    after = dict(model.named_buffers())
+    for k, got in zip(buffers, outs[1:]):
+        assert not np.array_equal(before[k], after[k].numpy()), k  # the statistics did move
+        np.testing.assert_allclose(got, after[k].numpy(), rtol=1e-12, atol=1e-12, err_msg=k)
+
+
+def test_convnext_train_stochastic_depth_is_seeded():
+    """ConvNeXt in training draws stochastic-depth masks (bernoulli_): the same seed, the same output."""
+    torch = need("torch")
+    tv = need_torchvision().models
+    from retrograd.frontend import from_torch
+
+    torch.manual_seed(0)
+    model = tv.ConvNeXt([tv.convnext.CNBlockConfig(8, 16, 1), tv.convnext.CNBlockConfig(16, None, 1)],
+                        stochastic_depth_prob=0.5, layer_scale=1.0, num_classes=3).train()
+    x = torch.randn(2, 3, 16, 16)
+    outs = []
+    for seed in (0, 0, 1):
+        mod, params = from_torch(model, (x,), seed=seed)
+        outs.append(retrograd.build(mod)["main"](x.numpy(), *params.values())[0])
+    np.testing.assert_array_equal(outs[0], outs[1])
+    assert not np.allclose(outs[0], outs[2])
+
+
+# -- Hugging Face -----------------------------------------------------------------------------------
+def _hf(name):
+    torch = need("torch")
+    tr = need_transformers()
+    torch.manual_seed(0)
+    if name == "gpt2":
+        cfg = tr.GPT2Config(n_layer=2, n_embd=16, n_head=2, vocab_size=50, n_positions=16, use_cache=False,
+                            bos_token_id=0, eos_token_id=0)
+        return tr.GPT2LMHeadModel(cfg).eval()
+    if name == "bert":
+        cfg = tr.BertConfig(num_hidden_layers=2, hidden_size=16, num_attention_heads=2, intermediate_size=32,
+                            vocab_size=50, max_position_embeddings=16, pad_token_id=0)
+        return tr.BertModel(cfg).eval()
+    cfg = tr.LlamaConfig(num_hidden_layers=2, hidden_size=16, num_attention_heads=4, num_key_value_heads=2,
+                         intermediate_size=32, vocab_size=50, max_position_embeddings=16, use_cache=False,
+                         bos_token_id=0, eos_token_id=0, pad_token_id=0)
+    return tr.LlamaForCausalLM(cfg).eval()
+
+
+@pytest.mark.parametrize("name", ["gpt2", "bert", "llama"])
+def test_transformers_forward_and_gradients(name):
+    torch = need("torch")
+    model = _hf(name)
+    tokens = torch.tensor([[0, 3, 4, 0, 7, 1], [5, 0, 2, 2, 9, 0]])  # 0 is BERT's padding token
+    mod, params = check_against_torch(model, (tokens,))
+    check_text(mod)
+
+
+def test_gpt2_tied_weights_are_one_parameter():
+    torch = need("torch")
+    model = _hf("gpt2")
+    assert model.lm_head.weight is model.transformer.wte.weight
+    from retrograd.frontend import from_torch
+
+    mod, params = from_torch(model, (torch.tensor([[1, 2, 3]]),))
+    assert "transformer.wte.weight" in params and "lm_head.weight" not in params
+    assert params["transformer.wte.weight"].base is not None or params["transformer.wte.weight"].size == 50 * 16
+    assert np.shares_memory(params["transformer.wte.weight"], model.transformer.wte.weight.detach().numpy())
+    assert [p.name_hint for p in mod["main"].params][:3] == ["input_ids", "transformer_wte_weight", "transformer_wpe_weight"]
+
+
+def test_embedding_padding_idx_row_gets_no_gradient():
+    """The padding row's gradient is zero (as PyTorch), the others accumulate; the forward still reads
+    the padding row's (non-zero) values."""
+    torch = need("torch")
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = torch.nn.Embedding(7, 3, padding_idx=2)
+            with torch.no_grad():
+                self.emb.weight[2] = torch.tensor([1.0, -2.0, 0.5])
+
+        def forward(self, idx):
+            return self.emb(idx) * 3.0
+
+    model = M()
+    idx = torch.tensor([[2, 1, 2], [4, 1, 6]])
+    mod, params = check_against_torch(model, (idx,))
+    model.zero_grad()
+    model(idx).sum().backward()
+    assert float(model.emb.weight.grad[2].abs().max()) == 0.0
+
+
+def test_dropout_train_draws_seeded_masks_and_differentiates_through_them():
+    torch = need("torch")
+    from retrograd.frontend import from_torch
+
+    model = torch.nn.Sequential(torch.nn.Linear(64, 64), torch.nn.Dropout(0.25)).train()
+    x = torch.randn(8, 64)
+    mod, params = from_torch(model, (x,), seed=3)
+    values = [x.numpy(), *params.values()]
+    (y,) = retrograd.build(mod)["main"](*values)
+    (y2,) = retrograd.build(from_torch(model, (x,), seed=3)[0])["main"](*values)
+    np.testing.assert_array_equal(y, y2)
+    with torch.no_grad():
+        dense = model[0](x).numpy()
+    kept = y != 0
+    assert 0.6 < kept.mean() < 0.9
+    np.testing.assert_allclose(y[kept], dense[kept] / 0.75, rtol=1e-5, atol=1e-6)
+    adj = Gradient("main", [0], 0, seeds="param")(mod)
+    cot = np.ones_like(y)
+    _, (gx,) = retrograd.build(adj)["main_adjoint"](*values, cot)
+    w = model[0].weight.detach().numpy()
+    np.testing.assert_allclose(gx, (kept / 0.75) @ w, rtol=1e-5, atol=1e-6)
+
+
+def test_dynamic_batch_is_a_symbolic_dim():
+    torch = need("torch")
+    from retrograd.frontend import from_torch
+
+    model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.GELU(), torch.nn.LayerNorm(16),
+                                torch.nn.Linear(16, 4), torch.nn.Softmax(-1)).eval()
+    batch = torch.export.Dim("batch", min=2)
+    mod, params = from_torch(model, (torch.randn(3, 8),), dynamic_shapes=({0: batch},))
+    assert mod["main"].params[0].struct_info.shape == ("batch", 8)
+    assert "batch" in mod.script()
+    exe = retrograd.build(mod)["main"]
+    for n in (2, 5):
+        x = torch.randn(n, 8)
+        (y,) = exe(x.numpy(), *params.values())
+        with torch.no_grad():
+            np.testing.assert_allclose(y, model(x).numpy(), rtol=RTOL, atol=ATOL)
+    check_text(mod)
+
+
+def test_unsupported_op_names_the_op_node_and_source_line():
+    torch = need("torch")
+    from retrograd.errors import UnsupportedError
+    from retrograd.frontend import from_torch
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            y = x + 1
+            return torch.special.bessel_j0(y)  # the line the error must name
+
+    with pytest.raises(UnsupportedError) as info:
+        from_torch(M(), (torch.randn(3),))
+    msg = str(info.value)
+    assert "special_bessel_j0" in msg and "fx node" in msg
+    assert "test_from_torch.py" in msg and "torch.special.bessel_j0(y)" in msg
+
+
+def test_in_place_ops_on_views_are_functionalized():
+    """Writing into a slice (x[:, 0] = ...) changes the sliced tensor: the graph is functionalized first."""
+    torch = need("torch")
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            y = x * 2
+            y[:, 0] = y[:, 1] + 1.0
+            y.relu_()
+            return y.sum(dim=0)
+
+    x = torch.randn(3, 4)
+    check_against_torch(M(), (x,))
+
+
+def test_transformer_block_with_symbolic_batch_and_sequence():
+    """Attention, split, view and transpose over two symbolic dims: one module for every (batch, seq)."""
+    torch = need("torch")
+    from retrograd.frontend import from_torch
+    from tests.frontend.torch_models import GPTBlock
+
+    torch.manual_seed(0)
+    model = GPTBlock(16, 2).eval()
+    batch, seq = torch.export.Dim("batch"), torch.export.Dim("seq", max=64)
+    mod, params = from_torch(model, (torch.randn(2, 5, 16),), dynamic_shapes=({0: batch, 1: seq},))
+    assert mod["main"].params[0].struct_info.shape == ("batch", "seq", 16)
+    exe = retrograd.build(mod)["main"]
+    for b, t in ((1, 3), (3, 7)):
+        x = torch.randn(b, t, 16)
+        (y,) = exe(x.numpy(), *params.values())
+        with torch.no_grad():
+            np.testing.assert_allclose(y, model(x).numpy(), rtol=RTOL, atol=1e-5)

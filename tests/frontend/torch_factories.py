@@ -1,0 +1,34 @@
+"""Factories `retrograd import --torch tests.frontend.torch_factories:NAME` calls (torch imported inside)."""
+
+from __future__ import annotations
+
+
+def small_cnn():
+    import torch
+
+    torch.manual_seed(0)
+    return torch.nn.Sequential(
+        torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.BatchNorm2d(4), torch.nn.ReLU(),
+        torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(4, 5),
+    )
+
+
+def tiny_lm():
+    import torch
+
+    class LM(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = torch.nn.Embedding(20, 8, padding_idx=0)
+            self.head = torch.nn.Linear(8, 20, bias=False)
+            self.head.weight = self.emb.weight  # tied
+
+        def forward(self, tokens):
+            return torch.log_softmax(self.head(torch.tanh(self.emb(tokens))), dim=-1)
+
+    torch.manual_seed(0)
+    return LM()
+
+
+def not_a_module():
+    return 3
