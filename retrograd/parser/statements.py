@@ -59,8 +59,15 @@ class StatementParser:
             self.ctx.symbols.add(name)  # `n = T.int64()`: declares a symbolic dim for what follows
             return None
         ann = self.sinfo(ann_node) if ann_node is not None else None
-        expr = self._value(value_node)
-        var = self._bind(name, expr, ann, s, target, output, ann_node)
+        try:
+            expr = self._value(value_node)
+            var = self._bind(name, expr, ann, s, target, output, ann_node)
+        except DiagnosticError as err:
+            # Located at the offending part of the value; the note says which binding it is in.
+            note = f"in the binding of '{name}'"
+            if note not in err.notes:
+                err.notes.append(note)
+            raise
         self.cur.scopes[-1][name] = var
         return var
 
