@@ -58,8 +58,8 @@ class StatementParser:
         if callee is not None and callee.startswith("T.") and callee[2:] in DTYPES and not value_node.items:
             self.ctx.symbols.add(name)  # `n = T.int64()`: declares a symbolic dim for what follows
             return None
-        ann = self.sinfo(ann_node) if ann_node is not None else None
         try:
+            ann = self.sinfo(ann_node) if ann_node is not None else None
             expr = self._value(value_node)
             var = self._bind(name, expr, ann, s, target, output, ann_node)
         except DiagnosticError as err:
