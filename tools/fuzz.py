@@ -460,7 +460,7 @@ def _location_problem(text: str, err, rendered: str) -> str:
                 return (f"a byte-order mark moved the error from {plain.span.line}:{plain.span.col} "
                         f"to {span.line}:{span.col}")
     if isinstance(err, OpError | TypeInferenceError):
-        lines = text.lstrip("\ufeff").splitlines()
+        lines = re.split(r"\r\n|\r|\n", text.lstrip("\ufeff"))  # the parser's line breaks, not str.splitlines()
         line = lines[span.line - 1] if span.line <= len(lines) else ""
         name = _binding_name(line)
         if name and name != "metadata" and f"'{name}'" not in rendered:

@@ -17,9 +17,9 @@ from retrograd.ops.nn_shape import from_layout, to_layout
 from retrograd.ops.registry import Attr, InferCtx, register
 
 SPATIAL = {1: "W", 2: "HW", 3: "DHW"}
-# The gradient holds each axis's (out, in) averaging matrix as a constant: past this it would take
-# gigabytes (and minutes) to build for a result no run could hold.
-MAX_MATRIX_ELEMENTS = 1 << 26
+# The gradient holds each axis's (out, in) averaging matrix as a constant (printed in the module's text):
+# past this it would take minutes to build, print and read back, for a result few runs could hold.
+MAX_MATRIX_ELEMENTS = 1 << 18
 
 
 def _sizes(n: int):
