@@ -206,8 +206,14 @@ class StatementParser:
             for b in stmts[:-1]:
                 self._statement(b)
             ann_node, value_node = last.items
-            ann = self.sinfo(ann_node) if ann_node is not None else None
-            expr = self._value(value_node)
+            try:
+                ann = self.sinfo(ann_node) if ann_node is not None else None
+                expr = self._value(value_node)
+            except DiagnosticError as err:
+                note = f"in the binding of '{last.value.value}'"  # as _assign's
+                if note not in err.notes:
+                    err.notes.append(note)
+                raise
             if is_leaf(expr):
                 result = self._guard(lambda: st.bb.normalize(expr), last)
                 if ann is not None:
