@@ -1,4 +1,4 @@
-"""Suite-wide checks: an installed oracle (PyTorch, TVM) must really be used, never silently skipped."""
+"""Suite-wide checks: an installed oracle (PyTorch, TVM, onnx, ...) must really be used, never silently skipped."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import os
 
 import pytest
 
-ORACLES = ("torch", "tvm")
+# Every package of pyproject's `oracle` extra: installed, its tests must run.
+ORACLES = ("torch", "tvm", "onnx", "onnxruntime", "torchvision", "transformers", "ml_dtypes", "matplotlib")
 # CI sets this: the oracles are then required, so a failed install fails the run instead of skipping.
 REQUIRE = os.environ.get("RETROGRAD_REQUIRE_ORACLES", "") not in ("", "0")
 
@@ -38,6 +39,18 @@ def oracle_skip_problem(reason: str, installed=_installed, require: bool = REQUI
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.skipped and isinstance(rep.longrepr, tuple):
+        problem = oracle_skip_problem(str(rep.longrepr[2]))
+        if problem is not None:
+            rep.outcome = "failed"
+            rep.longrepr = problem
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    """The same rule for a module that skips as a whole (`torch = need("torch")` at module level)."""
     outcome = yield
     rep = outcome.get_result()
     if rep.skipped and isinstance(rep.longrepr, tuple):

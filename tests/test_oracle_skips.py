@@ -19,3 +19,16 @@ def test_a_skip_of_a_missing_oracle_is_fine_unless_required():
 def test_other_skips_are_left_alone():
     assert oracle_skip_problem("could not import 'scipy': nope", installed=lambda n: True, require=True) is None
     assert oracle_skip_problem("symbolic shapes", installed=lambda n: True, require=True) is None
+
+
+def test_every_oracle_of_the_extra_is_covered():
+    import tomllib
+    from pathlib import Path
+
+    from conftest import ORACLES
+
+    extra = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())
+    names = {dep.split("=")[0].split(">")[0].replace("apache-", "") for dep in extra["project"]["optional-dependencies"]["oracle"]}
+    assert names == set(ORACLES)
+    reason = "could not import 'onnxruntime': No module named 'onnxruntime'"
+    assert "required" in oracle_skip_problem(reason, installed=lambda n: False, require=True)

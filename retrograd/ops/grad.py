@@ -11,6 +11,7 @@ from retrograd.ops.api import R
 from retrograd.ops.kernels import index as index_kernels
 from retrograd.ops.kernels import loss as loss_kernels
 from retrograd.ops.kernels import pool as pool_kernels
+from retrograd.ops.kernels import window_gather
 from retrograd.ops.kernels.window import Window2d, to_layout
 from retrograd.ops.nn_loss import NLL_ATTRS, nll_output
 from retrograd.ops.nn_pool import POOL_ATTRS, POOL_POSITIONAL, canonical_pool_attrs, pool_attrs, pool_output
@@ -165,6 +166,10 @@ def _max_pool2d_backward_grad_kernel(
         raise KernelError(f"{op}: input_grad has shape {gx.shape} in NCHW order, expected the data's {x.shape}")
     win = Window2d(op, x.shape[2:], pool_size, strides, padding, dilation, ceil_mode)
     n, c, h, w = x.shape
+    axes = window_gather.axes2d(win)
+    if window_gather.degenerate(axes):
+        out = window_gather.max_backward_grad(x.reshape(n * c, h, w), gx.reshape(n * c, h, w), axes)
+        return np.ascontiguousarray(to_layout(op, out.reshape(n, c, win.oh, win.ow), "NCHW", out_layout or layout))
     grid = PhaseGrid(win)
     taps = win.kh * win.kw
     if taps > 255:

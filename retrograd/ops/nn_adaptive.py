@@ -17,6 +17,9 @@ from retrograd.ops.nn_shape import from_layout, to_layout
 from retrograd.ops.registry import Attr, InferCtx, register
 
 SPATIAL = {1: "W", 2: "HW", 3: "DHW"}
+# The gradient holds each axis's (out, in) averaging matrix as a constant (printed in the module's text):
+# past this it would take minutes to build, print and read back, for a result few runs could hold.
+MAX_MATRIX_ELEMENTS = 1 << 18
 
 
 def _sizes(n: int):
@@ -86,6 +89,13 @@ def _grad(n: int, call, out, g):
     a = call.attrs
     sizes = spatial_dims(call, a["layout"], n)
     outs = sizes if a["output_size"] is None else a["output_size"]
+    for s, o in zip(sizes, outs):
+        if s != o and s * o > MAX_MATRIX_ELEMENTS:
+            raise GradientError(
+                f"{call.op.script_name}: the gradient's averaging matrix would be {o} x {s} "
+                f"(over {MAX_MATRIX_ELEMENTS:,} elements); output_size {list(outs)} is far beyond the data",
+                call.span,
+            )
     mats = [None if s == o else adaptive.averaging_matrix(s, o) for s, o in zip(sizes, outs)]
     return [contract_back(g, mats, n, a["layout"], a["out_layout"], call.args[0].struct_info.dtype)]
 

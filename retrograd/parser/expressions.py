@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from retrograd.errors import DiagnosticError, NameError_, OpError, ParseError, Span, UnsupportedError, did_you_mean
 from retrograd.ir.expr import Call, Constant, PrimValue, ShapeExpr, StringImm, Tuple, TupleGetItem
 from retrograd.ir.struct_info import PrimStructInfo, ShapeStructInfo, TensorStructInfo
@@ -218,11 +220,12 @@ class ExpressionParser:
         for key, v in attrs.items():
             attr_vals[key] = None if v is None else self.literal(v, f"attribute '{key}' of {op.script_name}")
         try:
-            return op(*ir_args, span=span, **attr_vals)
+            call = op(*ir_args, span=span, **attr_vals)
         except DiagnosticError as err:
             if err.span is None:
                 raise err.located(span) from None
             raise
+        return _empty_constant(call) if op.name == "relax.zeros" else call
 
     def _arg(self, node: Node, spec):
         kind = spec.kind
@@ -337,6 +340,25 @@ _SPECIAL = {
     "R.dataflow": ExpressionParser._not_a_value,
     "R.func_attr": ExpressionParser._not_a_value,
 }
+
+
+def _empty_constant(call: Call):
+    """`R.zeros(R.shape([1, 0, 2]), dtype)` of a static empty shape is the constant of that shape: nested
+    lists cannot spell such a constant (dims after an empty one are lost), so the printer writes empty
+    constants this way and reading them back must give the same module (an empty tensor holds no value
+    that a call and a constant could disagree on)."""
+    shape = call.args[0] if call.args else None
+    dtype = call.attrs.get("dtype")
+    if not (isinstance(shape, ShapeExpr) and isinstance(dtype, str)):
+        return call
+    dims = tuple(shape.values)
+    if not all(type(d) is int for d in dims) or 0 not in dims:
+        return call
+    try:
+        data = np.zeros(dims, dtype)
+    except (TypeError, ValueError, OverflowError):  # a dtype NumPy lacks, a bad dim: the call reports it
+        return call
+    return Constant(data, TensorStructInfo(dims, dtype), span=call.span)
 
 
 def _none_or(node: Node):

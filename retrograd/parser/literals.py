@@ -36,7 +36,9 @@ _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _PREC = {"+": 1, "-": 1, "*": 2, "//": 2, "/": 2, "%": 2}
 # TIR functions TVM prints inside symbolic dims (`T.min(3, n) - T.min(1, n)`).
 _DIM_FUNCS = frozenset(("T.min", "T.max", "T.floordiv", "T.floormod", "T.truncdiv", "T.truncmod", "T.if_then_else"))
-_SPECIAL_FLOATS = {"inf": float("inf"), "nan": float("nan"), "-inf": float("-inf")}
+_SPECIAL_FLOATS = {"inf": float("inf"), "nan": float("nan"), "-inf": float("-inf"), "+inf": float("inf"),
+                   "-nan": float("nan"), "+nan": float("nan"), "infinity": float("inf"), "-infinity": float("-inf"),
+                   "+infinity": float("inf")}
 
 
 class Ctx:
@@ -126,8 +128,17 @@ def literal(node: Node, depth: int = 0):
     raise NotLiteral(node)
 
 
+def typed_special_float(v, dtype: str):
+    """TVM prints a float scalar that is not finite as a string, T.float32("inf") / ("-inf") / ("nan"):
+    that string as the float it names, for a float dtype; anything else unchanged."""
+    if isinstance(v, str) and dtype.startswith(("float", "bfloat")):
+        return _SPECIAL_FLOATS.get(v.strip().lower(), v)
+    return v
+
+
 def _typed(v, dtype: str, node: Node):
     """A T.<dtype>(v) literal as the Python number of that dtype's kind."""
+    v = typed_special_float(v, dtype)
     if isinstance(v, bool) or not isinstance(v, int | float):
         if dtype == "bool" and isinstance(v, bool):
             return v
@@ -163,8 +174,10 @@ def prim_value(ctx: Ctx, value, dtype: str, node: Node):
     """`value` as a `dtype` scalar, or a located error when it is not a number of that dtype's range
     (`T.int8(1000)`, `T.uint8(-1)`, `T.int64(2.5)`, `T.int64("a")`)."""
     what = f"T.{dtype}(...)"
+    value = typed_special_float(value, dtype)
     if not isinstance(value, bool | int | float):
-        raise OpError(f"{what} takes a number", ctx.span(node))
+        special = ' or "inf", "-inf", "nan"' if dtype.startswith(("float", "bfloat")) else ""
+        raise OpError(f"{what} takes a number{special}", ctx.span(node))
     if dtype == "bool":
         if value not in (0, 1):
             raise OpError(f"{what} takes True, False, 0 or 1, got {value!r}", ctx.span(node))

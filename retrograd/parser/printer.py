@@ -377,6 +377,8 @@ class _FunctionPrinter:
         if dtype == "bool":
             return f"R.prim_value({format_value(bool(v))})"
         self.mp.uses_tir = True
+        if isinstance(v, float) and not math.isfinite(v):  # TVM's own spelling: T.float32("inf"), ("nan")
+            return f'R.prim_value(T.{dtype}("{"nan" if math.isnan(v) else "inf" if v > 0 else "-inf"}"))'
         return f"R.prim_value(T.{dtype}({format_value(v)}))"
 
     def value(self, e) -> str:

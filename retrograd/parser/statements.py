@@ -58,9 +58,16 @@ class StatementParser:
         if callee is not None and callee.startswith("T.") and callee[2:] in DTYPES and not value_node.items:
             self.ctx.symbols.add(name)  # `n = T.int64()`: declares a symbolic dim for what follows
             return None
-        ann = self.sinfo(ann_node) if ann_node is not None else None
-        expr = self._value(value_node)
-        var = self._bind(name, expr, ann, s, target, output, ann_node)
+        try:
+            ann = self.sinfo(ann_node) if ann_node is not None else None
+            expr = self._value(value_node)
+            var = self._bind(name, expr, ann, s, target, output, ann_node)
+        except DiagnosticError as err:
+            # Located at the offending part of the value; the note says which binding it is in.
+            note = f"in the binding of '{name}'"
+            if note not in err.notes:
+                err.notes.append(note)
+            raise
         self.cur.scopes[-1][name] = var
         return var
 
@@ -199,8 +206,14 @@ class StatementParser:
             for b in stmts[:-1]:
                 self._statement(b)
             ann_node, value_node = last.items
-            ann = self.sinfo(ann_node) if ann_node is not None else None
-            expr = self._value(value_node)
+            try:
+                ann = self.sinfo(ann_node) if ann_node is not None else None
+                expr = self._value(value_node)
+            except DiagnosticError as err:
+                note = f"in the binding of '{last.value.value}'"  # as _assign's
+                if note not in err.notes:
+                    err.notes.append(note)
+                raise
             if is_leaf(expr):
                 result = self._guard(lambda: st.bb.normalize(expr), last)
                 if ann is not None:

@@ -22,12 +22,13 @@ from retrograd.ops.api import R
 TESTS = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(TESTS / "ops"))
 from all_cases import ALL_CASES  # noqa: E402 - tests/ops holds the op cases
+from optional import need  # noqa: E402
 
 CORPUS = sorted((TESTS / "corpus").glob("c*.py"))
 
 
 def _tvm_source(text):
-    return pytest.importorskip("tvm.script").from_source(text)
+    return need("tvm.script").from_source(text)
 
 
 @pytest.mark.parametrize("path", CORPUS, ids=[p.stem for p in CORPUS])
@@ -51,7 +52,7 @@ def test_every_op_case_converts_like_our_parser_reads_tvm_text(case):
     arguments TVM passes as expressions that retrograd keeps as attributes) give the call retrograd's
     parser reads from TVM's printing of the same objects (TVM canonicalizes: reshape's -1 resolved,
     arange's and eye's defaults filled in)."""
-    pytest.importorskip("tvm.script")
+    need("tvm.script")
     tvm_mod = to_tvm(case.build())
     retrograd.assert_structural_equal(from_tvm(tvm_mod), retrograd.parse(tvm_mod.script()))
 
@@ -86,7 +87,7 @@ def test_to_tvm_binds_constants_inline_metadata_and_special():
     special = np.array([[np.inf, -np.inf, 0.0, -0.0, 1e-30, 3.4e38]], "float32")
     mod = _const_module(const(big), const(small), const(special))
     assert 'metadata["relax.expr.Constant"][0]' in mod.script()
-    pytest.importorskip("tvm.script")
+    need("tvm.script")
     tvm_mod = to_tvm(mod)
     got = _tvm_constants(tvm_mod)
     assert len(got) == 3
@@ -99,8 +100,8 @@ def test_to_tvm_binds_constants_inline_metadata_and_special():
 
 def test_to_tvm_module_runs_like_ours():
     """The TVM module to_tvm makes computes what retrograd's does (TVM compiles and runs it)."""
-    tvm = pytest.importorskip("tvm")
-    from tvm import relax
+    tvm = need("tvm")
+    relax = need("tvm.relax")
 
     big = np.arange(24, dtype="float32").reshape(4, 6) / 7
     mod = _const_module(const(big))
@@ -141,13 +142,13 @@ def test_call_tir_is_a_clear_error_naming_the_op_and_callee():
 def _needs_out_ty():
     import inspect
 
-    from tvm.script import relax as tvm_r
+    tvm_r = need("tvm.script.relax")
 
     return "out_ty" in inspect.signature(tvm_r.call_tir).parameters
 
 
 def test_an_unused_prim_func_is_skipped_with_a_warning():
-    tvm = pytest.importorskip("tvm")
+    tvm = need("tvm")
     tvm_mod = _tvm_source(PRIM_FUNC.replace("out_sinfo", "out_ty") if _needs_out_ty() else PRIM_FUNC)
     only = tvm.IRModule({gv: f for gv, f in tvm_mod.functions.items() if str(gv.name_hint) != "main"})
     with pytest.warns(UserWarning, match="skipped functions retrograd cannot hold \\(add_one\\)"):
@@ -254,7 +255,7 @@ def test_tvm_gradient_output_runs_in_retrograd_like_our_gradient():
     """TVM's own Gradient pass (grad.nll_loss_backward, grad.max_pool2d_backward, conv2d_transpose,
     ...) converted with from_tvm computes what retrograd's Gradient of the same module computes."""
     tvm_mod = _tvm_source(CNN)
-    from tvm import relax
+    relax = need("tvm.relax")
 
     theirs = from_tvm(relax.transform.Gradient("main")(tvm_mod))
     ours = retrograd.passes.Gradient("main", ["x", "w", "lin"])(from_tvm(tvm_mod))

@@ -7,9 +7,10 @@ import warnings
 import numpy as np
 import pytest
 
-torch = pytest.importorskip("torch")
-tvm_torch = pytest.importorskip("tvm.relax.frontend.torch")
-tvm_script = pytest.importorskip("tvm.script")
+from optional import need  # noqa: E402
+torch = need("torch")
+tvm_torch = need("tvm.relax.frontend.torch")
+tvm_script = need("tvm.script")
 
 import retrograd  # noqa: E402
 import retrograd.errors  # noqa: E402
@@ -249,8 +250,8 @@ def _adjoint(name):
 @pytest.mark.parametrize("name", ["rmsnorm_swiglu", "conv1d"])
 def test_tvm_compiles_and_runs_our_gradient_module(name):
     """to_tvm of the Gradient pass's output: TVM builds it and computes retrograd's gradients."""
-    tvm = pytest.importorskip("tvm")
-    from tvm import relax
+    tvm = need("tvm")
+    relax = need("tvm.relax")
 
     adj, values = _adjoint(name)
     cot = np.random.default_rng(4).standard_normal(adj["main"].ret_struct_info.fields[0].shape).astype("float32")
@@ -301,8 +302,8 @@ def test_nearest_upsampling_to_a_size_computes_what_tvm_computes():
     """F.interpolate(size=..., mode="nearest") exports as resize2d with half_pixel coordinates rounded to
     the nearest even index (TVM's frontend; PyTorch floors asymmetric ones): retrograd's values are the
     ones TVM computes for that module, which differ from PyTorch's where the ratio is not an integer."""
-    tvm = pytest.importorskip("tvm")
-    from tvm import relax
+    tvm = need("tvm")
+    relax = need("tvm.relax")
 
     class Nearest(torch.nn.Module):
         def forward(self, x):

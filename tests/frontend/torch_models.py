@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import math
 
-import torch
-from torch import nn
-from torch.nn import functional as F
+from optional import need
+
+torch = need("torch")  # skips the importing test module when PyTorch is absent
+nn = torch.nn
+F = torch.nn.functional
 
 
 class GPTBlock(nn.Module):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pytest
+from optional import need  # noqa: E402
 
 
 def _elementwise(fn, out_dtype=None):
@@ -153,17 +153,17 @@ def _one_hot(indices, on_value, off_value, depth, axis=-1):
 
 
 def _stack(tensors, axis=0):
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     return torch.stack([torch.from_numpy(t) for t in tensors], dim=axis).numpy()
 
 
 def _tile(data, repeats):
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     return torch.from_numpy(data).tile(tuple(repeats)).numpy()
 
 
 def _repeat(data, repeats, axis=None):
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     t = torch.from_numpy(data)
     return (t.flatten() if axis is None else t).repeat_interleave(repeats, dim=0 if axis is None else axis).numpy()
 
@@ -266,7 +266,7 @@ REFERENCES.update(
 
 
 def _einsum(operands, subscripts):
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     return torch.einsum(subscripts, *(torch.from_numpy(o) for o in operands)).numpy()
 
 
@@ -320,7 +320,7 @@ def _slice_scatter(input_tensor, src, start, end, step, axis=0):
 
 
 def _dynamic_strided_slice(x, begin, end, strides):
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     t = torch.from_numpy(x)
     for axis, (b, e, s) in enumerate(zip(begin, end, strides)):
         idx = list(range(x.shape[axis]))[slice(int(b), int(e), int(s))]
@@ -333,7 +333,7 @@ def _dynamic_strided_slice(x, begin, end, strides):
 
 def _torch_reduce(fn_all, fn_dims):
     def ref(x, axis=None, keepdims=False):
-        torch = pytest.importorskip("torch")
+        torch = need("torch")
         t = torch.from_numpy(x)
         axes = tuple(range(x.ndim)) if axis is None else tuple(a % x.ndim for a in axis)
         out = fn_dims(t, axes, keepdims)
@@ -354,7 +354,7 @@ def _std(t, axes, keepdims):
 
 
 def _median_ref(x, axis=None, keepdims=False):
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     t = torch.from_numpy(x)
     if axis is not None and len(axis) == 1:
         vals, idx = t.median(dim=axis[0], keepdim=keepdims)
@@ -370,7 +370,7 @@ def _median_ref(x, axis=None, keepdims=False):
 
 
 def _cumprod(data, axis=None, dtype=None, exclusive=False):
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     t = torch.from_numpy(data)
     if axis is None:
         t, axis = t.flatten(), 0
@@ -380,18 +380,18 @@ def _cumprod(data, axis=None, dtype=None, exclusive=False):
 
 
 def _sort(x, axis=-1, descending=False):
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     return torch.sort(torch.from_numpy(x), dim=axis, descending=descending, stable=True).values.numpy()
 
 
 def _argsort(data, axis=-1, descending=False, dtype="int32"):
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     order = torch.sort(torch.from_numpy(data), dim=axis, descending=descending, stable=True).indices
     return order.numpy().astype(dtype or data.dtype)
 
 
 def _topk(data, k=1, axis=-1, ret_type="both", largest=True, dtype="int32"):
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     n = data.shape[axis]
     k = k if 0 < k < n else n
     # Distinct random values: PyTorch's topk order matches the stable one.
@@ -402,7 +402,7 @@ def _topk(data, k=1, axis=-1, ret_type="both", largest=True, dtype="int32"):
 
 def _arg_extremum(name):
     def ref(x, axis=None, keepdims=False):
-        torch = pytest.importorskip("torch")
+        torch = need("torch")
         t = torch.from_numpy(x)
         fn = getattr(torch, name)
         if axis is None:
@@ -422,7 +422,7 @@ def _dynamic_strided_slice_backward(g, x, begin, end, strides):
 
 
 def _bucketize(input_tensor, boundaries, out_int32=False, right=False):
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     return torch.bucketize(torch.from_numpy(input_tensor), torch.from_numpy(boundaries), out_int32=out_int32, right=right).numpy()
 
 

@@ -11,8 +11,9 @@ from op_case import OpCase, P
 
 import retrograd
 from retrograd.passes import Gradient
+from optional import need  # noqa: E402
 
-torch = pytest.importorskip("torch")
+torch = need("torch")
 
 
 def differentiate_floats(case: OpCase) -> OpCase:

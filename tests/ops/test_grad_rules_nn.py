@@ -17,6 +17,7 @@ from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo
 from retrograd.ops.api import R
 from retrograd.ops.composed import ComposedVjp
 from retrograd.ops.registry import get
+from optional import need  # noqa: E402
 
 
 def evaluate(expr, env):
@@ -189,7 +190,7 @@ def _with_hvp(mod, grad_params):
 
 
 def _torch_hvp(loss_fn, tensors, vs):
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     loss = loss_fn(*tensors)
     grads = torch.autograd.grad(loss, [t for t in tensors if t.requires_grad], create_graph=True)
     s = sum((g * torch.tensor(v)).sum() for g, v in zip(grads, vs))
@@ -197,7 +198,7 @@ def _torch_hvp(loss_fn, tensors, vs):
 
 
 def test_cnn_gradient_and_hessian_vector_product_match_torch():
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     from retrograd.ir.expr import shape_expr
     from retrograd.runtime.executor import build
 
@@ -236,7 +237,7 @@ def test_cnn_gradient_and_hessian_vector_product_match_torch():
 
 
 def test_embedding_hessian_vector_product_matches_torch():
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     from retrograd.runtime.executor import build
 
     f64 = "float64"

@@ -17,6 +17,7 @@ from retrograd.ops.composed import ComposedVjp
 from retrograd.passes.gradient import Gradient
 from retrograd.runtime import build
 from retrograd.testing import check_gradients
+from optional import need  # noqa: E402
 
 
 def _script(params: dict, body: str) -> IRModule:
@@ -95,7 +96,7 @@ def _torch_attention(torch, F, q, k, v, bias=None, scale=None, causal=False):
 
 @pytest.mark.parametrize("name,params,body,torch_fn", TORCH_CASES, ids=[c[0] for c in TORCH_CASES])
 def test_second_order_matches_torch_double_backward(name, params, body, torch_fn):
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     F = torch.nn.functional
     if torch_fn is None:  # attention, written out (TVM's causal mask is PyTorch's top-left one here)
         causal, scale = "TopLeft" in body, 0.4 if "scale" in body else None

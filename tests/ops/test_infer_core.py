@@ -16,6 +16,7 @@ from op_case import OpCase, S, T
 from retrograd.errors import DiagnosticError, OpError, TypeInferenceError
 from retrograd.ir.struct_info import PrimStructInfo, ShapeStructInfo, TensorStructInfo, TupleStructInfo
 from retrograd.ops.registry import all_ops
+from optional import need  # noqa: E402
 
 CASES = CORE_CASES + MATH_CASES
 
@@ -101,7 +102,7 @@ def tvm_script(case: OpCase, attrs: dict | None = None) -> str:
 
 
 def tvm_infer(case: OpCase):
-    tvm_script_mod = pytest.importorskip("tvm.script")
+    tvm_script_mod = need("tvm.script")
     func = tvm_script_mod.from_source(tvm_script(case))
     return func.body.blocks[-1].bindings[-1].var.ty
 
@@ -265,8 +266,8 @@ def test_inference_errors(case, kind, fragments, tvm_rejects):
 def test_tvm_rejects_the_same_calls(case):
     # Our errors are not stricter than TVM's where TVM has a rule. The text is built first, so a failure
     # of our own helper is a test error, never mistaken for TVM's rejection.
-    tvm = pytest.importorskip("tvm")
-    from tvm.script import from_source
+    tvm = need("tvm")
+    from_source = need("tvm.script").from_source
 
     text = tvm_script(case)
     with pytest.raises(tvm.error.DiagnosticError):
@@ -302,5 +303,5 @@ def test_printed_call_round_trips_and_parses_in_tvm(case):
     retrograd.assert_structural_equal(mod, back)
     assert back.script() == text
     if case.tvm:
-        tvm_script_mod = pytest.importorskip("tvm.script")
+        tvm_script_mod = need("tvm.script")
         tvm_script_mod.from_source(text)

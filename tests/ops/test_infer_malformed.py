@@ -10,6 +10,7 @@ from test_infer_core import CASES, tvm_infer, tvm_script
 
 from retrograd.errors import DiagnosticError
 from retrograd.ir.struct_info import TensorStructInfo
+from optional import need  # noqa: E402
 
 
 def _first_tensor(case, f):
@@ -100,7 +101,7 @@ _NOT_ATTRS = {"relax.strided_slice": {"axes", "begin", "end", "strides"}, "relax
 
 @pytest.mark.parametrize("case", _first_cases(), ids=lambda c: c.id)
 def test_attribute_defaults_and_order_match_tvm(case):
-    tvm_script_mod = pytest.importorskip("tvm.script")
+    tvm_script_mod = need("tvm.script")
     op = case.opdef
     given = {k: tuple(v) if isinstance(v, list) else v for k, v in case.attrs.items()}
     call = tvm_script_mod.from_source(tvm_script(case, given)).body.blocks[-1].bindings[-1].value

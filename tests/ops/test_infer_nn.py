@@ -13,6 +13,7 @@ from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.expr import Var
 from retrograd.ir.struct_info import ShapeStructInfo, TensorStructInfo, TupleStructInfo
 from retrograd.ops.registry import get
+from optional import need  # noqa: E402
 
 def sinfo_of(inp) -> TensorStructInfo:
     if isinstance(inp, TensorStructInfo | ShapeStructInfo):
@@ -39,8 +40,9 @@ def _tvm_dim(d):
 
 def tvm_infer(op: str, inputs, attrs):
     """(struct info as ours, attrs as a dict in TVM's field order) of TVM's own call."""
-    tvm = pytest.importorskip("tvm")
-    from tvm import relax, tirx
+    tvm = need("tvm")
+    relax = need("tvm.relax")
+    tirx = need("tvm.tirx")
 
     fn = relax.op
     for part in op[len("relax.") :].split("."):
@@ -316,7 +318,7 @@ def test_printed_call_round_trips_and_loads_in_tvm(case):
     retrograd.assert_structural_equal(mod, back)
     assert back.script() == text
     if case.tvm:
-        tvm_script = pytest.importorskip("tvm.script")
+        tvm_script = need("tvm.script")
         theirs = retrograd.parse(tvm_script.from_source(text).script())
         # TVM drops the global_symbol attribute when printing; everything else must read back identically.
         ours = "\n".join(line for line in text.splitlines() if "R.func_attr" not in line)

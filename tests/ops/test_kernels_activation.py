@@ -11,6 +11,7 @@ import pytest
 from retrograd.errors import KernelError
 from retrograd.ops.kernels import activation
 from retrograd.ops.kernels.special import erf, erfc
+from optional import need  # noqa: E402
 
 X = np.random.default_rng(0).standard_normal((3, 4, 5)) * 3
 
@@ -123,7 +124,7 @@ def test_bad_inputs_raise_kernel_errors(call, message):
 
 
 def test_against_torch():
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     xt = torch.tensor(X)
     np.testing.assert_allclose(activation.softmax(X, axis=1), torch.softmax(xt, 1).numpy(), rtol=1e-13)
     np.testing.assert_allclose(activation.log_softmax(X, axis=-1), torch.log_softmax(xt, -1).numpy(), rtol=1e-13)

@@ -11,8 +11,9 @@ import retrograd
 from retrograd.errors import KernelError
 from retrograd.ops.kernels import attention as att
 from retrograd.ops.kernels.dropout import dropout
+from optional import need  # noqa: E402
 
-torch = pytest.importorskip("torch")
+torch = need("torch")
 F = torch.nn.functional
 RNG = np.random.default_rng(0)
 
@@ -165,7 +166,7 @@ def test_dropout_prints_tvm_s_form_in_inference_and_its_extension_in_training():
 
 
 def test_tvm_reads_our_attention_with_a_scale():
-    tvm_script = pytest.importorskip("tvm.script")
+    tvm_script = need("tvm.script")
     text = """
 @R.function
 def main(q: R.Tensor((1, 3, 2, 4), "float32"), b: R.Tensor((1, 1, 3, 3), "float32")):

@@ -10,6 +10,7 @@ import pytest
 
 from retrograd.errors import KernelError
 from retrograd.ops.kernels import conv
+from optional import need  # noqa: E402
 
 # -- naive references -------------------------------------------------------------------------------
 
@@ -241,7 +242,7 @@ def _symmetric(p):
 
 @pytest.mark.parametrize("case", [c for c in CASES if _symmetric(c[4])])
 def test_conv2d_and_both_gradients_against_torch(case):
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     x, w, s, p, d, g = _setup(case)
     xt, wt = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
     y = torch.nn.functional.conv2d(xt, wt, stride=s, padding=p[:2], dilation=d, groups=g)
@@ -256,7 +257,7 @@ def test_conv2d_and_both_gradients_against_torch(case):
 
 @pytest.mark.parametrize("case", [c for c in TRANSPOSE_CASES if _symmetric(c[3])])
 def test_conv2d_transpose_against_torch(case):
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     shape, k, s, p, op, d, g = case
     x = _rand(shape, 7)
     w = _rand((shape[1], 3) + k, 8)
@@ -268,7 +269,7 @@ def test_conv2d_transpose_against_torch(case):
 
 def test_larger_float32_against_torch():
     """Several image chunks and a real-sized weight gradient."""
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     rng = np.random.default_rng(9)
     x = rng.standard_normal((5, 16, 20, 20)).astype("float32")
     w = (rng.standard_normal((24, 16, 3, 3)) * 0.1).astype("float32")

@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from retrograd.ops.kernels import conv_nd
+from optional import need  # noqa: E402
 
-torch = pytest.importorskip("torch")
+torch = need("torch")
 F = torch.nn.functional
 RNG = np.random.default_rng(0)
 

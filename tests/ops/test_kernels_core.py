@@ -15,6 +15,7 @@ from retrograd.ir import BlockBuilder, Function, IRModule, TupleGetItem, Var
 from retrograd.ir.expr import Tuple, shape_expr
 from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo
 from retrograd.ops.api import R
+from optional import need  # noqa: E402
 
 STATIC = [c for c in CASES if c.is_static]
 
@@ -39,7 +40,7 @@ def _tvm_slice_indices(n, b, e, s):
 
 
 def torch_reference(case: OpCase, values: list):
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     name = case.op.split("relax.")[1]
     attrs = case.opdef.normalize_attrs(case.attrs)
     args = [

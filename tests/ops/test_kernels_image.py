@@ -8,8 +8,9 @@ import pytest
 import retrograd
 from retrograd.errors import KernelError
 from retrograd.ops.kernels import resample
+from optional import need  # noqa: E402
 
-torch = pytest.importorskip("torch")
+torch = need("torch")
 F = torch.nn.functional
 RNG = np.random.default_rng(0)
 
@@ -59,7 +60,7 @@ def test_resize_errors():
 
 
 def test_tvm_reads_our_resize_and_infers_the_same():
-    tvm_script = pytest.importorskip("tvm.script")
+    tvm_script = need("tvm.script")
     text = """
 @R.function
 def main(x: R.Tensor((2, 3, 4, 5), "float32")):

@@ -9,6 +9,7 @@ import pytest
 
 from retrograd.errors import KernelError
 from retrograd.ops.kernels import loss
+from optional import need  # noqa: E402
 
 
 def naive_nll(pred, tgt, weights, reduction, ignore_index):
@@ -154,7 +155,7 @@ def test_bad_inputs_raise_kernel_errors(call, message):
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("reduction", REDUCTIONS)
 def test_against_torch(case, reduction):
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     shape, ignore, weighted, ii = case
     pred, tgt, w = _case(shape, ignore=ignore, weighted=weighted, ignore_index=ii)
     pt = torch.tensor(pred, requires_grad=True)
@@ -169,7 +170,7 @@ def test_against_torch(case, reduction):
 
 
 def test_all_ignored_against_torch():
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     pred, tgt, w = _case((3, 4), ignore=[(0,), (1,), (2,)])
     pt = torch.tensor(pred, requires_grad=True)
     out = torch.nn.functional.nll_loss(pt, torch.tensor(tgt), torch.tensor(w))

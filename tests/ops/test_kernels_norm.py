@@ -9,8 +9,9 @@ from norm_helpers import script_grads, tensor_type
 
 from retrograd.errors import KernelError
 from retrograd.ops.kernels import norm
+from optional import need  # noqa: E402
 
-torch = pytest.importorskip("torch")
+torch = need("torch")
 F = torch.nn.functional
 RNG = np.random.default_rng(0)
 

@@ -15,6 +15,7 @@ import retrograd
 from retrograd.ops.kernels import conv, parallel, pool
 from retrograd.ops.kernels import matmul as matmul_kernels
 from retrograd.runtime import split
+from optional import need  # noqa: E402
 
 
 @pytest.fixture(params=[1, 2, 3])
@@ -171,7 +172,7 @@ def test_parts_cover_the_range_and_nested_calls_run_inline(monkeypatch):
 
 
 def test_blas_threads_are_restored_after_a_split():
-    threadpoolctl = pytest.importorskip("threadpoolctl")
+    threadpoolctl = need("threadpoolctl")
     blas = [c for c in threadpoolctl.ThreadpoolController().lib_controllers if c.user_api == "blas"]
     if not blas:
         pytest.skip("no BLAS library found by threadpoolctl")

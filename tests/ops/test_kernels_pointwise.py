@@ -8,8 +8,9 @@ import pytest
 from retrograd.errors import KernelError
 from retrograd.ops.kernels import pad as pad_k
 from retrograd.ops.kernels import pointwise as pw
+from optional import need  # noqa: E402
 
-torch = pytest.importorskip("torch")
+torch = need("torch")
 F = torch.nn.functional
 X = np.concatenate([np.random.default_rng(0).normal(size=50) * 4, [0.0, -0.0, 30.0, -30.0]])
 

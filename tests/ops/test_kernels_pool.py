@@ -9,6 +9,7 @@ import pytest
 
 from retrograd.errors import KernelError
 from retrograd.ops.kernels import pool
+from optional import need  # noqa: E402
 
 # -- naive references: one Python loop iteration per window ---------------------------------------
 
@@ -264,7 +265,7 @@ TORCH_CASES = [  # symmetric padding <= k/2, as PyTorch requires
 @pytest.mark.parametrize("case", TORCH_CASES)
 @pytest.mark.parametrize("ties", [False, True])
 def test_max_pool2d_against_torch(case, ties):
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     shape, k, s, p, d, ceil = case
     x = _data(shape, ties=ties)
     xt = torch.tensor(x, requires_grad=True)
@@ -282,7 +283,7 @@ def test_max_pool2d_against_torch(case, ties):
 def test_avg_pool2d_against_torch(case, cip):
     """PyTorch agrees with us in ceil_mode too: its divisor also excludes the overhang, and its
     backward is the exact derivative of its forward."""
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     shape, k, s, p, d, ceil = case
     x = _data(shape)
     xt = torch.tensor(x, requires_grad=True)
@@ -297,7 +298,7 @@ def test_avg_pool2d_against_torch(case, cip):
 
 def test_large_float32_against_torch():
     """Several chunks of planes: the chunking must not leak state between chunks."""
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     x = np.random.default_rng(7).standard_normal((4, 64, 30, 30)).astype("float32")
     xt = torch.tensor(x, requires_grad=True)
     y = torch.nn.functional.max_pool2d(xt, 3, 2, 1)

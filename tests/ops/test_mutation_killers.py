@@ -12,6 +12,7 @@ import retrograd
 from retrograd.ops.kernels import pool
 from retrograd.ops.kernels.window import window_positions
 from retrograd.passes import Gradient
+from optional import need  # noqa: E402
 
 TIES = """
 @I.ir_module
@@ -69,7 +70,7 @@ def test_max_pool_ceil_mode_shape_matches_torch_where_the_last_window_starts_in_
     x = np.random.default_rng(0).standard_normal((1, 1, 5, 5))
     out = pool.max_pool2d(x, pool_size=(2, 2), strides=(2, 2), padding=(1, 1, 1, 1), ceil_mode=True)
     assert out.shape[2:] == (_count_by_listing(5, 2, 2, 1, 1, 1, True),) * 2 == (3, 3)
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     ref = torch.nn.functional.max_pool2d(torch.tensor(x), 2, 2, padding=1, ceil_mode=True)
     np.testing.assert_array_equal(out, ref.numpy())
 

@@ -3,10 +3,10 @@ every TVM 0.27 Relax tensor op is registered, except the ones still pending (nam
 
 from __future__ import annotations
 
-import pytest
 from all_cases import ALL_CASES
 
 from retrograd.ops.registry import all_ops, lookup
+from optional import need  # noqa: E402
 
 # TVM 0.27's Relax tensor ops that issue 10 asks for (VM plumbing, inspection, closures, devices,
 # quantization, vision and data-dependent output shapes excluded).
@@ -52,7 +52,7 @@ def test_every_tvm_tensor_op_is_registered_or_pending():
 
 
 def test_the_op_list_names_real_tvm_ops():
-    tvm = pytest.importorskip("tvm")
+    tvm = need("tvm")
     unknown = []
     for n in TVM_TENSOR_OPS:
         try:

@@ -17,6 +17,7 @@ from op_case import OpCase, P, T
 
 import retrograd
 from retrograd.ops.registry import get
+from optional import need  # noqa: E402
 
 F32 = "float32"
 SPECIAL = [-np.inf, -1e30, -3.7, -2.5, -2.0, -1.5, -1.0, -0.5, -0.0, 0.0, 0.5, 1.0, 1.5, 2.0, 2.5, 3.7, 1e30, np.inf, np.nan]
@@ -218,8 +219,8 @@ def assert_tvm_parity(ours: list[np.ndarray], theirs: list[np.ndarray], where: s
 @pytest.fixture(scope="module")
 def tvm_build():
     """Case id -> (VM, function name): cases compiled in batches (one compile per 48 cases, not one each)."""
-    tvm = pytest.importorskip("tvm")
-    from tvm import relax
+    tvm = need("tvm")
+    relax = need("tvm.relax")
 
     funcs = {c.id: tvm.script.from_source(c.build().script())["main"] for c in CASES}
     built: dict[str, tuple] = {}
@@ -247,7 +248,7 @@ def tvm_build():
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_kernel_matches_tvm(case, tvm_build):
-    import tvm
+    tvm = need("tvm")
 
     entry = tvm_build[case.id]
     assert not isinstance(entry, Exception), f"TVM cannot build {case.id} (list it in TVM_NOT_A_REFERENCE): {entry}"

@@ -70,3 +70,30 @@ def test_deep_if_nests_parse_or_fail_located(fuzz):
         text = m.deep_if(ok)
         assert text.count(" if zz_c:") + text.count("\n    if zz_c:") >= depth
         assert fuzz.check_in_process(text, 30.0)[0] == want
+
+
+def test_a_located_error_must_name_its_binding_and_not_move_with_a_byte_order_mark(fuzz):
+    from retrograd.errors import Span, TypeInferenceError
+
+    text = '@R.function\ndef main(x: R.Tensor((2,), "float32")):\n    y = R.add(x, x)\n    return y\n'
+    bare = TypeInferenceError("bad", Span("fuzz.py", 3, 9, 3, 10, text))
+    assert "binding of 'y' does not name it" in fuzz._location_problem(text, bare, str(bare))
+    named = TypeInferenceError("bad", Span("fuzz.py", 3, 9, 3, 10, text), notes=["in the binding of 'y'"])
+    assert fuzz._location_problem(text, named, str(named)) == ""
+    # The same text without its mark fails at 1:2; an error reported at 1:1 with the mark moved.
+    marked = '\ufeff@R.functio\ndef main(x: R.Tensor((2,), "float32")):\n    return x\n'
+    moved = TypeInferenceError("bad", Span("fuzz.py", 1, 1, 1, 2, marked))
+    assert "byte-order mark moved the error from 1:2 to 1:1" in fuzz._location_problem(marked, moved, str(moved))
+    assert fuzz.check(marked)[0] == "located"
+
+
+def test_the_new_mutations_reach_their_classes(fuzz):
+    """Empty shapes through every pass, TVM's scalar spellings and huge window attributes come out
+    accepted or located, never as findings, and reach the run (some accepted)."""
+    m = fuzz.Mutator(fuzz.load_corpus(), seed=4)
+    outcomes = {}
+    for kind in (m.zero_dim, m.window_op, m.tvm_scalar, m.return_annotation):
+        seen = [fuzz.check_in_process(kind(m.rng.choice(m.corpus[:12])), 20.0)[0] for _ in range(12)]
+        outcomes[kind.__name__] = seen
+        assert set(seen) <= {"accepted", "located"}, (kind.__name__, seen)
+    assert sum(o.count("accepted") for o in outcomes.values()) >= 12, outcomes

@@ -11,6 +11,7 @@ from retrograd.ir.block import BindingBlock
 from retrograd.ir.expr import Call, Function, If, SeqExpr, Tuple, TupleGetItem, Var
 from retrograd.ir.structural import assert_structural_equal
 from retrograd.parser import parse, parse_file, print_module
+from optional import need  # noqa: E402
 
 CORPUS = sorted((Path(__file__).resolve().parents[1] / "corpus").glob("c*.py"))
 IDS = [p.stem for p in CORPUS]
@@ -94,14 +95,14 @@ def _check_span(span, path, n_lines):
 
 @pytest.mark.parametrize("path", CORPUS, ids=IDS)
 def test_tvm_parses_our_text(path):
-    tvm_script = pytest.importorskip("tvm.script")
+    tvm_script = need("tvm.script")
     text = print_module(parse_file(path))
     tvm_script.from_source(text)
 
 
 @pytest.mark.parametrize("path", CORPUS, ids=IDS)
 def test_tvm_text_parses_to_an_equal_module(path):
-    tvm_script = pytest.importorskip("tvm.script")
+    tvm_script = need("tvm.script")
     reason = _marker(path, "tvm-source")
     if reason:
         pytest.skip(f"TVM cannot read this script: {reason}")
@@ -119,7 +120,7 @@ def test_tvm_text_parses_to_an_equal_module(path):
 
 def test_tvm_text_marker_reasons_hold():
     """The skips above are real: TVM's text of those scripts does reference omitted metadata."""
-    tvm_script = pytest.importorskip("tvm.script")
+    tvm_script = need("tvm.script")
     marked = [p for p in CORPUS if _marker(p, "tvm-text")]
     assert marked
     for p in marked:
@@ -135,7 +136,7 @@ def test_example_mlp_parses_in_both():
     ops = [b.value.op.name for blk in func.body.blocks for b in blk.bindings if isinstance(b.value, Call)]
     assert ops == ["relax.matmul", "relax.add", "relax.nn.relu", "relax.matmul", "relax.add",
                    "relax.nn.log_softmax", "relax.nn.nll_loss"]
-    tvm_script = pytest.importorskip("tvm.script")
+    tvm_script = need("tvm.script")
     theirs = parse(tvm_script.from_source(path.read_text()).script())
     assert_structural_equal(mod, theirs)
     assert all(isinstance(v, Var) for v in func.params)

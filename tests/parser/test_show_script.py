@@ -7,10 +7,10 @@ import re
 import sys
 from pathlib import Path
 
-import pytest
 
 import retrograd
 from retrograd.passes import Gradient
+from optional import need  # noqa: E402
 
 MLP = Path(__file__).resolve().parents[2] / "examples" / "mlp.py"
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -42,7 +42,7 @@ def test_show_writes_the_script_plain_when_not_a_terminal(capsys):
 
 
 def test_show_highlights_on_a_terminal_when_pygments_is_installed():
-    pytest.importorskip("pygments")
+    need("pygments")
     mod = retrograd.parse_file(MLP)
     term = FakeTerminal()
     mod.show(file=term)

@@ -15,6 +15,7 @@ from retrograd.errors import DiagnosticError, ExecutionError, NameError_, OpErro
 from retrograd.ir import well_formed
 from retrograd.ir.expr import Call, Constant
 from retrograd.parser import parse, print_module
+from optional import need  # noqa: E402
 
 
 def module(*body: str, sig: str = 'x: R.Tensor((2, 3), "float32"), y: R.Tensor((2, 3), "float32")', head: str = "") -> str:
@@ -34,7 +35,7 @@ def quiet_parse(text, source_name="<string>"):
 
 def tvm_reads(text: str):
     """TVM's module for `text` (skipped without TVM)."""
-    tvm_script = pytest.importorskip("tvm.script")
+    tvm_script = need("tvm.script")
     return tvm_script.from_source(text)
 
 
@@ -140,8 +141,8 @@ def test_a_call_of_a_tir_function_is_a_located_error():
 
 
 def test_tvm_reads_the_printed_tir_back_equal():
-    tvm = pytest.importorskip("tvm")
-    from tvm import relax
+    tvm = need("tvm")
+    relax = need("tvm.relax")
 
     relax_mod = tvm_reads(module("a = R.add(x, y)", "b = R.nn.relu(a)", "return b"))
     legal = relax.transform.LegalizeOps()(relax_mod)  # TIR functions and R.call_tir, as TVM prints them
@@ -376,7 +377,7 @@ def test_the_pass_registry_shares_the_helper():
 
 
 def _models():
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     nn = torch.nn
 
     class LinearLayerNormGelu(nn.Module):
@@ -429,9 +430,9 @@ def _models():
 @pytest.fixture(scope="module")
 def exported():
     """name -> (TVM's printed text, torch module, example inputs): TVM's frontend run at test time."""
-    torch = pytest.importorskip("torch")
-    pytest.importorskip("tvm")
-    from tvm.relax.frontend.torch import from_exported_program
+    torch = need("torch")
+    need("tvm")
+    from_exported_program = need("tvm.relax.frontend.torch").from_exported_program
 
     out = {}
     for name, (model, inputs) in _models().items():
@@ -445,7 +446,7 @@ def exported():
 
 @pytest.mark.parametrize("name", ["linear_layernorm_gelu", "causal_masked_fill", "conv_batchnorm", "embedding"])
 def test_tvm_frontend_text_parses_verifies_runs_and_goes_back_to_tvm(exported, name):
-    import torch
+    torch = need("torch")
 
     text, model, inputs = exported[name]
     with warnings.catch_warnings(record=True) as record:

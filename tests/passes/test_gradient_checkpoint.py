@@ -19,6 +19,7 @@ from retrograd.ir.expr import Call
 from retrograd.ir.module import IRModule
 from retrograd.ir.well_formed import well_formed
 from retrograd.passes import Gradient, parse_pipeline
+from optional import need  # noqa: E402
 
 START, END = "relax.grad.start_checkpoint", "relax.grad.end_checkpoint"
 
@@ -383,8 +384,8 @@ def recomputed(text: str) -> set:
 def test_against_tvm(name):
     """TVM's own Gradient on the same module: the same values, and the same forward values recomputed
     (but for the tuple case, where our simplify finds that lv3[0] is x and rebuilds nothing)."""
-    tvm = pytest.importorskip("tvm")
-    from tvm import relax
+    tvm = need("tvm")
+    relax = need("tvm.relax")
 
     text, required = TVM_CASES[name]
     tmod = tvm.script.from_source(text)

@@ -11,6 +11,7 @@ from retrograd.ir.well_formed import well_formed
 from retrograd.passes import Gradient, densify_sparse_grad, merge_sparse_grad
 from retrograd.runtime import build
 from retrograd.testing import check_gradients
+from optional import need  # noqa: E402
 
 HEAD = "from tvm.script import ir as I, relax as R, tir as T\n"
 
@@ -121,8 +122,8 @@ def test_take_backward_prints_what_tvm_reads(mode):
     assert "take_backward(" in text and "mode=" not in text.split("take_backward(")[1].split("\n")[0]
     assert "not loadable in TVM" not in text
     assert retrograd.structural_equal(retrograd.parse(text), mod)
-    pytest.importorskip("tvm")
-    from tvm.script import from_source
+    need("tvm")
+    from_source = need("tvm.script").from_source
 
     from_source(text)  # TVM's own parser reads it
 
@@ -164,7 +165,7 @@ def test_power_at_base_zero_has_a_finite_exponent_gradient():
 
 
 def test_power_base_zero_matches_pytorch():
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     mod = retrograd.parse(GEM)
     x, p = _gem_inputs()
     _, (gx, gp) = build(Gradient("main")(mod))["main_adjoint"](x, p)
@@ -176,7 +177,7 @@ def test_power_base_zero_matches_pytorch():
 
 
 def test_power_zero_exponent_at_zero_base_matches_pytorch():
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     text = GEM.replace("r = R.nn.relu(x)", "r = R.multiply(x, x)")
     mod = retrograd.parse(text)
     x, p = np.array([0.0, 1.0, -2.0, 0.0, 3.0, 0.5]), np.array(0.0)
@@ -216,8 +217,8 @@ def test_full_reductions_of_unknown_shapes_are_scalars_and_differentiable():
 
 
 def test_tvm_reads_the_unknown_shape_reduction_module():
-    pytest.importorskip("tvm")
-    from tvm.script import from_source
+    need("tvm")
+    from_source = need("tvm.script").from_source
 
     tvm_mod = from_source(UNKNOWN_SHAPE[len(HEAD):])
     assert "main" in [gv.name_hint for gv in tvm_mod.get_global_vars()]
@@ -279,7 +280,7 @@ def test_gradients_on_symbolic_dims_are_computed_at_run_time(name):
 
 
 def test_next_token_loss_on_symbolic_length_matches_pytorch():
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     body, shapes = SYMBOLIC["next_token"]
     mod = retrograd.parse(HEAD + "@I.ir_module\nclass Module:\n" + body)
     rng = np.random.default_rng(6)
@@ -331,7 +332,7 @@ def test_nll_loss_class_weights_get_their_true_gradient(pshape, red, ignore):
 
 @pytest.mark.parametrize("pshape,red,ignore", NLL_CASES)
 def test_nll_loss_class_weight_gradient_matches_pytorch(pshape, red, ignore):
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     mod, (x, t, w) = _nll_case(pshape, red, ignore)
     _, (gx, gw) = build(Gradient("main")(mod))["main_adjoint"](x, t, w)
     tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
@@ -368,7 +369,7 @@ def test_conv2d_gradient_on_symbolic_spatial_dims(hw):
     x, k = rng.standard_normal((2, 2) + hw), rng.standard_normal((3, 2, 3, 2))
     report = check_gradients(mod, "main", [x, k])
     assert report.ok and report.checked == x.size + k.size, str(report)
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     _, (gx, gk) = build(Gradient("main")(mod))["main_adjoint"](x, k)
     tx, tk = torch.tensor(x, requires_grad=True), torch.tensor(k, requires_grad=True)
     y = torch.nn.functional.conv2d(torch.nn.functional.pad(tx, (0, 1, 1, 1)), tk, stride=(2, 3), dilation=(1, 2))

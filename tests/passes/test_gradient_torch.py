@@ -10,8 +10,9 @@ import pytest
 import retrograd
 from retrograd.ir.well_formed import well_formed
 from retrograd.passes import Gradient
+from optional import need  # noqa: E402
 
-torch = pytest.importorskip("torch")
+torch = need("torch")
 F = torch.nn.functional
 
 MLP = '''

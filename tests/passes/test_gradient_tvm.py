@@ -10,8 +10,9 @@ import retrograd
 from gradient_helpers import random_inputs
 from retrograd.passes import Gradient
 
-tvm = pytest.importorskip("tvm")
-from tvm import relax  # noqa: E402
+from optional import need  # noqa: E402
+tvm = need("tvm")
+relax = need("tvm.relax")
 
 HEAD = "@I.ir_module\nclass Module:\n"
 

@@ -1,9 +1,9 @@
 """Executor: an MLP forward pass (matmul, bias, relu, log_softmax, nll_loss) against NumPy, and PyTorch."""
 
 import numpy as np
-import pytest
 
 import retrograd
+from optional import need  # noqa: E402
 
 BATCH, SIZES, CLASSES = 16, (20, 32, 24), 10
 
@@ -81,7 +81,7 @@ def test_mlp_forward_peak_is_bounded_by_live_activations():
 
 
 def test_mlp_forward_matches_torch():
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     ex = retrograd.build(_mlp_module())
     x, y, wb = _inputs(3)
     loss, logp = ex["main"](x, y, *wb)

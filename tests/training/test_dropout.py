@@ -15,6 +15,7 @@ from retrograd.ops.kernels.dropout import dropout
 from retrograd.runtime import build
 from retrograd.training import SGD, Adam, CrossEntropyLoss, Trainer, setup_trainer
 from retrograd.training.dropout_mode import DROPOUT_KEY, count_dropouts, train_mode
+from optional import need  # noqa: E402
 
 # Two dropout calls with the default seed on same-shaped values: they must not share a mask.
 NET = """
@@ -80,7 +81,7 @@ def test_keyed_mask_is_the_documented_draw_and_the_result_is_masked_and_scaled(r
 
 
 def test_keyed_masks_keep_at_the_rate_and_differ_between_keys():
-    binom = pytest.importorskip("scipy.stats").binom
+    binom = need("scipy.stats").binom
     x = np.ones((300, 400), "float32")
     n = x.size
     masks = [dropout(x, np.array(k, "int64"), rate=RATE, training=True, seed=5)[1].astype(bool) for k in range(4)]
@@ -268,7 +269,7 @@ def test_checkpointed_step_recomputes_the_same_masks_bitwise():
 
 
 def test_steps_match_torch_given_the_same_masks():
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     x, y = _data()
     t = _trainer(opt=Adam(0.01), seed=1)
     p = {k: torch.tensor(v, requires_grad=True) for k, v in t.params.items()}

@@ -13,6 +13,7 @@ from retrograd.cli import main
 from retrograd.examples.digits import MODEL, load_digits, stratified_split
 from retrograd.training import Adam, NLLLoss, Trainer, setup_trainer
 from retrograd.training.loop import batches, fit
+from optional import need  # noqa: E402
 
 
 def test_data_and_split():
@@ -33,7 +34,7 @@ def test_batches_cover_everything_once():
 
 
 def test_digits_steps_match_torch_and_loss_falls():
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     F = torch.nn.functional
     x, y = load_digits()
     xb, yb = x[:64], y[:64]

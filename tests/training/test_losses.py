@@ -10,8 +10,9 @@ from retrograd.errors import TrainingError
 from retrograd.ir.well_formed import well_formed
 from retrograd.passes import Gradient
 from retrograd.training import CrossEntropyLoss, HuberLoss, L1Loss, MSELoss, NLLLoss, append_loss
+from optional import need  # noqa: E402
 
-torch = pytest.importorskip("torch")
+torch = need("torch")
 F = torch.nn.functional
 
 IDENTITY = """

@@ -12,8 +12,9 @@ from retrograd.ir.module import IRModule
 from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ir.well_formed import well_formed
 from retrograd.training import SGD, Adam, AdamW, MomentumSGD
+from optional import need  # noqa: E402
 
-torch = pytest.importorskip("torch")
+torch = need("torch")
 
 SHAPES = [(4, 3), (3,), (2, 2, 2)]
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from optional import need  # noqa: E402
 
 BENCH_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_training.py"
 
@@ -22,7 +23,7 @@ def bench():
 @pytest.mark.parametrize("name", ["mlp", "mnist", "digits"])
 def test_final_loss_after_100_sgd_steps_matches_torch(bench, name, tmp_path, monkeypatch):
     """Same initial weights and batch in both systems; the MNIST net at batch 2 instead of 64 (time)."""
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     model = bench._model
 
     def smaller(which):

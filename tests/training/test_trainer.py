@@ -11,6 +11,7 @@ from retrograd.ir.well_formed import well_formed
 from retrograd.training import (
     SGD, Adam, CrossEntropyLoss, MSELoss, MomentumSGD, Trainer, initial_value, setup_trainer,
 )
+from optional import need  # noqa: E402
 
 MLP = """
 @I.ir_module
@@ -38,7 +39,7 @@ def _trainer(loss=None, opt=None, seed=0, **kw):
 
 
 def _torch_losses(params, x, y, make_opt, steps, loss_fn):
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     ts = {k: torch.tensor(v, requires_grad=True) for k, v in params.items()}
     opt = make_opt(list(ts.values()))
     losses = []
@@ -54,7 +55,7 @@ def _torch_losses(params, x, y, make_opt, steps, loss_fn):
 
 @pytest.mark.parametrize("which", ["adam", "nesterov", "mse_sgd"])
 def test_per_step_losses_match_torch(which):
-    torch = pytest.importorskip("torch")
+    torch = need("torch")
     x, y = _data()
     if which == "adam":
         loss, opt = CrossEntropyLoss(label_smoothing=0.1), Adam(0.01, weight_decay=1e-3)

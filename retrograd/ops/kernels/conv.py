@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from retrograd.errors import KernelError
-from retrograd.ops.kernels import parallel
+from retrograd.ops.kernels import conv_gather, parallel, window_gather
 from retrograd.ops.kernels.window import Window2d, check_float, padding4, pair, plane_chunks, to_layout
 
 # Column buffers of about this size. Fewer, wider BLAS calls matter: OpenBLAS threads spin at every
@@ -13,7 +13,7 @@ from retrograd.ops.kernels.window import Window2d, check_float, padding4, pair, 
 _COLS_BYTES = 16 << 20
 
 
-def _dtype(op, out_dtype, *arrays):
+def result_dtype(op, out_dtype, *arrays):
     for name, a in zip(("data", "weight"), arrays):
         check_float(op, name, a)
     if out_dtype in (None, "", "void"):
@@ -51,12 +51,15 @@ def conv2d(
     op = "conv2d"
     x = to_layout(op, np.asarray(data), data_layout, "NCHW")
     w = to_layout(op, np.asarray(weight), kernel_layout, "OIHW")
-    dtype = _dtype(op, out_dtype, x, w)
+    dtype = result_dtype(op, out_dtype, x, w)
     g = _groups(op, groups, ("input channels", x.shape[1]), ("output channels", w.shape[0]))
     if x.shape[1] != w.shape[1] * g:
         raise KernelError(f"{op}: data has {x.shape[1]} channels, weight expects {w.shape[1]} x {g} groups")
     win = Window2d(op, x.shape[2:], w.shape[2:], strides, padding, dilation, kernel_name="kernel size")
     x, w = x.astype(dtype, copy=False), w.astype(dtype, copy=False)
+    axes = window_gather.axes2d(win)
+    if window_gather.degenerate(axes):  # windows mostly of padding: from the taps that meet the data
+        return np.ascontiguousarray(to_layout(op, conv_gather.conv(x, w, axes, g), "NCHW", out_layout or data_layout))
     if g == 1 and (data_layout, kernel_layout, out_layout) == ("CNHW", "IOHW", "CNHW") and win.kh * win.kw > win.oh * win.ow:
         # TVM's weight gradient of conv2d(X, W): X is `data` and the output gradient is `weight`, both
         # NCHW in memory; the result, CNHW, is dW as OIHW. Computed directly as sum_n G_n @ im2col(X_n)^T.
@@ -347,7 +350,7 @@ def conv2d_transpose(
     op = "conv2d_transpose"
     x = to_layout(op, np.asarray(data), data_layout, "NCHW")
     w = to_layout(op, np.asarray(weight), kernel_layout, "IOHW")
-    dtype = _dtype(op, out_dtype, x, w)
+    dtype = result_dtype(op, out_dtype, x, w)
     n, ci, h, wd = x.shape
     g = _groups(op, groups, ("input channels", ci))
     if w.shape[0] != ci:
@@ -365,6 +368,9 @@ def conv2d_transpose(
     if out_h <= 0 or out_w <= 0:
         raise KernelError(f"{op}: padding {padding!r} leaves an empty output ({out_h} x {out_w})")
     x, w = x.astype(dtype, copy=False), w.astype(dtype, copy=False)
+    taxes = [conv_gather.TAxis(h, kh, sh, dh, pt, out_h), conv_gather.TAxis(wd, kw, sw, dw, pl, out_w)]
+    if any(a.degenerate() for a in taxes):  # the uncropped output far beyond the cropped one
+        return np.ascontiguousarray(to_layout(op, conv_gather.conv_transpose(x, w, taxes, g), "NCHW", out_layout or data_layout))
     # Unit strides, one group: dX is conv2d with the flipped kernel over the gradient padded by `full`
     # (the kernel's reach less the padding). Its leading part non-negative, col2im on the grid the
     # gradient and the output share wins when the taps are few; else, on small planes, that conv on

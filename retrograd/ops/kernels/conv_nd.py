@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from retrograd.errors import KernelError
-from retrograd.ops.kernels import conv
+from retrograd.ops.kernels import conv, conv_gather, window_gather
 from retrograd.ops.kernels.window import out_size, to_layout
 
 
@@ -82,6 +82,15 @@ def conv3d(data, weight, *, strides=(1, 1, 1), padding=(0, 0, 0), dilation=(1, 1
     if kd == 0:
         raise KernelError(f"{op}: the kernel has an empty depth axis")
     od = out_size(op, depth, kd, sd, pf, pk, dd)
+    axes = [window_gather.Axis(depth, kd, sd, dd, pf, pk, od)]
+    for size, k, st, di, p0, p1 in ((h, w.shape[3], sh, dh, pt, pb), (wd, w.shape[4], sw, dw, pl, pr)):
+        axes.append(window_gather.Axis(size, k, st, di, p0, p1, out_size(op, size, k, st, p0, p1, di)))
+    if window_gather.degenerate(axes):  # windows mostly of padding: from the taps that meet the data
+        if groups < 1 or c % groups or c // groups != w.shape[1] or w.shape[0] % groups:
+            raise KernelError(f"{op}: data has {c} channels, weight {w.shape[:2]} does not fit {groups} groups")
+        dtype = conv.result_dtype(op, out_dtype, x, w)
+        y = conv_gather.conv(x.astype(dtype, copy=False), w.astype(dtype, copy=False), axes, groups)
+        return np.ascontiguousarray(to_layout(op, y, "NCDHW", out_layout or data_layout))
     xp = np.pad(x, ((0, 0), (0, 0), (pf, pk), (0, 0), (0, 0))) if pf or pk else x
     acc = None
     for t in range(kd):
@@ -114,6 +123,17 @@ def conv3d_transpose(data, weight, *, strides=(1, 1, 1), padding=(0, 0, 0), outp
         raise KernelError(f"{op}: padding {padding!r} leaves an empty depth ({od})")
     if opd >= max(sd, dd):
         raise KernelError(f"{op}: output_padding {output_padding!r} must be smaller than strides or dilation")
+    kh, kw = w.shape[3:]
+    oh, ow = ((size - 1) * st - p0 - p1 + di * (k - 1) + o + 1
+              for size, st, p0, p1, di, k, o in ((h, sh, pt, pb, dh, kh, oph), (wd, sw, pl, pr, dw, kw, opw)))
+    taxes = [conv_gather.TAxis(depth, kd, sd, dd, pf, od), conv_gather.TAxis(h, kh, sh, dh, pt, oh),
+             conv_gather.TAxis(wd, kw, sw, dw, pl, ow)]
+    if oh > 0 and ow > 0 and any(a.degenerate() for a in taxes):  # the uncropped output far beyond the cropped one
+        if groups < 1 or c % groups or w.shape[0] != c:
+            raise KernelError(f"{op}: data has {c} channels, weight {w.shape[:2]} does not fit {groups} groups")
+        dtype = conv.result_dtype(op, out_dtype, x, w)
+        y = conv_gather.conv_transpose(x.astype(dtype, copy=False), w.astype(dtype, copy=False), taxes, groups)
+        return np.ascontiguousarray(to_layout(op, y, "NCDHW", out_layout or data_layout))
     x2 = x.transpose(0, 2, 1, 3, 4).reshape(n * depth, c, h, wd)
     buf = None
     for t in range(kd):

@@ -7,7 +7,7 @@ import functools
 import numpy as np
 
 from retrograd.errors import KernelError
-from retrograd.ops.kernels import parallel
+from retrograd.ops.kernels import parallel, window_gather
 from retrograd.ops.kernels.phase import PhaseGrid
 from retrograd.ops.kernels.tiles import merge_taps, split_taps
 from retrograd.ops.kernels.window import CHUNK_BYTES, Window2d, check_float, plane_chunk_size, plane_chunks, to_layout
@@ -29,6 +29,9 @@ class _Setup:
         n, c, h, w = x.shape
         self.planes = x.reshape(n * c, h, w)
         self.win = Window2d(op, (h, w), pool_size, strides, padding, dilation, ceil_mode)
+        # Windows mostly of padding (or of more taps than the input has): gathered, not laid out.
+        self.axes = window_gather.axes2d(self.win)
+        self.gather = window_gather.degenerate(self.axes)
 
     @functools.cached_property
     def grid(self) -> PhaseGrid:
@@ -119,6 +122,8 @@ def max_pool2d(
     """Max over each window; padding and the ceil_mode overhang hold -inf, so they never win."""
     op = "max_pool2d"
     s = _Setup(op, data, pool_size, strides, padding, dilation, ceil_mode, layout)
+    if s.gather:
+        return s.finish(window_gather.pool(s.planes, s.axes, "max"), out_layout or layout)
     if _small_tiling(s):
         return s.finish(_tiled_max(s.planes, s.win), out_layout or layout)
     return s.finish(_pool(s, -np.inf, np.maximum), out_layout or layout)
@@ -143,6 +148,8 @@ def max_pool2d_backward(
     s = _Setup(op, data, pool_size, strides, padding, dilation, ceil_mode, layout)
     g = s.grad(output_grad, out_layout or layout)
     win = s.win
+    if s.gather:
+        return s.finish(window_gather.max_backward(s.planes, g, s.axes), layout)
     if _small_tiling(s):
         return s.finish(_max_backward_tiled(s.planes, g, win), layout)
     planes, grid, size = s.planes, s.grid, s.size
@@ -271,6 +278,8 @@ def avg_pool2d(
     ceil_mode overhang."""
     op = "avg_pool2d"
     s = _Setup(op, data, pool_size, strides, padding, dilation, ceil_mode, layout)
+    if s.gather:
+        return s.finish(window_gather.pool(s.planes, s.axes, "avg", bool(count_include_pad)), out_layout or layout)
     scale = _avg_scale(s.win, s.grid, count_include_pad, s.planes.dtype)
     return s.finish(_pool(s, 0, np.add, scale), out_layout or layout)
 
@@ -293,6 +302,9 @@ def avg_pool2d_backward(
     op = "avg_pool2d_backward"
     s = _Setup(op, data, pool_size, strides, padding, dilation, ceil_mode, layout)
     g = s.grad(output_grad, out_layout or layout)
+    if s.gather:
+        dx = window_gather.avg_backward(g, s.axes, s.planes.shape[1:], bool(count_include_pad))
+        return s.finish(dx, layout)
     scale = _avg_scale(s.win, s.grid, count_include_pad, s.planes.dtype)
 
     def spread(p, sl, gf, dst_taps):

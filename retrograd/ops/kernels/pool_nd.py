@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from retrograd.errors import KernelError
-from retrograd.ops.kernels import pool
+from retrograd.ops.kernels import pool, window_gather
 from retrograd.ops.kernels.conv_nd import _one, _pads, _with_h
 from retrograd.ops.kernels.window import check_float, out_size, to_layout
 
@@ -88,9 +88,35 @@ class _Depth:
         return dx if dx.shape == acc.shape else dx.copy()
 
 
+def _gathered(op, data, pool_size, strides, dilation, padding, ceil_mode, layout):
+    """(planes (N*C, D, H, W), axes, (N, C)) when the windows are mostly padding (or wider than the input),
+    so that they are gathered (kernels/window_gather.py); None for the regular kernels."""
+    x = np.asarray(data)
+    check_float(op, "data", x)
+    x = to_layout(op, x, layout, "NCDHW")
+    k, s, d = (_one(op, name, v, 3) for name, v in (("pool_size", pool_size), ("strides", strides), ("dilation", dilation)))
+    begins, ends = _pads(op, padding, 3)
+    axes = []
+    for i in range(3):
+        n = x.shape[2 + i]
+        axes.append(window_gather.Axis(n, k[i], s[i], d[i], begins[i], ends[i],
+                                       out_size(op, n, k[i], s[i], begins[i], ends[i], d[i], ceil_mode)))
+    if not window_gather.degenerate(axes):
+        return None
+    return x.reshape(-1, *x.shape[2:]), axes, x.shape[:2]
+
+
+def _finish(y, nc, layout, op):
+    return np.ascontiguousarray(to_layout(op, y.reshape(*nc, *y.shape[1:]), "NCDHW", layout))
+
+
 def max_pool3d(data, *, pool_size=(1, 1, 1), strides=(1, 1, 1), dilation=(1, 1, 1), padding=(0, 0, 0),
                ceil_mode=False, count_include_pad=False, layout="NCDHW", out_layout=None):
     """Max over each (D, H, W) window: the max over depth taps of 2-D max pools (padding never wins)."""
+    gathered = _gathered("max_pool3d", data, pool_size, strides, dilation, padding, ceil_mode, layout)
+    if gathered is not None:
+        planes, axes, nc = gathered
+        return _finish(window_gather.pool(planes, axes, "max"), nc, out_layout or layout, "max_pool3d")
     z = _Depth("max_pool3d", data, pool_size, strides, dilation, padding, ceil_mode, layout, -np.inf)
     y = None
     for t in range(z.k[0]):
@@ -103,6 +129,12 @@ def max_pool3d_backward(output_grad, data, *, pool_size=(1, 1, 1), strides=(1, 1
                         padding=(0, 0, 0), ceil_mode=False, count_include_pad=False, layout="NCDHW", out_layout=None):
     """Each window's gradient to its first maximum in row-major (d, h, w) order (as PyTorch): the first
     depth tap whose 2-D maximum is the window's, then that tap's first 2-D maximum."""
+    gathered = _gathered("max_pool3d_backward", data, pool_size, strides, dilation, padding, ceil_mode, layout)
+    if gathered is not None:
+        planes, axes, nc = gathered
+        g = to_layout("max_pool3d_backward", np.asarray(output_grad), out_layout or layout, "NCDHW")
+        g = g.reshape(planes.shape[0], *g.shape[2:]).astype(planes.dtype, copy=False)
+        return _finish(window_gather.max_backward(planes, g, axes), nc, layout, "max_pool3d_backward")
     z = _Depth("max_pool3d_backward", data, pool_size, strides, dilation, padding, ceil_mode, layout, -np.inf)
     g = z.grad_planes(output_grad, out_layout or layout)
     tops = [pool.max_pool2d(z.planes(t), **z.attrs2d) for t in range(z.k[0])]
@@ -124,6 +156,14 @@ def max_pool3d_backward_grad(input_grad, data, gather2d, *, pool_size=(1, 1, 1),
     """The adjoint of max_pool3d_backward in its output_grad: input_grad read at each window's first
     maximum. `gather2d` is the 2-D read (grad.max_pool2d_backward_grad's kernel)."""
     op = "max_pool3d_backward_grad"
+    gathered = _gathered(op, data, pool_size, strides, dilation, padding, ceil_mode, layout)
+    if gathered is not None:
+        planes, axes, nc = gathered
+        u = to_layout(op, np.asarray(input_grad), layout, "NCDHW")
+        if u.shape[2:] != planes.shape[1:] or u.shape[:2] != tuple(nc):
+            raise KernelError(f"{op}: input_grad has shape {np.shape(input_grad)}, expected the data's {np.shape(data)}")
+        out = window_gather.max_backward_grad(planes, u.reshape(planes.shape), axes)
+        return _finish(out, nc, out_layout or layout, op)
     z = _Depth(op, data, pool_size, strides, dilation, padding, ceil_mode, layout, -np.inf)
     u = _Depth(op, input_grad, pool_size, strides, dilation, padding, ceil_mode, layout, 0)
     if u.x.shape != z.x.shape:
@@ -145,6 +185,11 @@ def avg_pool3d(data, *, pool_size=(1, 1, 1), strides=(1, 1, 1), dilation=(1, 1, 
                ceil_mode=False, count_include_pad=False, layout="NCDHW", out_layout=None):
     """Mean over each window; the divisor (separable: depth count x 2-D count) counts padding only when
     count_include_pad, never the ceil_mode overhang."""
+    gathered = _gathered("avg_pool3d", data, pool_size, strides, dilation, padding, ceil_mode, layout)
+    if gathered is not None:
+        planes, axes, nc = gathered
+        y = window_gather.pool(planes, axes, "avg", bool(count_include_pad))
+        return _finish(y, nc, out_layout or layout, "avg_pool3d")
     z = _Depth("avg_pool3d", data, pool_size, strides, dilation, padding, ceil_mode, layout, 0)
     y = None
     for t in range(z.k[0]):
@@ -157,6 +202,13 @@ def avg_pool3d(data, *, pool_size=(1, 1, 1), strides=(1, 1, 1), dilation=(1, 1, 
 def avg_pool3d_backward(output_grad, data, *, pool_size=(1, 1, 1), strides=(1, 1, 1), dilation=(1, 1, 1),
                         padding=(0, 0, 0), ceil_mode=False, count_include_pad=False, layout="NCDHW", out_layout=None):
     """The exact derivative of avg_pool3d: per depth tap, the 2-D averaging adjoint of g / depth count."""
+    gathered = _gathered("avg_pool3d_backward", data, pool_size, strides, dilation, padding, ceil_mode, layout)
+    if gathered is not None:
+        planes, axes, nc = gathered
+        g = to_layout("avg_pool3d_backward", np.asarray(output_grad), out_layout or layout, "NCDHW")
+        g = g.reshape(planes.shape[0], *g.shape[2:])
+        dx = window_gather.avg_backward(g, axes, planes.shape[1:], bool(count_include_pad)).astype(planes.dtype)
+        return _finish(dx, nc, layout, "avg_pool3d_backward")
     z = _Depth("avg_pool3d_backward", data, pool_size, strides, dilation, padding, ceil_mode, layout, 0)
     g = z.grad_planes(output_grad, out_layout or layout)
     scale = np.tile(z.depth_scale(count_include_pad), z.x.shape[1]).astype(g.dtype)

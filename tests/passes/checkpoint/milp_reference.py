@@ -12,12 +12,12 @@ the budget).
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
 from retrograd.passes.checkpoint import Schedule
+from optional import need  # noqa: E402
 
-scipy_optimize = pytest.importorskip("scipy.optimize")
-scipy_sparse = pytest.importorskip("scipy.sparse")
+scipy_optimize = need("scipy.optimize")
+scipy_sparse = need("scipy.sparse")
 
 
 def milp_plan(p, budget=None):

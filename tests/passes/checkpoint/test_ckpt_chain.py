@@ -17,6 +17,7 @@ from ckpt_helpers import chain_problem, revolve_extra
 
 from retrograd.passes.checkpoint import InfeasibleBudget, simulate, solve
 from retrograd.passes.checkpoint.chain import detect, revolve_steps
+from optional import need  # noqa: E402
 
 SIZE, PINNED = 8, 16
 
@@ -70,7 +71,7 @@ def test_closed_form_equals_dp():
 def test_exact_milp_with_in_place_agrees_with_the_dp(steps):
     """A second solver (the planner's MILP, which models in-place reuse) finds the same optimum:
     the budget mapping above leaves no room for a plan better than Revolve's."""
-    pytest.importorskip("scipy.optimize")
+    need("scipy.optimize")
     from retrograd.passes.checkpoint.exact import model
 
     p = chain_problem(steps, size=SIZE, pinned=PINNED)

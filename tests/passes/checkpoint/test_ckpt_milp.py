@@ -10,7 +10,8 @@ from ckpt_helpers import random_problem
 
 from retrograd.passes.checkpoint import InfeasibleBudget, simulate, solve
 
-pytest.importorskip("scipy.optimize")
+from optional import need  # noqa: E402
+need("scipy.optimize")
 from milp_reference import milp_plan  # noqa: E402
 
 
