@@ -37,8 +37,7 @@ def test_inference_printing_and_tvm_agree(call, shape):
     assert tuple(mod["main"].ret_struct_info.shape) == shape
     text = mod.script()
     assert retrograd.parse(text).script() == text
-    need("tvm")
-    from tvm import script as tvm_script
+    tvm_script = need("tvm.script")
 
     if "axis=-" in call:  # TVM's inference does not normalize the axis: the header says so
         assert "# not loadable in TVM: R.ccl.scatter_from_worker0(axis=-2): TVM takes no negative axis" in text

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from optional import need
+
 
 def small_cnn():
-    import torch
+    torch = need("torch")
 
     torch.manual_seed(0)
     return torch.nn.Sequential(
@@ -14,7 +16,7 @@ def small_cnn():
 
 
 def tiny_lm():
-    import torch
+    torch = need("torch")
 
     class LM(torch.nn.Module):
         def __init__(self):
