@@ -167,6 +167,28 @@ class GraphImporter:
         func = Function(tuple(params_in + params_w), body, body.struct_info)
         return IRModule({"main": func}), weights
 
+    def _fold(self, node):
+        """A node whose inputs are all import-time constants and whose result is small (shape
+        arithmetic) is evaluated here, by ONNX's reference implementation, into constants."""
+        if node.op_type in _NO_FOLD or not node.input or not all(n in self.consts for n in node.input if n):
+            return None
+        if any(self.consts[n].dtype.kind not in "iub" for n in node.input if n):
+            return None  # only integer (shape) arithmetic is folded; real values go through the kernels
+        if sum(self.consts[n].size for n in node.input if n) > _FOLD_LIMIT:
+            return None
+        from onnx.reference import ReferenceEvaluator
+
+        helper = self.onnx.helper
+        try:
+            ins = [n for n in node.input if n]
+            graph = helper.make_graph([node], "fold", [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(self.consts[n].dtype), self.consts[n].shape) for n in ins], [helper.make_tensor_value_info(o, 0, None) for o in node.output if o])
+            model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", self.opset)])
+            outs = ReferenceEvaluator(model).run(None, {n: self.consts[n] for n in ins})
+        except Exception:  # not foldable here: converted as a runtime op
+            return None
+        it = iter(outs)
+        return [np.asarray(next(it)) if o else None for o in node.output]
+
     def _attribute_only_uses(self, inits: dict) -> set:
         """Initializers that every consumer reads at import time (by the converters' table)."""
         from retrograd.frontend.onnx_ops import VALUE_INPUTS
@@ -207,7 +229,8 @@ class GraphImporter:
                 raise OnnxNodeError(f"from_onnx: {where}: input '{name}' is not defined before the node")
         inputs = [self.env[n] if n else None for n in node.input]
         try:
-            result = conv(self, node, inputs, attrs)
+            folded = self._fold(node)
+            result = folded if folded is not None else conv(self, node, inputs, attrs)
         except NeedsConstant as need:
             raise NeedsConstant(need.name, f"from_onnx: {where}: input '{need.name}' must be a constant") from None
         except OnnxNodeError:
@@ -235,6 +258,10 @@ class GraphImporter:
             if isinstance(value, Constant):
                 self.consts[name] = value.data
             self.env[name] = value
+
+
+_NO_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli", "Dropout"}
+_FOLD_LIMIT = 4096
 
 
 def output_sinfo(mod) -> TupleStructInfo | TensorStructInfo:

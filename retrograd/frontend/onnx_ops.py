@@ -275,8 +275,8 @@ def _axis_softmax(g, node, attrs, x, fn):
         return fn(x, axis=axis)
     # opset < 13: softmax over the flattened trailing dims
     shape = x.struct_info.shape
-    flat = g.emit(R.reshape(x, (int(np.prod(shape[:axis])) if axis else 1, -1)))
-    return R.reshape(g.emit(fn(flat, axis=1)), shape)
+    flat = g.emit(reshape(x, (int(np.prod(shape[:axis])) if axis else 1, -1)))
+    return reshape(g.emit(fn(flat, axis=1)), shape)
 
 
 @converter("Softmax")
@@ -296,6 +296,18 @@ def _hardmax(g, node, inputs, attrs):
     depth = x.struct_info.shape[axis]
     idx = g.emit(R.argmax(x, axis=axis))
     return R.one_hot(idx, prim(1, dtype_of(x)), prim(0, dtype_of(x)), depth=depth, axis=axis)
+
+
+def reshape(x, shape):
+    from retrograd.ir.expr import ShapeExpr
+
+    return R.reshape(x, ShapeExpr(tuple(int(d) if not isinstance(d, str) else d for d in shape)))
+
+
+def broadcast_to(x, shape):
+    from retrograd.ir.expr import ShapeExpr
+
+    return R.broadcast_to(x, ShapeExpr(tuple(shape)))
 
 
 def prim(value, dtype):

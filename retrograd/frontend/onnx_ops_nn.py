@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from retrograd.errors import UnsupportedError
-from retrograd.frontend.onnx_ops import converter, dtype_of, input_value, ndim_of, scalar
+from retrograd.frontend.onnx_ops import broadcast_to, converter, reshape, dtype_of, input_value, ndim_of, scalar
 from retrograd.frontend.onnx_ops_shape import static_shape
 from retrograd.ir.expr import TupleGetItem
 from retrograd.ops.api import R
@@ -44,7 +44,7 @@ def _conv(g, node, inputs, attrs):
         raise UnsupportedError(f"Conv with {spatial} spatial dims")
     y = g.emit(fn(x, w, strides=strides, padding=pads, dilation=dil, groups=int(attrs.get("group", 1))))
     if b is not None:
-        y = R.add(y, R.reshape(b, (1, -1) + (1,) * spatial))
+        y = R.add(y, reshape(b, (1, -1) + (1,) * spatial))
     return y
 
 
@@ -87,7 +87,7 @@ def _conv_transpose(g, node, inputs, attrs):
         raise UnsupportedError(f"ConvTranspose with {spatial} spatial dims")
     y = g.emit(fn(x, w, strides=strides, padding=pads, output_padding=tuple(outpad), dilation=dil, groups=int(attrs.get("group", 1))))
     if b is not None:
-        y = R.add(y, R.reshape(b, (1, -1) + (1,) * spatial))
+        y = R.add(y, reshape(b, (1, -1) + (1,) * spatial))
     return y
 
 
@@ -168,11 +168,11 @@ def _layer_norm(g, node, inputs, attrs):
         if bias is not None:
             y = g.emit(R.add(y, bias))
         return [y, mean, inv]
-    scale = g.emit(R.broadcast_to(scale, norm_shape)) if static_shape(scale) != norm_shape else scale
+    scale = g.emit(broadcast_to(scale, norm_shape)) if static_shape(scale) != norm_shape else scale
     if bias is None:
         bias = g.const(np.zeros(norm_shape, dtype=dtype_of(x)))
     elif static_shape(bias) != norm_shape:
-        bias = g.emit(R.broadcast_to(bias, norm_shape))
+        bias = g.emit(broadcast_to(bias, norm_shape))
     return R.nn.layer_norm(x, scale, bias, axes=axes, epsilon=eps)
 
 

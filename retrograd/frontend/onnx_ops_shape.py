@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from retrograd.errors import UnsupportedError
-from retrograd.frontend.onnx_ops import converter, dtype_of, input_value, ndim_of, prim, scalar
+from retrograd.frontend.onnx_ops import broadcast_to, converter, reshape, dtype_of, input_value, ndim_of, prim, scalar
 from retrograd.ir.expr import Tuple
 from retrograd.ops.api import R
 
@@ -78,7 +78,7 @@ def _reshape(g, node, inputs, attrs):
     old = static_shape(x) if not attrs.get("allowzero", 0) and 0 in shape else None
     if old is not None:
         shape = [old[i] if d == 0 else d for i, d in enumerate(shape)]
-    return R.reshape(x, tuple(shape))
+    return reshape(x, tuple(shape))
 
 
 @converter("Flatten")
@@ -87,7 +87,7 @@ def _flatten(g, node, inputs, attrs):
     shape = static_shape(x)
     axis = int(attrs.get("axis", 1)) % (len(shape) + 1) if shape else 0
     lead = int(np.prod(shape[:axis]))
-    return R.reshape(x, (lead, int(np.prod(shape[axis:]))))
+    return reshape(x, (lead, int(np.prod(shape[axis:]))))
 
 
 @converter("Transpose")
@@ -122,7 +122,7 @@ def _unsqueeze(g, node, inputs, attrs):
     shape = list(static_shape(x))
     for a in sorted(a % out_ndim for a in axes):
         shape.insert(a, 1)
-    return R.reshape(x, tuple(shape))
+    return reshape(x, tuple(shape))
 
 
 @converter("Concat")
@@ -233,8 +233,8 @@ def _expand(g, node, inputs, attrs):
     old = [1] * (n - len(old)) + old
     out = tuple(o if s == 1 else s for s, o in zip(shape, old))
     if len(old) != ndim_of(x):
-        x = g.emit(R.reshape(x, tuple(old)))
-    return R.broadcast_to(x, out)
+        x = g.emit(reshape(x, tuple(old)))
+    return broadcast_to(x, out)
 
 
 @converter("Tile", values=(1,))
@@ -306,16 +306,16 @@ def _depth_space(g, node, inputs, attrs):
     b = int(attrs["blocksize"])
     n, c, h, w = static_shape(x)
     if node.op_type == "SpaceToDepth":
-        y = g.emit(R.reshape(x, (n, c, h // b, b, w // b, b)))
+        y = g.emit(reshape(x, (n, c, h // b, b, w // b, b)))
         y = g.emit(R.permute_dims(y, axes=(0, 3, 5, 1, 2, 4)))
-        return R.reshape(y, (n, c * b * b, h // b, w // b))
+        return reshape(y, (n, c * b * b, h // b, w // b))
     if attrs.get("mode", "DCR") == "DCR":
-        y = g.emit(R.reshape(x, (n, b, b, c // (b * b), h, w)))
+        y = g.emit(reshape(x, (n, b, b, c // (b * b), h, w)))
         y = g.emit(R.permute_dims(y, axes=(0, 3, 4, 1, 5, 2)))
     else:
-        y = g.emit(R.reshape(x, (n, c // (b * b), b, b, h, w)))
+        y = g.emit(reshape(x, (n, c // (b * b), b, b, h, w)))
         y = g.emit(R.permute_dims(y, axes=(0, 1, 4, 2, 5, 3)))
-    return R.reshape(y, (n, c // (b * b), h * b, w * b))
+    return reshape(y, (n, c // (b * b), h * b, w * b))
 
 
 @converter("ReverseSequence")
@@ -329,6 +329,6 @@ def _compress(g, node, inputs, attrs):
     x = inputs[0]
     axis = attrs.get("axis")
     if axis is None:
-        x, axis = g.emit(R.reshape(x, (-1,))), 0
+        x, axis = g.emit(reshape(x, (-1,))), 0
     keep = np.nonzero(cond)[0].astype(np.int64)
     return R.take(x, g.const(keep), axis=int(axis) % ndim_of(x))
