@@ -245,3 +245,64 @@ def _dropout(g, node, inputs, attrs):
     if len(node.output) > 1 and node.output[1]:
         outs.append(g.const(np.ones(static_shape(x), dtype=bool)))
     return outs
+
+
+@converter("RMSNormalization")
+def _rms_norm(g, node, inputs, attrs):
+    x, scale = inputs[0], inputs[1]
+    nd = ndim_of(x)
+    axes = tuple(range(int(attrs.get("axis", -1)) % nd, nd))
+    ms = g.emit(R.mean(g.emit(R.multiply(x, x)), axis=axes, keepdims=True))
+    inv = g.emit(R.rsqrt(g.emit(R.add(ms, scalar(g, float(attrs.get("epsilon", 1e-5)), x)))))
+    return R.multiply(g.emit(R.multiply(x, inv)), scale)
+
+
+def nll(g, logp, target, weight, attrs):
+    """ONNX NegativeLogLikelihoodLoss on log-probabilities (N, C, d...) and targets (N, d...)."""
+    ignore = attrs.get("ignore_index")
+    t = target
+    mask = None
+    if ignore is not None:
+        mask = g.emit(R.not_equal(t, scalar(g, int(ignore), t)))
+        t = g.emit(R.where(mask, t, scalar(g, 0, t)))
+    picked = g.emit(R.gather_elements(logp, g.emit(R.expand_dims(t, axis=1)), axis=1))
+    picked = g.emit(R.squeeze(picked, axis=(1,)))
+    w = g.emit(R.take(weight, t, axis=0)) if weight is not None else None
+    if mask is not None:
+        m = g.emit(R.astype(mask, dtype=dtype_of(logp)))
+        w = m if w is None else g.emit(R.multiply(w, m))
+    loss = g.emit(R.negative(picked))
+    if w is not None:
+        loss = g.emit(R.multiply(loss, w))
+    red = attrs.get("reduction", "mean")
+    if red == "none":
+        return loss
+    total = g.emit(R.sum(loss))
+    if red == "sum":
+        return total
+    if w is None:
+        return R.divide(total, scalar(g, int(np.prod(static_shape(t))), total))
+    return R.divide(total, g.emit(R.sum(w)))
+
+
+@converter("NegativeLogLikelihoodLoss")
+def _nll_loss(g, node, inputs, attrs):
+    return nll(g, inputs[0], inputs[1], inputs[2] if len(inputs) > 2 else None, attrs)
+
+
+@converter("SoftmaxCrossEntropyLoss")
+def _sce_loss(g, node, inputs, attrs):
+    logp = g.emit(R.nn.log_softmax(inputs[0], axis=1))
+    loss = nll(g, logp, inputs[1], inputs[2] if len(inputs) > 2 else None, attrs)
+    return [loss, logp]
+
+
+@converter("CumProd", values=(1,))
+def _cumprod(g, node, inputs, attrs):
+    x = inputs[0]
+    axis = int(np.asarray(g.value_of(node.input[1])).reshape(-1)[0]) % ndim_of(x)
+    rev = attrs.get("reverse", 0)
+    if rev:
+        x = g.emit(R.flip(x, axis=axis))
+    y = g.emit(R.cumprod(x, axis=axis, exclusive=bool(attrs.get("exclusive", 0))))
+    return R.flip(y, axis=axis) if rev else y
