@@ -36,8 +36,10 @@ def op_of(case) -> str:
 def compare(ref, got, rtol, atol) -> bool:
     if len(ref) != len(got):
         return False
+    from retrograd.frontend.onnx_backend import to_array
+
     for r, o in zip(ref, got):
-        r = np.asarray(r)
+        r = to_array(r)
         o = np.asarray(o)
         if r.shape != o.shape:
             return False

@@ -45,6 +45,7 @@ class RetrogradRep:
             values = dict(inputs)
         else:
             values = dict(zip(names, inputs if isinstance(inputs, list | tuple) else [inputs]))
+        values = {k: to_array(v) for k, v in values.items()}
         if self._fn is None:
             static: dict = {}
             while True:  # fix each import-time input the importer asks for
@@ -60,6 +61,15 @@ class RetrogradRep:
         out = self._fn(*args)
         outs = list(out) if isinstance(out, tuple | list) else [out]
         return [np.asarray(o) for o in outs]
+
+
+def to_array(value) -> np.ndarray:
+    """A NumPy array of an array or an onnx TensorProto (the node cases give some values so)."""
+    if type(value).__name__ == "TensorProto":
+        from onnx import numpy_helper
+
+        return numpy_helper.to_array(value)
+    return np.asarray(value)
 
 
 class RetrogradBackend:

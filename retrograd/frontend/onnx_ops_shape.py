@@ -261,7 +261,7 @@ def _pad(g, node, inputs, attrs):
     if cv is not None:
         value = np.asarray(cv).reshape(-1)[0].item() if np.asarray(cv).size else 0.0
     mode = attrs.get("mode", "constant")
-    mode = {"constant": "constant", "reflect": "reflect", "edge": "edge", "wrap": "circular"}[mode]
+    mode = {"constant": "constant", "reflect": "reflect", "edge": "replicate", "wrap": "circular"}[mode]
     if min(width) < 0:
         raise UnsupportedError("negative pads are not supported")
     pad_width = tuple(v for a in range(nd) for v in (width[a], width[nd + a]))
