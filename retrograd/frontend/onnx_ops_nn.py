@@ -306,3 +306,112 @@ def _cumprod(g, node, inputs, attrs):
         x = g.emit(R.flip(x, axis=axis))
     y = g.emit(R.cumprod(x, axis=axis, exclusive=bool(attrs.get("exclusive", 0))))
     return R.flip(y, axis=axis) if rev else y
+
+
+@converter("Resize", values=(1, 2, 3))
+def _resize(g, node, inputs, attrs):
+    x = inputs[0]
+    shape = static_shape(x)
+    nd = len(shape)
+    if attrs.get("antialias", 0):
+        raise UnsupportedError("Resize antialias=1 is not supported")
+    if attrs.get("keep_aspect_ratio_policy", "stretch") != "stretch":
+        raise UnsupportedError(f"Resize keep_aspect_ratio_policy={attrs['keep_aspect_ratio_policy']!r} is not supported")
+    axes = [int(a) % nd for a in attrs.get("axes", range(nd))]
+    roi = input_value(g, node, 1)
+    scales = input_value(g, node, 2)
+    sizes = input_value(g, node, 3)
+    out = list(shape)
+    if sizes is not None and np.asarray(sizes).size:
+        for a, s in zip(axes, np.asarray(sizes).reshape(-1)):
+            out[a] = int(s)
+    elif scales is not None and np.asarray(scales).size:
+        for a, s in zip(axes, np.asarray(scales).reshape(-1)):
+            out[a] = int(np.floor(shape[a] * float(s)))
+    else:
+        raise UnsupportedError("Resize needs scales or sizes")
+    if out[0] != shape[0] or out[1] != shape[1] or nd not in (4, 5):
+        raise UnsupportedError("Resize only over the spatial axes of a 4-D or 5-D NCHW tensor")
+    mode = {"nearest": "nearest_neighbor", "linear": "linear", "cubic": "cubic"}[attrs.get("mode", "nearest")]
+    ctm = attrs.get("coordinate_transformation_mode", "half_pixel")
+    nearest = attrs.get("nearest_mode", "round_prefer_floor")
+    kw = dict(method=mode, coordinate_transformation_mode=ctm, rounding_method=nearest if mode == "nearest_neighbor" else "",
+              cubic_alpha=float(attrs.get("cubic_coeff_a", -0.75)), cubic_exclude=int(attrs.get("exclude_outside", 0)),
+              extrapolation_value=float(attrs.get("extrapolation_value", 0.0)))
+    if ctm == "tf_crop_and_resize":
+        full = [0.0] * nd + [1.0] * nd
+        r = np.asarray(roi, dtype=np.float64).reshape(-1)
+        k = len(axes)
+        for j, a in enumerate(axes):
+            full[a], full[nd + a] = float(r[j]), float(r[k + j])
+        sp = list(range(2, nd))
+        kw["roi"] = tuple(full[a] for a in sp) + tuple(full[nd + a] for a in sp)
+    from retrograd.ir.expr import ShapeExpr
+
+    fn = R.image.resize2d if nd == 4 else R.image.resize3d
+    return fn(x, ShapeExpr(tuple(out[2:])), **kw)
+
+
+@converter("GridSample")
+def _grid_sample(g, node, inputs, attrs):
+    x, grid = inputs
+    if ndim_of(x) != 4:
+        raise UnsupportedError("GridSample on a volume (5-D input) is not supported")
+    mode = {"linear": "bilinear", "bilinear": "bilinear", "nearest": "nearest", "cubic": "bicubic", "bicubic": "bicubic"}[attrs.get("mode", "linear")]
+    return R.image.grid_sample(x, grid, method=mode, padding_mode=attrs.get("padding_mode", "zeros"),
+                               align_corners=bool(attrs.get("align_corners", 0)))
+
+
+def _qparams(g, node, inputs, attrs, x):
+    """Scale and zero point broadcast against x (per-tensor, per-axis or blocked)."""
+    scale = inputs[1]
+    zp = inputs[2] if len(inputs) > 2 else None
+    nd = ndim_of(x)
+    axis = int(attrs.get("axis", 1)) % max(nd, 1)
+    block = int(attrs.get("block_size", 0))
+
+    def fit(v):
+        if v is None or ndim_of(v) == 0:
+            return v
+        if block:
+            v = g.emit(R.repeat(v, repeats=block, axis=axis))
+            want = static_shape(x)[axis]
+            if static_shape(v)[axis] != want:
+                v = g.emit(R.strided_slice(v, axes=(axis,), begin=(0,), end=(want,)))
+            return v
+        if ndim_of(v) == 1 and nd > 1:
+            return g.emit(reshape(v, tuple(-1 if a == axis else 1 for a in range(nd))))
+        return v
+
+    return fit(scale), fit(zp)
+
+
+_QRANGE = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767), "uint16": (0, 65535), "int32": (-2**31, 2**31 - 1)}
+
+
+@converter("DequantizeLinear")
+def _dequantize(g, node, inputs, attrs):
+    x = inputs[0]
+    scale, zp = _qparams(g, node, inputs, attrs, x)
+    out_dtype = dtype_of(scale)
+    xf = g.emit(R.astype(x, dtype=out_dtype if dtype_of(x) != "int32" else "float64"))
+    if zp is not None:
+        xf = g.emit(R.subtract(xf, g.emit(R.astype(zp, dtype=dtype_of(xf)))))
+    if dtype_of(xf) != out_dtype:
+        xf = g.emit(R.astype(xf, dtype=out_dtype))
+    return R.multiply(xf, scale)
+
+
+@converter("QuantizeLinear")
+def _quantize(g, node, inputs, attrs):
+    x = inputs[0]
+    scale, zp = _qparams(g, node, inputs, attrs, x)
+    out = dtype_of(zp) if zp is not None else "uint8"
+    if out not in _QRANGE:
+        raise UnsupportedError(f"QuantizeLinear to {out} is not supported")
+    lo, hi = _QRANGE[out]
+    q = g.emit(R.round(g.emit(R.divide(g.emit(R.astype(x, dtype="float32")), g.emit(R.astype(scale, dtype="float32"))))))
+    if zp is not None:
+        q = g.emit(R.add(q, g.emit(R.astype(zp, dtype="float32"))))
+    q = g.emit(R.minimum(R.maximum(q, g.const(lo, "float32")), g.const(hi, "float32")))
+    return R.astype(q, dtype=out)
