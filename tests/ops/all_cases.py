@@ -5,5 +5,6 @@ from __future__ import annotations
 from cases_core import CASES as CORE_CASES
 from cases_math import CASES as MATH_CASES
 from cases_nn import CASES as NN_CASES
+from cases_shape_values import CASES as SHAPE_VALUE_CASES
 
-ALL_CASES = CORE_CASES + NN_CASES + MATH_CASES
+ALL_CASES = CORE_CASES + NN_CASES + MATH_CASES + SHAPE_VALUE_CASES
