@@ -305,9 +305,9 @@ def reshape(x, shape):
 
 
 def broadcast_to(x, shape):
-    from retrograd.ir.expr import ShapeExpr
+    from retrograd.ir.expr import Expr, ShapeExpr
 
-    return R.broadcast_to(x, ShapeExpr(tuple(shape)))
+    return R.broadcast_to(x, shape if isinstance(shape, Expr) else ShapeExpr(tuple(shape)))
 
 
 def prim(value, dtype):

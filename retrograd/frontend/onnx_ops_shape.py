@@ -51,10 +51,36 @@ def _constant(g, node, inputs, attrs):
     raise UnsupportedError(f"Constant with attributes {sorted(attrs)} is not supported")
 
 
+def x_dims(g, x, k: int, front: bool = True):
+    """x's shape as a run-time int64 tensor, cut or padded with ones (in front, or at the end) to length k."""
+    dims = g.emit(R.shape_to_tensor(g.emit(R.shape_of(x))))
+    n = ndim_of(x)
+    if k < n:
+        return g.emit(R.strided_slice(dims, axes=(0,), begin=(0,), end=(k,)))
+    if k > n:
+        ones = g.const(np.ones(k - n, np.int64))
+        return g.emit(R.concat(Tuple((ones, dims) if front else (dims, ones)), axis=0))
+    return dims
+
+
+def runtime_shape(g, shape_tensor):
+    """A shape computed at run time (an int64 tensor) as a shape value: R.Shape(ndim=k)."""
+    if dtype_of(shape_tensor) != "int64":
+        shape_tensor = g.emit(R.astype(shape_tensor, dtype="int64"))
+    return g.emit(R.tensor_to_shape(shape_tensor))
+
+
+def _length(x) -> int:
+    return static_shape(x)[0]
+
+
 @converter("ConstantOfShape", values=(0,))
 def _constant_of_shape(g, node, inputs, attrs):
-    shape = tuple(int(d) for d in g.value_of(node.input[0]))
     value = attrs.get("value", np.zeros(1, np.float32))
+    if not g.known(node.input[0]):
+        fill = g.const(value.reshape(-1)[0], str(value.dtype))
+        return R.full(runtime_shape(g, inputs[0]), fill, dtype=str(value.dtype))
+    shape = tuple(int(d) for d in g.value_of(node.input[0]))
     return g.const(np.full(shape, value.reshape(-1)[0], dtype=value.dtype))
 
 
@@ -74,6 +100,13 @@ def _cast_like(g, node, inputs, attrs):
 @converter("Reshape", values=(1,))
 def _reshape(g, node, inputs, attrs):
     x = inputs[0]
+    if not g.known(node.input[1]):
+        s = inputs[1]
+        if not attrs.get("allowzero", 0):  # a 0 copies x's extent at that position
+            k = _length(s)
+            zero = g.emit(R.equal(s, g.const(0, dtype_of(s))))
+            s = g.emit(R.where(zero, g.emit(R.astype(x_dims(g, x, k, front=False), dtype=dtype_of(s))), s))
+        return R.reshape(x, runtime_shape(g, s))
     shape = [int(d) for d in g.value_of(node.input[1])]
     old = static_shape(x) if not attrs.get("allowzero", 0) and 0 in shape else None
     if old is not None:
@@ -226,6 +259,15 @@ def _scatter_nd(g, node, inputs, attrs):
 @converter("Expand", values=(1,))
 def _expand(g, node, inputs, attrs):
     x = inputs[0]
+    if not g.known(node.input[1]):  # bidirectional broadcast, computed at run time
+        s = g.emit(R.astype(inputs[1], dtype="int64"))
+        k, n = _length(s), ndim_of(x)
+        if k < n:
+            s = g.emit(R.concat(Tuple((g.const(np.ones(n - k, np.int64)), s)), axis=0))
+        if n < k:
+            x = g.emit(reshape(x, (1,) * (k - n) + static_shape(x)))
+        out = g.emit(R.maximum(s, x_dims(g, x, max(k, n))))
+        return broadcast_to(x, runtime_shape(g, out))
     shape = [int(d) for d in g.value_of(node.input[1])]
     old = list(static_shape(x))
     n = max(len(shape), len(old))
