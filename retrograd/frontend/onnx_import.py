@@ -15,7 +15,7 @@ from retrograd.errors import UnsupportedError
 from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.expr import Constant, Function, Tuple, Var
 from retrograd.ir.module import IRModule
-from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo
+from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.frontend.onnx_ops import CONVERTERS, NeedsConstant, OnnxNodeError
 
 
@@ -161,7 +161,7 @@ class GraphImporter:
         for o in g.output:
             if o.name not in self.env:
                 raise UnsupportedError(f"from_onnx: graph output '{o.name}' is not computed by any node")
-            outs.append(self._expr(o.name))
+            outs.append(self.env[o.name])
         bb.end_block()
         body = bb.end_scope(outs[0] if len(outs) == 1 else Tuple(tuple(outs)))
         func = Function(tuple(params_in + params_w), body, body.struct_info)
@@ -200,12 +200,6 @@ class GraphImporter:
                 if name in inits:
                     uses[name] = uses.get(name, True) and i in value_slots
         return {n for n, only in uses.items() if only}
-
-    def _expr(self, name: str):
-        e = self.env[name]
-        if isinstance(e, Constant) and name in self.consts:
-            return e
-        return e
 
     def _convert(self, node, index: int) -> None:
         where = f"node {index} '{node.name or '(unnamed)'}' ({node.op_type})"
@@ -262,7 +256,3 @@ class GraphImporter:
 
 _NO_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli", "Dropout"}
 _FOLD_LIMIT = 4096
-
-
-def output_sinfo(mod) -> TupleStructInfo | TensorStructInfo:
-    return mod["main"].body.struct_info

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from retrograd.errors import UnsupportedError
-from retrograd.frontend.onnx_ops import broadcast_to, converter, reshape, dtype_of, input_value, ndim_of, scalar
+from retrograd.frontend.onnx_ops import converter, dtype_of, input_value, ndim_of, scalar
 from retrograd.frontend.onnx_ops_shape import static_shape
 from retrograd.ir.expr import Tuple, TupleGetItem
 from retrograd.ops.api import R
@@ -122,8 +122,3 @@ def _gemm(g, node, inputs, attrs):
             c = g.emit(R.multiply(c, scalar(g, beta, c)))
         y = R.add(y, c)
     return y
-
-
-@converter("Det")
-def _det(g, node, inputs, attrs):
-    raise UnsupportedError("Det is not supported")

@@ -86,10 +86,7 @@ def _constant_of_shape(g, node, inputs, attrs):
 
 @converter("Cast")
 def _cast(g, node, inputs, attrs):
-    to = _onnx_dtype(g, attrs["to"])
-    if to == "bool" or dtype_of(inputs[0]) == "bool":
-        return R.astype(inputs[0], dtype=to)
-    return R.astype(inputs[0], dtype=to)
+    return R.astype(inputs[0], dtype=_onnx_dtype(g, attrs["to"]))
 
 
 @converter("CastLike")
