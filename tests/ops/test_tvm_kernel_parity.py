@@ -198,6 +198,8 @@ def flatten(value) -> list[np.ndarray]:
         return [value.numpy()]
     if isinstance(value, np.ndarray | np.generic):
         return [np.asarray(value)]
+    if isinstance(value, int):  # a dim of a shape value (ours a tuple of ints, TVM's a ShapeTuple)
+        return [np.asarray(value, dtype=np.int64)]
     return [a for v in value for a in flatten(v)]
 
 

@@ -1,0 +1,258 @@
+"""`from_onnx`: an ONNX graph (a ModelProto or a file path) rebuilt as a retrograd IRModule.
+
+Nodes are converted in graph order through the BlockBuilder and the op registry (the converters live
+in `onnx_ops_*.py`, one table keyed by ONNX op type). Values whose content an op needs at import
+time (a Reshape's shape, a Slice's starts, reduction axes) are read from constants: Constant nodes,
+initializers used only so, and sub-graphs of those folded here; `static_inputs` lets a caller fix
+such a value given as a graph input (the backend adapter does, counting those cases apart).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from retrograd.errors import UnsupportedError
+from retrograd.ir.builder import BlockBuilder
+from retrograd.ir.expr import Constant, Function, Tuple, Var
+from retrograd.ir.module import IRModule
+from retrograd.ir.struct_info import TensorStructInfo
+from retrograd.frontend.onnx_ops import CONVERTERS, NeedsConstant, OnnxNodeError
+
+
+def _onnx():
+    try:
+        import onnx
+    except ImportError:  # pragma: no cover - exercised only without onnx
+        raise UnsupportedError("from_onnx needs the onnx package: pip install onnx (or retrograd[onnx])") from None
+    return onnx
+
+
+def np_dtype(elem_type: int) -> str:
+    """The NumPy dtype name of an ONNX tensor element type."""
+    onnx = _onnx()
+    try:
+        return str(np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type)))
+    except (KeyError, TypeError):
+        raise UnsupportedError(f"from_onnx: ONNX element type {elem_type} has no NumPy dtype retrograd runs") from None
+
+
+def _value_sinfo(value_info) -> TensorStructInfo:
+    t = value_info.type
+    if not t.HasField("tensor_type"):
+        raise UnsupportedError(f"from_onnx: graph value '{value_info.name}' is not a tensor (sequences, maps and optionals are not supported)")
+    tt = t.tensor_type
+    dtype = np_dtype(tt.elem_type)
+    if not tt.HasField("shape"):
+        return TensorStructInfo(None, dtype, -1)
+    dims = []
+    for i, d in enumerate(tt.shape.dim):
+        if d.HasField("dim_value"):
+            dims.append(int(d.dim_value))
+        else:
+            dims.append(_sym(d.dim_param or f"{value_info.name}_d{i}"))
+    return TensorStructInfo(tuple(dims), dtype)
+
+
+def _sym(name: str) -> str:
+    clean = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+    return clean if clean and not clean[0].isdigit() else f"d_{clean}"
+
+
+def _ir_name(name: str, used: set) -> str:
+    base = _sym(name) or "v"
+    out, n = base, 1
+    while out in used:
+        out, n = f"{base}_{n}", n + 1
+    used.add(out)
+    return out
+
+
+def load_model(model):
+    """An onnx.ModelProto from a ModelProto, a path or bytes."""
+    onnx = _onnx()
+    if isinstance(model, onnx.ModelProto):
+        return model
+    if isinstance(model, bytes | bytearray):
+        return onnx.load_from_string(bytes(model))
+    return onnx.load(str(model))
+
+
+def from_onnx(model, static_inputs: dict | None = None) -> tuple[IRModule, dict]:
+    """(mod, params) of an ONNX model: mod["main"] takes the graph inputs that are not initializers,
+    in the graph's order, then one parameter per entry of `params` (initializer name -> NumPy array).
+
+    An initializer read only as an attribute value (a shape, axes) is folded in and not a parameter.
+    `static_inputs` maps graph-input names to values fixed at import (they stop being parameters).
+    An unsupported operator or attribute raises UnsupportedError naming the node.
+    """
+    onnx = _onnx()
+    model = load_model(model)
+    opset = {imp.domain or "ai.onnx": imp.version for imp in model.opset_import}
+    return GraphImporter(model.graph, opset.get("ai.onnx", 21), static_inputs or {}, onnx).run()
+
+
+class GraphImporter:
+    """Converts one ONNX graph; `env` maps ONNX value names to retrograd expressions."""
+
+    def __init__(self, graph, opset: int, static_inputs: dict, onnx):
+        self.graph = graph
+        self.opset = opset
+        self.onnx = onnx
+        self.static_inputs = {k: np.asarray(v) for k, v in static_inputs.items()}
+        self.bb = BlockBuilder()
+        self.env: dict[str, object] = {}
+        self.consts: dict[str, np.ndarray] = {}
+        self.names: set[str] = set()
+        self.node = None
+
+    # -- helpers the converters use ---------------------------------------------------------------
+    def emit(self, expr, hint: str = "lv"):
+        return self.bb.emit(expr, _sym(hint) or "lv")
+
+    def const(self, value, dtype: str | None = None) -> Constant:
+        arr = np.array(value, dtype=dtype) if dtype is not None else np.array(value)
+        arr.setflags(write=False)
+        return Constant(arr, TensorStructInfo(arr.shape, str(arr.dtype)))
+
+    def value_of(self, name: str) -> np.ndarray:
+        """The content of ONNX value `name`, which must be known at import time."""
+        if name in self.consts:
+            return self.consts[name]
+        raise NeedsConstant(name)
+
+    def known(self, name: str) -> bool:
+        return name in self.consts
+
+    # -- driver -----------------------------------------------------------------------------------
+    def run(self) -> tuple[IRModule, dict]:
+        g = self.graph
+        numpy_helper = self.onnx.numpy_helper
+        inits = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+        for t in g.sparse_initializer:
+            raise UnsupportedError(f"from_onnx: sparse initializer '{t.values.name}' is not supported")
+        value_uses = self._attribute_only_uses(inits)
+        params_in, params_w, weights = [], [], {}
+        for vi in g.input:
+            if vi.name in inits:
+                continue
+            if vi.name in self.static_inputs:
+                self.consts[vi.name] = self.static_inputs[vi.name]
+                self.env[vi.name] = self.const(self.static_inputs[vi.name])
+                continue
+            var = Var(_ir_name(vi.name, self.names), _value_sinfo(vi))
+            self.env[vi.name] = var
+            params_in.append(var)
+        for name, arr in inits.items():
+            self.consts[name] = arr
+            if name in value_uses:
+                self.env[name] = self.const(arr)
+                continue
+            var = Var(_ir_name(name, self.names), TensorStructInfo(arr.shape, str(arr.dtype)))
+            self.env[name] = var
+            params_w.append(var)
+            weights[name] = arr
+        bb = self.bb
+        bb.begin_scope()
+        bb.begin_block(dataflow=False)
+        for index, node in enumerate(g.node):
+            self.node = node
+            self._convert(node, index)
+        outs = []
+        for o in g.output:
+            if o.name not in self.env:
+                raise UnsupportedError(f"from_onnx: graph output '{o.name}' is not computed by any node")
+            outs.append(self.env[o.name])
+        bb.end_block()
+        body = bb.end_scope(outs[0] if len(outs) == 1 else Tuple(tuple(outs)))
+        func = Function(tuple(params_in + params_w), body, body.struct_info)
+        return IRModule({"main": func}), weights
+
+    def _fold(self, node):
+        """A node whose inputs are all import-time constants and whose result is small (shape
+        arithmetic) is evaluated here, by ONNX's reference implementation, into constants."""
+        if node.op_type in _NO_FOLD or not node.input or not all(n in self.consts for n in node.input if n):
+            return None
+        if any(self.consts[n].dtype.kind not in "iub" for n in node.input if n):
+            return None  # only integer (shape) arithmetic is folded; real values go through the kernels
+        if sum(self.consts[n].size for n in node.input if n) > _FOLD_LIMIT:
+            return None
+        from onnx.reference import ReferenceEvaluator
+
+        helper = self.onnx.helper
+        try:
+            ins = [n for n in node.input if n]
+            graph = helper.make_graph([node], "fold", [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(self.consts[n].dtype), self.consts[n].shape) for n in ins], [helper.make_tensor_value_info(o, 0, None) for o in node.output if o])
+            model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", self.opset)])
+            outs = ReferenceEvaluator(model).run(None, {n: self.consts[n] for n in ins})
+        except Exception:  # not foldable here: converted as a runtime op
+            return None
+        it = iter(outs)
+        return [np.asarray(next(it)) if o else None for o in node.output]
+
+    def _attribute_only_uses(self, inits: dict) -> set:
+        """Initializers that every consumer reads at import time (by the converters' table)."""
+        from retrograd.frontend.onnx_ops import VALUE_INPUTS
+
+        uses: dict[str, bool] = {}
+        for node in self.graph.node:
+            value_slots = VALUE_INPUTS.get(node.op_type, ())
+            for i, name in enumerate(node.input):
+                if name in inits:
+                    uses[name] = uses.get(name, True) and i in value_slots
+        return {n for n, only in uses.items() if only}
+
+    def _convert(self, node, index: int) -> None:
+        where = f"node {index} '{node.name or '(unnamed)'}' ({node.op_type})"
+        if node.domain not in ("", "ai.onnx"):
+            raise OnnxNodeError(f"from_onnx: {where}: operator domain '{node.domain}' is not supported")
+        conv = CONVERTERS.get(node.op_type)
+        if conv is None:
+            raise OnnxNodeError(f"from_onnx: {where}: operator {node.op_type} is not supported")
+        attrs = {a.name: self.onnx.helper.get_attribute_value(a) for a in node.attribute}
+        for k, v in list(attrs.items()):
+            if isinstance(v, bytes):
+                attrs[k] = v.decode()
+            elif isinstance(v, list) and v and isinstance(v[0], bytes):
+                attrs[k] = [x.decode() for x in v]
+            elif isinstance(v, self.onnx.TensorProto):
+                attrs[k] = self.onnx.numpy_helper.to_array(v)
+            elif isinstance(v, self.onnx.GraphProto):
+                raise OnnxNodeError(f"from_onnx: {where}: sub-graph attribute '{k}' (control flow) is not supported")
+        for name in node.input:
+            if name and name not in self.env:
+                raise OnnxNodeError(f"from_onnx: {where}: input '{name}' is not defined before the node")
+        inputs = [self.env[n] if n else None for n in node.input]
+        try:
+            folded = self._fold(node)
+            result = folded if folded is not None else conv(self, node, inputs, attrs)
+        except NeedsConstant as need:
+            raise NeedsConstant(need.name, f"from_onnx: {where}: input '{need.name}' must be a constant") from None
+        except OnnxNodeError:
+            raise
+        except (UnsupportedError, ValueError, TypeError, KeyError, IndexError) as err:
+            raise OnnxNodeError(f"from_onnx: {where}: {err}") from err
+        except Exception as err:  # an op's inference error: name the node
+            if type(err).__module__.startswith("retrograd"):
+                raise OnnxNodeError(f"from_onnx: {where}: {err}") from err
+            raise
+        if not isinstance(result, list | tuple):
+            result = [result]
+        for i, name in enumerate(node.output):
+            if not name:
+                continue
+            if i >= len(result) or result[i] is None:
+                raise OnnxNodeError(f"from_onnx: {where}: output {i} ('{name}') is not supported")
+            value = result[i]
+            if isinstance(value, np.ndarray):
+                self.consts[name] = value
+                self.env[name] = self.const(value)
+                continue
+            if not isinstance(value, Var | Constant):
+                value = self.emit(value, name)
+            if isinstance(value, Constant):
+                self.consts[name] = value.data
+            self.env[name] = value
+
+
+_NO_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli", "Dropout"}
+_FOLD_LIMIT = 4096
