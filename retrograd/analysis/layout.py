@@ -8,7 +8,6 @@ from typing import NamedTuple
 import numpy as np
 
 
-
 class Layout(NamedTuple):
     """Shape, dtype and byte strides of an array over its buffer, and whether kernels may write through it."""
 
@@ -44,6 +43,12 @@ def c_strides(shape, itemsize: int) -> tuple:
         out.append(step)
         step *= max(d, 1)
     return tuple(reversed(out))
+
+
+def c_layout(shape, dtype: str) -> tuple[int, Layout]:
+    """(nbytes, layout) of a new C-order array."""
+    size = np.dtype(dtype).itemsize
+    return math.prod(shape) * size, Layout(shape, dtype, c_strides(shape, size))
 
 
 def is_c_contiguous(shape, strides, itemsize: int) -> bool:
