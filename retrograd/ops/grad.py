@@ -137,6 +137,7 @@ def _pool_backward(name, kernel, grad):
         canonicalize=canonical_pool_attrs,
         positional_attrs=POOL_POSITIONAL,
         cost=POOL_BACKWARD,
+        threaded=True,  # its kernel splits the batch over the kernel threads
     )
 
 
@@ -222,6 +223,7 @@ max_pool2d_backward_grad = register(
     canonicalize=canonical_pool_attrs,
     positional_attrs=POOL_POSITIONAL,
     cost=POOL_BACKWARD,
+    threaded=True,  # its kernel splits the batch over the kernel threads
 )
 
 # -- take_backward --------------------------------------------------------------------

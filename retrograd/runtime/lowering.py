@@ -322,7 +322,7 @@ class _FunctionLowering:
         label = f"{script}({', '.join(labels + ([attr_text] if attr_text else []))})"
         info = Info(self.name, name, label, arg_info, ins.span, script)
         fn = _kernel_fn(kernel, call.attrs, srcs)
-        if op.cost.kind in split.SPLITTING_KINDS:
+        if op.threaded:  # a function with a threaded kernel holds BLAS to one thread while it runs
             self.splits = True
         nbytes = static_nbytes(var.struct_info)
         into = op.inplace
