@@ -48,9 +48,9 @@ def peak_memory(mod, func_name: str) -> int:
     """The `ex.stats.peak_live_bytes` that `retrograd.build(mod)[func_name](*args)` measures.
 
     The executor's meter is replayed on abstract arrays (a buffer: parameter, constant or fresh, with
-    its size; a layout over it), with registers, release points and in-place targets assigned as the
-    lowering assigns them and kernel results as retrograd.analysis.layout describes them. Shapes must
-    be static; arguments are taken to be distinct arrays owning their memory. Where an If's condition
+    its size; a layout over it) over the function's Plan (analysis/plan.py), the one the executor
+    runs: its registers, release points and in-place targets, with kernel results as
+    retrograd.analysis.layout describes them. Shapes must be static; arguments are taken to be distinct arrays owning their memory. Where an If's condition
     depends on the data every path is followed (at most MAX_PATHS) and the worst one is reported.
     """
     return memory_timeline(mod, func_name).peak

@@ -1,4 +1,5 @@
-"""Lowering: each function becomes a flat instruction list over register slots, with frees at last use."""
+"""Lowering: each function's Plan (analysis/plan.py) becomes code over register slots, a kernel bound to
+each instruction, with the plan's frees, in-place targets, splits and pairs."""
 
 from __future__ import annotations
 
