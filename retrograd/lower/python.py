@@ -20,6 +20,7 @@ from retrograd.ir.expr import (
     TupleGetItem,
     Var,
 )
+from retrograd.analysis.liveness import flat_registers
 from retrograd.analysis.plan import plan_function
 from retrograd.ir.functor import if_depth
 from retrograd.ir.nested import depth, fold, joined, render
@@ -270,7 +271,7 @@ class _FunctionLowering:
                 self.reg[ins.out] = self.define(ins.var)
                 out += [*pre, f"{ind}{self.reg[ins.out]} = {text}{note}"]
                 self.dels(out, ind, (), temps)
-            self.dels(out, ind, ins.frees)
+            self.dels(out, ind, _in_read_order(ins))
         self.ind = ind
         result = self.src(blk.result)
         out += self.pre
@@ -281,6 +282,16 @@ class _FunctionLowering:
         names = [self.reg[r] for r in regs] + list(temps)
         if names:
             out.append(f"{ind}del {', '.join(names)}")
+
+
+def _in_read_order(ins) -> list:
+    """The registers the plan frees after `ins`, in the order the statement reads them (its result, if
+    unread, last): the same set, in the order a reader expects."""
+    order = {}
+    for src in ins.srcs:
+        for r in flat_registers(src, set()) if not isinstance(src, int) else (src,):
+            order.setdefault(r, len(order))
+    return sorted(ins.frees, key=lambda r: order.get(r, len(order)))
 
 
 def _src_parts(src) -> tuple:
