@@ -46,7 +46,8 @@ def _resolve(module: str, qualname: str):
 
 def _value_text(v) -> tuple[str, str | None] | None:
     """(source text, import line or None) for a value captured by a kernel factory's closure."""
-    if getattr(np, getattr(v, "__name__", ""), None) is v:
+    name = getattr(v, "__name__", None)
+    if isinstance(name, str) and name and getattr(np, name, None) is v:
         return f"np.{v.__name__}", None
     try:
         return literal(v), None
