@@ -9,6 +9,7 @@ import numpy as np
 from retrograd.analysis.layout import Layout, c_strides
 from retrograd.analysis.liveness import flat_registers, inplace_positions, release_points
 from retrograd.errors import UnsupportedError
+from retrograd.ir.dtypes import itemsize
 from retrograd.ir.expr import (
     Call,
     Constant,
@@ -256,7 +257,7 @@ def _const_value(c: Constant) -> Arr:
 
 
 def _itemsize(dtype: str) -> int:
-    return np.dtype(dtype).itemsize
+    return itemsize(dtype)
 
 
 def static_shapes(sinfo, what: str, span=None) -> list:

@@ -11,6 +11,7 @@ import numpy as np
 from retrograd.analysis.liveness import flat_registers, inplace_positions, release_points
 from retrograd.errors import KernelError, NameError_, UnsupportedError
 from retrograd.gc_pause import collector_paused
+from retrograd.ir.dtypes import itemsize
 from retrograd.ir.expr import (
     Call,
     Constant,
@@ -38,6 +39,7 @@ from retrograd.ir.struct_info import (
     tuple_fields,
 )
 from retrograd.ir.text import format_sinfo
+from retrograd.ops.storage import for_storage
 from retrograd.runtime import pairs, split
 from retrograd.runtime.inplace import make as make_inplace
 from retrograd.runtime.interp import make_call, make_if, root_of
@@ -393,15 +395,21 @@ class _FunctionLowering:
         attr_text = ", ".join(f"{k}={_fmt_attr(v)}" for k, v in call.attrs.items())
         label = f"{script}({', '.join(arg_labels + ([attr_text] if attr_text else []))})"
         info = Info(self.name, name, label, arg_info, span, script)
+        try:  # bfloat16 / float8: computed in float32, rounded to the storage dtype
+            bound = for_storage(kernel, var.struct_info, [a.struct_info for a in call.args])
+        except UnsupportedError as err:
+            raise self.error(f"binding '{name}': {err.message}", span) from None
+        storage = bound is not kernel  # the float32 copies are not the operands: no in-place writes, no splits
+        kernel = bound
         inplace = None
-        positions = [] if self.check else inplace_positions(call, srcs, var.struct_info)
+        positions = [] if self.check or storage else inplace_positions(call, srcs, var.struct_info)
         if positions:
             inplace = (op.inplace, srcs, positions)
         fn = _kernel_fn(kernel, call.attrs, srcs)
         if op.cost.kind in split.SPLITTING_KINDS:
             self.splits = True
         nbytes = static_nbytes(var.struct_info)
-        if op.inplace is not None and not self.check and split.splittable([a.struct_info for a in call.args], var.struct_info, nbytes):
+        if op.inplace is not None and not self.check and not storage and split.splittable([a.struct_info for a in call.args], var.struct_info, nbytes):
             sinfo = var.struct_info
             fn = split.make(op.inplace, [reader(s) for s in srcs], tuple(sinfo.shape), sinfo.dtype)
             self.splits = True
@@ -487,10 +495,10 @@ def _nbytes_of(sinfo, sizes) -> int | None:
     if not all(isinstance(d, int) for d in sinfo.shape):
         return None
     try:
-        itemsize = np.dtype(sinfo.dtype).itemsize
+        size = itemsize(sinfo.dtype)
     except TypeError:
         return None
-    return int(np.prod(sinfo.shape, dtype=object)) * itemsize
+    return int(np.prod(sinfo.shape, dtype=object)) * size
 
 
 def _refuse(nbytes: int):

@@ -1,0 +1,66 @@
+"""Kernels on storage-only dtypes (bfloat16, float8): compute in float32, round the result to storage.
+
+This is what TVM's CPU legalization does for these dtypes: every op reads its bfloat16/float8
+operands as float32, computes in float32 and rounds its result to the storage dtype
+(round-to-nearest-even, as ml_dtypes casts). One wrapping, applied where a kernel is bound to a
+call, covers every op of the registry and the ops the gradient emits.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from retrograd.ir.dtypes import is_extension, require_extension
+from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, PrimStructInfo
+
+_COMPUTE = np.float32
+
+
+def _dtypes(sinfo, out: list) -> list:
+    stack = [sinfo]
+    while stack:
+        s = stack.pop()
+        if isinstance(s, TupleStructInfo):
+            stack.extend(s.fields)
+        elif isinstance(s, TensorStructInfo | PrimStructInfo) and s.dtype:
+            out.append(s.dtype)
+    return out
+
+
+def storage_dtype(out_sinfo, arg_sinfos) -> str | None:
+    """The first extension dtype among a call's result and arguments, or None."""
+    found: list = []
+    for s in (out_sinfo, *arg_sinfos):
+        _dtypes(s, found)
+    return next((d for d in found if is_extension(d)), None)
+
+
+def for_storage(kernel, out_sinfo, arg_sinfos):
+    """`kernel`, or when the call involves a storage dtype, a kernel computing in float32 on widened
+    operands whose results are rounded to the dtypes `out_sinfo` gives them."""
+    dtype = storage_dtype(out_sinfo, arg_sinfos)
+    if dtype is None:
+        return kernel
+    require_extension(dtype)
+
+    def in_float32(*args, **attrs):
+        return _narrow(kernel(*[_widen(a) for a in args], **attrs), out_sinfo)
+
+    in_float32.__name__ = f"{getattr(kernel, '__name__', 'kernel')}_in_float32"
+    return in_float32
+
+
+def _widen(value):
+    if isinstance(value, np.ndarray | np.generic):
+        return value.astype(_COMPUTE) if is_extension(value.dtype) else value
+    if isinstance(value, tuple | list):  # tuple operands (R.concat) are shallow
+        return type(value)(_widen(v) for v in value)
+    return value
+
+
+def _narrow(result, sinfo):
+    if isinstance(sinfo, TupleStructInfo) and isinstance(result, tuple | list):
+        return type(result)(_narrow(r, s) for r, s in zip(result, sinfo.fields))
+    if isinstance(sinfo, TensorStructInfo) and is_extension(sinfo.dtype) and isinstance(result, np.ndarray | np.generic):
+        return np.asarray(result).astype(sinfo.dtype, copy=False)
+    return result

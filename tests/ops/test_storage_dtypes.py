@@ -1,0 +1,269 @@
+"""bfloat16 / float8 (ml_dtypes): every op computes in float32 and rounds its result to the storage dtype.
+
+References: the op's own float32 result on the same (exactly representable) inputs, rounded by
+ml_dtypes' cast (round-to-nearest-even); PyTorch's bfloat16 kernels for a set of ops and a gradient.
+PyTorch's CPU kernels round elementwise results the same way (compute in float, round once), and
+accumulate matmul and sum in float32 before one rounding, as these kernels do; only the order of the
+float32 additions differs, hence the one-ulp tolerance for reductions and transcendental functions
+(PyTorch evaluates exp/tanh with its own vectorized code, NumPy with its own).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from all_cases import ALL_CASES
+from optional import need
+
+import retrograd
+from retrograd.errors import DiagnosticError
+from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo
+from retrograd.passes import parse_pipeline
+
+STORAGE = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
+
+
+def _swap(case, dtype):
+    def conv(i):
+        if isinstance(i, list):
+            return [conv(x) for x in i]
+        if isinstance(i, TensorStructInfo) and i.dtype == "float32":
+            return TensorStructInfo(i.shape, dtype, i.ndim)
+        return i
+
+    attrs = {k: (dtype if v == "float32" else v) for k, v in case.attrs.items()}
+    return replace(case, inputs=[conv(i) for i in case.inputs], attrs=attrs, name=f"{case.name}-{dtype}")
+
+
+def _float_cases():
+    return [c for c in ALL_CASES if c.is_static and any(s.dtype == "float32" for s in c.param_sinfo()) and c.opdef.pure]
+
+
+CASES = _float_cases()
+
+
+def _leaves(value, sinfo):
+    if isinstance(sinfo, TupleStructInfo):
+        return [p for v, s in zip(value, sinfo.fields) for p in _leaves(v, s)]
+    return [(value, sinfo)]
+
+
+def _run(mod, values):
+    with np.errstate(all="ignore"):
+        return retrograd.build(mod)["main"](*values)
+
+
+@pytest.mark.parametrize("dtype", STORAGE)
+@pytest.mark.parametrize("chunk", range(4))
+def test_every_op_rounds_its_float32_result_to_the_storage_dtype(dtype, chunk):
+    need("ml_dtypes")
+    checked, problems = 0, []
+    for case in CASES[chunk::4]:
+        low = _swap(case, dtype)
+        try:
+            mod = low.build()
+        except DiagnosticError:
+            continue  # the op does not type this dtype: a located error, as for any other dtype
+        values32 = case.make_inputs(seed=3)
+        # Inputs exactly representable in the storage dtype, so the float32 run sees the same numbers.
+        swapped = [s.dtype == dtype for s in low.param_sinfo()]
+        values = [v.astype(dtype) if sw else v for v, sw in zip(values32, swapped)]
+        values32 = [v.astype(np.float32) if sw else v for v, sw in zip(values, swapped)]
+        try:
+            want = _run(case.build(), values32)
+        except DiagnosticError:
+            continue
+        got = _run(mod, values)
+        for (g, s), (w, _) in zip(_leaves(got, mod["main"].ret_struct_info), _leaves(want, case.build()["main"].ret_struct_info)):
+            if not isinstance(s, TensorStructInfo):
+                continue
+            g = np.asarray(g)
+            expect = np.asarray(w).astype(s.dtype) if s.dtype == dtype else np.asarray(w)
+            if str(g.dtype) != s.dtype or g.shape != expect.shape:
+                problems.append(f"{low.id}: {g.dtype}{g.shape}, expected {s.dtype}{expect.shape}")
+            elif not np.array_equal(g.astype(np.float64), expect.astype(np.float64), equal_nan=True):
+                problems.append(f"{low.id}: values differ from the float32 result rounded to {dtype}")
+        checked += 1
+    assert not problems, "\n".join(problems[:20])
+    assert checked > 10
+
+
+def test_the_cases_cover_the_float_ops_of_the_registry():
+    need("ml_dtypes")
+    ops = {_swap(c, "bfloat16").op for c in CASES}
+    assert {"relax.add", "relax.matmul", "relax.nn.conv2d", "relax.sum", "relax.nn.softmax", "relax.astype"} <= ops | {"relax.astype"}
+
+
+SCRIPT = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((4, 8), "{dt}"), w: R.Tensor((8, 5), "{dt}")) -> R.Tensor((4, 5), "{dt}"):
+        with R.dataflow():
+            y = R.matmul(x, w)
+            z = R.tanh(y)
+            c = R.multiply(z, R.const(1.5, "{dt}"))
+            r = R.nn.relu(R.add(c, R.const(-0.25, "{dt}")))
+            R.output(r)
+        return r
+'''
+
+
+def _bf16_ulp(t):
+    """One unit in the last place of bfloat16 at each value (8 bits of mantissa)."""
+    torch = need("torch")
+    a = t.float().abs().clamp_min(torch.finfo(torch.bfloat16).tiny)
+    return torch.exp2(torch.floor(torch.log2(a)) - 7)
+
+
+def test_a_bfloat16_function_against_pytorch_bfloat16():
+    need("ml_dtypes")
+    torch = need("torch")
+    mod = retrograd.parse(SCRIPT.format(dt="bfloat16"))
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4, 8)).astype("bfloat16")
+    w = rng.standard_normal((8, 5)).astype("bfloat16")
+    got = retrograd.build(mod)["main"](x, w)
+    assert str(got.dtype) == "bfloat16"
+    tx, tw = torch.tensor(x.astype(np.float32)).bfloat16(), torch.tensor(w.astype(np.float32)).bfloat16()
+    # Per op, as the executor runs it: each result rounded to bfloat16 before the next op.
+    y = tx @ tw
+    want = torch.relu(torch.tanh(y) * torch.tensor(1.5, dtype=torch.bfloat16) + torch.tensor(-0.25, dtype=torch.bfloat16))
+    diff = (torch.tensor(got.astype(np.float32)) - want.float()).abs()
+    assert bool((diff <= 2 * _bf16_ulp(want)).all()), diff.max()
+    # Elementwise ops round exactly as PyTorch's: compute in float32, round to nearest even once.
+    a, b = rng.standard_normal(1000).astype("bfloat16"), rng.standard_normal(1000).astype("bfloat16")
+    ta, tb = torch.tensor(a.astype(np.float32)).bfloat16(), torch.tensor(b.astype(np.float32)).bfloat16()
+    for op, tf in (("add", torch.add), ("multiply", torch.mul), ("divide", torch.div), ("subtract", torch.sub)):
+        src = f'''
+@I.ir_module
+class Module:
+    @R.function
+    def main(a: R.Tensor((1000,), "bfloat16"), b: R.Tensor((1000,), "bfloat16")) -> R.Tensor((1000,), "bfloat16"):
+        r = R.{op}(a, b)
+        return r
+'''
+        out = retrograd.build(retrograd.parse(src))["main"](a, b)
+        np.testing.assert_array_equal(out.astype(np.float32), tf(ta, tb).float().numpy(), err_msg=op)
+
+
+def test_gradient_in_bfloat16_against_pytorch_autograd():
+    need("ml_dtypes")
+    torch = need("torch")
+    src = '''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((3, 6), "bfloat16"), w: R.Tensor((6, 2), "bfloat16")) -> R.Tensor((), "bfloat16"):
+        with R.dataflow():
+            y = R.matmul(x, w)
+            z = R.multiply(y, y)
+            s = R.sum(z)
+            R.output(s)
+        return s
+'''
+    mod = parse_pipeline("gradient(func=main)")(retrograd.parse(src))
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((3, 6)).astype("bfloat16")
+    w = rng.standard_normal((6, 2)).astype("bfloat16")
+    loss, (gx, gw) = retrograd.build(mod)["main_adjoint"](x, w)
+    assert str(gx.dtype) == str(gw.dtype) == "bfloat16"
+    tx = torch.tensor(x.astype(np.float32)).bfloat16().requires_grad_()
+    tw = torch.tensor(w.astype(np.float32)).bfloat16().requires_grad_()
+    y = tx @ tw
+    (y * y).sum().backward()
+    for g, t in ((gx, tx.grad), (gw, tw.grad)):
+        diff = (torch.tensor(g.astype(np.float32)) - t.float()).abs()
+        assert bool((diff <= 2 * _bf16_ulp(t)).all()), diff.max()
+    # And against float64 on the same inputs: the bfloat16 gradient is within bfloat16 precision.
+    x64, w64 = x.astype(np.float64), w.astype(np.float64)
+    gw64 = x64.T @ (2 * (x64 @ w64))
+    np.testing.assert_allclose(gw.astype(np.float64), gw64, rtol=0.05, atol=0.05)
+
+
+@pytest.mark.parametrize("dtype", STORAGE)
+def test_constants_print_and_parse_back_and_fold(dtype):
+    ml_dtypes = need("ml_dtypes")
+    values = np.array([0.1, -2.5, 3.0, 100.0, 0.0], dtype=np.float32)
+    src = f'''
+@I.ir_module
+class Module:
+    @R.function
+    def main() -> R.Tensor((5,), "{dtype}"):
+        a = R.const({values.tolist()}, "float32")
+        b = R.astype(a, "{dtype}")
+        c = R.add(b, R.const([1, 1, 1, 1, 1], "{dtype}"))
+        return c
+'''
+    mod = retrograd.parse(src)
+    folded = parse_pipeline("fold-constant")(mod)
+    want = (values.astype(getattr(ml_dtypes, dtype)).astype(np.float32) + 1).astype(getattr(ml_dtypes, dtype))
+    text = folded.script()
+    assert "R.add" not in text and "R.astype" not in text, text
+    again = retrograd.parse(text)
+    assert again.script() == text
+    for m in (mod, folded, again):
+        got = retrograd.build(m)["main"]()
+        assert str(got.dtype) == dtype
+        np.testing.assert_array_equal(got.astype(np.float32), want.astype(np.float32))
+
+
+def test_astype_to_and_from_storage_matches_ml_dtypes_rounding():
+    ml_dtypes = need("ml_dtypes")
+    x = np.random.default_rng(2).standard_normal(4096).astype(np.float32) * 50
+    for dtype in STORAGE:
+        src = f'''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((4096,), "float32")) -> R.Tensor((4096,), "float32"):
+        y = R.astype(x, "{dtype}")
+        z = R.astype(y, "float32")
+        return z
+'''
+        got = retrograd.build(retrograd.parse(src))["main"](x)
+        np.testing.assert_array_equal(got, x.astype(getattr(ml_dtypes, dtype)).astype(np.float32), err_msg=dtype)
+
+
+def test_without_ml_dtypes_building_says_what_to_install(monkeypatch):
+    need("ml_dtypes")
+    import sys
+
+    monkeypatch.setitem(sys.modules, "ml_dtypes", None)
+    with pytest.raises(DiagnosticError, match=r"pip install ml_dtypes.*retrograd\[bf16\]"):
+        retrograd.parse(SCRIPT.format(dt="bfloat16"))  # its constants
+    src = SCRIPT.format(dt="bfloat16").replace('R.const(1.5, "bfloat16")', "z").replace('R.const(-0.25, "bfloat16")', "c")
+    mod = retrograd.parse(src)  # types without ml_dtypes
+    assert mod["main"].ret_struct_info.dtype == "bfloat16"
+    with pytest.raises(DiagnosticError, match=r"pip install ml_dtypes.*retrograd\[bf16\]"):
+        retrograd.build(mod)
+
+
+def test_run_cast_converts_inputs_to_bfloat16(tmp_path, capsys):
+    need("ml_dtypes")
+    from retrograd.cli import main
+
+    script = tmp_path / "m.py"
+    script.write_text(SCRIPT.format(dt="bfloat16"))
+    rng = np.random.default_rng(4)
+    x, w = rng.standard_normal((4, 8)).astype(np.float32), rng.standard_normal((8, 5)).astype(np.float32)
+    np.savez(tmp_path / "in.npz", x=x, w=w)
+    out = tmp_path / "out.npz"
+    assert main(["run", str(script), "--inputs", str(tmp_path / "in.npz"), "--cast", "--save", str(out)]) == 0
+    assert "dtype=bfloat16" in capsys.readouterr().out
+    got = np.load(out)["result"]
+    ref = retrograd.build(retrograd.parse(SCRIPT.format(dt="bfloat16")))["main"](x.astype("bfloat16"), w.astype("bfloat16"))
+    np.testing.assert_array_equal(got.astype(np.float32) if got.dtype.kind != "V" else got.view(ref.dtype).astype(np.float32), ref.astype(np.float32))
+    # bfloat16 arrays saved by NumPy (raw 2-byte records) are read back as bfloat16, without --cast.
+    np.savez(tmp_path / "in16.npz", x=x.astype(ref.dtype), w=w.astype(ref.dtype))
+    assert main(["run", str(script), "--inputs", str(tmp_path / "in16.npz"), "--save", str(out)]) == 0
+    got = np.load(out)["result"]
+    np.testing.assert_array_equal(got.view(ref.dtype).astype(np.float32), ref.astype(np.float32))
+    # Random inputs of bfloat16 parameters, in a function without bfloat16 constants.
+    plain = tmp_path / "plain.py"
+    plain.write_text(SCRIPT.format(dt="bfloat16").replace('R.const(1.5, "bfloat16")', "z").replace('R.const(-0.25, "bfloat16")', "c"))
+    capsys.readouterr()
+    assert main(["run", str(plain)]) == 0
+    assert "dtype=bfloat16" in capsys.readouterr().out
