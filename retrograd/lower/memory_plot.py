@@ -92,7 +92,7 @@ def _tick(top: float) -> int:
 
 
 def _live_text(curve: MemoryCurve) -> str:
-    lines = [f"live at the peak of {curve.label}", f"({human_bytes(curve.timeline.peak)}):"]
+    lines = [f"{curve.label}:", f"live at its peak ({human_bytes(curve.timeline.peak)})"]
     for name, nbytes in curve.live[:LISTED]:
         lines.append(f"  {name}  {human_bytes(nbytes)}")
     rest = curve.live[LISTED:]
