@@ -42,12 +42,24 @@ def for_storage(kernel, out_sinfo, arg_sinfos):
     if dtype is None:
         return kernel
     require_extension(dtype)
+    return in_float32(kernel, result_dtypes(out_sinfo))
 
-    def in_float32(*args, **attrs):
-        return _narrow(kernel(*[_widen(a) for a in args], **attrs), out_sinfo)
 
-    in_float32.__name__ = f"{getattr(kernel, '__name__', 'kernel')}_in_float32"
-    return in_float32
+def result_dtypes(sinfo):
+    """The dtype of each tensor of a result: a name, a (nested) tuple of them, or None."""
+    if isinstance(sinfo, TupleStructInfo):
+        return tuple(result_dtypes(s) for s in sinfo.fields)
+    return sinfo.dtype or None if isinstance(sinfo, TensorStructInfo) else None
+
+
+def in_float32(kernel, dtypes):
+    """`kernel` on operands widened to float32, its results rounded to `dtypes` (see result_dtypes)."""
+
+    def run(*args, **attrs):
+        return _narrow(kernel(*[_widen(a) for a in args], **attrs), dtypes)
+
+    run.__name__ = f"{getattr(kernel, '__name__', 'kernel')}_in_float32"
+    return run
 
 
 def _widen(value):
@@ -58,9 +70,9 @@ def _widen(value):
     return value
 
 
-def _narrow(result, sinfo):
-    if isinstance(sinfo, TupleStructInfo) and isinstance(result, tuple | list):
-        return type(result)(_narrow(r, s) for r, s in zip(result, sinfo.fields))
-    if isinstance(sinfo, TensorStructInfo) and is_extension(sinfo.dtype) and isinstance(result, np.ndarray | np.generic):
-        return np.asarray(result).astype(sinfo.dtype, copy=False)
+def _narrow(result, dtypes):
+    if isinstance(dtypes, tuple) and isinstance(result, tuple | list):
+        return type(result)(_narrow(r, d) for r, d in zip(result, dtypes))
+    if isinstance(dtypes, str) and is_extension(dtypes) and isinstance(result, np.ndarray | np.generic):
+        return np.asarray(result).astype(dtypes, copy=False)
     return result
