@@ -27,7 +27,7 @@ from retrograd.ir.analysis import read_vars
 from retrograd.ir.nested import depth, fold, joined, render, trampoline
 from retrograd.ir.struct_info import ShapeStructInfo, TensorStructInfo, TupleStructInfo
 from retrograd.lower.kernel_refs import kernel_ref, literal, safe_name
-from retrograd.ops.storage import result_dtypes, storage_dtype
+from retrograd.ops.storage import in_storage, result_dtypes
 from retrograd.runtime.lowering import _prim_scalar
 
 _INLINE_CONST = 32  # constants with more elements are written as their bytes
@@ -320,4 +320,4 @@ _STORAGE_IMPORTS = ("import ml_dtypes  # noqa: F401 - registers bfloat16 / float
 
 def _in_storage(call: Call) -> bool:
     """Whether the call involves bfloat16 / float8 (retrograd/ops/storage.py)."""
-    return storage_dtype(call.struct_info, [a.struct_info for a in call.args]) is not None
+    return in_storage(call.op, call.struct_info, [a.struct_info for a in call.args]) is not None

@@ -27,6 +27,15 @@ def _dtypes(sinfo, out: list) -> list:
     return out
 
 
+# Ops whose kernels only move, view or relabel data: they run on the storage dtype itself, so that
+# their results stay the views (or the very arguments) the memory model says they are.
+MOVES_DATA = frozenset({
+    "relax.reshape", "relax.permute_dims", "relax.expand_dims", "relax.flatten", "relax.squeeze",
+    "relax.strided_slice", "relax.split", "relax.broadcast_to", "relax.match_cast", "relax.grad.no_grad",
+    "relax.grad.start_checkpoint", "relax.grad.end_checkpoint",
+})
+
+
 def storage_dtype(out_sinfo, arg_sinfos) -> str | None:
     """The first extension dtype among a call's result and arguments, or None."""
     found: list = []
@@ -35,14 +44,21 @@ def storage_dtype(out_sinfo, arg_sinfos) -> str | None:
     return next((d for d in found if is_extension(d)), None)
 
 
-def for_storage(kernel, out_sinfo, arg_sinfos):
-    """`kernel`, or when the call involves a storage dtype, a kernel computing in float32 on widened
+def in_storage(op, out_sinfo, arg_sinfos) -> str | None:
+    """The storage dtype whose call of `op` computes in float32 (None: the kernel runs as it is)."""
+    if getattr(op, "name", None) in MOVES_DATA:
+        return None
+    return storage_dtype(out_sinfo, arg_sinfos)
+
+
+def for_storage(op, out_sinfo, arg_sinfos):
+    """`op.kernel`, or when the call involves a storage dtype, a kernel computing in float32 on widened
     operands whose results are rounded to the dtypes `out_sinfo` gives them."""
-    dtype = storage_dtype(out_sinfo, arg_sinfos)
+    dtype = in_storage(op, out_sinfo, arg_sinfos)
     if dtype is None:
-        return kernel
+        return op.kernel
     require_extension(dtype)
-    return in_float32(kernel, result_dtypes(out_sinfo))
+    return in_float32(op.kernel, result_dtypes(out_sinfo))
 
 
 def result_dtypes(sinfo):
@@ -56,7 +72,12 @@ def in_float32(kernel, dtypes):
     """`kernel` on operands widened to float32, its results rounded to `dtypes` (see result_dtypes)."""
 
     def run(*args, **attrs):
-        return _narrow(kernel(*[_widen(a) for a in args], **attrs), dtypes)
+        wide = [_widen(a) for a in args]
+        result = kernel(*wide, **attrs)
+        for a, w in zip(args, wide):
+            if result is w:  # the argument itself (astype to its own dtype): it, not a copy
+                return a
+        return _narrow(result, dtypes)
 
     run.__name__ = f"{getattr(kernel, '__name__', 'kernel')}_in_float32"
     return run

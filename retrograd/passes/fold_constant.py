@@ -81,7 +81,7 @@ class _Folder(ExprMutator):
             return None
         try:
             with np.errstate(all="ignore"):
-                kernel = for_storage(op.kernel, call.struct_info, [a.struct_info for a in call.args])
+                kernel = for_storage(op, call.struct_info, [a.struct_info for a in call.args])
                 result = np.asarray(kernel(*args, **call.attrs))
         except Exception:  # noqa: BLE001 - a kernel refusing its input leaves the call for run time
             return None

@@ -396,13 +396,13 @@ class _FunctionLowering:
         label = f"{script}({', '.join(arg_labels + ([attr_text] if attr_text else []))})"
         info = Info(self.name, name, label, arg_info, span, script)
         try:  # bfloat16 / float8: computed in float32, rounded to the storage dtype
-            bound = for_storage(kernel, var.struct_info, [a.struct_info for a in call.args])
+            bound = for_storage(op, var.struct_info, [a.struct_info for a in call.args])
         except UnsupportedError as err:
             raise self.error(f"binding '{name}': {err.message}", span) from None
-        storage = bound is not kernel  # the float32 copies are not the operands: no in-place writes, no splits
+        storage = bound is not kernel  # computed on float32 copies: not split (nor written in place: liveness)
         kernel = bound
         inplace = None
-        positions = [] if self.check or storage else inplace_positions(call, srcs, var.struct_info)
+        positions = [] if self.check else inplace_positions(call, srcs, var.struct_info)
         if positions:
             inplace = (op.inplace, srcs, positions)
         fn = _kernel_fn(kernel, call.attrs, srcs)
