@@ -402,3 +402,26 @@ class Module:
             R.output(s)
         return s
 '''
+
+
+def test_run_cast_bfloat16_runs_a_float32_module_in_bfloat16(tmp_path, capsys):
+    """`retrograd run --cast bfloat16` (the cast-floats pass): every float32 tensor, parameters and
+    constants included, becomes bfloat16; the same bits as the module written in bfloat16."""
+    need("ml_dtypes")
+    from retrograd.cli import main
+
+    script = tmp_path / "m32.py"
+    script.write_text(SCRIPT.format(dt="float32"))
+    rng = np.random.default_rng(8)
+    x, w = rng.standard_normal((4, 8)).astype(np.float32), rng.standard_normal((8, 5)).astype(np.float32)
+    np.savez(tmp_path / "in.npz", x=x, w=w)
+    out = tmp_path / "out.npz"
+    assert main(["run", str(script), "--inputs", str(tmp_path / "in.npz"), "--cast", "bfloat16", "--save", str(out)]) == 0
+    assert "dtype=bfloat16" in capsys.readouterr().out
+    ref = retrograd.build(retrograd.parse(SCRIPT.format(dt="bfloat16")))["main"](x.astype("bfloat16"), w.astype("bfloat16"))
+    got = np.load(out)["result"].view(ref.dtype)
+    np.testing.assert_array_equal(got.astype(np.float32), ref.astype(np.float32))
+    cast = parse_pipeline("cast-floats(dtype=bfloat16)")(retrograd.parse(SCRIPT.format(dt="float32")))
+    assert retrograd.structural_equal(cast, retrograd.parse(SCRIPT.format(dt="bfloat16")))
+    assert main(["run", str(script), "--cast", "int8"]) == 1
+    assert "give a float dtype" in capsys.readouterr().err
