@@ -159,3 +159,18 @@ def test_without_the_package_the_error_says_what_to_install(adjoint, monkeypatch
     monkeypatch.setitem(sys.modules, module, None)
     with pytest.raises(DiagnosticError, match=rf"pip install {module} \(or pip install \"retrograd\[plot\]\"\)"):
         getattr(memory_plot, call)(adjoint, FUNC)
+
+
+CORPUS = sorted((Path(__file__).resolve().parents[2] / "tests" / "corpus").glob("c*.py"))
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.stem)
+def test_live_at_peak_sums_to_the_peak_on_the_corpus(path):
+    """(From the coordinator's memplot branch.) Every function of the corpus with a static peak."""
+    mod = retrograd.parse_file(str(path))
+    for name in mod.keys():
+        try:
+            peak = memory_timeline(mod, name).peak
+        except DiagnosticError:
+            continue  # symbolic shapes: no static peak
+        assert sum(n for _, n in live_at_peak(mod, name)) == peak, name

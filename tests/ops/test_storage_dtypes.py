@@ -425,3 +425,25 @@ def test_run_cast_bfloat16_runs_a_float32_module_in_bfloat16(tmp_path, capsys):
     assert retrograd.structural_equal(cast, retrograd.parse(SCRIPT.format(dt="bfloat16")))
     assert main(["run", str(script), "--cast", "int8"]) == 1
     assert "give a float dtype" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("dtype", STORAGE)
+def test_special_constants_and_prim_values_read_back(dtype):
+    """(From the coordinator's bf16 branch.) inf and nan where the dtype has them, prim values, astype."""
+    need("ml_dtypes")
+    values = "[1.5, -0.25, 3.0]" if dtype != "float8_e5m2" else '[1.5, -0.25, float("inf"), float("nan")]'
+    text = f"""
+@R.function
+def main(x: R.Tensor((4,), "float32")):
+    c = R.const({values}, "{dtype}")
+    p = R.prim_value(T.{dtype}(1.5))
+    y = R.astype(x, "{dtype}")
+    return (c, p, y)
+"""
+    mod = retrograd.parse(text)
+    again = retrograd.parse(mod.script())
+    assert retrograd.structural_equal(again, mod)
+    c = again["main"].body.blocks[0].bindings[0].value.data
+    assert str(c.dtype) == dtype
+    want = np.array(eval(values.replace("float", "_f"), {"_f": float}), dtype)  # noqa: S307 - the literal above
+    np.testing.assert_array_equal(c.astype(np.float64), want.astype(np.float64))
