@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from retrograd.ir.dtypes import itemsize
 from retrograd.ops.views import FRESH, Fresh, Layout, Same, View, c_strides
 
 __all__ = ["FRESH", "Fresh", "Layout", "Same", "View", "c_layout", "results"]
@@ -14,7 +15,7 @@ __all__ = ["FRESH", "Fresh", "Layout", "Same", "View", "c_layout", "results"]
 
 def c_layout(shape, dtype: str) -> tuple[int, Layout]:
     """(nbytes, layout) of a new C-order array."""
-    size = np.dtype(dtype).itemsize
+    size = itemsize(dtype)
     return math.prod(shape) * size, Layout(shape, dtype, c_strides(shape, size))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from retrograd.ops.storage import in_storage
 from retrograd.ir.nested import tuple_leaves
 
 
@@ -53,4 +54,7 @@ def inplace_positions(call, srcs, out_sinfo) -> list[int]:
     op = call.op
     if getattr(op, "inplace", None) is None or not all(isinstance(s, int) for s in srcs):
         return []
-    return op.inplace_candidates([getattr(a, "struct_info", None) for a in call.args], out_sinfo)
+    arg_sinfos = [getattr(a, "struct_info", None) for a in call.args]
+    if in_storage(op, out_sinfo, arg_sinfos) is not None:
+        return []  # bfloat16 / float8 compute on float32 copies (ops/storage.py): nothing to write into
+    return op.inplace_candidates(arg_sinfos, out_sinfo)

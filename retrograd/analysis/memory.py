@@ -105,11 +105,21 @@ class Replays:
         return r
 
 
-def _timeline(mod, func_name: str) -> MemoryTimeline:
-    plans = Replays(mod)
+def live_at_peak(mod, func_name: str) -> tuple[tuple[str, int], ...]:
+    """The values live when the function first reaches its peak: (binding or parameter name, bytes),
+    largest first (a tuple's parts as name[k]; values sharing a buffer, such as views, count once under
+    the name of the one that allocated it; inside a called function, the callee's names)."""
+    with collector_paused(), stack_room(module_if_depth(mod)):
+        peak = _timeline(mod, func_name).peak
+        for sim in _paths(Replays(mod), func_name, peak):
+            if sim.live is not None:
+                return tuple(sorted(sim.live, key=lambda item: (-item[1], item[0])))
+    return ()  # not reached: the peak is met on some path
+
+
+def _paths(plans, func_name: str, watch=None):
+    """A simulation per path through the data-dependent If conditions."""
     main = plans.get(func_name)
-    names = main.plan.names
-    best = None
     prefixes = [[]]
     paths = 0
     while prefixes:
@@ -119,11 +129,19 @@ def _timeline(mod, func_name: str) -> MemoryTimeline:
             raise UnsupportedError(
                 f"{func_name}: more than {MAX_PATHS} paths through data-dependent If conditions; no static peak"
             )
-        sim = _Sim(plans, prefix)
+        sim = _Sim(plans, prefix, watch)
         sim.run_top(main)
         # Depth-first over the branch choices: every choice made past the prefix can also go the other way.
         for j in range(len(prefix), len(sim.taken)):
             prefixes.append(sim.taken[:j] + [False])
+        yield sim
+
+
+def _timeline(mod, func_name: str) -> MemoryTimeline:
+    plans = Replays(mod)
+    names = plans.get(func_name).plan.names
+    best = None
+    for sim in _paths(plans, func_name):
         best = sim if best is None else best.merge(sim)
     during, peak = tuple(best.during), best.peak
     index = next((i for i, d in enumerate(during) if d == peak), None) if peak > best.param_bytes else None
@@ -195,8 +213,12 @@ def param_value(sinfo, what: str, span=None):
 class _Sim:
     """One run of a function on abstract arrays, with the If choices in `prefix` (then True)."""
 
-    def __init__(self, plans: Replays, prefix: list[bool]):
+    def __init__(self, plans: Replays, prefix: list[bool], watch: int | None = None):
         self.plans = plans
+        # With `watch`: the buffers live when the bytes first reach it, by the name that allocated them.
+        self.watch = watch
+        self.names: dict[Buf, str] = {}
+        self.live: list[tuple[str, int]] | None = None
         self.prefix = prefix
         self.taken: list[bool] = []
         self.refs: dict[Buf, int] = {}
@@ -226,6 +248,8 @@ class _Sim:
             if c is None:
                 self.refs[buf] = count
                 self.cur += buf.nbytes
+                if self.cur == self.watch and self.live is None:
+                    self.live = [(self.names.get(b, "?"), b.nbytes) for b in self.refs if b.kind != "const"]
                 if self.cur > self.window:
                     self.window = self.cur
                     if self.cur > self.peak:
@@ -236,6 +260,12 @@ class _Sim:
             for x in tuple_leaves(v):  # a stack: tuples nest to any depth
                 if isinstance(x, Arr):
                     self.acquire(x, count)
+
+    def _name(self, v, name: str) -> None:
+        leaves = [v] if isinstance(v, Arr) else list(tuple_leaves(v)) if type(v) is tuple else []
+        for k, x in enumerate(leaves):
+            if isinstance(x, Arr) and x.buf not in self.names:
+                self.names[x.buf] = name if x is v else f"{name}[{k}]"
 
     def release(self, v) -> None:
         if isinstance(v, Arr):
@@ -262,8 +292,10 @@ class _Sim:
 
     def invoke(self, rp: Replay, args: list, top: bool):
         regs = list(rp.template)
-        for (reg, _), a in zip(rp.plan.params, args):
+        for (reg, p), a in zip(rp.plan.params, args):
             regs[reg] = a
+            if self.watch is not None:
+                self._name(a, p.name_hint)
             # The caller's own reference keeps top-level parameters live after their last use.
             self.acquire(a, 2 if top else 1)
         if top:
@@ -283,6 +315,8 @@ class _Sim:
                     self.during[k] = self.after[k] = self.cur
                 self.window = self.cur
             v = self.execute(rp, ins, regs)
+            if self.watch is not None:
+                self._name(v, ins.var.name_hint)
             self.acquire(v)
             regs[ins.out] = v
             if top:

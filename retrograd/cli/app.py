@@ -33,7 +33,7 @@ def _global_options(p: argparse.ArgumentParser, suppress: bool) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     import retrograd
-    from retrograd.cli import importer, listing, run, transform
+    from retrograd.cli import importer, listing, memory, run, transform
     from retrograd.examples.command import add_train_arguments, run_train
 
     p = argparse.ArgumentParser(prog="retrograd", description=DESCRIPTION,
@@ -46,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_parser(sub)
     listing.add_parsers(sub)
     importer.add_parser(sub)
+    memory.add_parser(sub)
     t = sub.add_parser("train", help="train the digits example, or a script's function returning a loss")
     add_train_arguments(t)
     t.set_defaults(run=run_train)

@@ -10,6 +10,7 @@ import numpy as np
 
 from retrograd.cli.common import STDIO
 from retrograd.errors import UsageError, did_you_mean
+from retrograd.ir.dtypes import is_extension, numpy_dtype
 from retrograd.runtime.params_io import ir_name
 
 # Random inputs and --dim sizes beyond this are refused before anything is allocated.
@@ -97,13 +98,16 @@ def check_dtypes(arrays: dict, func, cast: bool) -> dict:
         sinfo, value = p.struct_info, out.get(p.name_hint)
         if value is None or not isinstance(sinfo, TensorStructInfo) or not sinfo.dtype:
             continue
-        if value.dtype != np.dtype(sinfo.dtype):
+        want = numpy_dtype(sinfo.dtype)
+        if value.dtype.kind == "V" and value.dtype.names is None and is_extension(sinfo.dtype) and value.dtype.itemsize == want.itemsize:
+            value = out[p.name_hint] = value.view(want)  # .npy stores bfloat16 / float8 arrays as raw bytes
+        if value.dtype != want:
             if not cast:
                 raise UsageError(
                     f"input '{p.name_hint}' is {value.dtype} but the parameter is {sinfo.dtype}; "
                     f"--cast converts inputs to their parameters' dtypes"
                 )
-            out[p.name_hint] = value.astype(sinfo.dtype)
+            out[p.name_hint] = value.astype(want)
     return out
 
 
@@ -150,7 +154,7 @@ class RandomInputs:
             return self.rng.integers(0, high, size=shape).astype(sinfo.dtype)
         if sinfo.dtype == "bool":
             return self.rng.random(shape) < 0.5
-        return self.rng.standard_normal(shape).astype(sinfo.dtype or "float32")
+        return self.rng.standard_normal(shape).astype(numpy_dtype(sinfo.dtype or "float32"))
 
 
 def index_bounds(func, dims: dict) -> dict[str, int]:

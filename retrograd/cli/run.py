@@ -26,9 +26,12 @@ def cmd_run(args) -> int:
     if args.save not in (None, STDIO) and not args.save.endswith(".npz"):
         raise UsageError(f"--save {args.save}: the outputs are written as an .npz archive; name the file *.npz")
     mod = load_verified(args.file)
-    func = function_named(mod, args.func, args.file)
+    function_named(mod, args.func, args.file)
+    if isinstance(args.cast, str):
+        mod = _cast_module(mod, args.cast)
+    func = mod[args.func]
     dims = parse_dims(args.dim, func, args.func)
-    given = check_dtypes(read_inputs(args.inputs, func, args.func), func, args.cast) if args.inputs else {}
+    given = check_dtypes(read_inputs(args.inputs, func, args.func), func, bool(args.cast)) if args.inputs else {}
     random = RandomInputs(func, dims, args.seed)
     inputs = [given[p.name_hint] if p.name_hint in given else random.make(p.struct_info, p.name_hint) for p in func.params]
     keep_freed_memory()  # a run of its own: repeated calls reuse their pages (runtime/malloc.py)
@@ -54,6 +57,16 @@ def cmd_run(args) -> int:
     if args.save:
         _save(result, args.save)
     return 0
+
+
+def _cast_module(mod, dtype: str):
+    """The module computing in `dtype` (the cast-floats pass), or a usage error naming the float dtypes."""
+    from retrograd.ir.struct_info import FLOAT_DTYPES
+    from retrograd.passes import CastFloats
+
+    if dtype not in FLOAT_DTYPES:
+        raise UsageError(f"--cast {dtype}: give a float dtype to run in ({', '.join(FLOAT_DTYPES)}), or --cast alone")
+    return CastFloats(dtype=dtype)(mod)
 
 
 def time_report(call, repeat: int, warmup: int) -> str:
@@ -121,7 +134,9 @@ def add_parser(sub) -> None:
         "function of one parameter; - reads standard input",
     )
     r.add_argument(
-        "--cast", action="store_true", help="convert --inputs arrays to their parameters' dtypes instead of refusing them"
+        "--cast", nargs="?", const=True, default=False, metavar="DTYPE",
+        help="convert --inputs arrays to their parameters' dtypes instead of refusing them; with a float DTYPE "
+        "(bfloat16, float16, float8_e4m3fn, ...), first run the module in it: every float32 tensor becomes DTYPE",
     )
     r.add_argument(
         "--save", metavar="OUT.npz",

@@ -133,7 +133,7 @@ class FuncStructInfo(StructInfo):
     purity: bool = True
 
 
-FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64")
+FLOAT_DTYPES = ("float16", "bfloat16", "float32", "float64", "float8_e4m3fn", "float8_e5m2")
 INT_DTYPES = ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")
 
 

@@ -26,6 +26,7 @@ from retrograd.ir.functor import if_depth
 from retrograd.ir.nested import depth, fold, joined, render
 from retrograd.ir.struct_info import ShapeStructInfo, TensorStructInfo, TupleStructInfo
 from retrograd.lower.kernel_refs import kernel_ref, literal, safe_name
+from retrograd.ops.storage import in_storage, result_dtypes
 from retrograd.runtime.lowering import _prim_scalar
 
 _INLINE_CONST = 32  # constants with more elements are written as their bytes
@@ -92,6 +93,10 @@ class _ModuleLowering:
             for e in walk(mod[name].body):
                 if isinstance(e, Call) and isinstance(e.op, Op) and e.op not in self.kernel:
                     self._add_kernel(e.op, e.span)
+                if isinstance(e, Call) and isinstance(e.op, Op) and _in_storage(e):
+                    for line in _STORAGE_IMPORTS:
+                        if line not in self.imports:
+                            self.imports.append(line)
                 elif isinstance(e, Constant) and id(e) not in self.const:
                     self._add_const(e)
 
@@ -242,7 +247,10 @@ class _FunctionLowering:
         if ins.kind == "call":
             return f"{self.ml.func_name[ins.callee]}({', '.join(args)})"
         args += [f"{k}={literal(v)}" for k, v in ins.call.attrs.items()]
-        return f"{self.ml.kernel[ins.op]}({', '.join(args)})"
+        kernel = self.ml.kernel[ins.op]
+        if _in_storage(ins.call):  # bfloat16 / float8: computed in float32 and rounded, as the executor does
+            kernel = f"in_float32({kernel}, {literal(result_dtypes(ins.call.struct_info))})"
+        return f"{kernel}({', '.join(args)})"
 
     # -- statements -----------------------------------------------------------
     def block(self, blk, ind: str) -> tuple[list[str], str, list[str]]:
@@ -307,3 +315,11 @@ def _tuple_text_parts(e: Tuple, fields=None) -> list:
 def lower_to_python(mod, source_name: str = "module") -> str:
     """The module as a standalone Python module: one function per IR function, one statement per binding."""
     return _ModuleLowering(mod).source(source_name)
+
+
+_STORAGE_IMPORTS = ("import ml_dtypes  # noqa: F401 - registers bfloat16 / float8 with NumPy", "from retrograd.ops.storage import in_float32")
+
+
+def _in_storage(call: Call) -> bool:
+    """Whether the call involves bfloat16 / float8 (retrograd/ops/storage.py)."""
+    return in_storage(call.op, call.struct_info, [a.struct_info for a in call.args]) is not None

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from retrograd.ir.struct_info import FLOAT_DTYPES, INT_DTYPES
 
-# bfloat16 is a Relax dtype without a NumPy one: refused where a script names it, not deep in a kernel.
-UNSUPPORTED_DTYPES = {"bfloat16": "bfloat16 is not supported: NumPy, which runs retrograd's kernels, has no bfloat16"}
+# Dtypes refused where a script names them, not deep in a kernel (bfloat16 / float8 run through
+# ml_dtypes: retrograd/ir/dtypes.py).
+UNSUPPORTED_DTYPES: dict[str, str] = {}
 DTYPES = tuple(d for d in FLOAT_DTYPES + INT_DTYPES + ("bool",) if d not in UNSUPPORTED_DTYPES)
 
 

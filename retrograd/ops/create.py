@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from retrograd.errors import KernelError
+from retrograd.ir.dtypes import numpy_dtype
 from retrograd.ir.struct_info import ShapeStructInfo, TensorStructInfo
 from retrograd.ops.api import R
 from retrograd.ops.attr_types import to_dtype, to_opt_dtype
@@ -54,9 +55,9 @@ def _infer_like(ctx: InferCtx) -> TensorStructInfo:
 
 
 def np_dtype(dtype: str, op: str) -> np.dtype:
-    """A NumPy dtype for a Relax dtype name; bfloat16 has none."""
+    """A NumPy dtype for a Relax dtype name (bfloat16 / float8 through ml_dtypes)."""
     try:
-        return np.dtype(dtype)
+        return numpy_dtype(dtype)
     except TypeError:
         raise KernelError(f"{op}: dtype {dtype} is not supported by the NumPy kernels") from None
 

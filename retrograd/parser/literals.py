@@ -16,6 +16,7 @@ from retrograd.ir.struct_info import (
     TensorStructInfo,
     TupleStructInfo,
 )
+from retrograd.ir.dtypes import float_max, numpy_dtype
 from retrograd.ops.attr_types import DTYPES, UNSUPPORTED_DTYPES
 from retrograd.parser.syntax import (
     K_ARITH,
@@ -192,7 +193,7 @@ def prim_value(ctx: Ctx, value, dtype: str, node: Node):
             raise OpError(f"{value} is out of range for {dtype} [{info.min}, {info.max}]", ctx.span(node))
         return int(value)
     value = float(value)
-    if math.isfinite(value) and abs(value) > float(np.finfo(dtype).max):
+    if math.isfinite(value) and abs(value) > float_max(dtype):
         raise OpError(f"{value!r} is out of range for {dtype}", ctx.span(node))
     return value
 
@@ -495,7 +496,7 @@ def const_array(ctx: Ctx, value_node: Node, dtype: str | None, call: Node) -> np
     if dtype is not None and dtype not in DTYPES:
         raise OpError(f"R.const: unknown dtype {dtype!r} (known: {', '.join(DTYPES)})", ctx.span(call))
     try:
-        arr = np.array(value, dtype=dtype)
+        arr = np.array(value, dtype=None if dtype is None else numpy_dtype(dtype))
         if dtype is None:
             if arr.dtype.kind not in "biuf":
                 raise ValueError("values must be numbers or booleans")

@@ -26,6 +26,7 @@ from retrograd.ir.expr import (
     TupleGetItem,
     Var,
 )
+from retrograd.ir.dtypes import is_float_array_dtype
 from retrograd.ir.functor import if_depth, stack_room
 from retrograd.ir.nested import joined, render
 from retrograd.ir.strings import quote as _quote
@@ -87,7 +88,7 @@ def _element_texts(flat: np.ndarray) -> list[str]:
         return ["True" if x else "False" for x in flat.tolist()]
     if kind in "iu":
         return [str(x) for x in flat.tolist()]
-    if kind != "f":
+    if not is_float_array_dtype(flat.dtype):
         raise UnsupportedError(f"cannot print a constant of dtype {flat.dtype}")
     # numpy's str() of a float32/float16 scalar is the shortest text for that precision; reading it
     # back through float64 may round differently, so check all at once and fall back to the exact text.

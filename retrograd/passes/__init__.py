@@ -33,3 +33,4 @@ from retrograd.passes.gradient import Gradient  # noqa: F401,E402
 from retrograd.passes.gradient import densify_sparse_grad, merge_sparse_grad  # noqa: F401,E402
 from retrograd.passes.cse import CommonSubexprElimination  # noqa: F401,E402
 from retrograd.passes.checkpoint import Checkpoint, PlanReport, plan_checkpoint  # noqa: F401,E402
+from retrograd.passes.cast_floats import CastFloats  # noqa: F401,E402

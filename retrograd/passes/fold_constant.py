@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 
+from retrograd.ops.storage import for_storage
 from retrograd.ir.block import VarBinding
 from retrograd.ir.copy import substitute
 from retrograd.ir.expr import (
@@ -80,7 +81,8 @@ class _Folder(ExprMutator):
             return None
         try:
             with np.errstate(all="ignore"):
-                result = np.asarray(op.kernel(*args, **call.attrs))
+                kernel = for_storage(op, call.struct_info, [a.struct_info for a in call.args])
+                result = np.asarray(kernel(*args, **call.attrs))
         except Exception:  # noqa: BLE001 - a kernel refusing its input leaves the call for run time
             return None
         sinfo = call.struct_info

@@ -13,6 +13,7 @@ from retrograd.analysis.liveness import inplace_positions
 from retrograd.analysis.plan import plan_function
 from retrograd.errors import KernelError, UnsupportedError
 from retrograd.gc_pause import collector_paused
+from retrograd.ir.dtypes import itemsize
 from retrograd.ir.expr import Constant, Function, PrimValue, ShapeExpr, StringImm
 from retrograd.ir.functor import if_depth, stack_room
 from retrograd.ir.nested import fold, joined, render
@@ -25,6 +26,7 @@ from retrograd.ir.struct_info import (
     tuple_fields,
 )
 from retrograd.ir.text import format_sinfo
+from retrograd.ops.storage import for_storage
 from retrograd.runtime import pairs, split
 from retrograd.runtime.inplace import make as make_inplace
 from retrograd.runtime.interp import make_call, make_if, root_of
@@ -322,12 +324,18 @@ class _FunctionLowering:
         attr_text = ", ".join(f"{k}={_fmt_attr(v)}" for k, v in call.attrs.items())
         label = f"{script}({', '.join(labels + ([attr_text] if attr_text else []))})"
         info = Info(self.name, name, label, arg_info, ins.span, script)
+        try:  # bfloat16 / float8: computed in float32, rounded to the storage dtype
+            bound = for_storage(op, var.struct_info, [a.struct_info for a in call.args])
+        except UnsupportedError as err:
+            raise self.error(f"binding '{name}': {err.message}", ins.span) from None
+        storage = bound is not kernel  # computed on float32 copies: not split (nor written in place: liveness)
+        kernel = bound
         fn = _kernel_fn(kernel, call.attrs, srcs)
         if op.threaded:  # a function with a threaded kernel holds BLAS to one thread while it runs
             self.splits = True
         nbytes = static_nbytes(var.struct_info)
         into = op.inplace
-        if into is not None and not self.check and split.splittable([a.struct_info for a in call.args], var.struct_info, nbytes):
+        if into is not None and not self.check and not storage and split.splittable([a.struct_info for a in call.args], var.struct_info, nbytes):
             sinfo = var.struct_info
             fn = split.make(into, [reader(s) for s in srcs], tuple(sinfo.shape), sinfo.dtype)
             self.splits = True
@@ -370,10 +378,10 @@ def _nbytes_of(sinfo, sizes) -> int | None:
     if not all(isinstance(d, int) for d in sinfo.shape):
         return None
     try:
-        itemsize = np.dtype(sinfo.dtype).itemsize
+        size = itemsize(sinfo.dtype)
     except TypeError:
         return None
-    return int(np.prod(sinfo.shape, dtype=object)) * itemsize
+    return int(np.prod(sinfo.shape, dtype=object)) * size
 
 
 def _item(src: int, index: int):

@@ -10,6 +10,7 @@ from typing import Callable
 import numpy as np
 
 from retrograd.errors import UnsupportedError
+from retrograd.ir.dtypes import numpy_dtype
 from retrograd.ir.nested import depth, fold, preorder
 from retrograd.ir.struct_info import (
     FuncStructInfo,
@@ -208,7 +209,7 @@ def _dtype_ok_for_scalar(value, dtype: str) -> bool:
 
 
 def _tensor_checker(sinfo: TensorStructInfo, path: str, expected: str):
-    dtype = np.dtype(sinfo.dtype) if sinfo.dtype else None
+    dtype = numpy_dtype(sinfo.dtype) if sinfo.dtype else None
     ndim = sinfo.ndim
     shape = sinfo.shape
     scalar_ok = ndim == 0

@@ -130,7 +130,7 @@ def test_passes_lists_descriptions_and_typed_options_with_defaults():
     entries = re.split(r"\n(?=\S)", proc.out.strip())
     names = [e.split()[0] for e in entries]
     # (This process's registry may also hold passes other tests registered.)
-    assert names == sorted(names) and names == ["checkpoint", "cse", "dce", "fold-constant", "gradient", "simplify"]
+    assert names == sorted(names) and names == ["cast-floats", "checkpoint", "cse", "dce", "fold-constant", "gradient", "simplify"]
     for e in entries:
         doc = inspect.getdoc(pass_factory(e.split()[0])).splitlines()[0]
         assert e.splitlines()[0].endswith(doc)

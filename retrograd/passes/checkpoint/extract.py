@@ -11,6 +11,7 @@ from retrograd.analysis.layout import Fresh, Layout, Same, results
 from retrograd.analysis.liveness import inplace_positions
 from retrograd.analysis.plan import c_layout
 from retrograd.errors import PassError
+from retrograd.ir.dtypes import itemsize
 from retrograd.ir.expr import (
     Call,
     Constant,
@@ -44,7 +45,7 @@ def static_bytes(sinfo, what: str, span=None) -> int:
                 f"checkpoint: {what} has struct info {format_sinfo(sinfo, brief=True)}; planning needs static shapes and dtypes",
                 span,
             )
-        return prod(sinfo.shape) * (1 if sinfo.dtype == "bool" else np.dtype(sinfo.dtype).itemsize)
+        return prod(sinfo.shape) * (1 if sinfo.dtype == "bool" else itemsize(sinfo.dtype))
     if isinstance(sinfo, TupleStructInfo):
         # Bottom-up with a stack: tuples nest to any depth.
         return fold(sinfo, tuple_fields, lambda s, sizes: sum(sizes) if isinstance(s, TupleStructInfo) else static_bytes(s, what, span))

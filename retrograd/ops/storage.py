@@ -1,0 +1,99 @@
+"""Kernels on storage-only dtypes (bfloat16, float8): compute in float32, round the result to storage.
+
+This is what TVM's CPU legalization does for these dtypes: every op reads its bfloat16/float8
+operands as float32, computes in float32 and rounds its result to the storage dtype
+(round-to-nearest-even, as ml_dtypes casts). One wrapping, applied where a kernel is bound to a
+call, covers every op of the registry and the ops the gradient emits.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from retrograd.ir.dtypes import is_extension, require_extension
+from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, PrimStructInfo
+
+_COMPUTE = np.float32
+
+
+def _dtypes(sinfo, out: list) -> list:
+    stack = [sinfo]
+    while stack:
+        s = stack.pop()
+        if isinstance(s, TupleStructInfo):
+            stack.extend(s.fields)
+        elif isinstance(s, TensorStructInfo | PrimStructInfo) and s.dtype:
+            out.append(s.dtype)
+    return out
+
+
+# Ops whose kernels only move, view or relabel data: they run on the storage dtype itself, so that
+# their results stay the views (or the very arguments) the memory model says they are.
+MOVES_DATA = frozenset({
+    "relax.reshape", "relax.permute_dims", "relax.expand_dims", "relax.flatten", "relax.squeeze",
+    "relax.strided_slice", "relax.split", "relax.broadcast_to", "relax.match_cast", "relax.grad.no_grad",
+    "relax.grad.start_checkpoint", "relax.grad.end_checkpoint",
+})
+
+
+def storage_dtype(out_sinfo, arg_sinfos) -> str | None:
+    """The first extension dtype among a call's result and arguments, or None."""
+    found: list = []
+    for s in (out_sinfo, *arg_sinfos):
+        _dtypes(s, found)
+    return next((d for d in found if is_extension(d)), None)
+
+
+def in_storage(op, out_sinfo, arg_sinfos) -> str | None:
+    """The storage dtype whose call of `op` computes in float32 (None: the kernel runs as it is)."""
+    if getattr(op, "name", None) in MOVES_DATA:
+        return None
+    return storage_dtype(out_sinfo, arg_sinfos)
+
+
+def for_storage(op, out_sinfo, arg_sinfos):
+    """`op.kernel`, or when the call involves a storage dtype, a kernel computing in float32 on widened
+    operands whose results are rounded to the dtypes `out_sinfo` gives them."""
+    dtype = in_storage(op, out_sinfo, arg_sinfos)
+    if dtype is None:
+        return op.kernel
+    require_extension(dtype)
+    return in_float32(op.kernel, result_dtypes(out_sinfo))
+
+
+def result_dtypes(sinfo):
+    """The dtype of each tensor of a result: a name, a (nested) tuple of them, or None."""
+    if isinstance(sinfo, TupleStructInfo):
+        return tuple(result_dtypes(s) for s in sinfo.fields)
+    return sinfo.dtype or None if isinstance(sinfo, TensorStructInfo) else None
+
+
+def in_float32(kernel, dtypes):
+    """`kernel` on operands widened to float32, its results rounded to `dtypes` (see result_dtypes)."""
+
+    def run(*args, **attrs):
+        wide = [_widen(a) for a in args]
+        result = kernel(*wide, **attrs)
+        for a, w in zip(args, wide):
+            if result is w:  # the argument itself (astype to its own dtype): it, not a copy
+                return a
+        return _narrow(result, dtypes)
+
+    run.__name__ = f"{getattr(kernel, '__name__', 'kernel')}_in_float32"
+    return run
+
+
+def _widen(value):
+    if isinstance(value, np.ndarray | np.generic):
+        return value.astype(_COMPUTE) if is_extension(value.dtype) else value
+    if isinstance(value, tuple | list):  # tuple operands (R.concat) are shallow
+        return type(value)(_widen(v) for v in value)
+    return value
+
+
+def _narrow(result, dtypes):
+    if isinstance(dtypes, tuple) and isinstance(result, tuple | list):
+        return type(result)(_narrow(r, d) for r, d in zip(result, dtypes))
+    if isinstance(dtypes, str) and is_extension(dtypes) and isinstance(result, np.ndarray | np.generic):
+        return np.asarray(result).astype(dtypes, copy=False)
+    return result
