@@ -12,7 +12,7 @@ import importlib
 
 from retrograd.errors import UnsupportedError
 
-FAMILIES = ("elementwise", "create", "reduce", "shape", "index", "nn")
+FAMILIES = ("elementwise", "create", "reduce", "shape", "index", "nn", "conv", "pool")
 
 _TABLE: dict | None = None
 _DEVICE = ["cpu"]
