@@ -12,7 +12,7 @@ import importlib
 
 from retrograd.errors import UnsupportedError
 
-FAMILIES = ("elementwise", "create", "reduce", "shape", "index", "nn", "conv", "pool")
+FAMILIES = ("elementwise", "create", "reduce", "shape", "index", "nn", "conv", "pool", "norm", "grad")
 
 _TABLE: dict | None = None
 _DEVICE = ["cpu"]
@@ -66,3 +66,13 @@ def table() -> dict:
 def lookup(name: str):
     """The torch kernel of op `name`, or None."""
     return table().get(name)
+
+
+def meta_array(t):
+    """A NumPy array of t's shape and dtype taking no memory (zero strides): for NumPy's checks of shape
+    and dtype (argument signatures, R.match_cast) without copying a tensor to the host."""
+    import numpy as np
+
+    torch = require_torch()
+    dt = torch.empty(0, dtype=t.dtype).numpy().dtype
+    return np.lib.stride_tricks.as_strided(np.zeros((), dt), tuple(t.shape), (0,) * t.ndim)

@@ -8,18 +8,11 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 
 from retrograd.errors import KernelError
 from retrograd.ops.manipulate import split_points
-from retrograd.ops.torch_kernels import tdtype
-
-
-def meta_proxy(t):
-    """A NumPy array of t's shape and dtype that takes no memory: for NumPy checks of shape and dtype."""
-    dt = torch.empty(0, dtype=t.dtype).numpy().dtype
-    return np.lib.stride_tricks.as_strided(np.zeros((), dt), tuple(t.shape), (0,) * t.ndim)
+from retrograd.ops.torch_kernels import meta_array, tdtype
 
 
 def permute_dims(x, axes=None):
@@ -179,7 +172,7 @@ def batch_flatten(data):
 def match_cast(x, struct_info):
     from retrograd.ops.registry import get
 
-    get("relax.match_cast").kernel(meta_proxy(x), struct_info)  # the NumPy kernel's checks of shape and dtype
+    get("relax.match_cast").kernel(meta_array(x), struct_info)  # the NumPy kernel's checks of shape and dtype
     return x
 
 
