@@ -163,7 +163,8 @@ class TorchExecutable:
             v = fn(regs)
             buf = regs[reg]
             if (isinstance(v, tensor) and isinstance(buf, tensor) and buf.shape == v.shape and buf.dtype == v.dtype
-                    and m.refs.get(buf.untyped_storage().data_ptr()) == 1 and buf.device == v.device):
+                    and m.refs.get(buf.untyped_storage().data_ptr()) == 1 and buf.device == v.device
+                    and all(st or n <= 1 for st, n in zip(buf.stride(), buf.shape))):  # a broadcast is read-only
                 buf.copy_(v)
                 return buf
             return v

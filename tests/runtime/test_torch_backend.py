@@ -25,6 +25,13 @@ GRAD = [c for c in STATIC if c.differentiable_params() and c.opdef.grad is not N
 CORPUS = sorted((Path(__file__).resolve().parents[1] / "corpus").glob("c*.py"))
 
 
+def _negative_strides(case) -> bool:
+    """NumPy views a slice with negative strides; torch has no negative strides and copies it (the one
+    place the torch backend's peak may exceed the NumPy executor's and the memory model's)."""
+    strides = case.attrs.get("strides") if case.op.endswith("strided_slice") else None
+    return bool(strides) and any(s < 0 for s in strides) or case.op.endswith("dynamic_strided_slice")
+
+
 def _ulps(case) -> int:
     return 2 if case.opdef.cost.kind == "elementwise" and not case.op.startswith("relax.grad.") else ACCUMULATING_ULPS
 
@@ -40,7 +47,18 @@ def _run_both(mod, name, args, device="cpu"):
         return None
     tex = retrograd.build(mod, backend="torch", device=device)
     got = tex.numpy(tex[name](*args))
-    return want, got, ex.stats.peak_live_bytes, tex.stats.peak_live_bytes
+    return want, got, _model_peak(mod, name, ex.stats.peak_live_bytes), tex.stats.peak_live_bytes
+
+
+def _model_peak(mod, name, numpy_peak):
+    """retrograd.analysis.peak_memory, the peak both backends must meet; NumPy's measured peak where the
+    model cannot say (dynamic shapes)."""
+    from retrograd.analysis import peak_memory
+
+    try:
+        return peak_memory(mod, name)
+    except DiagnosticError:
+        return numpy_peak
 
 
 @pytest.mark.parametrize("case", STATIC, ids=lambda c: c.id)
@@ -48,9 +66,9 @@ def test_op_case_forward_on_torch(case):
     need("torch")
     out = _run_both(case.build(), "main", case.make_inputs(seed=5))
     if out is not None:
-        want, got, np_peak, t_peak = out
+        want, got, model_peak, t_peak = out
         assert_matches(got, want, _ulps(case), case.id)
-        assert t_peak == np_peak
+        assert t_peak >= model_peak if _negative_strides(case) else t_peak == model_peak
 
 
 def _adjoint(case):
@@ -87,9 +105,9 @@ def test_op_case_adjoint_on_torch(case):
         pytest.skip("the forward call fails on these inputs (checked by the forward test)")
     out = _run_both(mod, "main_adjoint", [*inputs, cot])
     if out is not None:
-        want, got, np_peak, t_peak = out
+        want, got, model_peak, t_peak = out
         assert_matches(got, want, ACCUMULATING_ULPS, case.id)
-        assert t_peak == np_peak
+        assert t_peak >= model_peak if _negative_strides(case) else t_peak == model_peak
 
 
 def test_peak_matches_the_memory_model():
@@ -141,9 +159,9 @@ def test_corpus_on_both_backends(path):
             continue
         out = _run_both(mod, name, args)
         if out is not None:
-            want, got, np_peak, t_peak = out
+            want, got, model_peak, t_peak = out
             assert_matches(got, want, ACCUMULATING_ULPS, f"{path.stem}:{name}")
-            assert t_peak == np_peak
+            assert t_peak == model_peak
             ran += 1
     if not ran:
         pytest.skip("no function with static tensor parameters")

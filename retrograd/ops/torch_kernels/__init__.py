@@ -12,7 +12,7 @@ import importlib
 
 from retrograd.errors import UnsupportedError
 
-FAMILIES = ("elementwise", "create", "reduce", "shape", "index", "nn", "conv", "pool", "norm", "grad")
+FAMILIES = ("elementwise", "create", "reduce", "shape", "index", "nn", "conv", "pool", "norm", "grad", "image")
 
 _TABLE: dict | None = None
 _DEVICE = ["cpu"]
@@ -76,3 +76,9 @@ def meta_array(t):
     torch = require_torch()
     dt = torch.empty(0, dtype=t.dtype).numpy().dtype
     return np.lib.stride_tricks.as_strided(np.zeros((), dt), tuple(t.shape), (0,) * t.ndim)
+
+
+def fresh(t):
+    """t in a storage of its own (a kernel result that is a view of a temporary, or of an argument, would
+    count another buffer than the memory model's; NumPy kernels return fresh arrays too)."""
+    return t.clone(memory_format=require_torch().contiguous_format) if t._base is not None else t

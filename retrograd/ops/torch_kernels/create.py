@@ -68,7 +68,7 @@ def hamming_window(window_size, periodic, alpha, beta, dtype):
 
 
 def meshgrid(tensors, indexing="ij"):
-    return tuple(g.contiguous() for g in torch.meshgrid(*tensors, indexing=indexing))
+    return tuple(g.clone(memory_format=torch.contiguous_format) for g in torch.meshgrid(*tensors, indexing=indexing))
 
 
 def _prim_dtype(v):

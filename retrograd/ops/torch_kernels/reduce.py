@@ -7,7 +7,7 @@ import math
 import torch
 
 from retrograd.errors import KernelError
-from retrograd.ops.torch_kernels import tdtype
+from retrograd.ops.torch_kernels import fresh, tdtype
 from retrograd.ops.torch_kernels.elementwise import is_float, is_int
 
 
@@ -97,7 +97,7 @@ def median(x, axis=None, keepdims=False):
         if keepdims:
             for a in sorted(axes):
                 vals = vals.unsqueeze(a)
-        return vals.contiguous()
+        return fresh(vals.contiguous())
     (a,) = axis
     k = (x.shape[a] - 1) // 2
     order = torch.argsort(x, dim=a, stable=True)
@@ -105,7 +105,7 @@ def median(x, axis=None, keepdims=False):
     vals = torch.gather(x, a, idx)
     if not keepdims:
         idx, vals = idx.squeeze(a), vals.squeeze(a)
-    return vals.contiguous(), idx.contiguous()
+    return fresh(vals.contiguous()), fresh(idx.contiguous())
 
 
 def order(x, axis, descending):
@@ -127,7 +127,7 @@ def topk(data, k=1, axis=-1, ret_type="both", largest=True, dtype="int32"):
     k = k if 0 < k < n else n
     idx = order(data, axis, largest).narrow(axis, 0, k)
     vals = torch.gather(data, axis, idx)
-    idx = idx.to(tdtype(dtype) if dtype else data.dtype)
+    idx = fresh(idx.to(tdtype(dtype) if dtype else data.dtype))
     return (vals, idx) if ret_type == "both" else vals if ret_type == "values" else idx
 
 

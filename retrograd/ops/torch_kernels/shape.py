@@ -12,7 +12,7 @@ import torch
 
 from retrograd.errors import KernelError
 from retrograd.ops.manipulate import split_points
-from retrograd.ops.torch_kernels import meta_array, tdtype
+from retrograd.ops.torch_kernels import fresh, meta_array, tdtype
 
 
 def permute_dims(x, axes=None):
@@ -160,7 +160,7 @@ def pixel_shuffle(data, *, upscale_factor):
     *lead, c, h, w = data.shape
     k = len(lead)
     y = data.reshape(*lead, c // (r * r), r, r, h, w).permute(*range(k + 1), k + 3, k + 1, k + 4, k + 2)
-    return y.contiguous().reshape(*lead, c // (r * r), h * r, w * r)
+    return fresh(y.contiguous().reshape(*lead, c // (r * r), h * r, w * r))
 
 
 def batch_flatten(data):
