@@ -10,7 +10,7 @@ import numpy as np
 
 from retrograd.errors import TrainingError
 from retrograd.examples import digits, textbag
-from retrograd.examples.options import add_arguments
+from retrograd.examples.options import add_arguments, trainer_options
 
 EXAMPLES = {"digits": digits, "textbag": textbag}
 OPTIMIZERS = ("adam", "adamw", "sgd", "momentum")
@@ -66,7 +66,7 @@ def _train_file(args, stream) -> int:
     epochs = 1 if args.epochs is None else args.epochs
     train_mod = setup_trainer(mod, None, _optimizer(args.optimizer, lr), checkpoint=args.checkpoint,
                               func=args.func, inputs=names, batch_size=args.batch_size)
-    trainer = Trainer(train_mod)
+    trainer = Trainer(train_mod, **trainer_options(args))
     trainer.init_params(args.init, seed=args.seed)
     n = len(arrays[names[0]]) if names and np.ndim(arrays[names[0]]) else 0
     steps = epochs * steps_per_epoch(trainer, n, args.batch_size) if n else 0

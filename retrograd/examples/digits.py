@@ -72,6 +72,7 @@ def run(args, stream=None) -> float:
     """Train, print `test accuracy 0.xxxx`, write the outputs; return the test accuracy."""
     from retrograd.examples.options import plot_history
     from retrograd.parser import parse
+    from retrograd.examples.options import trainer_options
     from retrograd.training import Adam, NLLLoss, Trainer, setup_trainer
     from retrograd.training.loop import accuracy, fit, steps_per_epoch, training_threads
     from retrograd.training.progress import Progress
@@ -84,7 +85,7 @@ def run(args, stream=None) -> float:
         tr = tr[: args.limit]
     mod = setup_trainer(parse(model_text()), NLLLoss(), Adam(args.lr), checkpoint=args.checkpoint,
                         batch_size=args.batch_size)
-    trainer = Trainer(mod)
+    trainer = Trainer(mod, **trainer_options(args))
     trainer.init_params("he_uniform", seed=args.seed)
     steps = args.epochs * steps_per_epoch(trainer, len(tr), args.batch_size)
     with training_threads(args.threads or None):

@@ -40,11 +40,12 @@ def make_data(n: int, seed: int, keywords: int = 2):
 
 def build_trainer(lr: float, sparse: bool = True, seed: int = 0, checkpoint=None, batch_size: int | None = None):
     from retrograd.parser import parse
+    from retrograd.examples.options import trainer_options
     from retrograd.training import SGD, CrossEntropyLoss, Trainer, setup_trainer
 
     mod = setup_trainer(parse(MODEL), CrossEntropyLoss(), SGD(lr), sparse=["table"] if sparse else None, checkpoint=checkpoint,
                         batch_size=batch_size)
-    trainer = Trainer(mod)
+    trainer = Trainer(mod, **trainer_options(args))
     rng = np.random.default_rng(seed)
     trainer.init_params("xavier_uniform", seed=seed,
                         overrides={"table": (rng.standard_normal((VOCAB, DIM)) * 0.5).astype(np.float32)})

@@ -14,6 +14,7 @@ import torch.nn.functional as F
 
 from retrograd.errors import KernelError
 from retrograd.ops.kernels.window import window_positions
+from retrograd.ops.torch_kernels import fresh
 from retrograd.ops.torch_kernels.conv import ints, paddings, to_layout
 
 _SPATIAL = {1: "W", 2: "HW", 3: "DHW"}
@@ -81,7 +82,7 @@ class _Pool:
         n, c = self.x.shape[:2]
         out = torch.zeros((n, c, self.plane + 1), dtype=self.x.dtype, device=self.x.device)
         out.index_add_(2, positions.reshape(-1), values.reshape(n, c, -1))
-        return to_layout(self.op, out[:, :, : self.plane].reshape(self.x.shape), self.canon, layout).contiguous()
+        return fresh(to_layout(self.op, out[:, :, : self.plane].reshape(self.x.shape), self.canon, layout).contiguous())
 
     def divisor(self, count_include_pad):
         counts = self.padded if count_include_pad else self.inside
@@ -117,7 +118,7 @@ def _max_backward(n):
         n_, c = g.shape[:2]
         out = torch.zeros((n_, c, p.plane + 1), dtype=p.x.dtype, device=p.x.device)
         out.scatter_add_(2, positions.reshape(n_, c, -1), g)
-        return to_layout(p.op, out[:, :, : p.plane].reshape(p.x.shape), p.canon, layout).contiguous()
+        return fresh(to_layout(p.op, out[:, :, : p.plane].reshape(p.x.shape), p.canon, layout).contiguous())
 
     return kernel
 
