@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import attrs
 
-from retrograd.analysis.layout import Same, View, results
-from retrograd.analysis.plan import Arr, Block, Buf, Ins, Plan, Plans, param_value
+import numpy as np
+
+from retrograd.analysis.layout import Layout, Same, View, c_layout, results
+from retrograd.analysis.plan import Block, Ins, Plan, Plans
 from retrograd.errors import UnsupportedError
 from retrograd.gc_pause import collector_paused
 from retrograd.ir.functor import module_if_depth, stack_room
-from retrograd.ir.nested import fold, tuple_leaves
-from retrograd.ir.struct_info import TupleStructInfo
+from retrograd.ir.expr import Constant
+from retrograd.ir.nested import fold, preorder, tuple_leaves
+from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, tuple_fields
+from retrograd.ir.text import format_sinfo
 
 MAX_PATHS = 4096
 MAX_CALL_DEPTH = 64
@@ -44,9 +48,9 @@ def peak_memory(mod, func_name: str) -> int:
     """The `ex.stats.peak_live_bytes` that `retrograd.build(mod)[func_name](*args)` measures.
 
     The executor's meter is replayed on abstract arrays (a buffer: parameter, constant or fresh, with
-    its size; a layout over it), with registers, release points and in-place targets assigned as the
-    lowering assigns them and kernel results as retrograd.analysis.layout describes them. Shapes must
-    be static; arguments are taken to be distinct arrays owning their memory. Where an If's condition
+    its size; a layout over it) over the function's Plan (analysis/plan.py), the one the executor
+    runs: its registers, release points and in-place targets, with kernel results as
+    retrograd.analysis.layout describes them. Shapes must be static; arguments are taken to be distinct arrays owning their memory. Where an If's condition
     depends on the data every path is followed (at most MAX_PATHS) and the worst one is reported.
     """
     return memory_timeline(mod, func_name).peak
@@ -60,9 +64,51 @@ def memory_timeline(mod, func_name: str) -> MemoryTimeline:
         return _timeline(mod, func_name)
 
 
+class Replay:
+    """A function's plan with what the replay adds: abstract constants in the register template, and
+    the C-order result buffers [(nbytes, layout)] of each op instruction (static shapes required: every
+    instruction's are checked when the function is first planned, taken branch or not)."""
+
+    __slots__ = ("plan", "template", "fresh")
+
+    def __init__(self, plan: Plan, by_sinfo: dict):
+        self.plan = plan
+        for _, p in plan.params:
+            param_value(p.struct_info, f"{plan.name}: parameter '{p.name_hint}'", p.span)
+        self.template = [None] * plan.nregs
+        for reg, expr in plan.consts.items():
+            if isinstance(expr, Constant):
+                self.template[reg] = _const_value(expr)
+        self.fresh: dict[Ins, list] = {}
+        for ins in plan.instructions():
+            if ins.kind == "op":
+                sinfo = ins.var.struct_info
+                fresh = by_sinfo.get(sinfo)  # few distinct struct infos per function
+                if fresh is None:
+                    shapes = static_shapes(sinfo, f"{plan.name}: binding '{ins.var.name_hint}'", ins.span)
+                    fresh = by_sinfo[sinfo] = [c_layout(shape, dtype) for shape, dtype in shapes]
+                self.fresh[ins] = fresh
+
+
+class Replays:
+    """The module's functions planned and prepared for the replay once each, on demand."""
+
+    def __init__(self, mod):
+        self.plans = Plans(mod)
+        self.replays: dict[str, Replay] = {}
+        self.by_sinfo: dict = {}
+
+    def get(self, name: str) -> Replay:
+        r = self.replays.get(name)
+        if r is None:
+            r = self.replays[name] = Replay(self.plans.get(name), self.by_sinfo)
+        return r
+
+
 def _timeline(mod, func_name: str) -> MemoryTimeline:
-    plans = Plans(mod)
+    plans = Replays(mod)
     main = plans.get(func_name)
+    names = main.plan.names
     best = None
     prefixes = [[]]
     paths = 0
@@ -81,7 +127,66 @@ def _timeline(mod, func_name: str) -> MemoryTimeline:
         best = sim if best is None else best.merge(sim)
     during, peak = tuple(best.during), best.peak
     index = next((i for i, d in enumerate(during) if d == peak), None) if peak > best.param_bytes else None
-    return MemoryTimeline(func_name, main.names, during, tuple(best.after), best.param_bytes, peak, index)
+    return MemoryTimeline(func_name, names, during, tuple(best.after), best.param_bytes, peak, index)
+
+
+# -- abstract values: buffers and layouts ------------------------------------------------------------------------------
+
+
+class Buf:
+    """One memory buffer. kind: "param" and "fresh" count; "const" (module constants) never does."""
+
+    __slots__ = ("nbytes", "kind")
+
+    def __init__(self, nbytes: int, kind: str):
+        self.nbytes = nbytes
+        self.kind = kind
+
+
+class Arr:
+    """An array value: the buffer it refers to and its layout over it."""
+
+    __slots__ = ("buf", "layout", "known")
+
+    def __init__(self, buf: Buf, layout: Layout, known=None):
+        self.buf = buf
+        self.layout = layout
+        self.known = known  # the value of a constant scalar, to follow If conditions known statically
+
+
+def _const_value(c: Constant) -> Arr:
+    data = np.asarray(c.data)
+    known = bool(data) if data.ndim == 0 and data.dtype.kind in "biuf" else None
+    layout = Layout(tuple(data.shape), str(data.dtype), tuple(data.strides), False)
+    return Arr(Buf(data.nbytes, "const"), layout, known)
+
+
+def static_shapes(sinfo, what: str, span=None) -> list:
+    """[(shape, dtype)] of the tensors in `sinfo`, nested tuples flattened; error on unknown dims."""
+    if isinstance(sinfo, TensorStructInfo):
+        if not sinfo.is_static or not sinfo.dtype:
+            raise UnsupportedError(
+                f"{what} has struct info {format_sinfo(sinfo, brief=True)}: the memory model needs static shapes and dtypes", span
+            )
+        return [(tuple(sinfo.shape), sinfo.dtype)]
+    if isinstance(sinfo, TupleStructInfo):
+        out = []
+        for s in preorder(sinfo, tuple_fields):  # a stack: tuples nest to any depth
+            if not isinstance(s, TupleStructInfo):
+                out.extend(static_shapes(s, what, span))
+        return out
+    raise UnsupportedError(f"{what} has struct info {format_sinfo(sinfo, brief=True)}: the memory model needs tensors", span)
+
+
+def param_value(sinfo, what: str, span=None):
+    if isinstance(sinfo, TensorStructInfo):
+        (shape, dtype), = static_shapes(sinfo, what, span)
+        nbytes, layout = c_layout(shape, dtype)
+        return Arr(Buf(nbytes, "param"), layout)
+    if isinstance(sinfo, TupleStructInfo):
+        # Each occurrence its own buffers (not shared=True: a struct info repeated is two parameters' worth).
+        return fold(sinfo, tuple_fields, lambda s, kids: tuple(kids) if isinstance(s, TupleStructInfo) else param_value(s, what, span), shared=False)
+    return None  # shapes, prim values, strings: no memory
 
 
 # -- the simulation -----------------------------------------------------------------------------------
@@ -90,7 +195,7 @@ def _timeline(mod, func_name: str) -> MemoryTimeline:
 class _Sim:
     """One run of a function on abstract arrays, with the If choices in `prefix` (then True)."""
 
-    def __init__(self, plans: Plans, prefix: list[bool]):
+    def __init__(self, plans: Replays, prefix: list[bool]):
         self.plans = plans
         self.prefix = prefix
         self.taken: list[bool] = []
@@ -147,25 +252,26 @@ class _Sim:
                     self.release(x)
 
     # functions and blocks
-    def run_top(self, plan: Plan) -> None:
+    def run_top(self, rp: Replay) -> None:
+        plan = rp.plan
         args = [param_value(p.struct_info, f"{plan.name}: parameter '{p.name_hint}'", p.span) for _, p in plan.params]
         n = len(plan.names)
         self.during = [0] * n
         self.after = [0] * n
-        self.invoke(plan, args, top=True)
+        self.invoke(rp, args, top=True)
 
-    def invoke(self, plan: Plan, args: list, top: bool):
-        regs = list(plan.template)
-        for (reg, _), a in zip(plan.params, args):
+    def invoke(self, rp: Replay, args: list, top: bool):
+        regs = list(rp.template)
+        for (reg, _), a in zip(rp.plan.params, args):
             regs[reg] = a
             # The caller's own reference keeps top-level parameters live after their last use.
             self.acquire(a, 2 if top else 1)
         if top:
             self.param_bytes = self.cur
             self.peak = self.window = self.cur
-        return self.run_block(plan, plan.block, regs, top)
+        return self.run_block(rp, rp.plan.block, regs, top)
 
-    def run_block(self, plan: Plan, blk: Block, regs: list, top: bool = False):
+    def run_block(self, rp: Replay, blk: Block, regs: list, top: bool = False):
         for r in blk.prefree:
             self.release(regs[r])
             regs[r] = None
@@ -176,7 +282,7 @@ class _Sim:
                 for k in range(done, ins.binding):
                     self.during[k] = self.after[k] = self.cur
                 self.window = self.cur
-            v = self.execute(plan, ins, regs)
+            v = self.execute(rp, ins, regs)
             self.acquire(v)
             regs[ins.out] = v
             if top:
@@ -188,7 +294,7 @@ class _Sim:
                 self.after[ins.binding] = self.cur
                 done = ins.binding + 1
         if top:
-            for k in range(done, len(plan.names)):
+            for k in range(done, len(rp.plan.names)):
                 self.during[k] = self.after[k] = self.cur
         v = _read(regs, blk.result)
         for r in blk.endfree:
@@ -196,9 +302,9 @@ class _Sim:
             regs[r] = None
         return v
 
-    def execute(self, plan: Plan, ins: Ins, regs: list):
+    def execute(self, rp: Replay, ins: Ins, regs: list):
         if ins.kind == "op":
-            return self.apply(plan, ins, regs)
+            return self.apply(rp, ins, regs)
         if ins.kind == "item":
             return regs[ins.srcs[0]][ins.index]
         if ins.kind == "call":
@@ -206,7 +312,7 @@ class _Sim:
             self.depth += 1
             if self.depth > MAX_CALL_DEPTH:
                 raise UnsupportedError(
-                    f"{plan.name}: binding '{ins.var.name_hint}': calls nest deeper than {MAX_CALL_DEPTH} "
+                    f"{rp.plan.name}: binding '{ins.var.name_hint}': calls nest deeper than {MAX_CALL_DEPTH} "
                     "(a recursion whose depth depends on the data has no static peak)",
                     ins.var.span,
                 )
@@ -228,12 +334,12 @@ class _Sim:
         pinned = cond.buf if isinstance(cond, Arr) else None
         if pinned is not None:
             self.pins[pinned] = self.pins.get(pinned, 0) + 1
-        v = self.run_block(plan, ins.branches[0 if known else 1], regs)
+        v = self.run_block(rp, ins.branches[0 if known else 1], regs)
         if pinned is not None:
             self.pins[pinned] -= 1
         return v
 
-    def apply(self, plan: Plan, ins: Ins, regs: list):
+    def apply(self, rp: Replay, ins: Ins, regs: list):
         if ins.target is not None:
             a = regs[ins.srcs[ins.target]]
             # The executor writes the result over an argument no other live value (or view) refers to.
@@ -244,7 +350,7 @@ class _Sim:
                 and not self.pins.get(a.buf)
             ):
                 return a
-        fresh = ins.fresh
+        fresh = rp.fresh[ins]
         call = ins.call
         if not getattr(call.op, "aliases", ()):
             outs = [Arr(Buf(n, "fresh"), layout) for n, layout in fresh]

@@ -1,14 +1,23 @@
-"""A function as the memory model runs it: the lowering's registers and release points, abstract values."""
+"""The plan of a function: the one walk from IR to ordered instructions over registers with lifetimes.
+
+Every consumer reads it: the executor binds a kernel to each instruction (runtime/lowering.py), the
+memory model replays it on abstract arrays (analysis/memory.py), `lower_to_python` prints it (its `del`s
+are the plan's frees) and the checkpoint planner builds its problem from it. A plan holds no kernels
+and needs no shapes: it says which register each binding fills, what each instruction reads, which
+registers die after it (or, read last by an If, inside its branches), which argument an elementwise op
+may overwrite, and which arguments an op's result may view.
+
+Registers: 0 is the call's symbolic-dim environment; parameters, constants (`Plan.consts`) and each
+instruction's result get one each. A source is a register or a (nested) tuple of sources: tuples,
+aliases and constants cost no instruction, uses read their sources directly.
+"""
 
 from __future__ import annotations
 
-import math
-
-import numpy as np
-
-from retrograd.analysis.layout import Layout, c_strides
+# c_layout lives in analysis/layout.py; named here for passes/checkpoint/extract.py until it builds from the Plan.
+from retrograd.analysis.layout import c_layout  # noqa: F401
 from retrograd.analysis.liveness import flat_registers, inplace_positions, release_points
-from retrograd.errors import UnsupportedError
+from retrograd.errors import NameError_, UnsupportedError
 from retrograd.ir.expr import (
     Call,
     Constant,
@@ -25,126 +34,165 @@ from retrograd.ir.expr import (
     Var,
     tuple_parts,
 )
-from retrograd.ir.nested import fold, preorder
-from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, tuple_fields
-from retrograd.ir.text import format_sinfo
-
-
-# -- plans: the lowering's registers and release points, without kernels ------------------------------
+from retrograd.ir.functor import if_depth, stack_room
+from retrograd.ir.nested import fold
 
 
 class Ins:
-    """One instruction of the lowered code: what it reads, the register it fills, what it releases."""
+    """One instruction.
 
-    __slots__ = ("kind", "out", "srcs", "reads", "frees", "call", "var", "branches", "callee", "target", "index", "binding", "fresh")
+    kind: "op" (call of an op; `call`, `op`), "call" (call of the module function `callee`), "if"
+    (`branches`: two Blocks; srcs[0] the condition's register) or "item" (field `index` of the tuple in
+    register srcs[0]). srcs: the argument sources; reads: the registers it reads that may be freed (for
+    an If, those its branches read from outside too); out: the register it fills; frees: the registers
+    released right after it; target: the argument position whose dying buffer an op may compute its
+    result into (None: a fresh result); aliases: argument positions whose buffer the result may view
+    (the op's `aliases`); var / binding / span: the bound variable, its position among the top-level
+    bindings (None inside a branch), and where it is written.
+    """
 
-    def __init__(self, kind, out, srcs, reads, var, binding, **extra):
-        self.kind = kind  # "op", "call", "if", "item"
+    __slots__ = ("kind", "out", "srcs", "reads", "frees", "var", "binding", "span", "call", "op", "callee",
+                 "branches", "index", "target", "aliases")
+
+    def __init__(self, kind, out, srcs, reads, var, binding, span, call=None, callee=None, branches=None, index=None):
+        self.kind = kind
         self.out = out
         self.srcs = srcs
         self.reads = reads
-        self.var = var
-        self.binding = binding  # position among the top-level bindings, or None
         self.frees = ()
-        self.call = extra.get("call")
-        self.callee = extra.get("callee")
-        self.branches = extra.get("branches")
-        self.index = extra.get("index")  # of the tuple element an "item" takes
-        self.fresh = extra.get("fresh")  # [(nbytes, C-order layout)] of an op's outputs
-        self.target = None  # in-place argument position
+        self.var = var
+        self.binding = binding
+        self.span = span
+        self.call = call
+        self.op = call.op if kind == "op" else None
+        self.callee = callee
+        self.branches = branches
+        self.index = index
+        self.target = None
+        self.aliases = tuple(getattr(self.op, "aliases", ())) if kind == "op" else ()
+
+    def __repr__(self) -> str:
+        what = {"op": lambda: getattr(self.op, "name", "?"), "call": lambda: self.callee,
+                "if": lambda: "if", "item": lambda: f"[{self.index}]"}[self.kind]()
+        return f"<Ins %{self.out} = {what}{tuple(self.srcs)} frees {self.frees}>"
 
 
 class Block:
-    """A function body or If branch: instructions, result source, and registers released around them."""
+    """A function body or If branch: its instructions; `result` (a source) is its value. prefree: owned
+    registers never read, released before the instructions run; endfree: the registers of the result,
+    released once it is read. defined / outer_reads: registers it fills / reads from outside."""
 
     __slots__ = ("ins", "result", "result_regs", "defined", "outer_reads", "prefree", "endfree")
 
 
 class Plan:
-    """A planned function: parameter registers, the register template (constants filled), its body."""
+    """A planned function. params: [(register, parameter Var)]; consts: {register: Constant, PrimValue,
+    StringImm or ShapeExpr} (never freed, filled by each consumer its own way); nregs: the number of
+    registers; fixed: the registers never freed (0 and the constants); block: the body; names: the
+    top-level bindings' names (Ins.binding indexes them); reg_names: the variable each register was
+    bound to, by name (None for register 0 and constants)."""
 
-    __slots__ = ("name", "params", "template", "block", "names")
+    __slots__ = ("name", "func", "params", "consts", "nregs", "fixed", "block", "names", "reg_names")
+
+    def instructions(self):
+        """Every instruction, branches' included, in program order (an If before its branches' code)."""
+        stack = [iter(self.block.ins)]
+        while stack:
+            ins = next(stack[-1], None)
+            if ins is None:
+                stack.pop()
+                continue
+            yield ins
+            if ins.branches is not None:
+                stack.append(iter(ins.branches[1].ins))
+                stack.append(iter(ins.branches[0].ins))
+
+
+def plan_function(name: str, func: Function, functions=None) -> Plan:
+    """The plan of `func` (named `name` in its module). `functions`: the names a call may target (the
+    module's functions), checked when given. Errors name the binding and its span."""
+    with stack_room(if_depth(func)):  # building and release points recurse once per nested If
+        return _Planner(name, func, functions).plan()
 
 
 class Plans:
-    """Every function of the module planned once, on demand."""
+    """Every function of a module planned once, on demand."""
 
     def __init__(self, mod):
         self.mod = mod
+        self.functions = frozenset(n for n, f in mod.items() if isinstance(f, Function))
         self.plans: dict[str, Plan] = {}
 
     def get(self, name: str) -> Plan:
         plan = self.plans.get(name)
         if plan is None:
-            try:
-                func = self.mod[name]
-            except KeyError:
-                func = None
-            if not isinstance(func, Function):
-                known = ", ".join(n for n, f in self.mod.items() if isinstance(f, Function)) or "none"
+            if name not in self.functions:
+                known = ", ".join(sorted(self.functions)) or "none"
                 raise UnsupportedError(f"the module has no function '{name}' (functions: {known})")
-            plan = self.plans[name] = _Planner(name, func).plan()
+            plan = self.plans[name] = plan_function(name, self.mod[name], self.functions)
         return plan
 
 
 class _Planner:
-    def __init__(self, name: str, func: Function):
+    def __init__(self, name: str, func: Function, functions):
         self.name = name
         self.func = func
-        self.template: list = [None]
+        self.functions = functions
+        self.nregs = 1
         self.fixed: set[int] = {0}
+        self.consts: dict[int, object] = {}
+        self.reg_names: list = [None]
         self.src_of: dict = {}
-        self.consts: dict[int, int] = {}
+        self.const_reg: dict[int, int] = {}
         self.nest_src: dict = {}  # id -> source of tuples (see source)
         self.top = True
-        self.fresh: dict = {}  # struct info -> [(nbytes, C-order layout)]: few distinct ones per function
 
-    def error(self, message, span=None):
-        return UnsupportedError(f"{self.name}: {message}", span)
+    def error(self, message, span=None, cls=UnsupportedError):
+        return cls(f"{self.name}: {message}", span)
 
-    def new_reg(self, value=None, fixed=False) -> int:
-        self.template.append(value)
-        if fixed:
-            self.fixed.add(len(self.template) - 1)
-        return len(self.template) - 1
+    def new_reg(self, label=None) -> int:
+        self.reg_names.append(label)
+        self.nregs += 1
+        return self.nregs - 1
 
     def plan(self) -> Plan:
         plan = Plan()
-        plan.name = self.name
+        plan.name, plan.func = self.name, self.func
         params = []
         for p in self.func.params:
-            param_value(p.struct_info, f"{self.name}: parameter '{p.name_hint}'", p.span)
-            reg = self.new_reg()
-            self.src_of[p] = reg
+            reg = self.src_of[p] = self.new_reg(p.name_hint)
             params.append((reg, p))
         plan.names = tuple(b.var.name_hint for blk in self.func.body.blocks for b in blk.bindings)
         body = self.seq(self.func.body)
         self.assign(body, {reg for reg, _ in params} | body.defined)
-        plan.params = params
-        plan.template = self.template
-        plan.block = body
+        plan.params, plan.consts, plan.nregs, plan.fixed = params, self.consts, self.nregs, frozenset(self.fixed)
+        plan.block, plan.reg_names = body, self.reg_names
         return plan
 
     def source(self, expr, span=None):
         if isinstance(expr, Var):
             src = self.src_of.get(expr)
             if src is None:
-                raise self.error(f"variable '{expr.name_hint}' is used before it is bound", expr.span or span)
+                raise self.error(f"variable '{expr.name_hint}' is used before it is bound", expr.span or span, NameError_)
             return src
         if isinstance(expr, Tuple):
-            # As retrograd.runtime.lowering builds them: bottom-up with a stack, kept per tuple node.
+            # Bottom-up with a stack (tuples nest to any depth), kept by node: bindings may share the
+            # levels of one deep nest.
             return fold(expr, tuple_parts, lambda e, kids: tuple(kids) if isinstance(e, Tuple) else self.source(e, span), memo=self.nest_src)
-        reg = self.consts.get(id(expr))
+        reg = self.const_reg.get(id(expr))
         if reg is None:
-            value = _const_value(expr) if isinstance(expr, Constant) else None
             if not isinstance(expr, Constant | PrimValue | StringImm | ShapeExpr):
-                raise self.error(f"{type(expr).__name__} cannot be an argument here", expr.span or span)
-            reg = self.consts[id(expr)] = self.new_reg(value, fixed=True)
+                raise self.error(
+                    f"{type(expr).__name__} cannot be an argument here (the module is not in normal form)", expr.span or span
+                )
+            reg = self.const_reg[id(expr)] = self.new_reg()
+            self.fixed.add(reg)
+            self.consts[reg] = expr
         return reg
 
-    def seq(self, seq: SeqExpr) -> Block:
+    def seq(self, seq) -> Block:
         if not isinstance(seq, SeqExpr):
-            raise self.error(f"expected a sequence of bindings, got {type(seq).__name__}")
+            raise self.error(f"expected a sequence of bindings, got {type(seq).__name__}", getattr(seq, "span", None))
         top, self.top = self.top, False
         blk = Block()
         blk.ins, blk.defined = [], set()
@@ -172,30 +220,33 @@ class _Planner:
             if not isinstance(src, int):
                 self.src_of[var] = src[value.index]
                 return
-            self.add(blk, Ins("item", self.new_reg(), [src], {src}, var, k, index=value.index))
+            self.add(blk, Ins("item", self.new_reg(var.name_hint), [src], {src}, var, k, span, index=value.index))
             return
         if isinstance(value, Call):
             srcs = [self.source(a, span) for a in value.args]
-            reads = set()
+            reads: set = set()
             for s in srcs:
                 flat_registers(s, reads)
-            if isinstance(value.op, GlobalVar):
-                ins = Ins("call", self.new_reg(), srcs, reads, var, k, callee=value.op.name_hint)
-            elif isinstance(value.op, Op):
-                fresh = self.fresh.get(var.struct_info)
-                if fresh is None:
-                    shapes = static_shapes(var.struct_info, f"{self.name}: binding '{var.name_hint}'", span)
-                    fresh = self.fresh[var.struct_info] = [c_layout(shape, dtype) for shape, dtype in shapes]
-                ins = Ins("op", self.new_reg(), srcs, reads, var, k, call=value, fresh=fresh)
+            op = value.op
+            if isinstance(op, GlobalVar):
+                callee = op.name_hint
+                if self.functions is not None and callee not in self.functions:
+                    raise self.error(f"binding '{var.name_hint}' calls '{callee}', which is not a function of the module", span)
+                self.add(blk, Ins("call", self.new_reg(var.name_hint), srcs, reads, var, k, span, call=value, callee=callee))
+            elif isinstance(op, Op):
+                self.add(blk, Ins("op", self.new_reg(var.name_hint), srcs, reads, var, k, span, call=value))
             else:
-                raise self.error(f"binding '{var.name_hint}' calls a {type(value.op).__name__}", span)
-            self.add(blk, ins)
+                raise self.error(
+                    f"binding '{var.name_hint}' calls a {type(op).__name__}; only ops and module functions can be called", span
+                )
             return
         if isinstance(value, If):
             cond = self.source(value.cond, span)
+            if not isinstance(cond, int):
+                raise self.error(f"the condition of If binding '{var.name_hint}' is a tuple", span)
             tb, fb = self.seq(value.true_branch), self.seq(value.false_branch)
             reads = {cond} | tb.outer_reads | fb.outer_reads
-            self.add(blk, Ins("if", self.new_reg(), [cond], reads, var, k, branches=(tb, fb)))
+            self.add(blk, Ins("if", self.new_reg(var.name_hint), [cond], reads, var, k, span, branches=(tb, fb)))
             return
         raise self.error(f"binding '{var.name_hint}': cannot execute a {type(value).__name__} value", span)
 
@@ -206,7 +257,8 @@ class _Planner:
         self.src_of[ins.var] = ins.out
 
     def assign(self, blk: Block, owned: set[int]) -> None:
-        """Release points and in-place targets, as retrograd.runtime.lowering assigns them."""
+        """Release points (analysis/liveness.py) and in-place targets: an elementwise op may write over
+        its first candidate argument released at it."""
         frees, dying, prefree, endfree = release_points(
             [ins.reads for ins in blk.ins], [ins.out for ins in blk.ins],
             [ins.branches is not None for ins in blk.ins], blk.result_regs, owned,
@@ -216,77 +268,9 @@ class _Planner:
             if ins.branches is not None:
                 for b in ins.branches:
                     self.assign(b, dying[i] | b.defined)
-            elif ins.kind == "op":
+            elif ins.kind == "op" and ins.frees:
                 positions = inplace_positions(ins.call, ins.srcs, ins.var.struct_info)
                 dying_here = [p for p in positions if ins.srcs[p] in frees[i]]
                 if dying_here:
                     ins.target = dying_here[0]
         blk.prefree, blk.endfree = tuple(prefree), tuple(endfree)
-
-
-# -- abstract values ------------------------------------------------------------------------------
-
-
-class Buf:
-    """One memory buffer. kind: "param" and "fresh" count; "const" (module constants) never does."""
-
-    __slots__ = ("nbytes", "kind")
-
-    def __init__(self, nbytes: int, kind: str):
-        self.nbytes = nbytes
-        self.kind = kind
-
-
-class Arr:
-    """An array value: the buffer it refers to and its layout over it."""
-
-    __slots__ = ("buf", "layout", "known")
-
-    def __init__(self, buf: Buf, layout: Layout, known=None):
-        self.buf = buf
-        self.layout = layout
-        self.known = known  # the value of a constant scalar, to follow If conditions known statically
-
-
-def _const_value(c: Constant) -> Arr:
-    data = np.asarray(c.data)
-    known = bool(data) if data.ndim == 0 and data.dtype.kind in "biuf" else None
-    layout = Layout(tuple(data.shape), str(data.dtype), tuple(data.strides), False)
-    return Arr(Buf(data.nbytes, "const"), layout, known)
-
-
-def _itemsize(dtype: str) -> int:
-    return np.dtype(dtype).itemsize
-
-
-def static_shapes(sinfo, what: str, span=None) -> list:
-    """[(shape, dtype)] of the tensors in `sinfo`, nested tuples flattened; error on unknown dims."""
-    if isinstance(sinfo, TensorStructInfo):
-        if not sinfo.is_static or not sinfo.dtype:
-            raise UnsupportedError(
-                f"{what} has struct info {format_sinfo(sinfo, brief=True)}: the memory model needs static shapes and dtypes", span
-            )
-        return [(tuple(sinfo.shape), sinfo.dtype)]
-    if isinstance(sinfo, TupleStructInfo):
-        out = []
-        for s in preorder(sinfo, tuple_fields):  # a stack: tuples nest to any depth
-            if not isinstance(s, TupleStructInfo):
-                out.extend(static_shapes(s, what, span))
-        return out
-    raise UnsupportedError(f"{what} has struct info {format_sinfo(sinfo, brief=True)}: the memory model needs tensors", span)
-
-
-def c_layout(shape, dtype: str) -> tuple[int, Layout]:
-    size = _itemsize(dtype)
-    return math.prod(shape) * size, Layout(shape, dtype, c_strides(shape, size))
-
-
-def param_value(sinfo, what: str, span=None):
-    if isinstance(sinfo, TensorStructInfo):
-        (shape, dtype), = static_shapes(sinfo, what, span)
-        nbytes, layout = c_layout(shape, dtype)
-        return Arr(Buf(nbytes, "param"), layout)
-    if isinstance(sinfo, TupleStructInfo):
-        # Each occurrence its own buffers (not shared=True: a struct info repeated is two parameters' worth).
-        return fold(sinfo, tuple_fields, lambda s, kids: tuple(kids) if isinstance(s, TupleStructInfo) else param_value(s, what, span), shared=False)
-    return None  # shapes, prim values, strings: no memory

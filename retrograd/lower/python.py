@@ -11,20 +11,18 @@ from retrograd.ir.expr import (
     Call,
     Constant,
     Function,
-    GlobalVar,
     If,
     Op,
     PrimValue,
     SeqExpr,
-    ShapeExpr,
     StringImm,
     Tuple,
     TupleGetItem,
     Var,
-    tuple_fields_of,
 )
-from retrograd.ir.analysis import read_vars
-from retrograd.ir.nested import depth, fold, joined, render, trampoline
+from retrograd.analysis.plan import plan_function
+from retrograd.ir.functor import if_depth
+from retrograd.ir.nested import depth, fold, joined, render
 from retrograd.ir.struct_info import ShapeStructInfo, TensorStructInfo, TupleStructInfo
 from retrograd.lower.kernel_refs import kernel_ref, literal, safe_name
 from retrograd.runtime.lowering import _prim_scalar
@@ -148,20 +146,28 @@ class _FunctionLowering:
         self.var: dict = {}
         self.dims: dict[str, str] = {}
         self.pre: list[str] = []  # statements the next statement needs first (levels of deep tuples)
+        self.temps: list[str] = []  # their names, deleted once that statement has run
+        self.reg: dict = {}  # plan register -> its text: a variable's name or a constant
         self.ind = _IND  # the indentation of the statement being written
 
     def error(self, message, span=None):
         return UnsupportedError(f"{self.name}: {message}", span)
 
     def lines(self) -> list[str]:
+        if if_depth(self.func) > _MAX_DEPTH:
+            raise self.error(f"If bindings nest more than {_MAX_DEPTH} deep, beyond what Python source can indent", self.func.span)
+        plan = plan_function(self.name, self.func, self.ml.func_name)
         params = [self.define(p) for p in self.func.params]
+        self.reg = {reg: self.var[p] for reg, p in plan.params}
         out = [f"def {self.py}({', '.join(params)}):"]
         for p in self.func.params:
             self._bind_dims(p.struct_info, self.var[p], out)
+        for reg, expr in plan.consts.items():
+            self.reg[reg] = self.const_text(expr)
         # inf and nan are results, as in the executor (one errstate per call there too): NumPy's
         # floating-point warnings would otherwise differ between the two ways of running a function.
         out.append(f'{_IND}with np.errstate(all="ignore"):')
-        body, result, _ = trampoline(self.seq(self.func.body, 2 * _IND, set(self.func.params)))
+        body, result, _ = self.block(plan.block, 2 * _IND)
         return out + body + [f"{2 * _IND}return {result}"]
 
     def define(self, var: Var) -> str:
@@ -203,97 +209,82 @@ class _FunctionLowering:
                 node.id = self.dims[node.id]
         return ast.unparse(tree)
 
-    def arg(self, e, span=None) -> str:
-        if isinstance(e, Var):
-            if e not in self.var:
-                raise self.error(f"variable '{e.name_hint}' is used before it is bound", e.span or span)
-            return self.var[e]
-        if isinstance(e, Tuple):
-            if depth(e, tuple_fields_of) <= _MAX_NEST:
-                return render(e, lambda x: _tuple_text_parts(x) if isinstance(x, Tuple) else [self.arg(x, span)])
-            # Too deep for one expression: each level is a statement (in self.pre) naming a temporary.
-            return fold(e, tuple_fields_of, lambda x, kids: self._level(x, kids) if isinstance(x, Tuple) else self.arg(x, span))
+    def const_text(self, e) -> str:
+        """Text of a plan constant: a module constant's global, a literal, or a shape of dims."""
         if isinstance(e, Constant):
             return self.ml.const[id(e)]
         if isinstance(e, PrimValue):
             return literal(_prim_scalar(e))
         if isinstance(e, StringImm):
             return repr(e.value)
-        if isinstance(e, ShapeExpr):
-            return literal(()) if not e.values else "(" + ", ".join(self.dim(d, span) for d in e.values) + (",)" if len(e.values) == 1 else ")")
-        raise self.error(f"{type(e).__name__} cannot be an argument here (the module is not in normal form)", span)
+        return literal(()) if not e.values else "(" + ", ".join(self.dim(d, e.span) for d in e.values) + (",)" if len(e.values) == 1 else ")")
 
-    def _level(self, e: Tuple, fields: list[str]) -> str:
+    def src(self, src) -> str:
+        """Text of a plan source: a register's name, or a tuple of sources (a deep one built a level a
+        statement, in self.pre, its temporaries deleted after the statement as the executor holds none)."""
+        if isinstance(src, int):
+            return self.reg[src]
+        if depth(src, _src_parts) <= _MAX_NEST:
+            return render(src, lambda x: _tuple_text_parts(x, x) if not isinstance(x, int) else [self.reg[x]])
+        return fold(src, _src_parts, lambda x, kids: self.reg[x] if isinstance(x, int) else self._level(x, kids), shared=False)
+
+    def _level(self, src, fields: list[str]) -> str:
         name = self.names.new("nest")
-        self.pre.append(f"{self.ind}{name} = {''.join(_tuple_text_parts(e, fields))}")
+        self.pre.append(f"{self.ind}{name} = {''.join(_tuple_text_parts(src, fields))}")
+        self.temps.append(name)
         return name
 
-    def value(self, e, span) -> str:
-        if isinstance(e, TupleGetItem):
-            return f"{self.arg(e.tuple_value, span)}[{e.index}]"
-        if isinstance(e, Call):
-            args = [self.arg(a, span) for a in e.args]
-            if isinstance(e.op, GlobalVar):
-                callee = self.ml.func_name.get(e.op.name_hint)
-                if callee is None:
-                    raise self.error(f"calls '{e.op.name_hint}', which is not a function of the module", span)
-                return f"{callee}({', '.join(args)})"
-            if not isinstance(e.op, Op):
-                raise self.error(f"calls a {type(e.op).__name__}; only ops and module functions can be called", span)
-            args += [f"{k}={literal(v)}" for k, v in e.attrs.items()]
-            return f"{self.ml.kernel[e.op]}({', '.join(args)})"
-        return self.arg(e, span)
+    def value(self, ins) -> str:
+        if ins.kind == "item":
+            return f"{self.reg[ins.srcs[0]]}[{ins.index}]"
+        args = [self.src(s) for s in ins.srcs]
+        if ins.kind == "call":
+            return f"{self.ml.func_name[ins.callee]}({', '.join(args)})"
+        args += [f"{k}={literal(v)}" for k, v in ins.call.attrs.items()]
+        return f"{self.ml.kernel[ins.op]}({', '.join(args)})"
 
     # -- statements -----------------------------------------------------------
-    def seq(self, seq, ind: str, owned: set):
-        """Generator (see trampoline) giving (statements, result text, variables read from outside) of a
-        SeqExpr; `owned` variables may be deleted here, after their last read."""
-        if len(ind) > len(_IND) * (_MAX_DEPTH + 1):
-            raise self.error(f"If bindings nest more than {_MAX_DEPTH} deep, beyond what Python source can indent", seq.span)
-        if not isinstance(seq, SeqExpr):
-            raise self.error(f"expected a sequence of bindings, got {type(seq).__name__}", getattr(seq, "span", None))
-        bindings = [b for blk in seq.blocks for b in blk.bindings]
-        stmts: list[list[str]] = []
-        reads: list[list] = []
-        for b in bindings:
-            span = b.span or b.var.span or getattr(b.value, "span", None)
-            note = f"  # line {span.line}" if span is not None else ""
-            got: list = []
-            if isinstance(b.value, If):
-                node = b.value
-                read_vars(node.cond, got)
-                cond = self.arg(node.cond, span)
-                # Branch results need one name, defined before the branches' own names.
-                target = self.define(b.var)
-                tb, tr, t_reads = yield self.seq(node.true_branch, ind + _IND, set())
-                fb, fr, f_reads = yield self.seq(node.false_branch, ind + _IND, set())
-                got += t_reads + f_reads
-                stmts.append([f"{ind}if {cond}:{note}", *tb, f"{ind}{_IND}{target} = {tr}", f"{ind}else:", *fb,
-                              f"{ind}{_IND}{target} = {fr}"])
-            else:
-                read_vars(b.value, got)
-                self.ind = ind
-                text = self.value(b.value, span)
-                pre, self.pre = self.pre, []
-                stmts.append([*pre, f"{ind}{self.define(b.var)} = {text}{note}"])
-            reads.append(got)
-        kept: list = []
-        read_vars(seq.body, kept)
-        last = {v: i for i, got in enumerate(reads) for v in got}
-        bound = {b.var for b in bindings}
-        owned = set(owned) | bound
+    def block(self, blk, ind: str) -> tuple[list[str], str, list[str]]:
+        """(statements, result text, temporaries the result names) of a plan block: one statement per instruction, then a `del` of the
+        registers the plan frees after it (recursion once per If level, at most _MAX_DEPTH)."""
         out: list[str] = []
-        for i, b in enumerate(bindings):
-            out += stmts[i]
-            dead = [v for v in dict.fromkeys(reads[i] + [b.var]) if v in owned and last.get(v, i) == i and v not in kept]
-            if dead:
-                out.append(f"{ind}del {', '.join(self.var[v] for v in dead)}")
-        outer = [v for v in dict.fromkeys([v for got in reads for v in got] + kept) if v not in bound]
+        self.dels(out, ind, blk.prefree)
+        for ins in blk.ins:
+            note = f"  # line {ins.span.line}" if ins.span is not None else ""
+            if ins.kind == "if":
+                cond = self.reg[ins.srcs[0]]
+                # Branch results need one name, defined before the branches' own names.
+                target = self.reg[ins.out] = self.define(ins.var)
+                out.append(f"{ind}if {cond}:{note}")
+                for k, branch in enumerate(ins.branches):
+                    if k:
+                        out.append(f"{ind}else:")
+                    lines, result, temps = self.block(branch, ind + _IND)
+                    out += lines
+                    out.append(f"{ind}{_IND}{target} = {result}")
+                    self.dels(out, ind + _IND, branch.endfree, temps)
+            else:
+                self.ind = ind
+                text = self.value(ins)
+                pre, temps, self.pre, self.temps = self.pre, self.temps, [], []
+                self.reg[ins.out] = self.define(ins.var)
+                out += [*pre, f"{ind}{self.reg[ins.out]} = {text}{note}"]
+                self.dels(out, ind, (), temps)
+            self.dels(out, ind, ins.frees)
         self.ind = ind
-        result = self.arg(seq.body, seq.span)
+        result = self.src(blk.result)
         out += self.pre
-        self.pre = []
-        return out, result, outer
+        self.pre, temps, self.temps = [], self.temps, []
+        return out, result, temps
+
+    def dels(self, out: list, ind: str, regs, temps=()) -> None:
+        names = [self.reg[r] for r in regs] + list(temps)
+        if names:
+            out.append(f"{ind}del {', '.join(names)}")
+
+
+def _src_parts(src) -> tuple:
+    return () if isinstance(src, int) else src
 
 
 def _tuple_text_parts(e: Tuple, fields=None) -> list:

@@ -15,6 +15,7 @@ from retrograd.ops.kernels.window import Window2d, to_layout
 from retrograd.ops.nn_loss import NLL_ATTRS, nll_output
 from retrograd.ops.nn_pool import POOL_ATTRS, POOL_POSITIONAL, canonical_pool_attrs, pool_attrs, pool_output
 from retrograd.ops.cost import ELEMENTWISE, POOL_BACKWARD, REDUCE, VIEW
+from retrograd.ops import views
 from retrograd.ops.registry import Arg, Attr, InferCtx, no_gradient, register
 from retrograd.ops.shape_utils import normalize_axis
 
@@ -37,7 +38,7 @@ no_grad = register(
     kernel=_identity_kernel,
     # Stops the gradient: nothing flows back into the input.
     grad=no_gradient,
-    aliases=(0,),
+    aliases=(0,), view=views.same,
     cost=VIEW,
 )
 start_checkpoint = register(
@@ -47,7 +48,7 @@ start_checkpoint = register(
     kernel=_identity_kernel,
     # Markers are identities at run time; Gradient recomputes the values of a segment for the backward part.
     grad=lambda call, out, g: [g],
-    aliases=(0,),
+    aliases=(0,), view=views.same,
     cost=VIEW,
 )
 end_checkpoint = register(
@@ -56,7 +57,7 @@ end_checkpoint = register(
     infer=_identity_infer,
     kernel=_identity_kernel,
     grad=lambda call, out, g: [g],
-    aliases=(0,),
+    aliases=(0,), view=views.same,
     cost=VIEW,
 )
 
@@ -136,6 +137,7 @@ def _pool_backward(name, kernel, grad):
         canonicalize=canonical_pool_attrs,
         positional_attrs=POOL_POSITIONAL,
         cost=POOL_BACKWARD,
+        threaded=True,  # its kernel splits the batch over the kernel threads
     )
 
 
@@ -221,6 +223,7 @@ max_pool2d_backward_grad = register(
     canonicalize=canonical_pool_attrs,
     positional_attrs=POOL_POSITIONAL,
     cost=POOL_BACKWARD,
+    threaded=True,  # its kernel splits the batch over the kernel threads
 )
 
 # -- take_backward --------------------------------------------------------------------

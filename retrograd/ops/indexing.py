@@ -19,6 +19,7 @@ from retrograd.ops.elementwise import scalar
 from retrograd.ops.kernels import index as index_kernels
 from retrograd.ops.reduce import axes_of
 from retrograd.ops.cost import ELEMENTWISE, VIEW
+from retrograd.ops import views
 from retrograd.ops.registry import Attr, InferCtx, register
 from retrograd.ops.runtime_dims import axis_positions
 from retrograd.ops.shape_utils import broadcast_shapes, same_dtype
@@ -140,7 +141,7 @@ strided_slice = register(
     kernel=_strided_slice,
     grad=_strided_slice_grad,
     print_positional=("axes", "begin", "end", "strides"),
-    aliases=(0,),  # a basic slice: a NumPy view of x
+    aliases=(0,), view=views.strided_slice,  # a basic slice: a NumPy view of x
     cost=VIEW,
 )
 

@@ -20,6 +20,7 @@ from retrograd.ops.elementwise import shape_of
 from retrograd.ops.kernels import parallel
 from retrograd.ops.reduce import axes_of
 from retrograd.ops.cost import ELEMENTWISE, REDUCE, VIEW
+from retrograd.ops import views
 from retrograd.ops.registry import Arg, Attr, InferCtx, register
 from retrograd.ops.runtime_dims import axis_length, axis_positions
 from retrograd.ops.shape_utils import dim_add, dims_product, from_monomial, monomial, same_dtype
@@ -67,7 +68,7 @@ permute_dims = register(
     infer=_infer_permute,
     kernel=lambda x, axes=None: np.transpose(x, axes),
     grad=_permute_grad,
-    aliases=(0,),  # always a view of x
+    aliases=(0,), view=views.permute,  # always a view of x
     cost=VIEW,
 )
 
@@ -234,7 +235,7 @@ split = register(
     infer=_infer_split,
     kernel=_split,
     grad=_split_grad,
-    aliases=(0,),  # every field is a view of x
+    aliases=(0,), view=views.split,  # every field is a view of x
     cost=VIEW,
 )
 
@@ -347,7 +348,7 @@ expand_dims = register(
     infer=_infer_expand_dims,
     kernel=lambda x, axis: np.expand_dims(x, tuple(axis)),
     grad=lambda call, out, g: [R.squeeze(g, axis=list(call.attrs["axis"]))],
-    aliases=(0,),  # always a view of x
+    aliases=(0,), view=views.reshape,  # always a view of x
     cost=VIEW,
 )
 squeeze = register(
@@ -357,15 +358,15 @@ squeeze = register(
     infer=_infer_squeeze,
     kernel=_squeeze,
     grad=_reshape_back,
-    aliases=(0,),  # always a view of x
+    aliases=(0,), view=views.squeeze,  # always a view of x
     cost=VIEW,
 )
 # flatten and reshape give a view of x when NumPy can (always for a contiguous x), else a copy.
 flatten = register(
-    "relax.flatten", ("x",), infer=_infer_flatten, kernel=lambda x: x.reshape(-1), grad=_reshape_back, aliases=(0,), cost=VIEW
+    "relax.flatten", ("x",), infer=_infer_flatten, kernel=lambda x: x.reshape(-1), grad=_reshape_back, aliases=(0,), view=views.reshape, cost=VIEW
 )
 reshape = register(
-    "relax.reshape", ("x", _SHAPE), infer=_infer_reshape, kernel=_reshape, grad=_reshape_back, aliases=(0,), cost=VIEW
+    "relax.reshape", ("x", _SHAPE), infer=_infer_reshape, kernel=_reshape, grad=_reshape_back, aliases=(0,), view=views.reshape, cost=VIEW
 )
 
 # -- broadcast_to and collapse_sum --------------------------------------------------------------
@@ -471,7 +472,7 @@ broadcast_to = register(
     infer=_infer_broadcast_to,
     kernel=_broadcast_to,
     grad=_broadcast_grad,
-    aliases=(0,),  # always a (read-only) view of x
+    aliases=(0,), view=views.broadcast_to,  # always a (read-only) view of x
     cost=VIEW,
 )
 # collapse_sum_to/like return data itself when nothing is summed (the shapes are equal).
@@ -481,7 +482,7 @@ collapse_sum_to = register(
     infer=_infer_collapse,
     kernel=collapse_sum,
     grad=_collapse_back,
-    aliases=(0,),
+    aliases=(0,), view=views.same_if_unchanged,
     cost=REDUCE,
 )
 collapse_sum_like = register(
@@ -490,7 +491,7 @@ collapse_sum_like = register(
     infer=_infer_collapse,
     kernel=lambda data, target: collapse_sum(data, target.shape),
     grad=_collapse_back,
-    aliases=(0,),
+    aliases=(0,), view=views.same_if_unchanged,
     cost=REDUCE,
 )
 
@@ -517,7 +518,7 @@ astype = register(
     infer=lambda ctx: TensorStructInfo(ctx.tensor(0).shape, ctx.attrs["dtype"], ctx.tensor(0).ndim),
     kernel=_astype,
     grad=_astype_grad,
-    aliases=(0,),  # x itself when the dtype is unchanged
+    aliases=(0,), view=views.astype,  # x itself when the dtype is unchanged
     cost=ELEMENTWISE,
 )
 

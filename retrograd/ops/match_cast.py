@@ -5,6 +5,7 @@ from __future__ import annotations
 from retrograd.errors import KernelError
 from retrograd.ir.struct_info import StructInfo, TensorStructInfo, is_base_of
 from retrograd.ir.text import format_sinfo
+from retrograd.ops import views
 from retrograd.ops.registry import Arg, Attr, InferCtx, register
 
 
@@ -61,7 +62,7 @@ match_cast = register(
     kernel=_kernel,
     grad=lambda call, out, g: [g],
     print_positional=("struct_info",),
-    aliases=(0,),
+    aliases=(0,), view=views.same,
 )
 
 __all__ = ["match_cast"]

@@ -242,6 +242,7 @@ conv2d = register(
     grad=_conv_grad(_conv2d_grad_core, "OIHW", free="NHW"),
     canonicalize=canonical_conv_attrs,
     cost=CONV,
+    threaded=True,  # its kernel splits the batch over the kernel threads
 )
 conv2d_transpose = register(
     "relax.nn.conv2d_transpose",
@@ -252,4 +253,5 @@ conv2d_transpose = register(
     grad=_conv_grad(_conv2d_transpose_grad_core, "IOHW"),
     canonicalize=canonical_conv_attrs,
     cost=CONV_TRANSPOSE,
+    threaded=True,  # its kernel splits the batch over the kernel threads
 )

@@ -203,6 +203,7 @@ def _register(n: int, transpose: bool):
         grad=_conv_grad(n, transpose),
         canonicalize=canonical_conv_attrs,
         cost=CONV_TRANSPOSE if transpose else CONV,
+        threaded=True,  # its kernel splits the batch over the kernel threads
     )
 
 

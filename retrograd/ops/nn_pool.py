@@ -74,6 +74,7 @@ def _pool(name, kernel, grad):
         canonicalize=canonical_pool_attrs,
         positional_attrs=POOL_POSITIONAL,
         cost=POOL,
+        threaded=True,  # its kernel splits the batch over the kernel threads
     )
 
 

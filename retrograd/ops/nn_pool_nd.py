@@ -95,6 +95,7 @@ def _register(name, n, count_include_pad, kernel, grad):
         canonicalize=canonical_pool_attrs,
         positional_attrs=_POSITIONAL,
         cost=POOL,
+        threaded=True,  # its kernel splits the batch over the kernel threads
     )
 
 
@@ -130,6 +131,7 @@ def _register_backward(name, kernel, grad, args=("output_grad", "data"), infer=_
         canonicalize=canonical_pool_attrs,
         positional_attrs=_POSITIONAL,
         cost=POOL_BACKWARD,
+        threaded=True,  # its kernel splits the batch over the kernel threads
     )
 
 

@@ -109,11 +109,16 @@ class OpDef(Op):
       share: the very object (identity markers such as grad.no_grad, astype to the same dtype) or a
       NumPy view (reshape, permute_dims, strided_slice, ...); each registration says when. The result
       of an op not listing an argument never shares memory with it (a test runs every kernel to check
-      this). The executor counts a shared buffer once; retrograd/analysis/layout.py says how each
-      listed op shares it (the object, or a view with which strides);
+      this). The executor counts a shared buffer once;
+    - `view(attrs, argument layouts, output shapes) -> [Fresh | Same | View]`: how an op listing
+      `aliases` shares the buffer (the object, or a view with which strides): one of ops/views.py's
+      rules, read by the memory model (analysis/layout.py); required with `aliases`, refused without;
     - `cost`: a `Cost(kind, flops)` (ops/cost.py): the op's class for the checkpoint planner and what
       computing a call once costs, from static struct info; default: kind "other", one unit per output
-      element.
+      element;
+    - `threaded`: the kernel may split its work over the kernel threads (ops/kernels/parallel.py). It
+      allows, the runtime decides: runtime/threading.py holds BLAS to one thread while such a function
+      runs and may run two such kernels at once (runtime/pairs.py).
     """
 
     name: str
@@ -131,6 +136,8 @@ class OpDef(Op):
     tvm_note: Callable[[dict], str | None] | None = None
     aliases: tuple[int, ...] = attrs.field(default=(), converter=tuple)
     cost: Cost = DEFAULT_COST
+    view: Callable | None = None
+    threaded: bool = False
     _attr_index: Mapping[str, Attr] = attrs.field(init=False)
 
     def __attrs_post_init__(self):
@@ -140,6 +147,8 @@ class OpDef(Op):
         object.__setattr__(self, "positional_attrs", tuple(names))
         if any(not 0 <= i < len(self.args) for i in self.aliases):
             raise ValueError(f"op {self.name}: aliases {self.aliases} name no argument of {len(self.args)}")
+        if bool(self.aliases) != (self.view is not None):
+            raise ValueError(f"op {self.name}: `aliases` (which arguments a result may view) and `view` (how) go together")
 
     def inplace_candidates(self, arg_sinfo, out_sinfo) -> list[int]:
         """Positions of the arguments whose buffer could hold the result of a call with this struct info.
@@ -303,6 +312,8 @@ def register(
     aliases: tuple[int, ...] = (),
     tvm_note: Callable[[dict], str | None] | None = None,
     cost: Cost = DEFAULT_COST,
+    view: Callable | None = None,
+    threaded: bool = False,
 ) -> OpDef:
     """Register an op; `args` items are names or Arg. Registering a name twice is an error.
 
@@ -327,6 +338,8 @@ def register(
         aliases=aliases,
         tvm_note=tvm_note,
         cost=cost,
+        view=view,
+        threaded=threaded,
     )
     _REGISTRY[name] = op
     return op

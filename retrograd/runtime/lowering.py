@@ -1,4 +1,5 @@
-"""Lowering: each function becomes a flat instruction list over register slots, with frees at last use."""
+"""Lowering: each function's Plan (analysis/plan.py) becomes code over register slots, a kernel bound to
+each instruction, with the plan's frees, in-place targets, splits and pairs."""
 
 from __future__ import annotations
 
@@ -8,25 +9,11 @@ from operator import itemgetter
 
 import numpy as np
 
-from retrograd.analysis.liveness import flat_registers, inplace_positions, release_points
-from retrograd.errors import KernelError, NameError_, UnsupportedError
+from retrograd.analysis.liveness import inplace_positions
+from retrograd.analysis.plan import plan_function
+from retrograd.errors import KernelError, UnsupportedError
 from retrograd.gc_pause import collector_paused
-from retrograd.ir.expr import (
-    Call,
-    Constant,
-    Function,
-    GlobalVar,
-    If,
-    Op,
-    PrimValue,
-    SeqExpr,
-    ShapeExpr,
-    StringImm,
-    Tuple,
-    TupleGetItem,
-    Var,
-    tuple_parts,
-)
+from retrograd.ir.expr import Constant, Function, PrimValue, ShapeExpr, StringImm
 from retrograd.ir.functor import if_depth, stack_room
 from retrograd.ir.nested import fold, joined, render
 from retrograd.ir.struct_info import (
@@ -85,19 +72,13 @@ class Program:
                  "splits")
 
 
-class _PreIns:
-    __slots__ = ("fn", "out", "reads", "special", "info", "branches", "make", "inplace", "pair_cost", "moves")
+class _Pairable:
+    """What runtime/pairs.py reads of an instruction to choose the kernels that run at once."""
 
-    def __init__(self, fn, out, reads, special, info, branches=None, make=None, inplace=None, pair_cost=0.0, moves=False):
-        self.fn, self.out, self.reads, self.special, self.info = fn, out, reads, special, info
-        self.branches, self.make = branches, make
-        self.inplace = inplace  # (in-place kernel, sources, candidate argument positions) for elementwise ops
-        self.pair_cost = pair_cost  # work of a kernel that may run beside another (runtime/pairs.py), else 0
-        self.moves = moves  # whether it may run ahead of its place: pure, nothing written in place
+    __slots__ = ("out", "reads", "special", "pair_cost", "moves")
 
-
-class _PreBlock:
-    __slots__ = ("ins", "result_src", "result_regs", "defined", "outer_reads")
+    def __init__(self, out, reads, special, pair_cost, moves):
+        self.out, self.reads, self.special, self.pair_cost, self.moves = out, reads, special, pair_cost, moves
 
 
 def lower_module(mod, check: bool = False) -> dict[str, Program]:
@@ -106,7 +87,7 @@ def lower_module(mod, check: bool = False) -> dict[str, Program]:
     with collector_paused():
         for name, prog in programs.items():
             func = mod[name]
-            with stack_room(if_depth(func)):  # lowering and liveness recurse once per nested If
+            with stack_room(if_depth(func)):  # binding recurses once per nested If
                 _FunctionLowering(name, func, programs, check).lower(prog)
     return programs
 
@@ -191,83 +172,57 @@ def _fmt_attr(v) -> str:
 
 
 class _FunctionLowering:
+    """Binds a kernel to each instruction of the function's plan (analysis/plan.py)."""
+
     def __init__(self, name: str, func: Function, programs: dict, check: bool):
         self.name = name
         self.func = func
         self.programs = programs
         self.check = check
         self.splits = False  # whether a kernel of this function splits its work over threads
-        self.template: list = [None]  # register 0 holds the call's symbolic-dim environment
-        self.fixed: set[int] = {0}  # registers never freed: constants, shapes, the environment
-        self.src_of: dict = {}  # Var -> source (register or tuple of sources)
+        self.template: list = []
         self.label_of: dict[int, str] = {}
-        self.const_cache: dict[int, int] = {}
         self.shape_regs: list = []
         self.bindable: set[str] = set()
         self.const_roots: set[int] = set()
-        self.nest_src: dict = {}  # id -> source of tuples (see source)
 
     # -- errors -------------------------------------------------------------
     def error(self, message, span=None, cls=UnsupportedError):
         return cls(f"{self.name}: {message}", span)
 
     # -- registers ----------------------------------------------------------
-    def new_reg(self, value=None, fixed=False) -> int:
-        self.template.append(value)
-        reg = len(self.template) - 1
-        if fixed:
-            self.fixed.add(reg)
-        return reg
+    def new_reg(self) -> int:
+        self.template.append(None)
+        return len(self.template) - 1
 
-    def source(self, expr, span=None):
-        if isinstance(expr, Var):
-            src = self.src_of.get(expr)
-            if src is None:
-                raise self.error(f"variable '{expr.name_hint}' is used before it is bound", expr.span or span, NameError_)
-            return src
-        if isinstance(expr, Tuple):
-            # Bottom-up with a stack (tuples nest to any depth), kept by node: bindings may share the
-            # levels of one deep nest.
-            return fold(expr, tuple_parts, lambda e, kids: tuple(kids) if isinstance(e, Tuple) else self.source(e, span), memo=self.nest_src)
-        key = id(expr)
-        reg = self.const_cache.get(key)
-        if reg is not None:
-            return reg
+    def const_value(self, reg: int, expr) -> None:
         if isinstance(expr, Constant):
             # A read-only view: a caller mutating a returned constant must not change the module.
             data = np.asarray(expr.data).view()
             data.flags.writeable = False
-            reg = self.new_reg(data, fixed=True)
+            self.template[reg] = data
             self.const_roots.add(id(root_of(data)))
             self.label_of[reg] = "const"
         elif isinstance(expr, PrimValue | StringImm):
-            reg = self.new_reg(_prim_scalar(expr), fixed=True)
+            self.template[reg] = _prim_scalar(expr)
             self.label_of[reg] = repr(expr.value)
-        elif isinstance(expr, ShapeExpr):
-            reg = self._shape_reg(expr, span)
         else:
-            raise self.error(
-                f"{type(expr).__name__} cannot be an argument here (the module is not in normal form)", expr.span or span
-            )
-        self.const_cache[key] = reg
-        return reg
+            self._shape_reg(reg, expr)
 
-    def _shape_reg(self, expr: ShapeExpr, span) -> int:
+    def _shape_reg(self, reg: int, expr: ShapeExpr) -> None:
         if all(isinstance(v, int) for v in expr.values):
-            reg = self.new_reg(tuple(expr.values), fixed=True)
+            self.template[reg] = tuple(expr.values)
         else:
             names = set().union(*(dim_names(v) for v in expr.values))
             missing = sorted(names - self.bindable)
             if missing:
                 raise self.error(
                     f"symbolic dim(s) {', '.join(missing)} in R.shape({list(expr.values)}) are not bound by any parameter",
-                    expr.span or span,
+                    expr.span,
                 )
             fns = tuple(compile_dim(v) for v in expr.values)
-            reg = self.new_reg(None, fixed=True)
             self.shape_regs.append((reg, lambda env, fns=fns: tuple(f(env) for f in fns)))
         self.label_of[reg] = f"R.shape({list(expr.values)})"
-        return reg
 
     def describe_src(self, src) -> str:
         if isinstance(src, int):
@@ -282,7 +237,6 @@ class _FunctionLowering:
     # -- functions ----------------------------------------------------------
     def lower(self, prog: Program) -> None:
         func = self.func
-        params = []
         for p in func.params:
             if p.struct_info is None:
                 raise self.error(f"parameter '{p.name_hint}' has no struct info", p.span)
@@ -294,170 +248,99 @@ class _FunctionLowering:
                     f"parameter '{p.name_hint}': symbolic dim(s) {', '.join(unbound)} cannot be bound from the arguments",
                     p.span,
                 )
-            reg = self.new_reg()
-            self.src_of[p] = reg
-            self.label_of[reg] = p.name_hint
-            params.append((reg, compile_checker(p.struct_info, p.name_hint, self.error)))
-        symbolic = bool(self.bindable) or any(
-            all_dim_names(p.struct_info) for p in func.params
-        )
-        body = self.lower_seq(func.body)
-        owned = {reg for reg, _ in params} | body.defined
+        plan = plan_function(self.name, func, self.programs)
+        self.template = [None] * plan.nregs
+        self.label_of = {reg: n for reg, n in enumerate(plan.reg_names) if n is not None}
+        for reg, expr in plan.consts.items():
+            self.const_value(reg, expr)
+        params = tuple((reg, compile_checker(p.struct_info, p.name_hint, self.error)) for reg, p in plan.params)
         prog.name = self.name
         prog.nparams = len(params)
         prog.param_names = tuple(p.name_hint for p in func.params)
-        prog.params = tuple(params)
-        prog.symbolic = symbolic
-        prog.block = self.assign(body, owned)
+        prog.params = params
+        prog.symbolic = bool(self.bindable) or any(all_dim_names(p.struct_info) for p in func.params)
+        prog.block = self.bind(plan.block)
         prog.template = self.template
         prog.shape_regs = tuple(self.shape_regs)
         prog.const_roots = self.const_roots
         prog.splits = self.splits
 
-    def lower_seq(self, seq) -> _PreBlock:
-        if not isinstance(seq, SeqExpr):
-            raise self.error(f"expected a sequence of bindings, got {type(seq).__name__}", getattr(seq, "span", None))
-        pb = _PreBlock()
-        pb.ins = []
-        pb.defined = set()
-        for block in seq.blocks:
-            for binding in block.bindings:
-                self.lower_binding(binding, pb)
-        pb.result_src = self.source(seq.body, seq.span)
-        pb.result_regs = flat_registers(pb.result_src, set()) - self.fixed
-        reads = set(pb.result_regs)
-        for ins in pb.ins:
-            reads |= ins.reads
-        pb.outer_reads = reads - pb.defined
-        return pb
+    def bind(self, blk) -> Block:
+        """The block's code: each instruction's kernel (or call, branch, item), its register, its frees."""
+        code = []
+        meta = []
+        for ins in blk.ins:
+            var, kind = ins.var, ins.kind
+            pair_cost, moves = 0.0, False
+            if kind == "op":
+                fn, info, pair_cost, moves = self._op(ins)
+                special = False
+            elif kind == "item":
+                src, index = ins.srcs[0], ins.index
+                info = Info(self.name, var.name_hint, f"{self.describe_src(src)}[{index}]", [("tuple", itemgetter(src))],
+                            ins.span, "TupleGetItem")
+                fn, special = _item(src, index), False
+            elif kind == "call":
+                fn, info = self._call(ins)
+                special = True
+            else:
+                cond = ins.srcs[0]
+                info = Info(self.name, var.name_hint, "If", [("condition", itemgetter(cond))], ins.span, "If")
+                fn = make_if(itemgetter(cond), self.bind(ins.branches[0]), self.bind(ins.branches[1]), info)
+                special = True
+            info.sinfo = var.struct_info
+            if self.check and not special and var.struct_info is not None:
+                fn = _checked(fn, var)
+            code.append((fn, ins.out, ins.frees, special, info))
+            meta.append(_Pairable(ins.out, ins.reads, special, pair_cost, moves))
+        if self.splits:  # BLAS held to one thread while the function runs: a kernel thread can take one
+            for i, j in pairs.partners(meta).items():
+                fork, take = pairs.make_pair(code[i][0], code[j][0], self.new_reg(), tuple(sorted(meta[j].reads)))
+                code[i] = (fork,) + code[i][1:]
+                code[j] = (take,) + code[j][1:]
+        return Block(tuple(code), blk.prefree, blk.endfree, reader(blk.result))
 
-    def lower_binding(self, binding, pb: _PreBlock) -> None:
-        var, value = binding.var, binding.value
-        span = binding.span or var.span or getattr(value, "span", None)
+    def _arg_info(self, srcs):
+        labels = [self.describe_src(s) for s in srcs]
+        return labels, [(lab, reader(s)) for lab, s in zip(labels, srcs)]
+
+    def _call(self, ins):
+        labels, arg_info = self._arg_info(ins.srcs)
+        info = Info(self.name, ins.var.name_hint, f"{ins.callee}({', '.join(labels)})", arg_info, ins.span, f"call {ins.callee}")
+        return make_call(self.programs[ins.callee], tuple(reader(s) for s in ins.srcs), info), info
+
+    def _op(self, ins):
+        """(kernel, info, pair cost, may move) of an op instruction: its kernel with the attributes bound,
+        split over the threads or computed into a dying argument where the plan and the runtime allow."""
+        var, call, op, srcs = ins.var, ins.call, ins.op, ins.srcs
         name = var.name_hint
-        if isinstance(value, Var | Constant | PrimValue | StringImm | ShapeExpr | Tuple):
-            # Assignments and tuples of leaves cost nothing at run time: uses read the sources directly.
-            self.src_of[var] = self.source(value, span)
-            return
-        if isinstance(value, TupleGetItem):
-            src = self.source(value.tuple_value, span)
-            if not isinstance(src, int):
-                self.src_of[var] = src[value.index]
-                return
-            index = value.index
-            out = self.new_reg()
-            info = Info(self.name, name, f"{self.describe_src(src)}[{index}]", [("tuple", itemgetter(src))], span, "TupleGetItem")
-            self._add(pb, lambda r: r[src][index], out, {src}, False, info, var)
-            return
-        if isinstance(value, Call):
-            self._lower_call(var, value, span, pb)
-            return
-        if isinstance(value, If):
-            self._lower_if(var, value, span, pb)
-            return
-        raise self.error(f"binding '{name}': cannot execute a {type(value).__name__} value", span)
-
-    def _add(self, pb, fn, out, reads, special, info, var, **extra):
-        info.sinfo = var.struct_info
-        if self.check and not special and var.struct_info is not None:
-            fn = _checked(fn, var)
-        pb.ins.append(_PreIns(fn, out, reads - self.fixed, special, info, **extra))
-        pb.defined.add(out)
-        self.src_of[var] = out
-        self.label_of[out] = var.name_hint
-
-    def _lower_call(self, var, call: Call, span, pb) -> None:
-        name = var.name_hint
-        srcs = [self.source(a, span) for a in call.args]
-        reads = set()
-        for s in srcs:
-            flat_registers(s, reads)
-        arg_labels = [self.describe_src(s) for s in srcs]
-        arg_info = [(lab, reader(s)) for lab, s in zip(arg_labels, srcs)]
-        if isinstance(call.op, GlobalVar):
-            callee = self.programs.get(call.op.name_hint)
-            if callee is None:
-                raise self.error(f"binding '{name}' calls '{call.op.name_hint}', which is not a function of the module", span)
-            label = f"{call.op.name_hint}({', '.join(arg_labels)})"
-            info = Info(self.name, name, label, arg_info, span, f"call {call.op.name_hint}")
-            fn = make_call(callee, tuple(reader(s) for s in srcs), info)
-            self._add(pb, fn, self.new_reg(), reads, True, info, var)
-            return
-        op = call.op
-        if not isinstance(op, Op):
-            raise self.error(f"binding '{name}' calls a {type(op).__name__}; only ops and module functions can be called", span)
         script = getattr(op, "script_name", getattr(op, "name", "?"))
         kernel = getattr(op, "kernel", None)
         if kernel is None:
-            raise self.error(f"op {script} has no kernel (binding '{name}')", span)
+            raise self.error(f"op {script} has no kernel (binding '{name}')", ins.span)
+        labels, arg_info = self._arg_info(srcs)
         attr_text = ", ".join(f"{k}={_fmt_attr(v)}" for k, v in call.attrs.items())
-        label = f"{script}({', '.join(arg_labels + ([attr_text] if attr_text else []))})"
-        info = Info(self.name, name, label, arg_info, span, script)
-        inplace = None
-        positions = [] if self.check else inplace_positions(call, srcs, var.struct_info)
-        if positions:
-            inplace = (op.inplace, srcs, positions)
+        label = f"{script}({', '.join(labels + ([attr_text] if attr_text else []))})"
+        info = Info(self.name, name, label, arg_info, ins.span, script)
         fn = _kernel_fn(kernel, call.attrs, srcs)
-        if op.cost.kind in split.SPLITTING_KINDS:
+        if op.threaded:  # a function with a threaded kernel holds BLAS to one thread while it runs
             self.splits = True
         nbytes = static_nbytes(var.struct_info)
-        if op.inplace is not None and not self.check and split.splittable([a.struct_info for a in call.args], var.struct_info, nbytes):
+        into = op.inplace
+        if into is not None and not self.check and split.splittable([a.struct_info for a in call.args], var.struct_info, nbytes):
             sinfo = var.struct_info
-            fn = split.make(op.inplace, [reader(s) for s in srcs], tuple(sinfo.shape), sinfo.dtype)
+            fn = split.make(into, [reader(s) for s in srcs], tuple(sinfo.shape), sinfo.dtype)
             self.splits = True
-            if inplace is not None:
-                inplace = (split.split_into(op.inplace), srcs, positions)
-        pair_cost = 0.0
+            into = split.split_into(into)
         if nbytes is not None and nbytes > allocation_limit():
-            fn, inplace = _refuse(nbytes), None  # fails when reached (an untaken branch may hold it)
-        elif not self.check:
-            pair_cost = pairs.pair_cost(op, call, var.struct_info)
-        self._add(pb, fn, self.new_reg(), reads, False, info, var, inplace=inplace, pair_cost=pair_cost,
-                  moves=op.pure and inplace is None)
-
-    def _lower_if(self, var, node: If, span, pb) -> None:
-        cond = self.source(node.cond, span)
-        if not isinstance(cond, int):
-            raise self.error(f"the condition of If binding '{var.name_hint}' is a tuple", span)
-        tb = self.lower_seq(node.true_branch)
-        fb = self.lower_seq(node.false_branch)
-        reads = {cond} | tb.outer_reads | fb.outer_reads
-        info = Info(self.name, var.name_hint, "If", [("condition", itemgetter(cond))], span, "If")
-        cond_read = itemgetter(cond)
-        self._add(
-            pb, None, self.new_reg(), reads, True, info, var,
-            branches=(tb, fb),
-            make=lambda blocks: make_if(cond_read, blocks[0], blocks[1], info),
-        )
-
-    # -- liveness -----------------------------------------------------------
-    def assign(self, pb: _PreBlock, owned: set[int]) -> Block:
-        """Give each owned register its release point: after its last read, or where it is defined if unread.
-
-        Registers last read by an If are released inside the branches (at their last use there), so a
-        branch does not keep alive what only the other branch needs.
-        """
-        frees, dying, prefree, endfree = release_points(
-            [ins.reads for ins in pb.ins], [ins.out for ins in pb.ins],
-            [ins.branches is not None for ins in pb.ins], pb.result_regs, owned,
-        )
-        code = []
-        for i, ins in enumerate(pb.ins):
-            fn = ins.fn
-            if ins.branches is not None:
-                fn = ins.make([self.assign(b, dying[i] | b.defined) for b in ins.branches])
-            elif ins.inplace is not None:
-                into, srcs, positions = ins.inplace
-                dying_here = [p for p in positions if srcs[p] in frees[i]]
-                if dying_here:
-                    fn = make_inplace(into, srcs, dying_here[0], fn)
-            code.append((fn, ins.out, tuple(frees[i]), ins.special, ins.info))
-        if self.splits:  # BLAS held to one thread while the function runs: a kernel thread can take one
-            for i, j in pairs.partners(pb.ins).items():
-                fork, take = pairs.make_pair(code[i][0], code[j][0], self.new_reg(), tuple(sorted(pb.ins[j].reads)))
-                code[i] = (fork,) + code[i][1:]
-                code[j] = (take,) + code[j][1:]
-        return Block(tuple(code), tuple(prefree), tuple(endfree), reader(pb.result_src))
+            return _refuse(nbytes), info, 0.0, False  # fails when reached (an untaken branch may hold it)
+        if self.check:
+            return fn, info, 0.0, False
+        if ins.target is not None:
+            fn = make_inplace(into, srcs, ins.target, fn)
+        cost = pairs.pair_cost(op, call, var.struct_info)
+        moves = bool(cost) and op.pure and not inplace_positions(call, srcs, var.struct_info)
+        return fn, info, cost, moves
 
 
 # Results beyond this many bytes are refused before their kernel runs (NumPy would try, or raise
@@ -491,6 +374,10 @@ def _nbytes_of(sinfo, sizes) -> int | None:
     except TypeError:
         return None
     return int(np.prod(sinfo.shape, dtype=object)) * itemsize
+
+
+def _item(src: int, index: int):
+    return lambda r: r[src][index]
 
 
 def _refuse(nbytes: int):

@@ -2,10 +2,9 @@
 where the earlier one runs.
 
 A convolution's two gradients (data and weight) read the same output gradient and neither needs the
-other. Split over the kernel threads one after the other, each pays the hand-offs of a split twice
-(the worker's wake and the caller's wait, ~15 µs each on this VM, plus the GIL between the parts'
-NumPy calls); run side by side, each on one thread, they pay one. Digits CNN step at two threads: the
-pair took 560 µs against 900 µs split one after the other.
+other. Split over the kernel threads one after the other, each pays the hand-offs of a split twice;
+run side by side, each on one thread, they pay one (figures and thresholds: runtime/tuning.py).
+Candidates are the ops declaring `threaded=True`.
 
 Nothing else changes: the later kernel's value is handed on, and counted by the memory meter, at its
 own place in the order, and an error it raises is raised there, located at its binding. Only pure
@@ -15,34 +14,22 @@ writes over a dying input (the earlier kernel and those between may still read i
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
+from retrograd.ir.expr import Call, Var
 from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops.kernels import parallel
-
-# Cost kinds (ops/cost.py) worth a thread of their own.
-PAIR_KINDS = frozenset({"conv", "pool"})
-# The smaller kernel of a pair must carry at least this much work (cost units: FLOPs for convolutions,
-# window positions for pools), judged with symbolic dimensions at NOMINAL_DIM; and at run time its
-# array inputs must hold at least PAIR_MIN_BYTES.
-PAIR_MIN_COST = 8e6
-PAIR_MIN_BYTES = 64 << 10
-NOMINAL_DIM = 32
-# The larger kernel of a pair at most this many times the smaller's work: past it, splitting each kernel
-# over the threads keeps both cores busier.
-PAIR_RATIO = 2.0
-# How far ahead (instructions) a partner is looked for.
-WINDOW = 32
+from retrograd.runtime.tuning import NOMINAL_DIM, PAIR_MIN_BYTES, PAIR_MIN_COST, PAIR_RATIO, PAIR_WINDOW
 
 
 def pair_cost(op, call, out_sinfo) -> float:
-    """The work of a call that may run beside another (0 when it may not): op.cost with every symbolic
-    dimension taken as NOMINAL_DIM, so that the ratio of two kernels' costs holds for any batch size
-    when both scale with it."""
-    if op.cost.kind not in PAIR_KINDS:
+    """The work of a call that may run beside another (0 when it may not): a threaded op's cost, with
+    every symbolic dimension taken as NOMINAL_DIM, so that the ratio of two kernels' costs holds for
+    any batch size when both scale with it."""
+    if not op.threaded:
         return 0.0
-    args = [SimpleNamespace(struct_info=_nominal(a.struct_info)) for a in call.args]
-    cost = op.cost(SimpleNamespace(args=args, attrs=call.attrs), _nominal(out_sinfo))
+    args = [a if _nominal(a.struct_info) is a.struct_info else Var("nominal", _nominal(a.struct_info)) for a in call.args]
+    if any(n is not a for n, a in zip(args, call.args)):
+        call = Call(call.op, args, call.attrs)
+    cost = op.cost(call, _nominal(out_sinfo))
     return cost if cost >= PAIR_MIN_COST else 0.0
 
 
@@ -61,7 +48,7 @@ def partners(ins: list) -> dict[int, int]:
         if i in taken or not a.pair_cost or a.special:
             continue
         written = {a.out}
-        for j in range(i + 1, min(len(ins), i + 1 + WINDOW)):
+        for j in range(i + 1, min(len(ins), i + 1 + PAIR_WINDOW)):
             b = ins[j]
             if j not in taken and b.pair_cost and b.moves and not b.reads & written \
                     and max(a.pair_cost, b.pair_cost) <= PAIR_RATIO * min(a.pair_cost, b.pair_cost):

@@ -12,13 +12,8 @@ import numpy as np
 
 from retrograd.ir.struct_info import TensorStructInfo, is_float_dtype
 from retrograd.ops.kernels import parallel
+from retrograd.runtime.tuning import SPLIT_BYTES
 
-# Ops whose kernels split their batch over the kernel threads (ops/kernels/parallel.py): a module with
-# any of them (or with a split elementwise result) holds BLAS to one thread while it runs.
-SPLITTING_KINDS = frozenset({"conv", "pool"})
-
-# Below this, one pass over the data costs less than handing parts to threads.
-SPLIT_BYTES = 1 << 20
 
 
 def splittable(arg_sinfo, out_sinfo, nbytes: int | None) -> bool:

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from retrograd.analysis.layout import RULES, Layout, Same, View, results
+from retrograd.analysis.layout import Layout, Same, View, results
 from retrograd.ir.struct_info import TupleStructInfo, is_float_dtype
 from retrograd.ops.registry import all_ops
 from retrograd.runtime.interp import coerce, root_of
@@ -97,4 +97,14 @@ def test_kernel_results_match_the_layout_rules(case):
 
 def test_every_op_that_declares_aliases_has_a_layout_rule_and_no_other():
     declared = {op.name for op in all_ops() if op.aliases}
-    assert declared == set(RULES)
+    assert declared and declared == {op.name for op in all_ops() if op.view is not None}
+
+
+def test_aliases_and_view_are_declared_together():
+    from retrograd.ops import views
+    from retrograd.ops.registry import OpDef
+
+    with pytest.raises(ValueError, match="go together"):
+        OpDef("relax.test_alias_only", ("x",), (), infer=lambda ctx: None, aliases=(0,))
+    with pytest.raises(ValueError, match="go together"):
+        OpDef("relax.test_view_only", ("x",), (), infer=lambda ctx: None, view=views.same)
