@@ -59,6 +59,11 @@ def _conv(n, transposed):
     def kernel(data, weight, strides=1, padding=0, dilation=1, groups=1, data_layout=None, kernel_layout=None,
                out_layout=None, out_dtype=None, output_padding=0):
         data_layout = data_layout or data_canon
+        if (not transposed and groups == 1 and data_layout == "CN" + data_canon[2:] and kernel_layout == w_canon.replace("OI", "IO")
+                and out_dtype in (None, "", "void") and data.dtype == weight.dtype and data.dtype.is_floating_point):
+            fast = _weight_gradient(n, data, weight, strides, padding, dilation, out_layout or data_layout, data_canon)
+            if fast is not None:
+                return fast
         x = to_layout(op, data, data_layout, data_canon)
         w = to_layout(op, weight, kernel_layout or w_canon, w_canon)
         dt = _dtype(op, out_dtype, x, w)
@@ -94,6 +99,30 @@ def _conv(n, transposed):
         return to_layout(op, y, data_canon, out_layout or data_layout).contiguous()
 
     return kernel
+
+
+def _weight_gradient(n, data, weight, strides, padding, dilation, out_layout, canon):
+    """TVM's form of a convolution's weight gradient (data CN..., kernel IO..., out CN...: the batch is
+    contracted) computed by aten.convolution_backward, PyTorch's fused weight-gradient kernel: the data
+    is the original input (N, C_in, ...), the kernel the output gradient (N, C_out, ...), and this
+    convolution's strides and dilation are the original's dilation and strides."""
+    op = f"conv{n}d"
+    s = ints(op, "strides", strides, n)
+    d = ints(op, "dilation", dilation, n)
+    before, after = paddings(op, padding, n)
+    if before != after or data.shape[0] != weight.shape[0]:
+        return None
+    k = [(h + 2 * p - dd * (o - 1) - 1) // st + 1 for h, p, dd, o, st in zip(data.shape[2:], before, s, weight.shape[2:], d)]
+    if min(k) <= 0:
+        return None
+    # Only when the original convolution's output size is exactly the gradient's (no rows it ignored).
+    if any((h + 2 * p - st * (kk - 1) - 1) // dd + 1 != o for h, p, st, kk, dd, o in zip(data.shape[2:], before, s, k, d, weight.shape[2:])):
+        return None
+    shape_only = data.new_empty(()).expand(weight.shape[1], data.shape[1], *k)  # only its shape is read
+    dw = torch.ops.aten.convolution_backward(weight, data, shape_only, None, d, before, s, False,
+                                             [0] * n, 1, [False, True, False])[1]
+    # dw is (C_out, C_in, k...): in this convolution's logical NC... order that is (C_in, C_out, k...).
+    return to_layout(op, dw.transpose(0, 1), canon, out_layout).contiguous()
 
 
 KERNELS = {

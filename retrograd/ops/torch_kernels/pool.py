@@ -58,6 +58,10 @@ class _Pool:
         idx, self.inside, self.padded, self.out_shape = _maps(op, tuple(x.shape[2:]), tuple(k), tuple(s), tuple(before),
                                                               tuple(after), tuple(d), bool(ceil_mode))
         self.plane = math.prod(x.shape[2:])
+        # PyTorch's own pooling kernels take symmetric padding of at most half the window, with the same
+        # output sizes (ceil_mode included) and the same first-maximum rule: then the ATen ops run.
+        self.aten = before == after and all(2 * b <= kk for b, kk in zip(before, k))
+        self.k, self.s, self.d, self.pad, self.ceil = k, s, d, before, bool(ceil_mode)
         self.idx = torch.from_numpy(np.where(idx < 0, self.plane, idx)).to(x.device)  # padding reads one extra column
 
     def taps(self, x, fill):
@@ -98,6 +102,12 @@ def _pool(n, kind):
     def kernel(data, pool_size=1, strides=1, dilation=1, padding=0, ceil_mode=False, count_include_pad=False,
                layout=None, out_layout=None):
         p = _Pool(f"{kind}_pool{n}d", n, data, pool_size, strides, padding, dilation, ceil_mode, layout or "NC" + _SPATIAL[n])
+        if p.aten and n > 1 and (kind == "max" or all(dd == 1 for dd in p.d)):
+            if kind == "max":
+                y = _MAX[n](p.x, p.k, p.s, p.pad, p.d, p.ceil)
+            else:
+                y = _AVG[n](p.x, p.k, p.s, p.pad, p.ceil, bool(count_include_pad))
+            return to_layout(p.op, y, p.canon, out_layout or layout or p.canon).contiguous()
         if kind == "max":
             y = p.taps(p.x, -math.inf).amax(dim=3)
         else:
@@ -113,6 +123,10 @@ def _max_backward(n):
         layout = layout or "NC" + _SPATIAL[n]
         p = _Pool(f"max_pool{n}d_backward", n, data, pool_size, strides, padding, dilation, ceil_mode, layout)
         g = p.grad_in(output_grad, out_layout or layout)
+        if p.aten:
+            _, idx = _MAX_IDX[n](p.x, p.k, p.s, p.pad, p.d, p.ceil)
+            gx = _MAX_BWD[n](g.reshape(idx.shape), p.x, p.k, p.s, p.pad, p.d, p.ceil, idx)
+            return to_layout(p.op, gx, p.canon, layout).contiguous()
         arg = p.first_max()
         positions = torch.gather(p.idx.expand(g.shape[0], g.shape[1], *p.idx.shape), 3, arg)
         n_, c = g.shape[:2]
@@ -171,6 +185,11 @@ def _adaptive(n):
 
     return kernel
 
+
+_MAX = {2: torch.ops.aten.max_pool2d, 3: torch.ops.aten.max_pool3d}
+_AVG = {2: torch.ops.aten.avg_pool2d, 3: torch.ops.aten.avg_pool3d}
+_MAX_IDX = {2: torch.ops.aten.max_pool2d_with_indices, 3: torch.ops.aten.max_pool3d_with_indices}
+_MAX_BWD = {2: torch.ops.aten.max_pool2d_with_indices_backward, 3: torch.ops.aten.max_pool3d_with_indices_backward}
 
 KERNELS = {}
 for _n in (1, 2, 3):
