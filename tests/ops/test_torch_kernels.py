@@ -9,7 +9,6 @@ from optional import need
 from torch_compare import ACCUMULATING_ULPS, assert_matches
 
 from retrograd.errors import DiagnosticError, UnsupportedError
-from retrograd.ops.cost import KINDS  # noqa: F401
 from retrograd.ops.registry import all_ops
 
 RUNNABLE = [c for c in ALL_CASES if c.is_static and c.opdef.kernel is not None]

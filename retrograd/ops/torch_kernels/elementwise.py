@@ -17,11 +17,6 @@ def is_float(t) -> bool:
     return t.dtype.is_floating_point
 
 
-def fresh(t):
-    """A result that shares no memory with the arguments (what a NumPy kernel returns)."""
-    return t.clone(memory_format=torch.contiguous_format) if t._base is not None or not t.is_contiguous() else t
-
-
 def keep_dtype(name, fn):
     """Arithmetic in the arguments' dtype (docs/architecture.md): where NumPy would promote, an error."""
 

@@ -8,7 +8,7 @@ import torch
 
 from retrograd.errors import KernelError
 from retrograd.ops.torch_kernels import fresh, tdtype
-from retrograd.ops.torch_kernels.elementwise import is_float, is_int
+from retrograd.ops.torch_kernels.elementwise import is_float
 
 
 def _count(x, axis) -> int:
@@ -27,7 +27,7 @@ def _dims(x, axis):
 def _reduce(fn, x, axis, keepdims, **kw):
     dims = _dims(x, axis)
     if not dims:  # no axis reduced (a 0-d tensor, or axis=[]): torch would reduce them all
-        return fn(x.unsqueeze(0), dim=0, keepdim=False, **kw) if x.ndim == 0 else fn(x.unsqueeze(0), dim=0, keepdim=False, **kw)
+        return fn(x.unsqueeze(0), dim=0, keepdim=False, **kw)
     return fn(x, dim=dims, keepdim=keepdims, **kw)
 
 
