@@ -112,7 +112,7 @@ def _weight_gradient(n, data, weight, strides, padding, dilation, out_layout, ca
     before, after = paddings(op, padding, n)
     if before != after or data.shape[0] != weight.shape[0]:
         return None
-    k = [(h + 2 * p - dd * (o - 1) - 1) // st + 1 for h, p, dd, o, st in zip(data.shape[2:], before, s, weight.shape[2:], d)]
+    k = [(h + 2 * p - dd * (o - 1) - 1) // st + 1 for h, p, dd, o, st in zip(data.shape[2:], before, d, weight.shape[2:], s)]
     if min(k) <= 0:
         return None
     # Only when the original convolution's output size is exactly the gradient's (no rows it ignored).
