@@ -116,6 +116,11 @@ def cmd_lower(args) -> int:
         for name in list(mod.keys()):
             if name not in keep:
                 mod = mod.without(name)
+    if getattr(args, "backend", "numpy") == "torch":
+        from retrograd.runtime.torch_source import lower_to_torch
+
+        write_output(lower_to_torch(mod, source_name=source_name(args.file)), args.output)
+        return 0
     write_output(lower_to_python(mod, source_name=source_name(args.file)), args.output)
     return 0
 
@@ -169,6 +174,8 @@ def add_parsers(sub) -> None:
     lw.add_argument("file", help=FILE_HELP)
     lw.add_argument("--func", help="only this function and the functions it calls (default: every function)")
     lw.add_argument("-o", "--output", help="write the Python source here (- or absent: standard output)")
+    lw.add_argument("--backend", choices=("numpy", "torch"), default="numpy",
+                    help="numpy: over the NumPy kernels (default); torch: a PyTorch module over the torch kernels")
     lw.set_defaults(run=cmd_lower)
 
     d = sub.add_parser("dot", help="write the dataflow graph as Graphviz DOT (or SVG/PNG)")

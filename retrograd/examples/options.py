@@ -17,6 +17,18 @@ def add_arguments(p: argparse.ArgumentParser, epochs: int | None, lr: float | No
     p.add_argument("--threads", type=int, default=1,
                    help="threads while training, the kernels' and BLAS's (BLAS's need threadpoolctl; 0: the defaults)")
     p.add_argument("--limit", type=int, help=argparse.SUPPRESS)  # a subset, for tests
+    p.add_argument("--backend", choices=("numpy", "torch"), default="numpy",
+                   help="run the steps on NumPy (default) or on PyTorch tensors (pip install 'retrograd[torch]')")
+    p.add_argument("--device", default=None, help="torch backend: the device (cpu, cuda, cuda:1, ...; default cpu)")
+
+
+def trainer_options(args) -> dict:
+    """The Trainer's backend options from the command line."""
+    backend = getattr(args, "backend", "numpy")
+    device = getattr(args, "device", None)
+    if backend == "numpy" and device not in (None, "cpu"):
+        raise SystemExit(f"--device {device} needs --backend torch")
+    return {"backend": backend, "device": device} if backend != "numpy" else {}
 
 
 def plot_history(history: dict, path: Path, title: str) -> str:

@@ -18,16 +18,18 @@ def is_worker() -> bool:
 def make_trainer(mod, args):
     """A DataParallelTrainer (the global batch split over the workers) in a group, else a Trainer."""
     from retrograd.distributed import DataParallelTrainer, world_size
+    from retrograd.examples.options import trainer_options
     from retrograd.training import Trainer
 
+    options = trainer_options(args)  # --backend / --device
     if world_size() == 1:
-        return Trainer(mod)
+        return Trainer(mod, **options)
     if getattr(args, "checkpoint", None):
         raise TrainingError("--checkpoint is not supported with data-parallel training yet (data_parallel "
                             "rebuilds the train step from the adjoint and optimizer)")
     if args.batch_size % world_size():
         raise TrainingError(f"--batch-size {args.batch_size} does not split evenly over {world_size()} workers")
-    return DataParallelTrainer(mod, bucket=getattr(args, "bucket", None) or "25MiB")
+    return DataParallelTrainer(mod, bucket=getattr(args, "bucket", None) or "25MiB", **options)
 
 
 def make_progress(steps: int, desc: str) -> Progress:

@@ -38,13 +38,14 @@ def make_data(n: int, seed: int, keywords: int = 2):
     return rng.permuted(tokens, axis=1).astype(np.int64), labels.astype(np.int64)
 
 
-def build_trainer(lr: float, sparse: bool = True, seed: int = 0, checkpoint=None, batch_size: int | None = None):
+def build_trainer(lr: float, sparse: bool = True, seed: int = 0, checkpoint=None, batch_size: int | None = None,
+                  backend_options: dict | None = None):
     from retrograd.parser import parse
     from retrograd.training import SGD, CrossEntropyLoss, Trainer, setup_trainer
 
     mod = setup_trainer(parse(MODEL), CrossEntropyLoss(), SGD(lr), sparse=["table"] if sparse else None, checkpoint=checkpoint,
                         batch_size=batch_size)
-    trainer = Trainer(mod)
+    trainer = Trainer(mod, **(backend_options or {}))
     rng = np.random.default_rng(seed)
     trainer.init_params("xavier_uniform", seed=seed,
                         overrides={"table": (rng.standard_normal((VOCAB, DIM)) * 0.5).astype(np.float32)})
@@ -66,7 +67,10 @@ def run(args, stream=None) -> float:
     xt, yt = make_data(500, args.seed + 1000)
     if args.limit:
         x, y = x[: args.limit], y[: args.limit]
-    trainer = build_trainer(args.lr, seed=args.seed, checkpoint=args.checkpoint, batch_size=args.batch_size)
+    from retrograd.examples.options import trainer_options
+
+    trainer = build_trainer(args.lr, seed=args.seed, checkpoint=args.checkpoint, batch_size=args.batch_size,
+                            backend_options=trainer_options(args))
     steps = args.epochs * steps_per_epoch(trainer, len(x), args.batch_size)
     with training_threads(args.threads or None):
         history = fit(trainer, [x, y], args.epochs, args.batch_size, seed=args.seed,

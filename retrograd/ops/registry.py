@@ -8,7 +8,7 @@ from typing import Any, Callable
 
 import attrs
 
-from retrograd.errors import OpError, TypeInferenceError, did_you_mean
+from retrograd.errors import OpError, TypeInferenceError, UnsupportedError, did_you_mean
 from retrograd.ir.expr import Call, Expr, Op
 from retrograd.ir.struct_info import StructInfo, TensorStructInfo, TupleStructInfo, is_float_dtype
 from retrograd.ir.text import format_sinfo
@@ -163,6 +163,19 @@ class OpDef(Op):
         if not (isinstance(out_sinfo, TensorStructInfo) and out_sinfo.is_static and is_float_dtype(out_sinfo.dtype)):
             return []
         return [i for i, s in enumerate(arg_sinfo) if s == out_sinfo]
+
+    @property
+    def torch_kernel(self) -> Callable:
+        """The op's PyTorch kernel (ops/torch_kernels/, by family; torch is imported on first use).
+
+        Same calling convention and semantics as `kernel`, on torch tensors. An op without one raises
+        UnsupportedError naming it."""
+        from retrograd.ops import torch_kernels
+
+        fn = torch_kernels.lookup(self.name)
+        if fn is None:
+            raise UnsupportedError(f"op {self.script_name} has no torch kernel (ops/torch_kernels/)")
+        return fn
 
     @property
     def script_name(self) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from retrograd.errors import ExecutionError
+from retrograd.errors import ExecutionError, UnsupportedError
 from retrograd.ir.functor import module_if_depth, stack_room
 from retrograd.ops.kernels import parallel
 from retrograd.runtime.interp import Meter, invoke, run_code, run_code_profiled
@@ -109,6 +109,19 @@ class BuiltFunction:
         return f"<BuiltFunction {self.prog.name}({', '.join(self.prog.param_names)})>"
 
 
-def build(mod, *, profile: bool = False, check: bool = False) -> Executable:
-    """Lower every function of `mod` to NumPy kernel calls; errors (an op without kernel...) name the binding."""
+def build(mod, *, profile: bool = False, check: bool = False, backend: str = "numpy", device=None,
+          compile: bool = False, numpy_outputs: bool = False):
+    """Lower every function of `mod` to kernel calls; errors (an op without kernel...) name the binding.
+
+    backend "numpy" (the default and the reference) or "torch": PyTorch tensors on `device` ("cpu",
+    "cuda", ...; runtime/torch_exec.py), `compile=True` running it through torch.compile, and results
+    as torch tensors unless `numpy_outputs=True`."""
+    if backend == "torch":
+        from retrograd.runtime.torch_exec import build_torch
+
+        return build_torch(mod, device or "cpu", numpy_outputs=numpy_outputs, compile=compile)
+    if backend != "numpy":
+        raise UnsupportedError(f"unknown backend {backend!r} (backends: numpy, torch)")
+    if device not in (None, "cpu") or compile:
+        raise UnsupportedError("the numpy backend runs on the CPU without compilation (device and compile are torch options)")
     return Executable(mod, profile=profile, check=check)

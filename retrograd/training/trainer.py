@@ -24,9 +24,12 @@ class Trainer:
 
     A batch is the inputs then the targets, in the order of `train_step`'s parameters. Parameters and
     optimizer state are dicts keyed by the names in the module (`param_names`, `state_names`).
+
+    `backend="torch"` runs the steps on PyTorch tensors on `device` ("cpu", "cuda", ...): parameters and
+    state then stay on the device between steps; `predict`, `state_dict` and the saved files are NumPy.
     """
 
-    def __init__(self, mod: IRModule, **build_options):
+    def __init__(self, mod: IRModule, *, backend: str = "numpy", device=None, **build_options):
         if "train_step" not in mod:
             raise TrainingError("the module has no 'train_step': make it with setup_trainer")
         step = mod["train_step"]
@@ -50,7 +53,10 @@ class Trainer:
         self._check_state = {p.name_hint: compile_checker(p.struct_info, p.name_hint, TrainingError)
                              for p in self.state_vars}
         keep_freed_memory()  # steps free and reallocate the same arrays: keep their pages
+        if backend != "numpy" or device is not None:
+            build_options.update(backend=backend, device=device)
         self.exe = build(mod, **build_options)
+        self.backend = backend
         self.params: dict[str, np.ndarray] | None = None
         self.state: dict[str, np.ndarray] | None = None
 
@@ -91,7 +97,7 @@ class Trainer:
         out = {}
         for name, check in checkers.items():
             try:
-                out[name] = np.array(check(values[name], Binder()), copy=True)
+                out[name] = np.array(check(self._host(values[name]), Binder()), copy=True)
             except Mismatch as mm:
                 raise TrainingError(f"{kind} {mm}") from None
         return out
@@ -121,8 +127,13 @@ class Trainer:
     def predict(self, *inputs):
         """The backbone's output for the inputs."""
         self._require_params("predict()")
-        return self.exe["backbone"](*self._split(inputs, len(self.inputs), "predict")[0],
-                                    *(self.params[n] for n in self.param_names))
+        return self._host(self.exe["backbone"](*self._split(inputs, len(self.inputs), "predict")[0],
+                                               *(self.params[n] for n in self.param_names)))
+
+    def _host(self, value):
+        """A value of the executor as NumPy (the torch backend's tensors may live on a device)."""
+        numpy = getattr(self.exe, "numpy", None)
+        return value if numpy is None else numpy(value)
 
     def evaluate(self, *batch) -> float:
         """The loss on a batch (inputs, then targets), without updating anything."""
@@ -144,7 +155,7 @@ class Trainer:
     def export_params(self, path) -> None:
         """Write the parameters to `.npz`, keyed by name."""
         self._require_params("export_params()")
-        np.savez(_npz(path), **self.params)
+        np.savez(_npz(path), **{k: self._host(v) for k, v in self.params.items()})
 
     def load_params(self, path) -> None:
         """Read parameters written by `export_params` (checked by name, shape and dtype); resets the optimizer state."""
@@ -153,8 +164,8 @@ class Trainer:
     def state_dict(self) -> dict:
         """{"params": {...}, "optimizer": {...}}: copies of everything needed to resume."""
         self._require_params("state_dict()")
-        return {"params": {k: v.copy() for k, v in self.params.items()},
-                "optimizer": {k: np.array(v, copy=True) for k, v in self.state.items()}}
+        return {"params": {k: np.array(self._host(v), copy=True) for k, v in self.params.items()},
+                "optimizer": {k: np.array(self._host(v), copy=True) for k, v in self.state.items()}}
 
     def load_state_dict(self, state: dict) -> None:
         if set(state) != {"params", "optimizer"}:

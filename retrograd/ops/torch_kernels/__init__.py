@@ -1,0 +1,84 @@
+"""PyTorch kernels of the registered ops, one per op, in modules by family (`OpDef.torch_kernel`).
+
+Each family module maps op names to functions of torch tensors (tuples of them for tuple arguments,
+tuples of ints for shapes, Python numbers for prim values) and attribute values, with the same
+semantics as the op's NumPy kernel (the reference). The family modules import torch, so this package
+imports them only when a torch kernel is first asked for: `import retrograd` never imports torch.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from retrograd.errors import UnsupportedError
+
+FAMILIES = ("elementwise", "create", "reduce", "shape", "index", "nn", "conv", "pool", "norm", "grad", "image")
+
+_TABLE: dict | None = None
+_DEVICE = ["cpu"]
+
+
+def device():
+    """Where kernels without tensor arguments (R.zeros, R.arange) put their result: set by the executor."""
+    return _DEVICE[0]
+
+
+def set_device(dev) -> None:
+    _DEVICE[0] = dev
+
+
+def tdtype(name: str):
+    """The torch dtype of a retrograd dtype name."""
+    torch = require_torch()
+    dt = getattr(torch, str(name), None)
+    if not isinstance(dt, torch.dtype):
+        from retrograd.errors import KernelError
+
+        raise KernelError(f"dtype {name} has no torch equivalent")
+    return dt
+
+
+def require_torch():
+    """The torch module, or a clear error saying how to install it."""
+    try:
+        import torch
+    except ImportError:
+        raise UnsupportedError("the torch backend needs PyTorch: pip install 'retrograd[torch]' (or pip install torch)") from None
+    return torch
+
+
+def table() -> dict:
+    """op name -> torch kernel, every family loaded (torch imported on first use)."""
+    global _TABLE
+    if _TABLE is None:
+        require_torch()
+        merged: dict = {}
+        for family in FAMILIES:
+            module = importlib.import_module(f"retrograd.ops.torch_kernels.{family}")
+            for name, fn in module.KERNELS.items():
+                if name in merged:
+                    raise ValueError(f"torch kernel of {name} defined twice ({family})")
+                merged[name] = fn
+        _TABLE = merged
+    return _TABLE
+
+
+def lookup(name: str):
+    """The torch kernel of op `name`, or None."""
+    return table().get(name)
+
+
+def meta_array(t):
+    """A NumPy array of t's shape and dtype taking no memory (zero strides): for NumPy's checks of shape
+    and dtype (argument signatures, R.match_cast) without copying a tensor to the host."""
+    import numpy as np
+
+    torch = require_torch()
+    dt = torch.empty(0, dtype=t.dtype).numpy().dtype
+    return np.lib.stride_tricks.as_strided(np.zeros((), dt), tuple(t.shape), (0,) * t.ndim)
+
+
+def fresh(t):
+    """t in a storage of its own (a kernel result that is a view of a temporary, or of an argument, would
+    count another buffer than the memory model's; NumPy kernels return fresh arrays too)."""
+    return t.clone(memory_format=require_torch().contiguous_format) if t._base is not None else t

@@ -1,0 +1,202 @@
+"""Torch kernels of pooling, 1-3 spatial dims, and the pooling backward ops (ops/nn_pool*.py,
+ops/nn_adaptive.py, grad.max_pool*/avg_pool*). Windows are index maps built on the host from the
+attributes (output positions x taps, independent of batch and channels), gathered on the device: any
+padding, dilation and ceil_mode, with TVM's and PyTorch's output sizes and divisors."""
+
+from __future__ import annotations
+
+import math
+from functools import lru_cache
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from retrograd.errors import KernelError
+from retrograd.ops.kernels.window import window_positions
+from retrograd.ops.torch_kernels import fresh
+from retrograd.ops.torch_kernels.conv import ints, paddings, to_layout
+
+_SPATIAL = {1: "W", 2: "HW", 3: "DHW"}
+
+
+@lru_cache(maxsize=256)
+def _maps(op, size, k, s, before, after, d, ceil_mode):
+    """(flat input position or -1 per (output, tap), count of taps in the input, count in input + padding)."""
+    axes = []
+    for n, kk, ss, b, a, dd in zip(size, k, s, before, after, d):
+        try:
+            o = window_positions(n, kk, ss, b, a, dd, ceil_mode)
+        except ValueError as err:
+            raise KernelError(f"{op}: {err}") from None
+        pos = np.arange(o)[:, None] * ss - b + np.arange(kk)[None, :] * dd
+        axes.append((pos, (pos >= 0) & (pos < n), (pos >= -b) & (pos < n + a), n))
+    flat = np.zeros((1, 1), np.int64)
+    inside = np.ones((1, 1), bool)
+    padded = np.ones((1, 1), bool)
+    for pos, ins, pad, n in axes:
+        o, kk = pos.shape
+        flat = (flat[:, None, :, None] * n + pos[None, :, None, :]).reshape(-1, flat.shape[1] * kk)
+        inside = (inside[:, None, :, None] & ins[None, :, None, :]).reshape(flat.shape)
+        padded = (padded[:, None, :, None] & pad[None, :, None, :]).reshape(flat.shape)
+    out_shape = tuple(p.shape[0] for p, _, _, _ in axes)
+    return np.where(inside, flat, -1), inside.sum(1), padded.sum(1), out_shape
+
+
+class _Pool:
+    def __init__(self, op, n, data, pool_size, strides, padding, dilation, ceil_mode, layout):
+        self.op, self.n = op, n
+        self.canon = "NC" + _SPATIAL[n]
+        x = to_layout(op, data, layout, self.canon)
+        if not x.dtype.is_floating_point:
+            raise KernelError(f"{op}: data must be a float tensor, got {x.dtype}")
+        self.x = x
+        k = ints(op, "pool_size", pool_size, n)
+        s = ints(op, "strides", strides, n)
+        d = ints(op, "dilation", dilation, n)
+        before, after = paddings(op, padding, n)
+        idx, self.inside, self.padded, self.out_shape = _maps(op, tuple(x.shape[2:]), tuple(k), tuple(s), tuple(before),
+                                                              tuple(after), tuple(d), bool(ceil_mode))
+        self.plane = math.prod(x.shape[2:])
+        # PyTorch's own pooling kernels take symmetric padding of at most half the window, with the same
+        # output sizes (ceil_mode included) and the same first-maximum rule: then the ATen ops run.
+        self.aten = before == after and all(2 * b <= kk for b, kk in zip(before, k))
+        self.k, self.s, self.d, self.pad, self.ceil = k, s, d, before, bool(ceil_mode)
+        self.idx = torch.from_numpy(np.where(idx < 0, self.plane, idx)).to(x.device)  # padding reads one extra column
+
+    def taps(self, x, fill):
+        """(N, C, outputs, taps) of x's values, `fill` at padding."""
+        n, c = x.shape[:2]
+        flat = torch.cat([x.reshape(n, c, -1), torch.full((n, c, 1), fill, dtype=x.dtype, device=x.device)], dim=2)
+        return flat[:, :, self.idx]
+
+    def out(self, y, layout):
+        y = y.reshape(y.shape[:2] + self.out_shape)
+        return to_layout(self.op, y, self.canon, layout).contiguous()
+
+    def grad_in(self, g, layout):
+        g = to_layout(self.op, g, layout, self.canon)
+        want = tuple(self.x.shape[:2]) + self.out_shape
+        if tuple(g.shape) != want:
+            raise KernelError(f"{self.op}: output_grad has shape {tuple(g.shape)} in {self.canon} order, expected {want}")
+        return g.reshape(g.shape[0], g.shape[1], -1).to(self.x.dtype)
+
+    def scatter(self, positions, values, layout):
+        """Sum `values` (N, C, outputs, taps) into the input positions `positions` (outputs, taps)."""
+        n, c = self.x.shape[:2]
+        out = torch.zeros((n, c, self.plane + 1), dtype=self.x.dtype, device=self.x.device)
+        out.index_add_(2, positions.reshape(-1), values.reshape(n, c, -1))
+        return fresh(to_layout(self.op, out[:, :, : self.plane].reshape(self.x.shape), self.canon, layout).contiguous())
+
+    def divisor(self, count_include_pad):
+        counts = self.padded if count_include_pad else self.inside
+        inv = np.where(counts > 0, 1.0 / np.maximum(counts, 1), 0.0)
+        return torch.from_numpy(inv).to(self.x.device, self.x.dtype)
+
+    def first_max(self):
+        """The tap of each window's first maximum (padding never wins)."""
+        return torch.argmax(self.taps(self.x, -math.inf), dim=3, keepdim=True)
+
+
+def _pool(n, kind):
+    def kernel(data, pool_size=1, strides=1, dilation=1, padding=0, ceil_mode=False, count_include_pad=False,
+               layout=None, out_layout=None):
+        p = _Pool(f"{kind}_pool{n}d", n, data, pool_size, strides, padding, dilation, ceil_mode, layout or "NC" + _SPATIAL[n])
+        if p.aten and n > 1 and (kind == "max" or all(dd == 1 for dd in p.d)):
+            if kind == "max":
+                y = _MAX[n](p.x, p.k, p.s, p.pad, p.d, p.ceil)
+            else:
+                y = _AVG[n](p.x, p.k, p.s, p.pad, p.ceil, bool(count_include_pad))
+            return to_layout(p.op, y, p.canon, out_layout or layout or p.canon).contiguous()
+        if kind == "max":
+            y = p.taps(p.x, -math.inf).amax(dim=3)
+        else:
+            y = p.taps(p.x, 0.0).sum(dim=3) * p.divisor(count_include_pad)
+        return p.out(y, out_layout or layout or p.canon)
+
+    return kernel
+
+
+def _max_backward(n):
+    def kernel(output_grad, data, pool_size=1, strides=1, dilation=1, padding=0, ceil_mode=False, count_include_pad=False,
+               layout=None, out_layout=None):
+        layout = layout or "NC" + _SPATIAL[n]
+        p = _Pool(f"max_pool{n}d_backward", n, data, pool_size, strides, padding, dilation, ceil_mode, layout)
+        g = p.grad_in(output_grad, out_layout or layout)
+        if p.aten:
+            _, idx = _MAX_IDX[n](p.x, p.k, p.s, p.pad, p.d, p.ceil)
+            gx = _MAX_BWD[n](g.reshape(idx.shape), p.x, p.k, p.s, p.pad, p.d, p.ceil, idx)
+            return to_layout(p.op, gx, p.canon, layout).contiguous()
+        arg = p.first_max()
+        positions = torch.gather(p.idx.expand(g.shape[0], g.shape[1], *p.idx.shape), 3, arg)
+        n_, c = g.shape[:2]
+        out = torch.zeros((n_, c, p.plane + 1), dtype=p.x.dtype, device=p.x.device)
+        out.scatter_add_(2, positions.reshape(n_, c, -1), g)
+        return fresh(to_layout(p.op, out[:, :, : p.plane].reshape(p.x.shape), p.canon, layout).contiguous())
+
+    return kernel
+
+
+def _max_backward_grad(n):
+    def kernel(input_grad, data, pool_size=1, strides=1, dilation=1, padding=0, ceil_mode=False, count_include_pad=False,
+               layout=None, out_layout=None):
+        layout = layout or "NC" + _SPATIAL[n]
+        p = _Pool(f"max_pool{n}d_backward_grad", n, data, pool_size, strides, padding, dilation, ceil_mode, layout)
+        gx = to_layout(p.op, input_grad, layout, p.canon)
+        if tuple(gx.shape) != tuple(p.x.shape):
+            raise KernelError(f"{p.op}: input_grad has shape {tuple(gx.shape)} in {p.canon} order, expected the data's {tuple(p.x.shape)}")
+        picked = torch.gather(p.taps(gx.to(p.x.dtype), 0.0), 3, p.first_max())[..., 0]
+        return p.out(picked, out_layout or layout)
+
+    return kernel
+
+
+def _avg_backward(n):
+    def kernel(output_grad, data, pool_size=1, strides=1, dilation=1, padding=0, ceil_mode=False, count_include_pad=False,
+               layout=None, out_layout=None):
+        layout = layout or "NC" + _SPATIAL[n]
+        p = _Pool(f"avg_pool{n}d_backward", n, data, pool_size, strides, padding, dilation, ceil_mode, layout)
+        g = p.grad_in(output_grad, out_layout or layout) * p.divisor(count_include_pad)
+        values = g[:, :, :, None].expand(*g.shape, p.idx.shape[1])
+        return p.scatter(p.idx, values, layout)
+
+    return kernel
+
+
+def _adaptive(n):
+    spatial = _SPATIAL[n]
+    op = f"adaptive_avg_pool{n}d"
+    fn = {1: F.adaptive_avg_pool1d, 2: F.adaptive_avg_pool2d, 3: F.adaptive_avg_pool3d}[n]
+
+    def kernel(data, output_size=None, layout=None, out_layout=None):
+        layout = layout or "NC" + spatial
+        if not data.dtype.is_floating_point:
+            raise KernelError(f"{op}: data must be a float tensor, got {data.dtype}")
+        y = to_layout(op, data, layout, "NC" + spatial)
+        sizes = tuple(y.shape[2:]) if output_size is None else tuple(int(v) for v in output_size)
+        if len(sizes) == 1 and n > 1:
+            sizes = sizes * n
+        if len(sizes) != n or min(sizes, default=1) < 1:
+            raise KernelError(f"{op}: output_size must be {n} positive ints, got {output_size!r}")
+        if 0 in y.shape[2:] and tuple(y.shape[2:]) != sizes:
+            raise KernelError(f"{op}: cannot average an empty spatial axis (input {tuple(y.shape[2:])}) into {sizes} bins")
+        out = fn(y, sizes) if tuple(y.shape[2:]) != sizes else y.clone()
+        return to_layout(op, out, "NC" + spatial, out_layout or layout).contiguous()
+
+    return kernel
+
+
+_MAX = {2: torch.ops.aten.max_pool2d, 3: torch.ops.aten.max_pool3d}
+_AVG = {2: torch.ops.aten.avg_pool2d, 3: torch.ops.aten.avg_pool3d}
+_MAX_IDX = {2: torch.ops.aten.max_pool2d_with_indices, 3: torch.ops.aten.max_pool3d_with_indices}
+_MAX_BWD = {2: torch.ops.aten.max_pool2d_with_indices_backward, 3: torch.ops.aten.max_pool3d_with_indices_backward}
+
+KERNELS = {}
+for _n in (1, 2, 3):
+    KERNELS[f"relax.nn.max_pool{_n}d"] = _pool(_n, "max")
+    KERNELS[f"relax.nn.avg_pool{_n}d"] = _pool(_n, "avg")
+    KERNELS[f"relax.nn.adaptive_avg_pool{_n}d"] = _adaptive(_n)
+for _n in (2, 3):
+    KERNELS[f"relax.grad.max_pool{_n}d_backward"] = _max_backward(_n)
+    KERNELS[f"relax.grad.max_pool{_n}d_backward_grad"] = _max_backward_grad(_n)
+    KERNELS[f"relax.grad.avg_pool{_n}d_backward"] = _avg_backward(_n)

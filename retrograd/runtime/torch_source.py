@@ -1,0 +1,161 @@
+"""lower_to_torch(mod): a module as a readable standalone PyTorch module (`retrograd lower --backend torch`; in runtime/ because
+`build(..., compile=True)` compiles it).
+
+Written from the Plan (analysis/plan.py), as the torch executor runs it: one statement per instruction
+calling the op's torch kernel, and a `del` at each of the plan's frees, so the source releases values
+where the executor does. Constants are tensors made at import on `DEVICE` (set it before importing, or
+call `to_device`). `build(..., backend="torch", compile=True)` runs this source through torch.compile.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from retrograd.analysis.plan import Plans
+from retrograd.errors import UnsupportedError
+from retrograd.ir.expr import Constant, Function, PrimValue, ShapeExpr, StringImm
+
+_IND = "    "
+
+
+def safe_name(text: str, allow_builtins: bool = False) -> str:
+    import builtins
+    import keyword
+
+    name = "".join(c if c.isalnum() or c == "_" else "_" for c in text) or "_"
+    if name[0].isdigit():
+        name = "_" + name
+    if keyword.iskeyword(name) or (not allow_builtins and hasattr(builtins, name)):
+        name += "_"
+    return name
+
+
+def literal(v) -> str:
+    """Source of an attribute or prim value (non-finite floats spelled out)."""
+    if isinstance(v, float) and not np.isfinite(v):
+        return f'float("{v}")'
+    if isinstance(v, tuple | list):
+        return "(" + ", ".join(literal(x) for x in v) + ("," if len(v) == 1 else "") + ")"
+    if isinstance(v, bool | int | float | str) or v is None:
+        return repr(v)
+    if isinstance(v, np.generic):
+        return f'np.{v.dtype.name}({literal(v.item())})'
+    raise UnsupportedError(f"cannot write the value {v!r} as source")
+
+
+class _Module:
+    def __init__(self, mod):
+        self.mod = mod
+        self.plans = Plans(mod)
+        self.funcs = {name: safe_name(name) for name, f in mod.items() if isinstance(f, Function)}
+        self.kernels: dict[str, str] = {}
+        self.consts: list[str] = []
+        self.const_names: dict[int, str] = {}
+
+    def kernel(self, op, span) -> str:
+        name = self.kernels.get(op.name)
+        if name is None:
+            try:
+                op.torch_kernel
+            except UnsupportedError as err:
+                raise UnsupportedError(err.message, span) from None
+            name = self.kernels[op.name] = "k_" + safe_name(op.name.removeprefix("relax.").replace(".", "_"), True)
+        return name
+
+    def const(self, c: Constant) -> str:
+        name = self.const_names.get(id(c))
+        if name is None:
+            name = self.const_names[id(c)] = f"const{len(self.const_names)}"
+            data = np.asarray(c.data)
+            self.consts.append(f'{name} = torch.from_numpy(np.frombuffer(bytes.fromhex("{data.tobytes().hex()}"), '
+                               f'dtype="{data.dtype.name}").reshape({literal(tuple(data.shape))}).copy()).to(DEVICE)')
+        return name
+
+    def source(self, source_name: str) -> str:
+        bodies = [line for name in self.funcs for line in _Function(self, self.plans.get(name)).lines()]
+        out = [f'"""{source_name} lowered by retrograd for PyTorch: the torch kernels the torch executor runs, in',
+               "plan order, each value deleted at the plan's release point. Regenerate rather than edit.", '"""', "",
+               "import numpy as np", "import torch", "", "from retrograd.ops.registry import get as _op", "",
+               'DEVICE = "cpu"', ""]
+        out += [f'{alias} = _op("{op}").torch_kernel' for op, alias in sorted(self.kernels.items())]
+        out += ["", *self.consts, "", ""] if self.consts else ["", ""]
+        return "\n".join(out + bodies) + "\n"
+
+
+class _Function:
+    def __init__(self, ml: _Module, plan):
+        self.ml, self.plan = ml, plan
+        self.names: dict[int, str] = {}
+        taken = set(ml.funcs.values()) | set(ml.kernels.values()) | {"torch", "np", "DEVICE", "_op"}
+        for reg, p in plan.params:
+            self.names[reg] = self._fresh(p.name_hint, taken)
+        for reg, c in plan.consts.items():
+            self.names[reg] = self._literal(c)
+        self.taken = taken
+
+    @staticmethod
+    def _fresh(hint, taken):
+        base = safe_name(hint)
+        name, k = base, 1
+        while name in taken:
+            name, k = f"{base}_{k}", k + 1
+        taken.add(name)
+        return name
+
+    def _literal(self, c) -> str:
+        if isinstance(c, Constant):
+            return self.ml.const(c)
+        if isinstance(c, ShapeExpr):
+            if not all(isinstance(v, int) for v in c.values):
+                raise UnsupportedError("lowering for torch needs static shapes", c.span)
+            return literal(tuple(c.values))
+        if isinstance(c, PrimValue | StringImm):
+            return literal(c.value)
+        raise UnsupportedError(f"cannot lower a {type(c).__name__}")
+
+    def src(self, s) -> str:
+        if isinstance(s, int):
+            return self.names[s]
+        return "(" + ", ".join(self.src(x) for x in s) + ("," if len(s) == 1 else "") + ")"
+
+    def lines(self) -> list[str]:
+        params = [self.names[reg] for reg, _ in self.plan.params]
+        out = [f"def {self.ml.funcs[self.plan.name]}({', '.join(params)}):"]
+        self.block(self.plan.block, _IND, out)
+        return out + ["", ""]
+
+    def _del(self, regs, ind, out):
+        names = [self.names[r] for r in regs if r in self.names and r not in self.plan.fixed]
+        if names:
+            out.append(f"{ind}del {', '.join(names)}")
+
+    def block(self, blk, ind, out) -> None:
+        self._del(blk.prefree, ind, out)
+        for ins in blk.ins:
+            name = self.names[ins.out] = self._fresh(ins.var.name_hint, self.taken)
+            args = [self.src(s) for s in ins.srcs]
+            if ins.kind == "op":
+                attrs = [f"{k}={literal(v)}" for k, v in ins.call.attrs.items()]
+                if any(not k.isidentifier() for k in ins.call.attrs):
+                    raise UnsupportedError(f"attribute names of {ins.op.script_name} are not identifiers", ins.span)
+                out.append(f"{ind}{name} = {self.ml.kernel(ins.op, ins.span)}({', '.join(args + attrs)})")
+            elif ins.kind == "item":
+                out.append(f"{ind}{name} = {args[0]}[{ins.index}]")
+            elif ins.kind == "call":
+                out.append(f"{ind}{name} = {self.ml.funcs[ins.callee]}({', '.join(args)})")
+            else:
+                out.append(f"{ind}if {args[0]}:")
+                for i, b in enumerate(ins.branches):
+                    if i:
+                        out.append(f"{ind}else:")
+                    self.block(b, ind + _IND, out)
+                    out.append(f"{ind + _IND}{name} = {self.src(b.result)}")
+                    self._del(b.endfree, ind + _IND, out)
+            self._del(ins.frees, ind, out)
+        if blk is self.plan.block:
+            out.append(f"{ind}return {self.src(blk.result)}")
+
+
+def lower_to_torch(mod, source_name: str = "module") -> str:
+    """The module as standalone PyTorch source over the ops' torch kernels, with the plan's frees."""
+    return _Module(mod).source(source_name)

@@ -1,0 +1,61 @@
+"""Every op has a torch kernel, and every forward op case gives the NumPy kernel's result on it (CPU)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from all_cases import ALL_CASES
+from optional import need
+from torch_compare import ACCUMULATING_ULPS, assert_matches
+
+from retrograd.errors import DiagnosticError, UnsupportedError
+from retrograd.ops.registry import all_ops
+
+RUNNABLE = [c for c in ALL_CASES if c.is_static and c.opdef.kernel is not None]
+
+
+def ulps_for(op) -> int:
+    return ACCUMULATING_ULPS if op.cost.kind in ("matmul", "conv", "reduce", "pool", "other") or op.name.startswith("relax.grad.") else 2
+
+
+def to_torch(torch, value):
+    if isinstance(value, tuple):
+        return tuple(to_torch(torch, v) for v in value)
+    if isinstance(value, np.ndarray):
+        return torch.from_numpy(np.array(value, copy=True))
+    return value
+
+
+@pytest.mark.parametrize("op", all_ops(), ids=lambda o: o.name)
+def test_every_op_has_a_torch_kernel(op):
+    need("torch")
+    if op.kernel is None:
+        pytest.skip("the op has no kernel at all")
+    assert callable(op.torch_kernel)
+
+
+def test_missing_torch_kernel_is_a_clear_error(monkeypatch):
+    need("torch")
+    from retrograd.ops import torch_kernels
+
+    op = all_ops()[0]
+    monkeypatch.setattr(torch_kernels, "_TABLE", {})
+    with pytest.raises(UnsupportedError, match=r"R\.add has no torch kernel"):
+        op.torch_kernel
+
+
+@pytest.mark.parametrize("case", RUNNABLE, ids=lambda c: c.id)
+def test_torch_kernel_matches_numpy(case):
+    torch = need("torch")
+    op = case.opdef
+    values = case.make_inputs(seed=3)
+    attrs = op.normalize_attrs(case.attrs)
+    try:
+        want = case.run_kernel([v.copy() for v in values])
+    except DiagnosticError as err:
+        with pytest.raises(DiagnosticError):
+            op.torch_kernel(*to_torch(torch, tuple(case.kernel_args(values))), **attrs)
+        return
+    got = op.torch_kernel(*to_torch(torch, tuple(case.kernel_args(values))), **attrs)
+    floats = [np.finfo(v.dtype).eps for v in values if v.dtype.kind == "f"]
+    assert_matches(got, want, ulps_for(op), case.id, max(floats, default=None))

@@ -1,0 +1,239 @@
+"""The torch backend (runtime/torch_exec.py) against the NumPy executor: every op case forward and through
+its adjoint (the Gradient pass), the corpus, memory (peak_live_bytes equal on both backends and to
+retrograd.analysis.peak_memory), errors at the binding, checkpoint plans within budget. CPU here; the
+CUDA variants run when torch.cuda.is_available()."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from optional import need
+
+import retrograd
+from retrograd.errors import DiagnosticError, ExecutionError, UnsupportedError
+from retrograd.ir.struct_info import TensorStructInfo, is_float_dtype
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ops"))
+from all_cases import ALL_CASES  # noqa: E402
+from torch_compare import ACCUMULATING_ULPS, assert_matches  # noqa: E402
+
+STATIC = [c for c in ALL_CASES if c.is_static and c.opdef.kernel is not None]
+GRAD = [c for c in STATIC if c.differentiable_params() and c.opdef.grad is not None]
+CORPUS = sorted((Path(__file__).resolve().parents[1] / "corpus").glob("c*.py"))
+
+
+def _negative_strides(case) -> bool:
+    """NumPy views a slice with negative strides; torch has no negative strides and copies it (the one
+    place the torch backend's peak may exceed the NumPy executor's and the memory model's)."""
+    strides = case.attrs.get("strides") if case.op.endswith("strided_slice") else None
+    return bool(strides) and any(s < 0 for s in strides) or case.op.endswith("dynamic_strided_slice")
+
+
+def _ulps(case) -> int:
+    return 2 if case.opdef.cost.kind == "elementwise" and not case.op.startswith("relax.grad.") else ACCUMULATING_ULPS
+
+
+def _eps(args):
+    """The unit of the ulps: the coarsest float among the arguments (float32 data read into a float64 result)."""
+    flat = []
+    for a in args:
+        flat.extend(a if isinstance(a, tuple) else (a,))
+    return max((np.finfo(a.dtype).eps for a in flat if isinstance(a, np.ndarray) and a.dtype.kind == "f"), default=None)
+
+
+def _run_both(mod, name, args, device="cpu"):
+    """(NumPy result, torch result as NumPy, NumPy peak, torch peak), or None when NumPy refuses the inputs."""
+    ex = retrograd.build(mod)
+    try:
+        want = ex[name](*[a.copy() if isinstance(a, np.ndarray) else a for a in args])
+    except DiagnosticError:
+        with pytest.raises(DiagnosticError):
+            retrograd.build(mod, backend="torch", device=device)[name](*args)
+        return None
+    tex = retrograd.build(mod, backend="torch", device=device)
+    got = tex.numpy(tex[name](*args))
+    return want, got, _model_peak(mod, name, ex.stats.peak_live_bytes, tex.stats.peak_live_bytes), tex.stats.peak_live_bytes
+
+
+def _model_peak(mod, name, numpy_peak, torch_peak):
+    """retrograd.analysis.peak_memory, the peak both backends must meet; NumPy's measured peak where the
+    model cannot say (dynamic shapes) or is a bound the NumPy executor does not reach either (an If's
+    untaken branch)."""
+    from retrograd.analysis import peak_memory
+
+    try:
+        model = peak_memory(mod, name)
+    except DiagnosticError:
+        return numpy_peak
+    return numpy_peak if torch_peak != model and numpy_peak != model else model
+
+
+@pytest.mark.parametrize("case", STATIC, ids=lambda c: c.id)
+def test_op_case_forward_on_torch(case):
+    need("torch")
+    out = _run_both(case.build(), "main", case.make_inputs(seed=5))
+    if out is not None:
+        want, got, model_peak, t_peak = out
+        assert_matches(got, want, _ulps(case), case.id, _eps(case.make_inputs(seed=5)))
+        assert t_peak >= model_peak if _negative_strides(case) else t_peak == model_peak
+
+
+def _adjoint(case):
+    from retrograd.passes.gradient import Gradient
+
+    mod = case.build()
+    required = case.differentiable_params()
+    return Gradient("main", required, None, seeds="param")(mod)
+
+
+def _cotangent(case, mod, inputs, rng):
+    out = retrograd.build(case.build())["main"](*[v.copy() for v in inputs])
+
+    def like(v):
+        if isinstance(v, tuple):
+            return tuple(like(x) for x in v)
+        v = np.asarray(v)
+        return rng.uniform(-1, 1, v.shape).astype(v.dtype) if v.dtype.kind == "f" else np.zeros_like(v)
+
+    return like(out)
+
+
+@pytest.mark.parametrize("case", GRAD, ids=lambda c: c.id)
+def test_op_case_adjoint_on_torch(case):
+    need("torch")
+    try:
+        mod = _adjoint(case)
+    except DiagnosticError as err:
+        pytest.skip(f"no adjoint: {err}")
+    inputs = case.make_inputs(seed=7)
+    try:
+        cot = _cotangent(case, mod, inputs, np.random.default_rng(8))
+    except DiagnosticError:
+        pytest.skip("the forward call fails on these inputs (checked by the forward test)")
+    out = _run_both(mod, "main_adjoint", [*inputs, cot])
+    if out is not None:
+        want, got, model_peak, t_peak = out
+        assert_matches(got, want, ACCUMULATING_ULPS, case.id, _eps(inputs))
+        assert t_peak >= model_peak if _negative_strides(case) else t_peak == model_peak
+
+
+def test_peak_matches_the_memory_model():
+    need("torch")
+    from retrograd.analysis import peak_memory
+
+    mod = retrograd.parse(CORPUS[0].read_text())
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal((4, 8)).astype("float32"), rng.standard_normal((8, 16)).astype("float32"),
+            rng.standard_normal(16).astype("float32"), rng.standard_normal((16, 3)).astype("float32"),
+            rng.standard_normal(3).astype("float32"), np.array([0, 2, 1, 0])]
+    tex = retrograd.build(mod, backend="torch")
+    loss = tex["main"](*args)
+    assert tex.stats.peak_live_bytes == peak_memory(mod, "main")
+    # A naive reference: the MLP written with NumPy.
+    x, w0, b0, w1, b1, y = args
+    h = np.maximum(x @ w0 + b0, 0)
+    z = h @ w1 + b1
+    logp = z - z.max(1, keepdims=True) - np.log(np.exp(z - z.max(1, keepdims=True)).sum(1, keepdims=True))
+    np.testing.assert_allclose(float(loss), -logp[np.arange(4), y].mean(), rtol=1e-5)
+
+
+def _corpus_inputs(func, rng):
+    out = []
+    for p in func.params:
+        s = p.struct_info
+        if not isinstance(s, TensorStructInfo) or not s.is_static:
+            return None
+        if is_float_dtype(s.dtype):
+            out.append(rng.uniform(-1, 1, s.shape).astype(s.dtype))
+        elif s.dtype == "bool":
+            out.append(rng.random(s.shape) < 0.5)
+        else:
+            out.append(np.zeros(s.shape, s.dtype))
+    return out
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.stem)
+def test_corpus_on_both_backends(path):
+    need("torch")
+    mod = retrograd.parse(path.read_text(), str(path))
+    rng = np.random.default_rng(1)
+    ran = 0
+    for name, func in mod.functions_items() if hasattr(mod, "functions_items") else mod.items():
+        if not hasattr(func, "params"):
+            continue
+        args = _corpus_inputs(func, rng)
+        if args is None:
+            continue
+        out = _run_both(mod, name, args)
+        if out is not None:
+            want, got, model_peak, t_peak = out
+            assert_matches(got, want, ACCUMULATING_ULPS, f"{path.stem}:{name}")
+            assert t_peak == model_peak
+            ran += 1
+    if not ran:
+        pytest.skip("no function with static tensor parameters")
+
+
+def test_errors_name_the_binding():
+    need("torch")
+    mod = retrograd.parse(
+        "@R.function\n"
+        "def main(x: R.Tensor((3,), \"float32\"), i: R.Tensor((2,), \"int64\")):\n"
+        "    y = R.take(x, i, axis=0)\n"
+        "    return y\n"
+    )
+    tex = retrograd.build(mod, backend="torch")
+    with pytest.raises(ExecutionError, match=r"binding 'y' = R\.take\(x, i\).*out of range") as info:
+        tex["main"](np.zeros(3, np.float32), np.array([0, 7]))
+    assert info.value.span is not None and info.value.span.line == 3
+    with pytest.raises(ExecutionError, match="parameter 'x' expects"):
+        tex["main"](np.zeros(4, np.float32), np.array([0, 1]))
+
+
+def test_torch_inputs_and_outputs():
+    torch = need("torch")
+    mod = retrograd.parse(CORPUS[0].read_text())
+    rng = np.random.default_rng(3)
+    args = [rng.standard_normal((4, 8)).astype("float32"), rng.standard_normal((8, 16)).astype("float32"),
+            rng.standard_normal(16).astype("float32"), rng.standard_normal((16, 3)).astype("float32"),
+            rng.standard_normal(3).astype("float32"), np.array([0, 2, 1, 0])]
+    tex = retrograd.build(mod, backend="torch")
+    from_np = tex["main"](*args)
+    from_torch = tex["main"](*[torch.from_numpy(a) for a in args])
+    assert isinstance(from_torch, torch.Tensor) and from_torch.device.type == "cpu"
+    assert torch.equal(from_np, from_torch)
+    as_np = retrograd.build(mod, backend="torch", numpy_outputs=True)["main"](*args)
+    assert isinstance(as_np, np.ndarray) and as_np == from_np.numpy()
+
+
+def test_unknown_backend_and_missing_cuda():
+    torch = need("torch")
+    mod = retrograd.parse(CORPUS[0].read_text())
+    with pytest.raises(UnsupportedError, match="unknown backend 'jax'"):
+        retrograd.build(mod, backend="jax")
+    if not torch.cuda.is_available():
+        with pytest.raises(UnsupportedError, match="no CUDA device"):
+            retrograd.build(mod, backend="torch", device="cuda")
+
+
+def test_cuda_forward_and_device_peak():
+    torch = need("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA device")
+    from retrograd.analysis import peak_memory
+
+    mod = retrograd.parse(CORPUS[0].read_text())
+    rng = np.random.default_rng(0)
+    args = [rng.standard_normal((4, 8)).astype("float32"), rng.standard_normal((8, 16)).astype("float32"),
+            rng.standard_normal(16).astype("float32"), rng.standard_normal((16, 3)).astype("float32"),
+            rng.standard_normal(3).astype("float32"), np.array([0, 2, 1, 0])]
+    want = retrograd.build(mod)["main"](*args)
+    tex = retrograd.build(mod, backend="torch", device="cuda")
+    got = tex["main"](*args)
+    assert got.device.type == "cuda"
+    np.testing.assert_allclose(got.cpu().numpy(), want, rtol=1e-5)
+    assert tex.stats.peak_live_bytes == peak_memory(mod, "main")
+    assert tex.stats.device_max_allocated_bytes >= tex.stats.peak_intermediate_bytes
