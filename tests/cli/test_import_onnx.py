@@ -10,9 +10,9 @@ import retrograd
 
 
 def test_import_onnx_writes_a_script_and_params_that_run(tmp_path):
-    need("onnx")
+    onnx = need("onnx")
     ort = need("onnxruntime")
-    from onnx import TensorProto, helper, numpy_helper
+    TensorProto, helper, numpy_helper = onnx.TensorProto, onnx.helper, onnx.numpy_helper
 
     from retrograd.cli.app import main
 

@@ -35,8 +35,7 @@ FULL_FLOOR = 1200  # passing node cases of the full run (benchmarks/RESULTS.md)
 
 
 def _cases(names=None):
-    need("onnx")
-    from onnx.backend.test.case.node import collect_testcases
+    collect_testcases = need("onnx.backend.test.case.node").collect_testcases
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -73,7 +72,7 @@ def test_full_node_sweep_meets_floor():
 
 def test_unsupported_operator_names_the_node():
     onnx = need("onnx")
-    from onnx import TensorProto, helper
+    TensorProto, helper = onnx.TensorProto, onnx.helper
 
     node = helper.make_node("StringNormalizer", ["x"], ["y"], name="norm0")
     graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
@@ -85,8 +84,8 @@ def test_unsupported_operator_names_the_node():
 
 
 def test_initializers_are_params_after_inputs_and_reshape_reads_a_constant():
-    need("onnx")
-    from onnx import TensorProto, helper, numpy_helper
+    onnx = need("onnx")
+    TensorProto, helper, numpy_helper = onnx.TensorProto, onnx.helper, onnx.numpy_helper
 
     from retrograd.frontend.onnx_import import from_onnx
 
