@@ -69,6 +69,11 @@ class Extraction:
     expand: dict
     transparent: frozenset
 
+    @property
+    def opaque(self) -> bool:
+        """An If or a call of another function: the Problem leaves out what they hold inside them."""
+        return any(isinstance(b.value, If) or (isinstance(b.value, Call) and isinstance(b.value.op, GlobalVar)) for b in self.bindings)
+
 
 def _nodes(struct, out: list) -> list:
     """The node ids a structure refers to, in order."""

@@ -15,7 +15,7 @@ from checkpoint_helpers import adjoint_module, models, random_schedule
 
 from retrograd.analysis import peak_memory
 from retrograd.errors import DiagnosticError
-from retrograd.ir.expr import Call, Function, GlobalVar, If
+from retrograd.ir.expr import Function
 from retrograd.parser.parse import parse_path
 from retrograd.passes import Gradient
 from retrograd.passes.checkpoint import InfeasibleBudget, least_feasible, simulate, solve
@@ -42,11 +42,6 @@ def _functions(mod):
     return out
 
 
-def _opaque(ex) -> bool:
-    """The Problem leaves out what an If's branches or a called function hold inside them."""
-    return any(isinstance(b.value, If) or (isinstance(b.value, Call) and isinstance(b.value.op, GlobalVar)) for b in ex.bindings)
-
-
 def _check(mod, name, seed: int):
     try:
         ex = extract(mod[name])
@@ -54,7 +49,7 @@ def _check(mod, name, seed: int):
     except DiagnosticError:
         return None  # symbolic shapes: neither plans
     p = ex.problem
-    opaque = _opaque(ex)
+    opaque = ex.opaque
     rng = random.Random(seed)
     schedules = [None] + [random_schedule(ex, rng) for _ in range(3)]
     budget = (simulate(p).peak_bytes + p.pinned_bytes) // 2

@@ -134,7 +134,7 @@ def test_a_model_mismatch_is_replanned_or_refused(monkeypatch):
     _, full = run(mod, "main_adjoint", inputs_for(mod["main_adjoint"]))
     seen = []
 
-    def pessimistic(mod_, name, func, planned):
+    def pessimistic(mod_, name, ex, func, planned):
         seen.append(planned)
         return planned + 256  # the program "peaks" two activations above its plan
 
