@@ -77,6 +77,8 @@ def cmd_opt(args) -> int:
 
     pipeline = compose_pipelines(args.passes or [])
     instruments, timing = _instruments(args)
+    reports = PlanReports()
+    instruments.append(reports)
     mod = parse_path(args.file)
     if not args.no_verify:
         verify(mod, args.file)
@@ -87,21 +89,19 @@ def cmd_opt(args) -> int:
     if timing is not None:
         sys.stderr.write(timing.report() + "\n")
     if args.plan_report:
-        for report in _plan_reports(pipeline):
+        for report in reports.reports:
             sys.stderr.write(report.details() + "\n")
     return 0
 
 
-def _plan_reports(pipeline) -> list:
-    """The plan reports of the pipeline's planning passes (checkpoint), in order."""
-    out, stack = [], [pipeline]
-    while stack:
-        p = stack.pop()
-        report = getattr(p, "last_report", None)
-        if report is not None:
-            out.append(report)
-        stack.extend(reversed(getattr(p, "passes", ())))
-    return out
+class PlanReports:
+    """An instrument collecting the reports planning passes (checkpoint) hand to `plan_report`, in order."""
+
+    def __init__(self):
+        self.reports: list = []
+
+    def plan_report(self, report) -> None:
+        self.reports.append(report)
 
 
 def cmd_lower(args) -> int:

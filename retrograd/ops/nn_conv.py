@@ -140,8 +140,9 @@ def weight_grad(data, data_shape, out_grad, kernel_hw, strides, padding, dilatio
 
     A conv2d whose "batch" is the input channel and whose "channels" are the batch: data is read as
     CNHW (grouped: (groups * N, C / groups, H, W)), out_grad as an IOHW kernel, and strides and dilation
-    swap roles. Rows and columns the forward never read are trimmed from the bottom/right padding so the
-    result is exactly the kernel's size; when they lie inside the data, the result is cropped instead.
+    swap roles. Rows and columns the forward never read are trimmed from the bottom/right padding, then
+    from the data, so that the result is exactly the kernel's size (cropped only when the spatial dims
+    are symbolic).
     """
     n, c, h, w = data_shape
     kh, kw = kernel_hw
@@ -151,12 +152,19 @@ def weight_grad(data, data_shape, out_grad, kernel_hw, strides, padding, dilatio
         data = R.reshape(data, shape_expr((n, groups, cg, h, w)))
         data = R.permute_dims(data, axes=[1, 0, 2, 3, 4])
         data = R.reshape(data, shape_expr((dim_mul(groups, n), cg, h, w)))
-    if not (isinstance(h, int) and isinstance(w, int)):
+    static = isinstance(h, int) and isinstance(w, int)
+    if not static:
         # Rows the forward never read are unknown until run time: keep the padding, crop to the kernel.
         unread_h, unread_w = pb + 1, pr + 1
     else:
         unread_h = (h + pt + pb - dh * (kh - 1) - 1) % sh
         unread_w = (w + pl + pr - dw * (kw - 1) - 1) % sw
+        # Unread rows past the padding lie in the data: leave them out of the data (a view) rather than
+        # compute a larger result and crop it (a 1x1 stride-2 kernel would otherwise give 2x2).
+        cut_h, cut_w = max(unread_h - pb, 0), max(unread_w - pr, 0)
+        if cut_h or cut_w:
+            data = R.strided_slice(data, axes=[2, 3], begin=[0, 0], end=[h - cut_h, w - cut_w])
+            unread_h, unread_w = unread_h - cut_h, unread_w - cut_w
     pb2, pr2 = (pb - unread_h if unread_h <= pb else pb), (pr - unread_w if unread_w <= pr else pr)
     dw_ = R.nn.conv2d(
         data,

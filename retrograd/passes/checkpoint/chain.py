@@ -75,21 +75,35 @@ def revolve_actions(L: int, c: int) -> list[tuple[int, int]]:
     return out
 
 
-@attrs.frozen
+@attrs.frozen(eq=False)
 class Chain:
-    forward: int  # forward prefix length m (nodes 0..m-1)
-    last: int  # K: the largest forward node the backward reads (states x_1..x_{K+1})
-    need: tuple  # need[k]: stage of the first backward read of forward node k (k <= K)
+    """A chain adjoint: nodes 0..forward-1 form a chain (node k reads only node k-1, node 0 only
+    parameters, none an alias); every later node reads at most one of them, in non-increasing order.
+    need[k]: the stage of the first backward read of forward node k (read nodes only)."""
+
+    forward: int
+    need: dict
 
     @property
-    def steps(self) -> int:
-        return self.last + 2
+    def reads(self) -> list[int]:
+        return sorted(self.need)
+
+    @property
+    def last(self) -> int:
+        return max(self.need)
+
+    def uniform(self, problem: Problem) -> bool:
+        """Revolve's case: every forward node up to the last one read is read, all of one size and cost."""
+        K = self.last
+        return (
+            all(k in self.need for k in range(K + 1))
+            and len({problem.sizes[k] for k in range(K + 1)}) == 1
+            and len({problem.costs[k] for k in range(K + 1)}) == 1
+        )
 
 
-def chain_reads(problem: Problem) -> tuple[int, dict] | None:
-    """(m, need) of a chain adjoint, or None: nodes 0..m-1 form a chain (node k reads only node k-1, node
-    0 only parameters, none an alias), and each later node reads at most one of them, in non-increasing
-    order; need[k]: the stage of the first backward read of forward node k (read nodes only)."""
+def detect(problem: Problem) -> Chain | None:
+    """The chain adjoint structure of `problem` (see Chain), or None."""
     p = problem
     n = p.n
     m = 0
@@ -97,48 +111,27 @@ def chain_reads(problem: Problem) -> tuple[int, dict] | None:
         m += 1
     if m < 2 or m == n:
         return None
-    reads: list[tuple[int, int]] = []
+    need: dict[int, int] = {}
+    last = m
     for t in range(m, n):
         fw = {d for d in p.deps[t] if d < m}
         if len(fw) > 1:
             return None
         if fw:
-            reads.append((t, fw.pop()))
-    if not reads:
-        return None
-    last = reads[0][1]
-    need = {}
-    for t, f in reads:
-        if f > last:
-            return None  # back to a later value: not in reverse order
-        if f not in need:
-            need[f] = t
-        last = f
-    return m, need
-
-
-def detect(problem: Problem) -> Chain | None:
-    """The chain structure of `problem`, or None when it is not a uniform chain adjoint (every forward
-    node up to the last one read is read, all of one size and cost)."""
-    found = chain_reads(problem)
-    if found is None:
-        return None
-    m, need = found
-    p = problem
-    K = max(need)
-    if any(k not in need for k in range(K + 1)):
-        return None
-    if len({p.sizes[k] for k in range(K + 1)}) != 1 or len({p.costs[k] for k in range(K + 1)}) != 1:
-        return None
-    return Chain(m, K, tuple(need[k] for k in range(K + 1)))
+            f = fw.pop()
+            if f > last:
+                return None  # back to a later value: not in reverse order
+            need.setdefault(f, t)
+            last = f
+    return Chain(m, need) if need else None
 
 
 def chain_schedule(problem: Problem, chain: Chain, c: int) -> Schedule:
-    """Revolve's plan with c slots as recomputations before the backward reads."""
+    """Revolve's plan with c slots as recomputations before the backward reads (a uniform chain)."""
     per_stage: dict[int, list[int]] = {}
     pending: list[int] = []
     started = False
-    for kind, k in revolve_actions(chain.steps, c):
+    for kind, k in revolve_actions(chain.last + 2, c):
         if kind == 0:
             if started:
                 pending.append(k - 1)  # state x_k is node k-1
@@ -150,12 +143,13 @@ def chain_schedule(problem: Problem, chain: Chain, c: int) -> Schedule:
     return Schedule.from_lists(problem.n, per_stage)
 
 
-def solve_chain(problem: Problem, budget: int, chain: Chain | None = None) -> Schedule | None:
-    """The Revolve plan with the fewest extra steps whose simulated peak fits `budget` (None if none fits)."""
-    chain = chain or detect(problem)
-    if chain is None:
+def revolve(problem: Problem, budget: int) -> Schedule | None:
+    """The solver for uniform chain adjoints: the Revolve plan with the fewest extra steps whose simulated
+    peak fits `budget` (None if none fits, or not a uniform chain)."""
+    chain = detect(problem)
+    if chain is None or not chain.uniform(problem):
         return None
-    L = chain.steps
+    L = chain.last + 2
     peak = {}
 
     def fits(c):

@@ -11,19 +11,13 @@ False and the planner uses its heuristics.
 
 from __future__ import annotations
 
-from functools import lru_cache
 from math import gcd
 
 from retrograd.passes.checkpoint.problem import Problem, Schedule
 
-# Past either limit the heuristics plan. The node limit is the deterministic cut-off; the time limit
-# is a safety net for hard instances (HiGHS can spend minutes on a 30-node problem's least peak). It is
-# wall-clock, so it is set above what a quiet machine needs (14-node problems: <= 0.6 s CPU) so that a
-# loaded machine still gets the same, optimal, plan; and low enough that a hard instance costs seconds,
-# not tens of them (a 2-layer MLP's 32-node train step asked for an infeasible budget: 15.5 s of two
-# MILPs at 10 s, which is what `retrograd train --checkpoint` waited).
+# Past this many branch-and-bound nodes the heuristics plan. A count, never wall-clock time: the same
+# problem gets the same plan on any machine, however loaded.
 NODE_LIMIT = 200
-TIME_LIMIT = 2.5
 
 
 def available() -> bool:
@@ -257,7 +251,7 @@ class _Model:
             constraints=LinearConstraint(a, lo, hi),
             integrality=integrality,
             bounds=Bounds(np.zeros(nv), ub),
-            options={"node_limit": NODE_LIMIT, "time_limit": TIME_LIMIT, "mip_rel_gap": 1e-9, "presolve": True},
+            options={"node_limit": NODE_LIMIT, "mip_rel_gap": 1e-9, "presolve": True},
         )
         if res.status != 0 or res.x is None:
             return None
@@ -311,7 +305,6 @@ def exact_plan(problem: Problem, budget: int) -> Schedule | None:
     return best
 
 
-@lru_cache(maxsize=8)
 def exact_least_peak(problem: Problem) -> tuple[int, Schedule] | None:
     """(least peak of the model in bytes, a plan reaching it), or None when not solved within the limits."""
     m = model(problem)
@@ -319,3 +312,16 @@ def exact_least_peak(problem: Problem) -> tuple[int, Schedule] | None:
     if res is None:
         return None
     return problem.pinned_bytes + round(res[1]) * m.unit, res[0]
+
+
+def solve(problem: Problem, budget: int) -> Schedule | None:
+    """The exact solver: the least-cost plan within `budget`, or else the least-peak plan when it fits."""
+    from retrograd.passes.checkpoint.simulate import simulate
+
+    plan = exact_plan(problem, budget)
+    if plan is not None:
+        return plan
+    least = exact_least_peak(problem)
+    if least is not None and simulate(problem, least[1]).peak_bytes <= budget:
+        return least[1]
+    return None

@@ -70,6 +70,11 @@ class Extraction:
     expand: dict
     transparent: frozenset
 
+    @property
+    def opaque(self) -> bool:
+        """An If or a call of another function: the Problem leaves out what they hold inside them."""
+        return any(isinstance(b.value, If) or (isinstance(b.value, Call) and isinstance(b.value.op, GlobalVar)) for b in self.bindings)
+
 
 def _nodes(struct, out: list) -> list:
     """The node ids a structure refers to, in order."""
@@ -94,6 +99,8 @@ def extract(func: Function) -> Extraction:
     layouts: list = []  # node -> Layout (a tuple of them for a tuple result; None: not an array)
     owns: list[bool] = []  # node's value is a fresh buffer of its own (in-place reuse is possible)
     sizes, costs, deps, recomputable, alias_of, inplace, kinds, names = ([] for _ in range(8))
+    fields: list[tuple] = []  # a tuple node's own buffer: each field's bytes (see Problem.fields)
+    field: list = []  # an alias of a tuple node: the field it holds
     bindings, block_of, transparent = [], [], set()
 
     def var_struct(var):
@@ -163,6 +170,8 @@ def extract(func: Function) -> Extraction:
                 kinds.append("view")
                 layouts.append(None)
                 owns.append(False)
+                fields.append(())
+                field.append(None)
                 continue
             node_of[var] = i
             size = static_bytes(var.struct_info, where, b.span)
@@ -171,13 +180,15 @@ def extract(func: Function) -> Extraction:
             rec = True
             kind, cost = "other", float(size)
             ins: tuple = ()
+            part = None
             if isinstance(value, TupleGetItem):
                 src = struct_of(value.tuple_value)
                 kind, cost = "view", 0.0
                 if isinstance(src, int):
                     root = src
-                    fields = layouts[src]
-                    layout = fields[value.index] if type(fields) is tuple else None
+                    parts = layouts[src]
+                    layout = parts[value.index] if type(parts) is tuple else None
+                    part = value.index if fields[src] else field[src]
                 size = 0
             elif isinstance(value, Call) and isinstance(value.op, Op):
                 op_cost = getattr(value.op, "cost", DEFAULT_COST)  # the op's own declaration (ops/cost.py)
@@ -191,6 +202,7 @@ def extract(func: Function) -> Extraction:
                     first = struct_of(value.args[0])
                     if isinstance(first, int):
                         root = first
+                        part = field[first]
                 else:
                     ins = _inplace_positions(value, var, dep_tuple, struct_of, owns)
             elif isinstance(value, Call) and isinstance(value.op, GlobalVar):
@@ -207,7 +219,16 @@ def extract(func: Function) -> Extraction:
             inplace.append(ins)
             kinds.append(kind)
             layouts.append(layout)
-            owns.append(size > 0 and root is None and isinstance(value, Call) and isinstance(value.op, Op))
+            # An op's fresh result may be written over, and so may a view of one (a field of its tuple
+            # included) when nothing else holds the buffer: the memory model's rule.
+            fresh = size > 0 and root is None and isinstance(value, Call) and isinstance(value.op, Op)
+            view = root is not None and owns[root] and (not isinstance(layout, Layout) or layout.writeable)
+            owns.append(fresh or view)
+            own_fields = ()
+            if root is None and size > 0 and isinstance(var.struct_info, TupleStructInfo):
+                own_fields = tuple(static_bytes(f, where, b.span) for f in var.struct_info.fields)
+            fields.append(own_fields)
+            field.append(part)
     outputs = tuple(dict.fromkeys(_nodes(struct_of(func.body.body), [])))
     problem = Problem(
         sizes=tuple(sizes),
@@ -220,6 +241,8 @@ def extract(func: Function) -> Extraction:
         inplace=tuple(inplace),
         kinds=tuple(kinds),
         names=tuple(names),
+        fields=tuple(fields),
+        field=tuple(field),
     )
     return Extraction(problem, func, tuple(bindings), tuple(block_of), node_of, expand, frozenset(transparent))
 
@@ -275,9 +298,8 @@ def _inplace_positions(call: Call, var: Var, dep_tuple, struct_of, owns) -> tupl
             if k not in out:
                 out.append(k)
         elif isinstance(s, Var | int):
-            # The executor tries only the first candidate dying here; a parameter, a view or an array
-            # that is not its buffer's owner fails that try. The Problem cannot say when such a value
-            # dies (a recomputation reads it through a marker, another register), so the later
+            # The executor tries only the first candidate dying here; a parameter, or a value of an If
+            # or a call, may fail that try. The Problem cannot say when such a value dies, so the later
             # candidates are dropped (the model can only over-estimate).
             break
     return tuple(out)

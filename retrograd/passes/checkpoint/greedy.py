@@ -61,13 +61,13 @@ class Planner:
         self.cost_cache: dict = {}
 
     # -- plans from dropped gaps ---------------------------------------------
-    def _gap(self, d: int, b: int) -> int:
+    def gap(self, d: int, b: int) -> int:
         """Index k of d's points with points[k-1] < b <= points[k] (0 when b is outside d's life)."""
         pts = self.points[d]
         k = bisect_left(pts, b)
         return k if 0 < k < len(pts) else 0
 
-    def _closure(self, v: int, b: int, dropped, have: set, out: list) -> bool:
+    def closure(self, v: int, b: int, dropped, have: set, out: list) -> bool:
         """Add to `out` (and `have`) what recomputing v before stage b needs; False when impossible."""
         stack = [(v, False)]
         while stack:
@@ -84,7 +84,7 @@ class Planner:
             for d in self.p.deps[x]:
                 if d in have:
                     continue
-                k = self._gap(d, b)
+                k = self.gap(d, b)
                 if k and (self.points[d][k] == b or (d, k) not in dropped):
                     continue  # live at b (or recomputed there for node b itself)
                 stack.append((d, False))
@@ -95,7 +95,7 @@ class Planner:
         for v, k in sorted(dropped, key=lambda g: (self.points[g[0]][g[1]], g[0])):
             b = self.points[v][k]
             have, out = per_stage.setdefault(b, (set(), []))
-            if not self._closure(v, b, dropped, have, out):
+            if not self.closure(v, b, dropped, have, out):
                 return None
         return Schedule.from_lists(self.p.n, {b: out for b, (_, out) in per_stage.items()})
 
@@ -106,7 +106,7 @@ class Planner:
         by_root: dict[int, list] = {}
         blocked: set[int] = set()
         for v in range(t):
-            k = self._gap(v, t)
+            k = self.gap(v, t)
             if not k:
                 continue
             pts = self.points[v]
@@ -133,7 +133,7 @@ class Planner:
         for v, k in gaps:
             have: set = set()
             lst: list = []
-            if not self._closure(v, self.points[v][k], dropped, have, lst):
+            if not self.closure(v, self.points[v][k], dropped, have, lst):
                 return None
             cost += sum(self.p.costs[x] for x in lst)
         return cost

@@ -7,7 +7,7 @@ from retrograd.errors import PassError, did_you_mean
 from retrograd.gc_pause import collector_paused
 from retrograd.ir.expr import Function
 from retrograd.ir.module import IRModule
-from retrograd.passes.checkpoint.budget import parse_budget
+from retrograd.passes.checkpoint.budget import both_forms, parse_budget
 from retrograd.passes.checkpoint.extract import extract
 from retrograd.passes.checkpoint.problem import InfeasibleBudget, Schedule
 from retrograd.passes.checkpoint.report import PlanReport
@@ -15,9 +15,10 @@ from retrograd.passes.checkpoint.rewrite import rewrite
 from retrograd.passes.checkpoint.simulate import simulate
 from retrograd.passes.checkpoint.policies import POLICIES, solve
 from retrograd.passes.infra import OptionError, module_pass
+from retrograd.passes.infra.context import hook
 
-# Re-plans with a tighter budget when the rewritten function's own peak exceeds the plan's (a mismatch
-# between the schedule's model and the program it became); a handful always sufficed in tests.
+# Re-plans with a tighter budget when a function with Ifs or calls peaks above its plan (the Problem
+# leaves out what they hold inside them); a handful always sufficed in tests.
 _MAX_REPLANS = 4
 
 
@@ -29,46 +30,59 @@ class InfeasibleBudgetError(PassError):
         self.least_feasible = least_feasible
 
 
+def _options(budget, policy: str):
+    """(Budget | None, policy), checked once per entry point; ValueError naming the option otherwise."""
+    if policy not in POLICIES:
+        raise ValueError("policy", f"unknown policy {policy!r} (policies: {', '.join(POLICIES)})")
+    try:
+        return parse_budget(budget), policy
+    except ValueError as err:
+        raise ValueError("budget", str(err)) from None
+
+
 @module_pass(name="checkpoint", aliases={"func": "func_name"})
 class Checkpoint:
     """Recompute values of `func_name` instead of keeping them, so that its peak of live bytes fits `budget`.
 
-    budget: bytes (int), or text: "40%" of the function's unplanned peak, "12MiB", "1.5GB" (KB = 1000,
-    KiB = 1024); None: no limit (policy "budget" then recomputes nothing). policy:
-    "budget" (least recomputation cost within the budget), "sqrt" (Chen et al. 2016 segments), "cheap"
-    (recompute only pointwise ops, views and reductions). After the pass, `last_report` holds the plan.
+    budget: bytes (int), or text: "40%" of the function's unplanned peak, "50%act" of its activation
+    memory (the unplanned peak less the parameters), "12MiB", "1.5GB" (KB = 1000, KiB = 1024); None: no
+    limit (policy "budget" then recomputes nothing). policy: "budget" (least recomputation cost within
+    the budget), "sqrt" (Chen et al. 2016 segments), "cheap" (recompute only pointwise ops, views and
+    reductions). The options are frozen; the plan's report goes to each instrument of the PassContext
+    with a `plan_report(report)` hook (`plan_checkpoint` returns it).
     """
 
     def __init__(self, func_name: str, budget: int | str | None = None, policy: str = "budget"):
-        if policy not in POLICIES:
-            raise OptionError("policy", f"unknown policy {policy!r} (policies: {', '.join(POLICIES)})")
-        self.func_name = func_name
         try:
-            self.budget = parse_budget(budget)
+            self.budget, self.policy = _options(budget, policy)
         except ValueError as err:
-            raise OptionError("budget", str(err)) from None
-        self.policy = policy
-        self.last_report: PlanReport | None = None
+            raise OptionError(*err.args) from None
+        self.func_name = func_name
 
     def transform_module(self, mod: IRModule, ctx=None) -> IRModule:
-        new_mod, self.last_report = plan_checkpoint(mod, self.func_name, self.budget, self.policy)
+        new_mod, report = _checked(mod, self.func_name, self.budget, self.policy)
+        for inst in getattr(ctx, "instruments", ()):
+            hook(inst, "plan_report")(report)
         return new_mod
-
 
 
 def plan_checkpoint(mod: IRModule, func_name: str, budget=None, policy: str = "budget") -> tuple[IRModule, PlanReport]:
     """(module with `func_name` rewritten, report). Errors are PassErrors; the input module is unchanged."""
+    try:
+        parsed, policy = _options(budget, policy)
+    except ValueError as err:
+        raise PassError(f"checkpoint: {err.args[1]}").about_option(err.args[0]) from None
+    return _checked(mod, func_name, parsed, policy)
+
+
+def _checked(mod: IRModule, func_name: str, parsed, policy: str) -> tuple[IRModule, PlanReport]:
     func = mod[func_name] if func_name in mod else None
     if not isinstance(func, Function):
-        known = ", ".join(name for name, f in mod.items() if isinstance(f, Function)) or "none"
-        hint = did_you_mean(func_name, [name for name, f in mod.items() if isinstance(f, Function)])
-        raise PassError(f"checkpoint: the module has no function '{func_name}'{hint} (functions: {known})").about_option("func_name")
-    if policy not in POLICIES:
-        raise PassError(f"checkpoint: unknown policy {policy!r} (policies: {', '.join(POLICIES)})").about_option("policy")
-    try:
-        parsed = parse_budget(budget)
-    except ValueError as err:
-        raise PassError(f"checkpoint: {err}").about_option("budget") from None
+        names = [name for name, f in mod.items() if isinstance(f, Function)]
+        hint = did_you_mean(func_name, names)
+        raise PassError(
+            f"checkpoint: the module has no function '{func_name}'{hint} (functions: {', '.join(names) or 'none'})"
+        ).about_option("func_name")
     # Like Gradient: without the pause, the collector rescans the big IR again and again (superlinear).
     with collector_paused():
         return _plan(mod, func, func_name, parsed, policy)
@@ -77,10 +91,9 @@ def plan_checkpoint(mod: IRModule, func_name: str, budget=None, policy: str = "b
 def _plan(mod: IRModule, func: Function, func_name: str, parsed, policy: str) -> tuple[IRModule, PlanReport]:
     ex = extract(func)
     problem = ex.problem
-    simulate(problem, None).check()
-    # Measured as the executor will (the Problem leaves out what Ifs and calls hold inside them).
-    unplanned = peak_memory(mod, func_name)
-    target = parsed.resolve(unplanned) if parsed is not None else None
+    store_all = simulate(problem, None).check().peak_bytes
+    unplanned = _measure(mod, func_name, ex, func, store_all)
+    target = parsed.resolve(unplanned, problem.pinned_bytes) if parsed is not None else None
     # A budget the function meets as it is needs no plan (the Problem may count more than the executor).
     goal = None if target is not None and target >= unplanned else target
     for replans in range(_MAX_REPLANS + 1):
@@ -92,7 +105,7 @@ def _plan(mod: IRModule, func: Function, func_name: str, parsed, policy: str) ->
             raise _infeasible(mod, func_name, ex, target, err.least_feasible, unplanned) from None
         new_func = rewrite(ex, schedule.recompute)
         planned = simulate(problem, schedule).check().peak_bytes
-        peak = _measure(mod, func_name, new_func, planned)
+        peak = _measure(mod, func_name, ex, new_func, planned)
         if target is None or peak <= target or policy != "budget":
             break
         # The program peaks higher than its plan said: plan for less by the difference, a few times.
@@ -105,9 +118,11 @@ def _plan(mod: IRModule, func: Function, func_name: str, parsed, policy: str) ->
 
 def _infeasible(mod: IRModule, func_name: str, ex, target: int, least: int, unplanned: int) -> InfeasibleBudgetError:
     least = _least_met(mod, func_name, ex, least, unplanned)
+    pinned = ex.problem.pinned_bytes
     return InfeasibleBudgetError(
         f"checkpoint: the budget of {target} bytes for '{func_name}' cannot be met: the least feasible "
-        f"budget is {least} bytes (parameters alone: {ex.problem.pinned_bytes} bytes; unplanned peak: {unplanned} bytes)",
+        f"budget is {both_forms(least, unplanned, pinned)}; feasible budgets are those from it up "
+        f"(parameters alone: {pinned} bytes; unplanned peak: {unplanned} bytes)",
         least,
     ).about_option("budget")
 
@@ -123,15 +138,20 @@ def _least_met(mod: IRModule, func_name: str, ex, least: int, unplanned: int) ->
             schedule = solve(ex.problem, least, "budget")
         except InfeasibleBudget:
             break
-        peak = _measure(mod, func_name, rewrite(ex, schedule.recompute), least)
+        peak = _measure(mod, func_name, ex, rewrite(ex, schedule.recompute), least)
         if peak <= least:
             return least
         least = peak
     return unplanned
 
 
-def _measure(mod: IRModule, func_name: str, new_func: Function, planned: int) -> int:
-    """The rewritten function's peak by the exact static memory model (what the executor will measure)."""
+def _measure(mod: IRModule, func_name: str, ex, new_func: Function, planned: int) -> int:
+    """The (rewritten) function's peak by the exact static memory model (what the executor will measure).
+    Without an If or a call of another function it is the simulator's, `planned` (proven over the corpus
+    and the benchmark functions by tests/passes/checkpoint/test_ckpt_model_equals_exact.py); with them the
+    Problem leaves out what they hold inside, and the exact model measures it (re-planned above if higher)."""
+    if not ex.opaque:
+        return planned
     return peak_memory(mod.with_function(func_name, new_func), func_name)
 
 

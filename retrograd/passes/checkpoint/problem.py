@@ -43,6 +43,9 @@ class Problem:
     node i's result when that dep dies at node i (the first dying one is tried; it is reused when the
     dep owns its buffer, of node i's size, and no other live value holds it; like the executor's
     lowering, list no position after a parameter that could die there). kinds[i]: op class (see KINDS).
+    fields[i]: the bytes of each field of node i's own buffer when it is a tuple (empty otherwise): the
+    executor holds each field on its own, so a field outlives the tuple while a view of it lives.
+    field[i]: for an alias of such a tuple, the field it holds (None: the whole tuple).
     """
 
     sizes: tuple = attrs.field(converter=_ints)
@@ -55,6 +58,8 @@ class Problem:
     inplace: tuple = attrs.field(default=(), converter=_deps)
     kinds: tuple = attrs.field(default=(), converter=tuple)
     names: tuple = attrs.field(default=(), converter=tuple)
+    fields: tuple = attrs.field(default=(), converter=_deps)
+    field: tuple = attrs.field(default=(), converter=_aliases)
 
     def __attrs_post_init__(self):
         n = len(self.sizes)
@@ -70,7 +75,11 @@ class Problem:
             object.__setattr__(self, "kinds", ("other",) * n)
         if not self.names:
             object.__setattr__(self, "names", tuple(f"%{i}" for i in range(n)))
-        for field in ("alias_of", "inplace", "kinds", "names"):
+        if not self.fields:
+            object.__setattr__(self, "fields", ((),) * n)
+        if not self.field:
+            object.__setattr__(self, "field", (None,) * n)
+        for field in ("alias_of", "inplace", "kinds", "names", "fields", "field"):
             if len(getattr(self, field)) != n:
                 raise ValueError(f"Problem: {field} has {len(getattr(self, field))} entries for {n} nodes")
         if self.pinned_bytes < 0:
@@ -85,6 +94,8 @@ class Problem:
             a = self.alias_of[i]
             if a is not None and a not in ds:
                 raise ValueError(f"Problem: node {self.names[i]} is an alias of #{a}, which it does not read")
+            if self.fields[i] and (sum(self.fields[i]) != self.sizes[i] or a is not None):
+                raise ValueError(f"Problem: node {self.names[i]}: its fields do not add up to its own buffer")
             for p in self.inplace[i]:
                 if not 0 <= p < len(ds):
                     raise ValueError(f"Problem: node {self.names[i]}: in-place position {p} is not one of its deps")

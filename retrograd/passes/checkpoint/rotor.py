@@ -1,7 +1,7 @@
 """Plans for heterogeneous chain adjoints: the discretized-memory DP of Herrmann, Shi, Beaumont,
 Eyraud-Dubois and Pallez (2019), "Optimal checkpointing for heterogeneous chains" (docs/checkpoint.md).
 
-The chain is a chain adjoint's forward prefix (chain.chain_reads): node k reads only node k-1, with its own
+The chain is a chain adjoint's forward prefix (chain.Chain): node k reads only node k-1, with its own
 size and cost; the backward part reads some of those nodes ("reads"), in reverse order. C(i, b, M): the
 least cost of serving the reads after checkpoint i up to read b, i held, M memory units free: advance
 from i to a checkpoint k (the costs of i+1..k; free in the original forward sweep), serve the reads after
@@ -19,7 +19,7 @@ from math import gcd
 
 import numpy as np
 
-from retrograd.passes.checkpoint.chain import chain_reads
+from retrograd.passes.checkpoint.chain import Chain, detect
 from retrograd.passes.checkpoint.problem import Problem, Schedule
 from retrograd.passes.checkpoint.simulate import simulate
 
@@ -29,13 +29,12 @@ RETRIES = 6  # plans tried with one unit less each, when transient memory makes 
 INF = float("inf")
 
 
-class Chain:
-    """A chain adjoint as the DP sees it: candidates, reads, costs and the backward's own memory per read."""
+class ChainCosts:
+    """What the DP needs of a chain adjoint: checkpoint candidates, prefix costs, the backward's own memory per read."""
 
-    def __init__(self, problem: Problem, m: int, need: dict):
+    def __init__(self, problem: Problem, chain: Chain):
         self.problem = problem
-        self.m = m
-        self.need = need
+        need = self.need = chain.need
         self.reads = sorted(need)
         p = problem
         cands = []
@@ -105,7 +104,7 @@ def _backward_memory(problem: Problem, need: dict, reads: list) -> tuple[dict, d
     return held, dead, before
 
 
-def _units(chain: Chain, free: int) -> int:
+def _units(chain: ChainCosts, free: int) -> int:
     """The DP's memory unit: the gcd of every size it adds up (exact), or of the checkpoints' sizes alone
     when that makes more than MAX_UNITS levels (the backward's memory rounded up: conservative), or
     coarser still."""
@@ -126,7 +125,7 @@ class Table:
     """The DP filled once for up to `free` bytes: cost[sweep, b, i, M] and choice[sweep, b, i, M] (sweep 1:
     the free original sweep; i: 0 for the parameters, 1 + position in chain.cands)."""
 
-    def __init__(self, chain: Chain, free: int):
+    def __init__(self, chain: ChainCosts, free: int):
         self.chain = chain
         self.unit = unit = _units(chain, free)
         self.M = M = max(free // unit, 0)
@@ -242,18 +241,18 @@ class Table:
         return Schedule.from_lists(chain.problem.n, per_stage)
 
 
-def detect(problem: Problem) -> Chain | None:
-    """The heterogeneous chain of `problem`, or None (not a chain adjoint, or too long for the DP)."""
-    found = chain_reads(problem)
-    if found is None or (max(found[1]) + 2) ** 2 * len(found[1]) // 6 > 4 * MAX_TRIPLES:
+def chain_costs(problem: Problem, chain: Chain | None) -> ChainCosts | None:
+    """The DP's view of a chain, or None (no chain, or too long for the DP)."""
+    if chain is None or (chain.last + 2) ** 2 * len(chain.need) // 6 > 4 * MAX_TRIPLES:
         return None  # far too long: not even measured
-    chain = Chain(problem, *found)
-    return chain if chain.triples() <= MAX_TRIPLES else None
+    costs = ChainCosts(problem, chain)
+    return costs if costs.triples() <= MAX_TRIPLES else None
 
 
-def solve_rotor(problem: Problem, budget: int, chain: Chain | None = None) -> Schedule | None:
-    """The DP's plan whose simulated peak fits `budget` (None when none of the tries fits)."""
-    chain = chain or detect(problem)
+def chain_dp(problem: Problem, budget: int) -> Schedule | None:
+    """The solver for heterogeneous chain adjoints: the DP's plan whose simulated peak fits `budget` (None
+    when none of the tries fits, or not a chain the DP takes)."""
+    chain = chain_costs(problem, detect(problem))
     if chain is None:
         return None
     table = Table(chain, budget - problem.pinned_bytes)

@@ -107,14 +107,44 @@ def simulate(problem: Problem, schedule: Schedule | None = None, stage_peaks: bo
     deps = p.deps
     costs = p.costs
     m = len(nodes)
+    group_last = {}  # (stage, instance) -> the last recomputation of that stage's group reading it
+    for e in range(m):
+        if stages[e] != nodes[e]:
+            for i in reads[e]:
+                group_last[stages[e], i] = e
     buf = [0] * m  # the event whose buffer the instance uses
     refs = [0] * m  # per buffer (indexed by its owning event): live instances holding it
     nbytes = [0] * m
+    # A tuple's buffer: holders of the whole tuple, and of each field; its bytes are its held fields'.
+    fields, field = p.fields, p.field
+    whole: dict[int, int] = {}
+    parts: dict[int, list] = {}
+    fld: list = [None] * m  # per instance: the field of a tuple buffer it holds (None: all, or no tuple)
+
+    def hold(k, f, d):
+        """Bytes newly live (or freed, negative) when a holder of field f (None: all) of tuple buffer k
+        comes (d = 1) or goes (d = -1)."""
+        sizes_k = fields[nodes[k]]
+        before = sum(sz for sz, c in zip(sizes_k, parts[k]) if c or whole[k])
+        if f is None:
+            whole[k] += d
+        else:
+            parts[k][f] += d
+        return sum(sz for sz, c in zip(sizes_k, parts[k]) if c or whole[k]) - before
+
     cur = peak = p.pinned_bytes
     peak_stage = -1
     per_stage = [0] * p.n if stage_peaks else None
     extra = 0.0
     n_extra = 0
+    def release(i) -> int:
+        """Bytes freed when instance i dies."""
+        k = buf[i]
+        refs[k] -= 1
+        if k not in whole:
+            return nbytes[k] if refs[k] == 0 else 0
+        return -hold(k, fld[i], -1)
+
     for e in range(m):
         v = nodes[e]
         r = reads[e]
@@ -122,21 +152,35 @@ def simulate(problem: Problem, schedule: Schedule | None = None, stage_peaks: bo
         b = e
         if a is not None:
             b = buf[r[deps[v].index(a)]]
+            fld[e] = field[v]
         else:
+            recomputed = stages[e] != v
             for pos in inplace[v]:
                 i = r[pos]
-                if last_use[i] == e:
-                    # The executor tries the first dying candidate only.
+                # The executor tries the first candidate whose register dies here only. A recomputation
+                # reads a value from outside its group through a marker of the group (rewrite.py), whose
+                # register dies at the group's last read of it even when the value lives on.
+                outside = recomputed and (stages[i] != stages[e] or stages[i] == nodes[i])
+                if (group_last[stages[e], i] if outside else last_use[i]) == e:
                     k = buf[i]
-                    if alias_of[nodes[i]] is None and refs[k] == 1 and nbytes[k] == sizes[v] > 0:
+                    # Written over when nothing else holds the buffer (a view keeps the whole buffer).
+                    if k in whole:  # a tuple's field
+                        f = fld[i]
+                        if last_use[i] == e and f is not None and not whole[k] and parts[k][f] == 1 and sizes[v] > 0:
+                            b, fld[e] = k, f
+                    elif last_use[i] == e and refs[k] == 1 and sizes[v] > 0 and (alias_of[nodes[i]] is not None or nbytes[k] == sizes[v]):
                         b = k
                     break
         if b == e:
             nbytes[e] = s = sizes[v]
             refs[e] = 1
+            if fields[v]:
+                whole[e], parts[e] = 1, [0] * len(fields[v])
             cur += s
         else:
             refs[b] += 1
+            if b in whole:
+                cur += hold(b, fld[e], 1)
         buf[e] = b
         if cur > peak:
             peak = cur
@@ -151,15 +195,9 @@ def simulate(problem: Problem, schedule: Schedule | None = None, stage_peaks: bo
         for i in r:
             if last_use[i] == e:
                 last_use[i] = -1  # released once even when read twice
-                k = buf[i]
-                refs[k] -= 1
-                if refs[k] == 0:
-                    cur -= nbytes[k]
+                cur -= release(i)
         if last_use[e] == e:
-            k = buf[e]
-            refs[k] -= 1
-            if refs[k] == 0:
-                cur -= nbytes[k]
+            cur -= release(e)
     return Simulation(
         peak_bytes=peak,
         extra_cost=extra,

@@ -36,10 +36,10 @@ def segment_schedule(problem: Problem, size: int | None, planner: Planner | None
     # values idle across the peak, with the gap that spans it
     across = []
     for v in range(t):
-        k = pl._gap(v, t)
+        k = pl.gap(v, t)
         if k and pl.points[v][k - 1] < t < pl.points[v][k] != p.n and p.recomputable[v]:
             # kept when even alone it cannot be recomputed (it reads a value that cannot be)
-            if pl._closure(v, pl.points[v][k], {(v, k)}, set(), []):
+            if pl.closure(v, pl.points[v][k], {(v, k)}, set(), []):
                 across.append((v, k))
     if len(across) < 3:
         return Schedule()
@@ -76,7 +76,7 @@ def segment_schedule(problem: Problem, size: int | None, planner: Planner | None
         have, out = per_stage.setdefault(b, (set(), []))
         for v, _ in drop:
             start = len(out)
-            if not pl._closure(v, b, dropped, have, out):
+            if not pl.closure(v, b, dropped, have, out):
                 return Schedule()
             if worse is not None:
                 for x in out[start:]:

@@ -60,7 +60,7 @@ _PIPE_TOKEN = re.compile(
     r"""\s*+(?:
         (?P<str>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')
       | (?P<num>[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![A-Za-z_\d.%]))
-      | (?P<qty>(?:\d+\.\d*|\.\d+|\d+)(?:%|[A-Za-z]+))
+      | (?P<qty>(?:\d+\.\d*|\.\d+|\d+)(?:%[A-Za-z]*|[A-Za-z]+))
       | (?P<word>[A-Za-z_][A-Za-z0-9_.\-]*)
       | (?P<punct>[(),=\[\]])
     )""",
@@ -72,7 +72,7 @@ _MAX_NESTING = 50
 
 
 class _PipelineParser:
-    """`name(opt=value, ...), name, ...`; values: numbers, quantities (40%, 12MiB, kept as text),
+    """`name(opt=value, ...), name, ...`; values: numbers, quantities (40%, 50%act, 12MiB, kept as text),
     true/false/none, names, strings, [lists]."""
 
     def __init__(self, text: str, source_name: str):

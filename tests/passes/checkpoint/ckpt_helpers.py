@@ -100,27 +100,50 @@ def naive_peak(problem: Problem, schedule: Schedule) -> tuple[int, float]:
         return max(readers) if readers else e
 
     lasts = [last(e) for e in range(m)]
+
+    def register_dies(e, i):
+        """A recomputation reads a value from outside its group through the group's own marker register,
+        which dies at the group's last read of it."""
+        v, t = comp[e]
+        if t != v and (comp[i][1] != t or comp[i][0] == t):
+            return max(k for k in range(m) if comp[k][1] == t and comp[k][0] != t and i in src[k]) == e
+        return lasts[i] == e
+
     owner = {}  # instance -> instance owning its buffer
+    part = {}  # instance -> the field of a tuple buffer it holds (None: all of it)
     peak = p.pinned_bytes
     extra = 0.0
     for e, (v, t) in enumerate(comp):
         if t != v:
             extra += p.costs[v]
         a = p.alias_of[v]
+        part[e] = None
         if a is not None:
             owner[e] = owner[src[e][p.deps[v].index(a)]]
+            part[e] = p.field[v]
         else:
             owner[e] = e
             for pos in p.inplace[v]:
                 i = src[e][pos]
-                if lasts[i] == e:
+                if register_dies(e, i):
                     holders = [j for j in range(e) if lasts[j] >= e and owner[j] == owner[i]]
-                    same_size = p.sizes[comp[owner[i]][0]] == p.sizes[v] > 0
-                    if p.alias_of[comp[i][0]] is None and holders == [i] and same_size:
-                        owner[e] = owner[i]
+                    if p.fields[comp[owner[i]][0]]:  # a tuple's field, held by nothing else
+                        holders = [j for j in holders if part[j] is None or part[j] == part[i]]
+                        if lasts[i] == e and part[i] is not None and holders == [i] and p.sizes[v] > 0:
+                            owner[e], part[e] = owner[i], part[i]
+                    else:
+                        fits = p.alias_of[comp[i][0]] is not None or p.sizes[comp[owner[i]][0]] == p.sizes[v]
+                        if lasts[i] == e and holders == [i] and p.sizes[v] > 0 and fits:
+                            owner[e] = owner[i]
                     break
-        live = {owner[j] for j in range(e + 1) if lasts[j] >= e}
-        total = p.pinned_bytes + sum(p.sizes[comp[b][0]] for b in live)
+        total = p.pinned_bytes
+        for b in {owner[j] for j in range(e + 1) if lasts[j] >= e}:
+            fields = p.fields[comp[b][0]]
+            if not fields:
+                total += p.sizes[comp[b][0]]
+                continue
+            held = [part[j] for j in range(e + 1) if lasts[j] >= e and owner[j] == b]
+            total += sum(size for f, size in enumerate(fields) if None in held or f in held)
         peak = max(peak, total)
     return peak, extra
 

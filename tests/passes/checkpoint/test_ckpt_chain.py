@@ -41,7 +41,7 @@ def test_revolve_figures_from_the_issue():
 @pytest.mark.parametrize("steps", [8, 9, 12, 17, 25, 40, 64, 100])
 def test_chain_extra_steps_equal_revolve_dp(steps):
     p = chain_problem(steps, size=SIZE, pinned=PINNED)
-    assert detect(p) is not None
+    assert detect(p) is not None and detect(p).uniform(p)
     for c in range(2, 21):
         budget = chain_budget(c)
         sim = simulate(p, solve(p, budget))

@@ -32,12 +32,7 @@ def stage_lower_bound(p):
     return p.pinned_bytes + max(p.sizes[i] + sum(p.sizes[d] for d in set(p.deps[i])) for i in range(p.n))
 
 
-def test_planner_matches_milp_on_random_dags(monkeypatch):
-    # Plan quality, not the solver's wall-clock cap: on a loaded machine the planner's own MILP could
-    # stop at TIME_LIMIT and fall back to its heuristics.
-    from retrograd.passes.checkpoint import exact
-
-    monkeypatch.setattr(exact, "TIME_LIMIT", 60.0)
+def test_planner_matches_milp_on_random_dags():
     matched, ratios, cases = 0, [], 0
     for seed in range(200):
         rng = random.Random(1000 + seed)
@@ -74,3 +69,44 @@ def test_least_feasible_budget_is_the_milp_least_peak(seed):
         solve(p, low - 1)
     assert err.value.least_feasible == low and f"{low} bytes" in str(err.value)
     assert simulate(p, solve(p, low)).peak_bytes == low
+
+
+def test_plans_do_not_depend_on_the_clock(monkeypatch):
+    """Only counts limit the solvers: with every clock jumping 1,000 s per reading (a machine loaded to a
+    standstill), the same problems get the same plans, and the MILP is never handed a time limit."""
+    import itertools
+    import time
+
+    import scipy.optimize
+
+    from ckpt_helpers import chain_problem
+
+    problems = [random_problem(random.Random(77 + s), 8 + s) for s in range(6)]
+    problems += [random_problem(random.Random(90), 70, adjoint=True), chain_problem(40)]
+    budgets = [(p, (simulate(p).peak_bytes + p.pinned_bytes * 3) // 4 + simulate(p).peak_bytes // 4) for p in problems]
+
+    def plans():
+        out = []
+        for p, budget in budgets:
+            try:
+                out.append(solve(p, budget))
+            except InfeasibleBudget as err:
+                out.append(err.least_feasible)
+        return out
+
+    quiet = plans()
+    options = []
+    real_milp = scipy.optimize.milp
+
+    def recording_milp(*args, **kwargs):
+        options.append(dict(kwargs.get("options") or {}))
+        return real_milp(*args, **kwargs)
+
+    monkeypatch.setattr(scipy.optimize, "milp", recording_milp)
+    ticks = itertools.count()
+    for name in ("time", "perf_counter", "monotonic", "process_time"):
+        monkeypatch.setattr(time, name, lambda: 1000.0 * next(ticks))
+    for name in ("perf_counter_ns", "monotonic_ns", "time_ns"):
+        monkeypatch.setattr(time, name, lambda: 10**12 * next(ticks))
+    assert plans() == quiet
+    assert options and all("time_limit" not in o for o in options)

@@ -11,7 +11,8 @@ from checkpoint_helpers import adjoint_module, bitwise_equal, inputs_for, models
 import retrograd
 from retrograd.cli import main as cli_main
 from retrograd.errors import PassError
-from retrograd.passes import Checkpoint, PlanReport, parse_pipeline, plan_checkpoint
+from retrograd.cli.transform import PlanReports
+from retrograd.passes import Checkpoint, PassContext, PlanReport, parse_pipeline, plan_checkpoint
 from retrograd.passes.checkpoint.budget import Budget, parse_budget
 
 
@@ -46,12 +47,14 @@ def test_fraction_resolves_against_the_unplanned_peak():
     assert Budget(nbytes=77).resolve(1000) == 77
 
 
-@pytest.mark.parametrize("budget", ["917504", "100%", "12MiB", "1.5GB", "1MB"])
+@pytest.mark.parametrize("budget", ["917504", "100%", "12MiB", "1.5GB", "1MB", "90%act"])
 def test_pipeline_accepts_every_budget_form(budget):
     mod = retrograd.parse(models.chain_text(16, width=8, batch=4))
     pipeline = parse_pipeline(f"gradient(func=main), checkpoint(func=main_adjoint, budget={budget})")
-    out = pipeline(mod)
-    report = pipeline.passes[1].last_report
+    reports = PlanReports()
+    with PassContext(instruments=[reports]):
+        out = pipeline(mod)
+    [report] = reports.reports
     assert isinstance(report, PlanReport)
     assert report.predicted_peak <= report.budget
     _, peak = run(out, "main_adjoint", inputs_for(out["main_adjoint"]))
@@ -131,7 +134,7 @@ def test_a_model_mismatch_is_replanned_or_refused(monkeypatch):
     _, full = run(mod, "main_adjoint", inputs_for(mod["main_adjoint"]))
     seen = []
 
-    def pessimistic(mod_, name, func, planned):
+    def pessimistic(mod_, name, ex, func, planned):
         seen.append(planned)
         return planned + 256  # the program "peaks" two activations above its plan
 
@@ -212,3 +215,71 @@ def main_adjoint(x: R.Tensor((1, 4), "float64"), x1: R.Tensor((1, 4, 4), "float6
     measured = ex.stats.peak_live_bytes
     new_mod, report = plan_checkpoint(mod, "main_adjoint", measured)
     assert new_mod is mod and report.recomputed == 0 and report.predicted_peak == measured
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [("50%act", Budget(fraction=0.5, activations=True)), ("12.5 %ACT", Budget(fraction=0.125, activations=True))],
+)
+def test_activation_budget_forms(text, expected):
+    assert parse_budget(text) == expected
+    assert str(expected) == f"{expected.fraction * 100:g}%act"
+
+
+def test_activation_fraction_resolves_against_the_activation_memory():
+    # 1000 bytes unplanned, 200 of them parameters: half the activations is 200 + 400.
+    assert Budget(fraction=0.5, activations=True).resolve(1000, 200) == 600
+    assert Budget(fraction=1.0, activations=True).resolve(1000, 200) == 1000
+
+
+def test_activation_budget_plans_to_that_share_of_the_measured_activations():
+    mod = adjoint_module(models.chain_text(16, width=8, batch=4))
+    args = inputs_for(mod["main_adjoint"])
+    pinned = sum(a.nbytes for a in args)
+    _, full = run(mod, "main_adjoint", args)
+    planned, report = plan_checkpoint(mod, "main_adjoint", "60%act")
+    assert report.budget == pinned + int((full - pinned) * 0.6)
+    _, peak = run(planned, "main_adjoint", args)
+    assert peak <= report.budget
+
+
+def test_refusal_states_the_feasible_budgets_in_both_forms():
+    """The least feasible budget in bytes, as a share of the unplanned peak and of the activations: each
+    form, given back to the pass, is met (and the bytes form exactly), one byte less is refused."""
+    mod = adjoint_module(models.chain_text(16, width=8, batch=4))
+    args = inputs_for(mod["main_adjoint"])
+    pinned = sum(a.nbytes for a in args)
+    _, full = run(mod, "main_adjoint", args)
+    with pytest.raises(PassError) as info:
+        plan_checkpoint(mod, "main_adjoint", "1%act")
+    text = str(info.value)
+    m = re.search(r"least feasible budget is (\d+) bytes = ([\d.]+)% of the unplanned peak = ([\d.]+)%act", text)
+    assert m, text
+    least, share, act = int(m.group(1)), float(m.group(2)), float(m.group(3))
+    assert share == pytest.approx(least / full * 100, rel=1e-3)
+    assert act == pytest.approx((least - pinned) / (full - pinned) * 100, rel=1e-3)
+    assert info.value.least_feasible == least
+    for budget in (least, f"{min(100.0, act * 1.001 + 0.01)}%act", f"{min(100.0, share * 1.001 + 0.01)}%"):
+        planned, report = plan_checkpoint(mod, "main_adjoint", budget)
+        _, peak = run(planned, "main_adjoint", args)
+        assert peak <= report.budget
+    with pytest.raises(PassError, match="least feasible"):
+        plan_checkpoint(mod, "main_adjoint", least - 1)
+
+
+def test_options_are_checked_once_and_frozen_with_no_report_kept(monkeypatch):
+    from retrograd.passes.checkpoint import pass_
+
+    calls = []
+    real = pass_.parse_budget
+    monkeypatch.setattr(pass_, "parse_budget", lambda b: calls.append(b) or real(b))
+    p = Checkpoint("main_adjoint", budget="90%")
+    mod = adjoint_module(models.chain_text(8, width=8, batch=4))
+    reports = PlanReports()
+    with PassContext(instruments=[reports]):
+        p(mod)
+        p(mod)
+    assert calls == ["90%"]
+    assert not hasattr(p, "last_report")
+    assert len(reports.reports) == 2 and reports.reports[0] == reports.reports[1]
+    assert reports.reports[0] == plan_checkpoint(mod, "main_adjoint", "90%")[1]

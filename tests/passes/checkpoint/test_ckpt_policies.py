@@ -171,7 +171,7 @@ def test_budget_plan_needs_each_of_its_recomputations(seed):
     sim = simulate(p, s).check()
     assert sim.peak_bytes <= budget
     pl = Planner(p)
-    stages = {(v, pl._gap(v, b)) for b, st in enumerate(s.recompute) for v in st}
+    stages = {(v, pl.gap(v, b)) for b, st in enumerate(s.recompute) for v in st}
     for g in stages:
         other = pl.build(stages - {g})
         if other is None:

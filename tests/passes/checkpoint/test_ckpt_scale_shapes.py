@@ -11,7 +11,7 @@ import pytest
 from checkpoint_helpers import bitwise_equal, inputs_for, run
 
 from retrograd.passes import plan_checkpoint
-from retrograd.passes.checkpoint import chain, greedy, policies, rotor
+from retrograd.passes.checkpoint import greedy, policies
 from retrograd.passes.checkpoint.extract import extract
 from retrograd.passes.checkpoint.simulate import simulate
 
@@ -41,20 +41,20 @@ def test_plans_run_bitwise_within_budget(shape, budget):
 
 def _unbounded_choice(problem, budget):
     """plan_budget's choice with every segmentation built in full (the policy before the bound)."""
-    ch = chain.detect(problem)
-    if ch is not None:
-        s = chain.solve_chain(problem, budget, ch)
-        if s is not None:
-            return s
-    rot = rotor.solve_rotor(problem, budget) if ch is None else None
-    found = [rot] if rot is not None else []
-    descent = greedy.descend(problem, budget, policies.light_only(problem))
+    found = []
+    for solver, optimal in policies.solvers(problem):
+        if solver is not policies.heuristic:
+            s = solver(problem, budget)
+            if s is not None and optimal:
+                return s
+            found += [s] if s is not None else []
+    descent = greedy.descend(problem, budget, policies.light(problem))
     if descent is not None:
-        found.append(policies._shared(problem, descent[0])[0])
-    for s, sim in policies._segment_plans(problem):
+        found.append(policies.shared(problem, descent[0])[0])
+    for s, sim in policies.segment_plans(problem):
         if sim.peak_bytes <= budget:
-            found.append(policies._shared(problem, s)[0])
-    return min(found, key=lambda s: policies._rank(problem, s)) if found else None
+            found.append(policies.shared(problem, s)[0])
+    return min(found, key=lambda s: policies.rank(problem, s)) if found else None
 
 
 @pytest.mark.parametrize("shape", ["residual", "fanin", "params", "mlp", "norm"])
@@ -72,7 +72,7 @@ def _segmentation_work(layers: int) -> int:
     mod, name = scale.build("residual", layers)
     problem = extract(mod[name]).problem
     seen = [0]
-    closure = greedy.Planner._closure
+    closure = greedy.Planner.closure
 
     def counting(self, v, b, dropped, have, out):
         start = len(out)
@@ -80,11 +80,11 @@ def _segmentation_work(layers: int) -> int:
         seen[0] += len(out) - start
         return ok
 
-    greedy.Planner._closure = counting
+    greedy.Planner.closure = counting
     try:
         policies.plan_budget(problem, simulate(problem).peak_bytes // 2)
     finally:
-        greedy.Planner._closure = closure
+        greedy.Planner.closure = closure
     return seen[0]
 
 

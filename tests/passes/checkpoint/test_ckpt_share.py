@@ -13,7 +13,7 @@ from retrograd.passes import plan_checkpoint
 from retrograd.passes.checkpoint import Schedule, simulate
 from retrograd.passes.checkpoint.extract import extract
 from retrograd.passes.checkpoint.greedy import descend
-from retrograd.passes.checkpoint.policies import light_only
+from retrograd.passes.checkpoint.policies import light
 from retrograd.passes.checkpoint.problem import Builder
 from retrograd.passes.checkpoint.share import share
 
@@ -107,7 +107,7 @@ def test_resnet_descent_plan_gets_cheaper_by_sharing():
     p = extract(mod["main_adjoint"]).problem
     full = simulate(p).peak_bytes
     budget = p.pinned_bytes + (full - p.pinned_bytes) * 6 // 10  # the least feasible is about 56%
-    plan = descend(p, budget, light_only(p))
+    plan = descend(p, budget, light(p))
     assert plan is not None
     s, sim = plan
     out, shared = share(p, s, sim.peak_bytes, sim)

@@ -38,8 +38,12 @@ def test_alias_counts_root_once_and_inplace_reuses():
     # v is a view of a: a's buffer stays while v lives; w overwrites its dying input in place.
     p = Problem(sizes=[8, 0, 8, 8], costs=[1] * 4, deps=[(), (0,), (1,), (2,)], recomputable=[True] * 4,
                 alias_of=[None, 0, None, None], inplace=[(), (), (0,), (0,)], outputs=(3,))
-    # stage 2 reads a view (no in-place over an alias): 8 (a) + 8 (new); stage 3 in place: 8
-    assert simulate(p).peak_bytes == 16
+    # stage 2 writes over the dying view, whose buffer nothing else holds (the memory model's rule): 8
+    assert simulate(p).peak_bytes == 8
+    # ... unless a still holds it (a output): 8 (a) + 8 (new)
+    p2 = Problem(sizes=[8, 0, 8, 8], costs=[1] * 4, deps=[(), (0,), (1,), (2,)], recomputable=[True] * 4,
+                 alias_of=[None, 0, None, None], inplace=[(), (), (0,), (0,)], outputs=(0, 3))
+    assert simulate(p2).peak_bytes == 16
     q = Problem(sizes=[8, 8, 8], costs=[1] * 3, deps=[(), (0,), (1,)], recomputable=[True] * 3,
                 inplace=[(), (0,), (0,)], outputs=(2,))
     assert simulate(q).peak_bytes == 8
@@ -80,3 +84,22 @@ def test_not_recomputable_and_bad_problem():
 def test_infeasible_budget_message():
     err = InfeasibleBudget(100, 240)
     assert err.least_feasible == 240 and "240 bytes" in str(err) and "100 bytes" in str(err)
+
+
+def test_a_tuple_field_outlives_the_tuple_alone():
+    """batch_norm's (y, mean, var): once the tuple dies, a view of y keeps y's bytes only (the executor
+    holds each field on its own), and the field is written over in place when nothing else holds it."""
+    p = Problem(sizes=[32, 0, 8, 16], costs=[1] * 4, deps=[(), (0,), (1,), (2,)], recomputable=[True] * 4,
+                alias_of=[None, 0, None, None], fields=[(16, 8, 8), (), (), ()], field=[None, 0, None, None],
+                inplace=[(), (), (), ()], outputs=(3,))
+    # the tuple: 32; it dies at the item, which keeps field 0 (16): node 2 peaks at 16 + 8 (not 32 + 8)
+    sim = simulate(p, stage_peaks=True)
+    assert sim.peak_bytes == 32 == naive_peak(p, Schedule())[0] and sim.stage_peaks[2] == 24
+    q = Problem(sizes=[32, 0, 16, 16], costs=[1] * 4, deps=[(), (0,), (1,), (2,)], recomputable=[True] * 4,
+                alias_of=[None, 0, None, None], fields=[(16, 8, 8), (), (), ()], field=[None, 0, None, None],
+                inplace=[(), (), (0,), (0,)], outputs=(3,))
+    # node 2 writes over field 0 (16 live, not 32), node 3 over node 2
+    sim = simulate(q, stage_peaks=True)
+    assert sim.peak_bytes == 32 == naive_peak(q, Schedule())[0] and sim.stage_peaks[2:] == (16, 16)
+    with pytest.raises(ValueError, match="fields"):
+        Problem(sizes=[30], costs=[1], deps=[()], recomputable=[True], fields=[(16, 8, 8)])

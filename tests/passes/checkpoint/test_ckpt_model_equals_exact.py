@@ -1,0 +1,96 @@
+"""The planner's simulator against the exact memory model (retrograd.analysis.peak_memory), over every
+function of the corpus and its adjoint, the checkpoint benchmarks' models and the scaling shapes: on every
+function without an If or a call of another function, the simulated peak of the function and of plans
+(random ones and the planner's) is the exact model's, byte for byte; with them it is never lower (the
+pass then measures the rewritten function)."""
+
+from __future__ import annotations
+
+import random
+import sys
+from pathlib import Path
+
+import pytest
+from checkpoint_helpers import adjoint_module, models, random_schedule
+
+from retrograd.analysis import peak_memory
+from retrograd.errors import DiagnosticError
+from retrograd.ir.expr import Function
+from retrograd.parser.parse import parse_path
+from retrograd.passes import Gradient
+from retrograd.passes.checkpoint import InfeasibleBudget, least_feasible, simulate, solve
+from retrograd.passes.checkpoint.extract import extract
+from retrograd.passes.checkpoint.rewrite import rewrite
+
+ROOT = Path(__file__).resolve().parents[3]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import bench_checkpoint_scale as scale  # noqa: E402
+
+CORPUS = sorted((ROOT / "tests" / "corpus").glob("c*.py"))
+
+
+def _functions(mod):
+    """(module, name) of each function of `mod` and of its adjoint where Gradient applies."""
+    out = [(mod, name) for name, f in mod.items() if isinstance(f, Function)]
+    for name, f in list(mod.items()):
+        if isinstance(f, Function) and f.params:
+            try:
+                adj = Gradient(name)(mod)
+            except DiagnosticError:
+                continue
+            out.append((adj, f"{name}_adjoint"))
+    return out
+
+
+def _check(mod, name, seed: int):
+    try:
+        ex = extract(mod[name])
+        exact = peak_memory(mod, name)
+    except DiagnosticError:
+        return None  # symbolic shapes: neither plans
+    p = ex.problem
+    opaque = ex.opaque
+    rng = random.Random(seed)
+    schedules = [None] + [random_schedule(ex, rng) for _ in range(3)]
+    budget = (simulate(p).peak_bytes + p.pinned_bytes) // 2
+    try:
+        schedules.append(solve(p, budget))
+    except InfeasibleBudget:
+        schedules.append(solve(p, least_feasible(p)))
+    for s in schedules:
+        planned = simulate(p, s).check().peak_bytes
+        measured = exact if s is None else peak_memory(mod.with_function(name, rewrite(ex, s.recompute)), name)
+        if opaque:
+            assert planned >= measured, (name, s)
+        else:
+            assert planned == measured, (name, s)
+    return opaque
+
+
+@pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.stem)
+def test_corpus(path):
+    try:
+        mod = parse_path(path)
+    except DiagnosticError:
+        pytest.skip("not a module the executor runs")
+    for k, (m, name) in enumerate(_functions(mod)):
+        _check(m, name, k)
+
+
+BENCH = {
+    "chain": lambda: adjoint_module(models.chain_text(12, width=8, batch=4)),
+    "matmul_relu": lambda: adjoint_module(models.matmul_relu_chain_text(8, width=8, batch=4)),
+    "transformer": lambda: adjoint_module(models.transformer_text(2, seq=8, d=8)),
+    "resnet": lambda: adjoint_module(models.resnet_text(stages=2, blocks=2, channels=4, size=8, batch=2)),
+}
+
+
+@pytest.mark.parametrize("model", sorted(BENCH))
+def test_benchmark_models(model):
+    assert _check(BENCH[model](), "main_adjoint", 0) is False
+
+
+@pytest.mark.parametrize("shape", sorted(scale.SHAPES) + [scale.FORWARD])
+def test_scaling_shapes(shape):
+    mod, name = scale.build(shape, 6)
+    assert _check(mod, name, 1) is False
