@@ -8,7 +8,7 @@ import os
 import pytest
 
 # Every package of pyproject's `oracle` extra: installed, its tests must run.
-ORACLES = ("torch", "tvm", "onnx", "onnxruntime", "torchvision", "transformers", "ml_dtypes", "matplotlib")
+ORACLES = ("torch", "tvm", "onnx", "onnxruntime", "torchvision", "transformers", "ml_dtypes", "matplotlib", "plotly")
 # CI sets this: the oracles are then required, so a failed install fails the run instead of skipping.
 REQUIRE = os.environ.get("RETROGRAD_REQUIRE_ORACLES", "") not in ("", "0")
 

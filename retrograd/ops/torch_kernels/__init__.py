@@ -12,7 +12,8 @@ import importlib
 
 from retrograd.errors import UnsupportedError
 
-FAMILIES = ("elementwise", "create", "reduce", "shape", "index", "nn", "conv", "pool", "norm", "grad", "image")
+FAMILIES = ("elementwise", "create", "reduce", "shape", "index", "nn", "conv", "pool", "norm", "grad", "image", "ccl",
+            "shape_values")
 
 _TABLE: dict | None = None
 _DEVICE = ["cpu"]
