@@ -77,8 +77,6 @@ def test_plans_do_not_depend_on_the_clock(monkeypatch):
     import itertools
     import time
 
-    import scipy.optimize
-
     from ckpt_helpers import chain_problem
 
     problems = [random_problem(random.Random(77 + s), 8 + s) for s in range(6)]
@@ -96,13 +94,14 @@ def test_plans_do_not_depend_on_the_clock(monkeypatch):
 
     quiet = plans()
     options = []
-    real_milp = scipy.optimize.milp
+    optimize = need("scipy.optimize")
+    real_milp = optimize.milp
 
     def recording_milp(*args, **kwargs):
         options.append(dict(kwargs.get("options") or {}))
         return real_milp(*args, **kwargs)
 
-    monkeypatch.setattr(scipy.optimize, "milp", recording_milp)
+    monkeypatch.setattr(optimize, "milp", recording_milp)
     ticks = itertools.count()
     for name in ("time", "perf_counter", "monotonic", "process_time"):
         monkeypatch.setattr(time, name, lambda: 1000.0 * next(ticks))
