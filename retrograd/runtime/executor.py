@@ -12,7 +12,31 @@ from retrograd.runtime.lowering import lower_module
 from retrograd.runtime.stats import RunStats, format_profile
 
 
-class Executable:
+class FunctionTable:
+    """`ex[name]`, `name in ex` and `ex.function_names()` over a built module's programs, each function
+    made once by `make_function` (the NumPy and the torch executables share this)."""
+
+    _programs: dict
+    _functions: dict
+
+    def __getitem__(self, name: str):
+        fn = self._functions.get(name)
+        if fn is None:
+            prog = self._programs.get(name)
+            if prog is None:
+                known = ", ".join(self._programs) or "none"
+                raise ExecutionError(f"the module has no function '{name}' (functions: {known})")
+            fn = self._functions[name] = self.make_function(prog)
+        return fn
+
+    def __contains__(self, name) -> bool:
+        return name in self._programs
+
+    def function_names(self) -> list[str]:
+        return list(self._programs)
+
+
+class Executable(FunctionTable):
     """A built module. `ex[name](*args)` runs a function; `ex.stats` describes the last call.
 
     Options: `profile=True` records per-op time, calls and output bytes (`ex.profile_report()` returns
@@ -35,21 +59,8 @@ class Executable:
     def last_stats(self) -> RunStats | None:
         return self.stats
 
-    def __getitem__(self, name: str) -> "BuiltFunction":
-        fn = self._functions.get(name)
-        if fn is None:
-            prog = self._programs.get(name)
-            if prog is None:
-                known = ", ".join(self._programs) or "none"
-                raise ExecutionError(f"the module has no function '{name}' (functions: {known})")
-            fn = self._functions[name] = BuiltFunction(self, prog)
-        return fn
-
-    def __contains__(self, name) -> bool:
-        return name in self._programs
-
-    def function_names(self) -> list[str]:
-        return list(self._programs)
+    def make_function(self, prog) -> "BuiltFunction":
+        return BuiltFunction(self, prog)
 
     def profile_report(self) -> str:
         if self.profile is None:

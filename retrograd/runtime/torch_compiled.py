@@ -9,7 +9,7 @@ from __future__ import annotations
 import shutil
 
 from retrograd.errors import ExecutionError, UnsupportedError
-from retrograd.runtime.torch_exec import TorchExecutable, TorchFunction, TorchRunStats, _Meter
+from retrograd.runtime.torch_exec import TorchExecutable, TorchFunction, TorchRunStats, TorchMeter
 from retrograd.runtime.torch_source import lower_to_torch
 
 
@@ -60,14 +60,14 @@ class CompiledFunction(TorchFunction):
         torch = exe.torch
         prog = self.prog
         if kwargs:
-            from retrograd.runtime.torch_exec import _by_name
+            from retrograd.runtime.torch_exec import by_name
 
-            args = _by_name(prog, args, kwargs)
+            args = by_name(prog, args, kwargs)
         if len(args) != prog.nparams:
             raise ExecutionError(f"{prog.name}: expects {prog.nparams} argument(s) ({', '.join(prog.param_names)}), got {len(args)}")
         from retrograd.runtime.signature import Binder, Mismatch, check_deferred
 
-        binder, m = Binder(), _Meter(exe._skip)
+        binder, m = Binder(), TorchMeter(exe._skip)
         try:
             bound = [exe._to_device(check(exe._proxy(a), binder), a) for (_, check), a in zip(prog.params, args)]
             check_deferred(binder)

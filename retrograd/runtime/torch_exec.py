@@ -23,6 +23,7 @@ from retrograd.ir.functor import module_if_depth, stack_room
 from retrograd.ir.nested import tuple_leaves
 from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops import torch_kernels
+from retrograd.runtime.executor import FunctionTable
 from retrograd.runtime.interp import kernel_failure
 from retrograd.runtime.lowering import Info, reader
 from retrograd.runtime.signature import Binder, Mismatch, check_deferred, compile_checker, compile_dim, describe_value
@@ -37,7 +38,7 @@ class TorchRunStats(RunStats):
     device_max_allocated_bytes: int | None = None
 
 
-class _Meter:
+class TorchMeter:
     __slots__ = ("refs", "cur", "peak", "skip", "held", "param_bytes")
 
     def __init__(self, skip):
@@ -60,7 +61,7 @@ class _Block:
 _OP, _ITEM, _SPECIAL = 0, 1, 2
 
 
-class TorchExecutable:
+class TorchExecutable(FunctionTable):
     """A module built for the torch backend. `ex[name](*args)` runs a function on `device`; arguments
     may be NumPy arrays, torch tensors (moved to the device when elsewhere) or Python scalars; results
     are torch tensors on the device (NumPy with `numpy_outputs=True`, or through `ex.numpy(value)`)."""
@@ -208,21 +209,8 @@ class TorchExecutable:
         return run_if
 
     # -- running ---------------------------------------------------------------------------------
-    def __getitem__(self, name: str):
-        fn = self._functions.get(name)
-        if fn is None:
-            prog = self._programs.get(name)
-            if prog is None:
-                known = ", ".join(self._programs) or "none"
-                raise ExecutionError(f"the module has no function '{name}' (functions: {known})")
-            fn = self._functions[name] = TorchFunction(self, prog)
-        return fn
-
-    def __contains__(self, name) -> bool:
-        return name in self._programs
-
-    def function_names(self) -> list[str]:
-        return list(self._programs)
+    def make_function(self, prog) -> "TorchFunction":
+        return TorchFunction(self, prog)
 
     def numpy(self, value):
         """A result (tensor or nested tuple of them) as NumPy arrays on the host."""
@@ -232,7 +220,7 @@ class TorchExecutable:
             return value.detach().cpu().numpy()
         return value
 
-    def _acquire(self, v, m: _Meter, count: int = 1) -> None:
+    def _acquire(self, v, m: TorchMeter, count: int = 1) -> None:
         if isinstance(v, self.torch.Tensor):
             st = v.untyped_storage()
             k = st.data_ptr()
@@ -251,7 +239,7 @@ class TorchExecutable:
                 if isinstance(x, self.torch.Tensor):
                     self._acquire(x, m, count)
 
-    def _release(self, v, m: _Meter) -> None:
+    def _release(self, v, m: TorchMeter) -> None:
         if isinstance(v, self.torch.Tensor):
             st = v.untyped_storage()
             k = st.data_ptr()
@@ -267,7 +255,7 @@ class TorchExecutable:
                 if isinstance(x, self.torch.Tensor):
                     self._release(x, m)
 
-    def _run(self, block: _Block, regs, m: _Meter):
+    def _run(self, block: _Block, regs, m: TorchMeter):
         acquire, release = self._acquire, self._release
         for r in block.prefree:
             release(regs[r], m)
@@ -329,7 +317,7 @@ class TorchExecutable:
             return tuple(self._proxy(x) for x in v)
         return v
 
-    def _invoke(self, prog: _Program, args, m: _Meter, top: bool):
+    def _invoke(self, prog: _Program, args, m: TorchMeter, top: bool):
         if len(args) != prog.nparams:
             names = ", ".join(prog.param_names)
             raise ExecutionError(f"{prog.name}: expects {prog.nparams} argument(s) ({names}), got {len(args)}")
@@ -372,9 +360,9 @@ class TorchFunction:
         exe = self.exe
         torch = exe.torch
         if kwargs:
-            args = _by_name(self.prog, args, kwargs)
+            args = by_name(self.prog, args, kwargs)
         exe.stats = None
-        m = _Meter(exe._skip)
+        m = TorchMeter(exe._skip)
         cuda = exe.device.type == "cuda"
         if cuda:
             torch.cuda.synchronize(exe.device)
@@ -399,7 +387,7 @@ class TorchFunction:
         return f"<TorchFunction {self.prog.name}({', '.join(self.prog.param_names)})>"
 
 
-def _by_name(prog, args: tuple, kwargs: dict) -> tuple:
+def by_name(prog, args: tuple, kwargs: dict) -> tuple:
     names = prog.param_names
     for key in kwargs:
         if key not in names:
