@@ -87,7 +87,7 @@ class BuiltFunction:
 
     def __call__(self, *args, **kwargs):
         if kwargs:
-            args = self._by_name(args, kwargs)
+            args = bind_arguments(self.prog, args, kwargs)
         exe = self.exe
         exe.stats = None
         m = Meter(exe._skip, exe._run, exe.profile)
@@ -102,19 +102,6 @@ class BuiltFunction:
             ) from None
         exe.stats = RunStats(self.prog.name, m.peak, m.param_bytes)
         return result
-
-    def _by_name(self, args: tuple, kwargs: dict) -> tuple:
-        """Positional arguments, then keyword ones in parameter order (as a Python call binds them)."""
-        names = self.prog.param_names
-        for key in kwargs:
-            if key not in names:
-                raise ExecutionError(f"{self.prog.name}: no parameter named '{key}' (parameters: {', '.join(names)})")
-            if names.index(key) < len(args):
-                raise ExecutionError(f"{self.prog.name}: parameter '{key}' is given both by position and by name")
-        missing = [n for n in names[len(args):] if n not in kwargs]
-        if missing:
-            raise ExecutionError(f"{self.prog.name}: missing argument(s) for {', '.join(repr(n) for n in missing)}")
-        return tuple(args) + tuple(kwargs[n] for n in names[len(args):])
 
     def __repr__(self) -> str:
         return f"<BuiltFunction {self.prog.name}({', '.join(self.prog.param_names)})>"
@@ -136,3 +123,17 @@ def build(mod, *, profile: bool = False, check: bool = False, backend: str = "nu
     if device not in (None, "cpu") or compile:
         raise UnsupportedError("the numpy backend runs on the CPU without compilation (device and compile are torch options)")
     return Executable(mod, profile=profile, check=check)
+
+
+def bind_arguments(prog, args: tuple, kwargs: dict) -> tuple:
+    """Positional arguments, then keyword ones in parameter order (as a Python call binds them)."""
+    names = prog.param_names
+    for key in kwargs:
+        if key not in names:
+            raise ExecutionError(f"{prog.name}: no parameter named '{key}' (parameters: {', '.join(names)})")
+        if names.index(key) < len(args):
+            raise ExecutionError(f"{prog.name}: parameter '{key}' is given both by position and by name")
+    missing = [n for n in names[len(args):] if n not in kwargs]
+    if missing:
+        raise ExecutionError(f"{prog.name}: missing argument(s) for {', '.join(repr(n) for n in missing)}")
+    return tuple(args) + tuple(kwargs[n] for n in names[len(args):])

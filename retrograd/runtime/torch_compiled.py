@@ -60,9 +60,9 @@ class CompiledFunction(TorchFunction):
         torch = exe.torch
         prog = self.prog
         if kwargs:
-            from retrograd.runtime.torch_exec import by_name
+            from retrograd.runtime.executor import bind_arguments
 
-            args = by_name(prog, args, kwargs)
+            args = bind_arguments(prog, args, kwargs)
         if len(args) != prog.nparams:
             raise ExecutionError(f"{prog.name}: expects {prog.nparams} argument(s) ({', '.join(prog.param_names)}), got {len(args)}")
         from retrograd.runtime.signature import Binder, Mismatch, check_deferred

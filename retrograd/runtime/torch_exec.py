@@ -23,7 +23,7 @@ from retrograd.ir.functor import module_if_depth, stack_room
 from retrograd.ir.nested import tuple_leaves
 from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops import torch_kernels
-from retrograd.runtime.executor import FunctionTable
+from retrograd.runtime.executor import FunctionTable, bind_arguments
 from retrograd.runtime.interp import kernel_failure
 from retrograd.runtime.lowering import Info, reader
 from retrograd.runtime.signature import Binder, Mismatch, check_deferred, compile_checker, compile_dim, describe_value
@@ -360,7 +360,7 @@ class TorchFunction:
         exe = self.exe
         torch = exe.torch
         if kwargs:
-            args = by_name(self.prog, args, kwargs)
+            args = bind_arguments(self.prog, args, kwargs)
         exe.stats = None
         m = TorchMeter(exe._skip)
         cuda = exe.device.type == "cuda"
@@ -385,19 +385,6 @@ class TorchFunction:
 
     def __repr__(self) -> str:
         return f"<TorchFunction {self.prog.name}({', '.join(self.prog.param_names)})>"
-
-
-def by_name(prog, args: tuple, kwargs: dict) -> tuple:
-    names = prog.param_names
-    for key in kwargs:
-        if key not in names:
-            raise ExecutionError(f"{prog.name}: no parameter named '{key}' (parameters: {', '.join(names)})")
-        if names.index(key) < len(args):
-            raise ExecutionError(f"{prog.name}: parameter '{key}' is given both by position and by name")
-    missing = [n for n in names[len(args):] if n not in kwargs]
-    if missing:
-        raise ExecutionError(f"{prog.name}: missing argument(s) for {', '.join(repr(n) for n in missing)}")
-    return tuple(args) + tuple(kwargs[n] for n in names[len(args):])
 
 
 def _kernel_call(kernel, readers, attrs):

@@ -18,7 +18,7 @@ def _float(op, name, x):
     return x
 
 
-def _axes(op, axes, ndim) -> tuple[int, ...]:
+def norm_axes(op, axes, ndim) -> tuple[int, ...]:
     out = []
     for a in axes:
         if not -ndim <= a < ndim:
@@ -147,7 +147,7 @@ def _param_view(op, name, p, x, axes, dtype):
 
 def layer_norm_view(op, data, gamma, beta, axes, scale, center):
     x = _float(op, "data", data)
-    ax = _axes(op, axes, x.ndim)
+    ax = norm_axes(op, axes, x.ndim)
     g = _param_view(op, "gamma", gamma, x, ax, x.dtype) if scale else None
     b = _param_view(op, "beta", beta, x, ax, x.dtype) if center and beta is not None else None
     return x, ax, g, b
@@ -169,8 +169,8 @@ def group_view(op, data, gamma, beta, num_groups, channel_axis, axes, scale, cen
     """The data with its channel axis split as (groups, channels per group), the statistics' axes in
     that view, and gamma/beta (C,) broadcast against it."""
     x = _float(op, "data", data)
-    c_ax = _axes(op, (channel_axis,), x.ndim)[0]
-    ax = _axes(op, axes, x.ndim)
+    c_ax = norm_axes(op, (channel_axis,), x.ndim)[0]
+    ax = norm_axes(op, axes, x.ndim)
     c = x.shape[c_ax]
     if not isinstance(num_groups, (int, np.integer)) or num_groups < 1 or c % num_groups:
         raise KernelError(f"{op}: {c} channels are not divisible into {num_groups} groups")
@@ -199,7 +199,7 @@ def group_norm(data, gamma, beta, *, num_groups, channel_axis, axes, epsilon=1e-
 def instance_norm(data, gamma, beta, *, channel_axis, axes, epsilon=1e-5, center=True, scale=True):
     """Statistics per channel over `axes` (group_norm with one group per channel)."""
     x = _float("instance_norm", "data", data)
-    c = x.shape[_axes("instance_norm", (channel_axis,), x.ndim)[0]]
+    c = x.shape[norm_axes("instance_norm", (channel_axis,), x.ndim)[0]]
     return group_norm(data, gamma, beta, num_groups=c, channel_axis=channel_axis, axes=axes, epsilon=epsilon,
                       center=center, scale=scale)
 
@@ -207,7 +207,7 @@ def instance_norm(data, gamma, beta, *, channel_axis, axes, epsilon=1e-5, center
 def batch_view(op, data, params, axis):
     """(x, channel axis, the other axes, params reshaped to broadcast along the channel axis)."""
     x = _float(op, "data", data)
-    ax = _axes(op, (axis,), x.ndim)[0]
+    ax = norm_axes(op, (axis,), x.ndim)[0]
     c = x.shape[ax]
     b = [1] * x.ndim
     b[ax] = c
@@ -389,7 +389,7 @@ def group_norm_backward(output_grad, data, gamma, *, num_groups, channel_axis, a
                                     False)
     gv = _grad(output_grad, x).reshape(xv.shape)
     dx, dg, db = norm_backward(gv, xv, stat, True, epsilon, gb if scale else np.ones_like(gb))
-    c = x.shape[_axes("group_norm_backward", (channel_axis,), x.ndim)[0]]
+    c = x.shape[norm_axes("group_norm_backward", (channel_axis,), x.ndim)[0]]
     return dx.reshape(x.shape), dg.reshape(c), db.reshape(c)
 
 

@@ -8,20 +8,10 @@ import math
 import torch
 
 from retrograd.errors import KernelError
+from retrograd.ops.kernels.norm import norm_axes
 from retrograd.ops.torch_kernels.nn import check_float
 
 f64 = torch.float64
-
-
-def _axes(op, axes, ndim):
-    out = []
-    for a in axes:
-        if not -ndim <= a < ndim:
-            raise KernelError(f"{op}: axis {a} out of range for an array of {ndim} dimensions")
-        out.append(a % ndim)
-    if len(set(out)) != len(out):
-        raise KernelError(f"{op}: repeated axis in {list(axes)}")
-    return tuple(out)
 
 
 def _stats(x, stat, centered, eps):
@@ -89,7 +79,7 @@ def _grad(g, x):
 
 def layer_norm(data, gamma, beta, axes, epsilon=1e-5, center=True, scale=True):
     x = check_float("layer_norm", "data", data)
-    ax = _axes("layer_norm", axes, x.ndim)
+    ax = norm_axes("layer_norm", axes, x.ndim)
     g = _param_view("layer_norm", "gamma", gamma, x, ax) if scale else None
     b = _param_view("layer_norm", "beta", beta, x, ax) if center and beta is not None else None
     return norm_forward(x, ax, True, epsilon, g, b)
@@ -97,14 +87,14 @@ def layer_norm(data, gamma, beta, axes, epsilon=1e-5, center=True, scale=True):
 
 def rms_norm(data, weight, axes=(-1,), epsilon=1e-5):
     x = check_float("rms_norm", "data", data)
-    ax = _axes("rms_norm", axes, x.ndim)
+    ax = norm_axes("rms_norm", axes, x.ndim)
     return norm_forward(x, ax, False, epsilon, _param_view("rms_norm", "weight", weight, x, ax))
 
 
 def _group_view(op, data, gamma, beta, num_groups, channel_axis, axes, scale, center):
     x = check_float(op, "data", data)
-    c_ax = _axes(op, (channel_axis,), x.ndim)[0]
-    ax = _axes(op, axes, x.ndim)
+    c_ax = norm_axes(op, (channel_axis,), x.ndim)[0]
+    ax = norm_axes(op, axes, x.ndim)
     c = x.shape[c_ax]
     if not isinstance(num_groups, int) or num_groups < 1 or c % num_groups:
         raise KernelError(f"{op}: {c} channels are not divisible into {num_groups} groups")
@@ -129,13 +119,13 @@ def group_norm(data, gamma, beta, num_groups, channel_axis, axes, epsilon=1e-5, 
 
 def instance_norm(data, gamma, beta, channel_axis, axes, epsilon=1e-5, center=True, scale=True):
     check_float("instance_norm", "data", data)
-    c = data.shape[_axes("instance_norm", (channel_axis,), data.ndim)[0]]
+    c = data.shape[norm_axes("instance_norm", (channel_axis,), data.ndim)[0]]
     return group_norm(data, gamma, beta, c, channel_axis, axes, epsilon, center, scale)
 
 
 def _batch_view(op, data, params, axis):
     x = check_float(op, "data", data)
-    ax = _axes(op, (axis,), x.ndim)[0]
+    ax = norm_axes(op, (axis,), x.ndim)[0]
     c = x.shape[ax]
     b = [1] * x.ndim
     b[ax] = c
@@ -185,7 +175,7 @@ def batch_norm(data, gamma, beta, moving_mean, moving_var, axis, epsilon=1e-5, c
 
 def layer_norm_backward(output_grad, data, gamma, axes, epsilon=1e-5, center=True, scale=True):
     x = check_float("layer_norm_backward", "data", data)
-    ax = _axes("layer_norm_backward", axes, x.ndim)
+    ax = norm_axes("layer_norm_backward", axes, x.ndim)
     gb = _param_view("layer_norm_backward", "gamma", gamma, x, ax)
     dx, dg, db = norm_backward(_grad(output_grad, x), x, ax, True, epsilon, gb if scale else torch.ones_like(gb))
     return dx, _unview(dg, ax, gamma.shape), _unview(db, ax, gamma.shape)
@@ -193,7 +183,7 @@ def layer_norm_backward(output_grad, data, gamma, axes, epsilon=1e-5, center=Tru
 
 def rms_norm_backward(output_grad, data, weight, axes=(-1,), epsilon=1e-5):
     x = check_float("rms_norm_backward", "data", data)
-    ax = _axes("rms_norm_backward", axes, x.ndim)
+    ax = norm_axes("rms_norm_backward", axes, x.ndim)
     gb = _param_view("rms_norm_backward", "weight", weight, x, ax)
     dx, dg, _ = norm_backward(_grad(output_grad, x), x, ax, False, epsilon, gb)
     return dx, _unview(dg, ax, weight.shape)
