@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 from retrograd.errors import DiagnosticError, NameError_, ParseError, TypeInferenceError, UnsupportedError, did_you_mean
 from retrograd.ir.block import VarBinding
 from retrograd.ir.expr import DataflowVar, If, Var, is_leaf
@@ -10,6 +12,19 @@ from retrograd.ir.text import format_sinfo
 from retrograd.ops.attr_types import DTYPES
 from retrograd.parser.syntax import K_ASSIGN, K_EXPR, K_IF, K_NAME, K_RETURN, K_STR, K_WITH, Node, callee_name
 
+
+
+@contextmanager
+def in_binding(name: str):
+    """An error raised while reading a binding stays located at the offending part of its value; a note
+    says which binding it is in."""
+    try:
+        yield
+    except DiagnosticError as err:
+        note = f"in the binding of '{name}'"
+        if note not in err.notes:
+            err.notes.append(note)
+        raise
 
 class _ModuleRef:
     """What `cls = Module` binds: the module itself, for `cls.f(x)` calls."""
@@ -58,16 +73,10 @@ class StatementParser:
         if callee is not None and callee.startswith("T.") and callee[2:] in DTYPES and not value_node.items:
             self.ctx.symbols.add(name)  # `n = T.int64()`: declares a symbolic dim for what follows
             return None
-        try:
+        with in_binding(name):
             ann = self.sinfo(ann_node) if ann_node is not None else None
             expr = self._value(value_node)
             var = self._bind(name, expr, ann, s, target, output, ann_node)
-        except DiagnosticError as err:
-            # Located at the offending part of the value; the note says which binding it is in.
-            note = f"in the binding of '{name}'"
-            if note not in err.notes:
-                err.notes.append(note)
-            raise
         self.cur.scopes[-1][name] = var
         return var
 
@@ -190,7 +199,8 @@ class StatementParser:
         value = self._guard(lambda: st.bb.normalize(node), s)
         sinfo = value.struct_info
         if tann is not None and tann == fann:
-            sinfo = self._refine(tann, sinfo, tlast.items[0])
+            with in_binding(tname):
+                sinfo = self._refine(tann, sinfo, tlast.items[0])
         var = Var(tname, sinfo, span=self.span(tlast.value))
         st.bb.emit_binding(VarBinding(var, value, span=self.span(s)))
         st.scopes[-1][tname] = var
@@ -206,20 +216,15 @@ class StatementParser:
             for b in stmts[:-1]:
                 self._statement(b)
             ann_node, value_node = last.items
-            try:
+            with in_binding(last.value.value):
                 ann = self.sinfo(ann_node) if ann_node is not None else None
                 expr = self._value(value_node)
-            except DiagnosticError as err:
-                note = f"in the binding of '{last.value.value}'"  # as _assign's
-                if note not in err.notes:
-                    err.notes.append(note)
-                raise
-            if is_leaf(expr):
-                result = self._guard(lambda: st.bb.normalize(expr), last)
-                if ann is not None:
-                    self._refine(ann, result.struct_info, ann_node)
-            else:
-                result = self._bind(last.value.value, expr, ann, last, last.value, False, ann_node)
+                if is_leaf(expr):
+                    result = self._guard(lambda: st.bb.normalize(expr), last)
+                    if ann is not None:
+                        self._refine(ann, result.struct_info, ann_node)
+                else:
+                    result = self._bind(last.value.value, expr, ann, last, last.value, False, ann_node)
             seq = self._guard(lambda: st.bb.end_scope(result), last)
         finally:
             st.scopes.pop()

@@ -159,6 +159,18 @@ def test_an_annotation_error_names_the_binding_too():
     assert err.span.line == 3 and "'z'" in str(err)
 
 
+IF_TAIL = ('@R.function\ndef main(a: R.Tensor((), "bool"), x: R.Tensor((2,), "float32")):\n'
+           '    if a:\n        r: R.Tensor((2,), "float32") = R.exp(x)\n    else:\n        {else_}\n    return r\n')
+
+
+@pytest.mark.parametrize("else_", ['r: R.Tensor((0,), "float32") = x', 'r: R.Tensor((3,), "float32") = R.sin(x)',
+                                   'r: R.Tensor((2,), "nope") = x'])
+def test_an_annotation_error_on_a_branch_result_names_the_binding(else_):
+    # The last binding of an if branch is read apart from the others (a leaf value binds no var).
+    err = _error(IF_TAIL.format(else_=else_))
+    assert err.span.line == 6 and "'r'" in str(err)
+
+
 BOM_CASES = [
     '@R.functio\ndef main(x: R.Tensor((4,), "float32")):\n    return x\n',
     '@R.function\ndef main(x: R.Tensor((4,), "float32")) -> R.Tensor((5,), "float32"):\n    return x\n',
