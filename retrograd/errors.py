@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+from contextlib import contextmanager
 import warnings
 
 import attrs
@@ -88,6 +89,18 @@ class DiagnosticError(Exception):
         new.span = span
         Exception.__init__(new, new.render())
         return new
+
+
+@contextmanager
+def noting(note: str):
+    """A DiagnosticError raised inside stays located at the offending part and gains `note` (once),
+    which says what that part belongs to (a binding, a parameter)."""
+    try:
+        yield
+    except DiagnosticError as err:
+        if note not in err.notes:
+            err.notes.append(note)
+        raise
 
 
 # Messages and notes longer than these are cut in the middle.

@@ -457,10 +457,13 @@ def check(text: str) -> tuple[str, str]:
 _BINDING_TARGET = re.compile(r"[ \t]*([A-Za-z_]\w*)[ \t]*(?::.*)?$", re.S)
 
 
-def _binding_name(line: str) -> str | None:
+def _binding_name(line: str, depth: int = 0) -> str | None:
     """The name a binding statement `name = ...` / `name: ann = ...` defines (its `=` outside brackets,
-    not part of `==`), or None for any other line (a parameter's `dtype=` is inside brackets)."""
-    depth, quote = 0, None
+    not part of `==`), or None for any other line (a parameter's `dtype=` is inside brackets; `depth` is
+    the bracket depth the line starts at, above 0 on a continuation line of a signature)."""
+    if depth > 0:
+        return None
+    quote = None
     for i, ch in enumerate(line):
         if quote:
             quote = None if ch == quote else quote
@@ -476,6 +479,26 @@ def _binding_name(line: str) -> str | None:
         elif ch == "#":
             return None
     return None
+
+
+def _depth_at_line(text: str, line: int) -> int:
+    """The bracket depth at the start of `line` (1-based, lines as the lexer counts them), outside
+    strings and comments."""
+    depth = 0
+    for src in text.split("\n")[: line - 1]:
+        quote = None
+        for ch in src:
+            if quote:
+                quote = None if ch == quote else quote
+            elif ch in "\"'":
+                quote = ch
+            elif ch == "#":
+                break
+            elif ch in "([{":
+                depth += 1
+            elif ch in ")]}":
+                depth = max(depth - 1, 0)
+    return depth
 
 
 def _location_problem(text: str, err, rendered: str) -> str:
@@ -494,8 +517,10 @@ def _location_problem(text: str, err, rendered: str) -> str:
                         f"to {span.line}:{span.col}")
     if isinstance(err, OpError | TypeInferenceError):
         line = span.source_line() or ""  # the line as the lexer counts them (only "\n" breaks a line)
-        name = _binding_name(line)
-        if name and name != "metadata" and f"'{name}'" not in rendered:
+        name = _binding_name(line, _depth_at_line(text, span.line))
+        # The rendering shortens a long name in the middle; the note holds it whole.
+        named = f"'{name}'" in rendered or any(f"'{name}'" in note for note in err.notes)
+        if name and name != "metadata" and not named:
             return f"the error on the binding of '{name}' does not name it: {rendered[:300]}"
     return ""
 

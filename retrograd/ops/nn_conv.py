@@ -135,51 +135,48 @@ def permute_layout(expr, src: str, dst: str):
     return expr if src == dst else R.permute_dims(expr, axes=[src.index(c) for c in dst])
 
 
-def weight_grad(data, data_shape, out_grad, kernel_hw, strides, padding, dilation, groups):
-    """d conv2d(data, W) / dW contracted with out_grad (both NCHW), as an OIHW tensor: TVM's formulation.
+SPATIAL = {1: "W", 2: "HW", 3: "DHW"}
 
-    A conv2d whose "batch" is the input channel and whose "channels" are the batch: data is read as
-    CNHW (grouped: (groups * N, C / groups, H, W)), out_grad as an IOHW kernel, and strides and dilation
-    swap roles. Rows and columns the forward never read are trimmed from the bottom/right padding, then
-    from the data, so that the result is exactly the kernel's size (cropped only when the spatial dims
-    are symbolic).
+
+def weight_grad(data, data_shape, out_grad, kernel, strides, padding, dilation, groups, result_shape, dtype):
+    """d conv(data, W) / dW contracted with out_grad (both N C spatial), as an O I spatial tensor of
+    `result_shape`: TVM's formulation.
+
+    A convolution whose "batch" is the input channel and whose "channels" are the batch: data is read
+    as C N spatial (grouped: (groups * N, C / groups, ...)), out_grad as an I O spatial kernel, and
+    strides and dilation swap roles. Positions the forward never read are trimmed from the end padding,
+    then from the data, so that the result is exactly the kernel's size and no larger result is computed
+    (a 1x1 stride-2 kernel would otherwise give 2x2, a huge padding a huge one); the result is zeros when
+    the forward read no data at all. Cropped only when a spatial dim is symbolic.
     """
-    n, c, h, w = data_shape
-    kh, kw = kernel_hw
-    (sh, sw), (dh, dw), (pt, pl, pb, pr) = strides, dilation, padding
+    n = len(kernel)
+    b, c, *size = data_shape
     if groups != 1:
         cg = c // groups
-        data = R.reshape(data, shape_expr((n, groups, cg, h, w)))
-        data = R.permute_dims(data, axes=[1, 0, 2, 3, 4])
-        data = R.reshape(data, shape_expr((dim_mul(groups, n), cg, h, w)))
-    static = isinstance(h, int) and isinstance(w, int)
-    if not static:
-        # Rows the forward never read are unknown until run time: keep the padding, crop to the kernel.
-        unread_h, unread_w = pb + 1, pr + 1
-    else:
-        unread_h = (h + pt + pb - dh * (kh - 1) - 1) % sh
-        unread_w = (w + pl + pr - dw * (kw - 1) - 1) % sw
-        # Unread rows past the padding lie in the data: leave them out of the data (a view) rather than
-        # compute a larger result and crop it (a 1x1 stride-2 kernel would otherwise give 2x2).
-        cut_h, cut_w = max(unread_h - pb, 0), max(unread_w - pr, 0)
-        if cut_h or cut_w:
-            data = R.strided_slice(data, axes=[2, 3], begin=[0, 0], end=[h - cut_h, w - cut_w])
-            unread_h, unread_w = unread_h - cut_h, unread_w - cut_w
-    pb2, pr2 = (pb - unread_h if unread_h <= pb else pb), (pr - unread_w if unread_w <= pr else pr)
-    dw_ = R.nn.conv2d(
-        data,
-        out_grad,
-        strides=(dh, dw),
-        padding=(pt, pl, pb2, pr2),
-        dilation=(sh, sw),
-        groups=groups,
-        data_layout="CNHW",
-        kernel_layout="IOHW",
-        out_layout="CNHW",
+        data = R.reshape(data, shape_expr((b, groups, cg, *size)))
+        data = R.permute_dims(data, axes=[1, 0] + list(range(2, n + 3)))
+        data = R.reshape(data, shape_expr((dim_mul(groups, b), cg, *size)))
+    ends, keep, crop = list(padding[n:]), list(size), False
+    for j in range(n):
+        if not isinstance(size[j], int):
+            crop = True  # what the forward left unread is known at run time only: crop the result
+            continue
+        unread = (size[j] + padding[j] + padding[n + j] - dilation[j] * (kernel[j] - 1) - 1) % strides[j]
+        from_pad = min(unread, padding[n + j])
+        ends[j] -= from_pad
+        keep[j] -= unread - from_pad
+        if keep[j] <= 0:
+            return R.zeros(shape_expr(tuple(result_shape)), dtype)
+    if keep != list(size):
+        data = R.strided_slice(data, axes=list(range(2, n + 2)), begin=[0] * n, end=keep)
+    sp = SPATIAL[n]
+    dw = getattr(R.nn, f"conv{n}d")(
+        data, out_grad, strides=tuple(dilation), padding=tuple(padding[:n]) + tuple(ends), dilation=tuple(strides),
+        groups=groups, data_layout="CN" + sp, kernel_layout="IO" + sp, out_layout="CN" + sp,
     )
-    if unread_h > pb or unread_w > pr:
-        dw_ = R.strided_slice(dw_, axes=[2, 3], begin=[0, 0], end=[kh, kw])
-    return dw_
+    if crop:
+        dw = R.strided_slice(dw, axes=list(range(2, n + 2)), begin=[0] * n, end=list(kernel))
+    return dw
 
 
 def _conv_grad(core, kernel_order: str, free: str = "N"):
@@ -199,13 +196,13 @@ def _conv_grad(core, kernel_order: str, free: str = "N"):
         x = permute_layout(data, a["data_layout"], "NCHW")
         w = permute_layout(weight, a["kernel_layout"], kernel_order)
         g = permute_layout(g, a["out_layout"], "NCHW")
-        dx, dw_ = core(x, w, g, *shapes, a)
+        dx, dw_ = core(x, w, g, *shapes, a, data.struct_info.dtype)
         return [permute_layout(dx, "NCHW", a["data_layout"]), permute_layout(dw_, kernel_order, a["kernel_layout"])]
 
     return rule
 
 
-def _conv2d_grad_core(x, w, g, x_shape, w_shape, y_shape, a):
+def _conv2d_grad_core(x, w, g, x_shape, w_shape, y_shape, a, dtype):
     # data: the transposed convolution of g, with output_padding restoring rows the strides dropped.
     # weight: weight_grad (a convolution of the data with g).
     (_, _, h, wd), (_, _, kh, kw), (_, _, oh, ow) = x_shape, w_shape, y_shape
@@ -229,16 +226,18 @@ def _conv2d_grad_core(x, w, g, x_shape, w_shape, y_shape, a):
     for axis, dyn in ((2, dynamic[0]), (3, dynamic[1])):
         if dyn:
             dx = R.take(dx, axis_positions(x, axis), axis=axis)
-    return dx, weight_grad(x, x_shape, g, (kh, kw), a["strides"], a["padding"], a["dilation"], a["groups"])
+    return dx, weight_grad(x, x_shape, g, (kh, kw), a["strides"], a["padding"], a["dilation"], a["groups"],
+                           w_shape, dtype)
 
 
-def _conv2d_transpose_grad_core(x, w, g, x_shape, w_shape, y_shape, a):
+def _conv2d_transpose_grad_core(x, w, g, x_shape, w_shape, y_shape, a, dtype):
     # conv2d_transpose is the adjoint of conv2d(y, W) with W read as OIHW: its data gradient is that
     # conv2d of g, and its weight gradient is conv2d's weight gradient with g as the data and x as the
     # output gradient, which comes out as (C_in, C_out / groups, kh, kw): the transposed op's IOHW.
     kh, kw = w_shape[2:]
     dx = R.nn.conv2d(g, w, strides=a["strides"], padding=a["padding"], dilation=a["dilation"], groups=a["groups"])
-    return dx, weight_grad(g, y_shape, x, (kh, kw), a["strides"], a["padding"], a["dilation"], a["groups"])
+    return dx, weight_grad(g, y_shape, x, (kh, kw), a["strides"], a["padding"], a["dilation"], a["groups"],
+                           w_shape, dtype)
 
 
 conv2d = register(

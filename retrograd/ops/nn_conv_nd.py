@@ -11,13 +11,12 @@ from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
 from retrograd.ops.kernels import conv_nd
-from retrograd.ops.nn_conv import canonical_conv_attrs, permute_layout, static_dims
+from retrograd.ops.nn_conv import SPATIAL, canonical_conv_attrs, permute_layout, static_dims, weight_grad
 from retrograd.ops.nn_shape import from_layout, to_layout, transposed_size, window_count
 from retrograd.ops.cost import CONV, CONV_TRANSPOSE
 from retrograd.ops.registry import Attr, InferCtx, register
-from retrograd.ops.shape_utils import dim_mul, same_dtype
+from retrograd.ops.shape_utils import same_dtype
 
-SPATIAL = {1: "W", 3: "DHW"}
 
 
 def n_ints(n: int, minimum: int):
@@ -140,26 +139,6 @@ def _conv_op(n: int, transpose: bool = False):
     return getattr(R.nn, f"conv{n}d{'_transpose' if transpose else ''}")
 
 
-def weight_grad(n, data, data_shape, out_grad, kernel, strides, padding, dilation, groups):
-    """d conv(data, W) / dW contracted with out_grad (both N C spatial), as an O I spatial tensor."""
-    sp = SPATIAL[n]
-    b, c, *size = data_shape
-    if groups != 1:
-        cg = c // groups
-        data = R.reshape(data, shape_expr((b, groups, cg, *size)))
-        data = R.permute_dims(data, axes=[1, 0] + list(range(2, n + 3)))
-        data = R.reshape(data, shape_expr((dim_mul(groups, b), cg, *size)))
-    unread = [(size[j] + padding[j] + padding[n + j] - dilation[j] * (kernel[j] - 1) - 1) % strides[j] for j in range(n)]
-    ends = [padding[n + j] - unread[j] if unread[j] <= padding[n + j] else padding[n + j] for j in range(n)]
-    dw = _conv_op(n)(
-        data, out_grad, strides=dilation, padding=tuple(padding[:n]) + tuple(ends), dilation=strides, groups=groups,
-        data_layout="CN" + sp, kernel_layout="IO" + sp, out_layout="CN" + sp,
-    )
-    if any(unread[j] > padding[n + j] for j in range(n)):
-        dw = R.strided_slice(dw, axes=list(range(2, n + 2)), begin=[0] * n, end=list(kernel))
-    return dw
-
-
 def _conv_grad(n: int, transpose: bool):
     sp = SPATIAL[n]
     kernel_order = ("IO" if transpose else "OI") + sp
@@ -179,14 +158,16 @@ def _conv_grad(n: int, transpose: bool):
         k = w_shape[2:]
         if transpose:
             dx = _conv_op(n)(g, w, **common)
-            dw = weight_grad(n, g, y_shape, x, k, a["strides"], a["padding"], a["dilation"], a["groups"])
+            dw = weight_grad(g, y_shape, x, k, a["strides"], a["padding"], a["dilation"], a["groups"], w_shape,
+                             data.struct_info.dtype)
         else:
             pads = a["padding"]
             covered = [(y_shape[2 + j] - 1) * a["strides"][j] - pads[j] - pads[n + j] + a["dilation"][j] * (k[j] - 1) + 1
                        for j in range(n)]
             op_ = tuple(x_shape[2 + j] - covered[j] for j in range(n))
             dx = _conv_op(n, True)(g, w, output_padding=op_, **common)
-            dw = weight_grad(n, x, x_shape, g, k, a["strides"], a["padding"], a["dilation"], a["groups"])
+            dw = weight_grad(x, x_shape, g, k, a["strides"], a["padding"], a["dilation"], a["groups"], w_shape,
+                             data.struct_info.dtype)
         return [permute_layout(dx, "NC" + sp, a["data_layout"]), permute_layout(dw, kernel_order, a["kernel_layout"])]
 
     return rule

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from retrograd.errors import NameError_, OpError, ParseError, Span, TypeInferenceError, UnsupportedError, warn_script
+from retrograd.errors import NameError_, OpError, ParseError, Span, TypeInferenceError, UnsupportedError, noting, warn_script
 from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.expr import Function, GlobalVar, Var
 from retrograd.ir.module import IRModule
@@ -219,7 +219,8 @@ class DeclarationParser:
             seen[p.value] = p
             if p.items is None:
                 raise TypeInferenceError(f"parameter '{p.value}' needs a struct info annotation such as R.Tensor((3,), \"float32\")", self.span(p))
-            info.params.append(Var(p.value, self.sinfo(p.items), span=self.span(p)))
+            with noting(f"in the annotation of parameter '{p.value}'"):
+                info.params.append(Var(p.value, self.sinfo(p.items), span=self.span(p)))
         if ret is not None:
             info.ret_ann = info.ret = self.sinfo(ret)
         self.ctx.symbols = None

@@ -25,6 +25,7 @@ from retrograd.parser.syntax import (
     K_STR,
     K_TUPLE,
     Node,
+    callee_name,
 )
 
 # Deeper values would recurse past Python's default stack; the printed form (annotations add two
@@ -54,6 +55,10 @@ class ExpressionParser:
             return self._lookup(node)
         if k == K_NUM or k == K_STR or k == K_LIT:
             return self._leaf(node)
+        if _is_leaf_form(node):
+            # A constant, shape or string is a leaf of the IR: it adds no level, so that a module whose
+            # names a pass replaced by constants still prints as text that parses back.
+            return self._nested_value(node)
         # Values recurse (here and in the builder): their nesting is bounded, with a located error.
         self.depth += 1
         try:
@@ -84,7 +89,7 @@ class ExpressionParser:
             return Tuple([self._value(x) for x in node.items], span=self.span(node))
         if k == K_GETITEM:
             base, index = node.value, node.items
-            if base.kind == K_GETITEM and base.value.kind == K_NAME and base.value.value == "metadata":
+            if _is_leaf_form(node):
                 return self._metadata_ref(node)
             i = _int_literal(index)
             if i is None:
@@ -340,6 +345,20 @@ _SPECIAL = {
     "R.dataflow": ExpressionParser._not_a_value,
     "R.func_attr": ExpressionParser._not_a_value,
 }
+
+
+_LEAF_CALLS = frozenset(("R.const", "R.shape", "R.str"))
+
+
+def _is_leaf_form(node: Node) -> bool:
+    """`R.const(...)`, `R.shape([...])`, `R.str(...)` or `metadata[key][i]`: written forms of IR leaves
+    whose arguments are literals read without recursing into values."""
+    if node.kind == K_CALL:
+        return callee_name(node) in _LEAF_CALLS
+    if node.kind == K_GETITEM:
+        base = node.value
+        return base.kind == K_GETITEM and base.value.kind == K_NAME and base.value.value == "metadata"
+    return False
 
 
 def _empty_constant(call: Call):

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-
-from retrograd.errors import DiagnosticError, NameError_, ParseError, TypeInferenceError, UnsupportedError, did_you_mean
+from retrograd.errors import DiagnosticError, NameError_, ParseError, TypeInferenceError, UnsupportedError, did_you_mean, noting
 from retrograd.ir.block import VarBinding
 from retrograd.ir.expr import DataflowVar, If, Var, is_leaf
 from retrograd.ir.struct_info import PrimStructInfo, ShapeStructInfo, TensorStructInfo, TupleStructInfo, is_base_of
@@ -14,17 +12,9 @@ from retrograd.parser.syntax import K_ASSIGN, K_EXPR, K_IF, K_NAME, K_RETURN, K_
 
 
 
-@contextmanager
 def in_binding(name: str):
-    """An error raised while reading a binding stays located at the offending part of its value; a note
-    says which binding it is in."""
-    try:
-        yield
-    except DiagnosticError as err:
-        note = f"in the binding of '{name}'"
-        if note not in err.notes:
-            err.notes.append(note)
-        raise
+    return noting(f"in the binding of '{name}'")
+
 
 class _ModuleRef:
     """What `cls = Module` binds: the module itself, for `cls.f(x)` calls."""

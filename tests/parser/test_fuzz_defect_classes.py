@@ -196,3 +196,24 @@ def test_an_adaptive_pool_gradient_too_large_to_hold_is_a_located_error():
     with pytest.raises(GradientError) as info:
         parse_pipeline("gradient(func=main)")(retrograd.parse(text, source_name="t.py"))
     assert info.value.span.line == 3 and "averaging matrix" in str(info.value)
+
+
+def test_constants_a_pass_puts_into_a_deep_value_print_as_text_that_parses_back():
+    # 99 tuples around a name (100 levels with the return's tuple) parse; fold-constant(grow=True)
+    # replaces the name by its constant, which must not count as one more level when read back.
+    inner = "z"
+    for _ in range(99):
+        inner = f"R.tuple({inner})"
+    text = (f'@R.function\ndef main(x: R.Tensor((2,), "float32")):\n'
+            f'    z = R.zeros(R.shape([2, 3]), "float32")\n    return ({inner}, x)\n')
+    out = parse_pipeline("fold-constant(grow=True)")(retrograd.parse(text))
+    assert "R.const(" in out.script()
+    _round_trip(out)
+    # One more level of a non-leaf value is still refused, located.
+    assert "nested too deeply" in str(_error(text.replace("return (", "return (R.tuple(").replace(", x)\n", "), x)\n")))
+
+
+def test_an_error_in_a_parameter_annotation_names_the_parameter():
+    err = _error('@R.function\ndef main(x: R.Tensor((4,), "float32"),\n'
+                 '         w: R.Tensor((3,), dtype="f")) -> R.Tensor((4,), "float32"):\n    return x\n')
+    assert err.span.line == 3 and "parameter 'w'" in str(err)

@@ -103,6 +103,16 @@ def test_a_located_error_must_name_its_binding_and_not_move_with_a_byte_order_ma
     assert "byte-order mark moved the error from 1:2 to 1:1" in fuzz._location_problem(marked, moved, str(moved))
     assert fuzz.check(marked)[0] == "located"
 
+    # A continuation line of a signature is no binding, however its `=` signs fall.
+    sig = '@R.function\ndef main(x: R.Tensor((2,), "float32"),\n         o: R.Object) -> R.Tensor((), dtype="float32"):\n    return x\n'
+    cont = TypeInferenceError("bad", Span("fuzz.py", 3, 21, 3, 30, sig))
+    assert fuzz._location_problem(sig, cont, str(cont)) == ""
+    # A long name is shortened in the rendering: the note holds it whole.
+    long = "a" * 5000
+    text = f'@R.function\ndef main(x: R.Tensor((2,), "float32")):\n    {long} = R.add(x, x)\n    return x\n'
+    err = TypeInferenceError("bad", Span("fuzz.py", 3, 9, 3, 10, text), notes=[f"in the binding of '{long}'"])
+    assert f"'{long}'" not in str(err) and fuzz._location_problem(text, err, str(err)) == ""
+
 
 def test_the_new_mutations_reach_their_classes(fuzz):
     """Empty shapes through every pass, TVM's scalar spellings and huge window attributes come out

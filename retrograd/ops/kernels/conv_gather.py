@@ -60,7 +60,9 @@ class TAxis:
         self.n, self.k, self.s, self.d, self.p0, self.out = (int(v) for v in (n, k, s, d, p0, out))
 
     def degenerate(self) -> bool:
-        full = (self.n - 1) * self.s + (self.k - 1) * self.d + 1
+        # The regular kernels lay out every tap and the crop window (output_padding may reach past the
+        # last tap, padding before the first).
+        full = max((self.n - 1) * self.s + (self.k - 1) * self.d + 1, self.p0 + self.out)
         inside = min(self.k, self.out // self.d + 1)
         return full + self.k * self.n > COST_SLACK * (self.n * inside + self.out) + COST_FLOOR
 
