@@ -204,8 +204,9 @@ def test_a_long_name_in_a_message_and_its_note_is_cut():
     rendered = str(err)
     assert len(rendered) < 13000
     assert rendered.startswith("h.py:2:")
-    note = rendered.split("  note: ", 1)[1]
+    note, where = (n.rstrip("\n") for n in rendered.split("  note: ")[1:])
     assert len(note) <= 2000 and note.startswith("declare a symbolic dim with `ddd") and " ... " in note
+    assert where == "in the annotation of parameter 'x'"
 
 
 def test_source_line_counts_only_newlines():
