@@ -297,17 +297,6 @@ def _sce_loss(g, node, inputs, attrs):
     return [loss, logp]
 
 
-@converter("CumProd", values=(1,))
-def _cumprod(g, node, inputs, attrs):
-    x = inputs[0]
-    axis = int(np.asarray(g.value_of(node.input[1])).reshape(-1)[0]) % ndim_of(x)
-    rev = attrs.get("reverse", 0)
-    if rev:
-        x = g.emit(R.flip(x, axis=axis))
-    y = g.emit(R.cumprod(x, axis=axis, exclusive=bool(attrs.get("exclusive", 0))))
-    return R.flip(y, axis=axis) if rev else y
-
-
 @converter("Resize", values=(1, 2, 3))
 def _resize(g, node, inputs, attrs):
     x = inputs[0]
