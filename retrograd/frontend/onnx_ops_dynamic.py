@@ -15,7 +15,7 @@ import numpy as np
 
 from retrograd.errors import UnsupportedError
 from retrograd.frontend.onnx_ops import CONVERTERS, dtype_of, ndim_of, reshape
-from retrograd.frontend.onnx_ops_reduce import reduce_composed, scan, static_reducer
+from retrograd.frontend.onnx_ops_reduce import identity, reduce_composed, scan, static_reducer
 from retrograd.frontend.onnx_ops_shape import runtime_shape, x_dims
 from retrograd.ir.expr import Tuple, TupleGetItem
 from retrograd.ops.api import R
@@ -117,7 +117,7 @@ def _reduce_masked(g, kind: str, x, mask):
         part = x
         if kind in ("max", "min"):  # the identity element appended: an empty axis reduces to it
             slab = g.emit(R.sum(x, axis=(i,), keepdims=True))
-            part = g.emit(R.concat(Tuple((x, g.emit(R.full_like(slab, g.const(_identity(kind, dtype_of(x)), dtype_of(x)))))), axis=i))
+            part = g.emit(R.concat(Tuple((x, g.emit(R.full_like(slab, g.const(identity(kind, dtype_of(x)), dtype_of(x)))))), axis=i))
         r = g.emit(fn(part, axis=(i,), keepdims=True))
         both = g.emit(R.concat(Tuple((x, r)), axis=i))
         on, n = pick(g, mask, i), pick(g, dims, i)
@@ -125,13 +125,6 @@ def _reduce_masked(g, kind: str, x, mask):
         idx = g.emit(R.add(arange_n(g, length), g.emit(R.where(on, n, c64(g, 0)))))
         x = take_along(g, both, idx, i)
     return x
-
-
-def _identity(kind: str, dtype: str):
-    if dtype.startswith(("int", "uint")):
-        info = np.iinfo(dtype)
-        return info.min if kind == "max" else info.max
-    return -np.inf if kind == "max" else np.inf
 
 
 @runtime_variant("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
@@ -144,7 +137,7 @@ def _reduce_runtime_axes(g, node, inputs, attrs):
     if k == 0:  # no axes: every axis, or none with noop_with_empty_axes
         if attrs.get("noop_with_empty_axes", 0):
             return x
-        return reduce_composed(g, node.op_type, x, static_reducer(tuple(range(nd))), keep)
+        return reduce_composed(g, node.op_type, x, static_reducer(g, tuple(range(nd))), keep)
     mask = axes_mask(g, axes, nd)
     dims = x_dims(g, x, nd)
 

@@ -27,15 +27,33 @@ def _reduce(g, node, inputs, attrs):
         if attrs.get("noop_with_empty_axes", 0):
             return x
         axes = list(range(nd))
-    op = node.op_type
-    if 0 in [static_shape(x)[a] for a in axes] and op in ("ReduceMax", "ReduceMin", "ReduceLogSumExp", "ReduceLogSum"):
-        raise UnsupportedError(f"{op} over an empty axis")
-    return reduce_composed(g, op, x, static_reducer(tuple(axes)), bool(attrs.get("keepdims", 1)))
+    return reduce_composed(g, node.op_type, x, static_reducer(g, tuple(axes)), bool(attrs.get("keepdims", 1)))
 
 
-def static_reducer(axis: tuple):
-    """red(kind, y, keepdims) over axes known at import time (kind: sum, mean, max, min, prod)."""
-    return lambda kind, y, keep: getattr(R, kind)(y, axis=axis, keepdims=keep)
+def static_reducer(g, axis: tuple):
+    """red(kind, y, keepdims) over axes known at import time (kind: sum, mean, max, min, prod).
+    A max / min over an empty axis is its identity (-inf / +inf), as ONNX specifies."""
+
+    def red(kind, y, keep):
+        shape = y.struct_info.shape
+        if kind in ("max", "min") and shape is not None and any(shape[a] == 0 for a in axis):
+            if not all(isinstance(d, int) for d in shape):
+                raise UnsupportedError(f"Reduce{kind.title()} over an empty axis of a tensor with symbolic dims")
+            out = tuple(1 if a in axis else d for a, d in enumerate(shape) if keep or a not in axis)
+            return g.const(np.full(out, identity(kind, dtype_of(y)), dtype=dtype_of(y)))
+        return getattr(R, kind)(y, axis=axis, keepdims=keep)
+
+    return red
+
+
+def identity(kind: str, dtype: str):
+    """The identity element of max / min over dtype (what an empty reduction gives)."""
+    if dtype == "bool":
+        return kind == "min"
+    if dtype.startswith(("int", "uint")):
+        info = np.iinfo(dtype)
+        return info.min if kind == "max" else info.max
+    return -np.inf if kind == "max" else np.inf
 
 
 def reduce_composed(g, op: str, x, red, keep: bool):
