@@ -31,9 +31,8 @@ def _present(g, node, i: int):
     """Input i when given and not empty (ONNX passes '' or an empty tensor for 'absent')."""
     if i >= len(node.input) or not node.input[i]:
         return None
-    if g.known(node.input[i]) and np.asarray(g.value_of(node.input[i])).size == 0:
-        return None
-    return g.env[node.input[i]]
+    e = g.env[node.input[i]]
+    return None if e.struct_info.shape is not None and 0 in e.struct_info.shape else e
 
 
 @converter("Resize", "Upsample", values=(1, 2, 3))
@@ -126,7 +125,7 @@ def _composed(g, x, attrs, axes, scales_in, sizes_in, roi_in):
         for j, a in enumerate(axes):
             scale[a] = pick(g, scales, j)
             out[a] = g.emit(R.floor(R.multiply(scale[a], pick(g, dims_f, a))))
-    roi = _f64(g, roi_in) if roi_in is not None else None
+    roi = _f64(g, roi_in) if roi_in is not None and attrs["coordinate_transformation_mode"] == "tf_crop_and_resize" else None
     static = _static_out(g, x, axes, scales_in, sizes_in, attrs)
     y = x if dt in ("float32", "float64") else g.emit(R.astype(x, dtype="float64"))
     for j, a in enumerate(axes):
