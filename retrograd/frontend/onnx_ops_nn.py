@@ -297,16 +297,6 @@ def _sce_loss(g, node, inputs, attrs):
     return [loss, logp]
 
 
-@converter("GridSample")
-def _grid_sample(g, node, inputs, attrs):
-    x, grid = inputs
-    if ndim_of(x) != 4:
-        raise UnsupportedError("GridSample on a volume (5-D input) is not supported")
-    mode = {"linear": "bilinear", "bilinear": "bilinear", "nearest": "nearest", "cubic": "bicubic", "bicubic": "bicubic"}[attrs.get("mode", "linear")]
-    return R.image.grid_sample(x, grid, method=mode, padding_mode=attrs.get("padding_mode", "zeros"),
-                               align_corners=bool(attrs.get("align_corners", 0)))
-
-
 def _qparams(g, node, inputs, attrs, x):
     """Scale and zero point broadcast against x (per-tensor, per-axis or blocked)."""
     scale = inputs[1]
