@@ -77,8 +77,9 @@ def _taps(g, c, size: int, mode: str, padding: str, align: bool):
         v = g.emit(R.divide(R.subtract(R.multiply(R.add(c, _d(g, 1.0)), _d(g, float(size))), _d(g, 1.0)), _d(g, 2.0)))
     if mode == "nearest":
         v = g.emit(R.round(v))  # half to even, as np.rint
-    if padding == "border":
-        v = g.emit(R.minimum(R.maximum(v, _d(g, 0.0)), _d(g, size - 1.0)))
+    if padding == "border":  # only a coordinate outside [lo, hi] is clamped (into [0, size - 1])
+        outside = g.emit(R.logical_or(R.less(v, _d(g, lo)), R.greater(v, _d(g, hi))))
+        v = g.emit(R.where(outside, R.minimum(R.maximum(v, _d(g, 0.0)), _d(g, size - 1.0)), v))
     elif padding == "reflection":
         v = _reflect(g, v, lo, hi)
     if mode == "nearest":

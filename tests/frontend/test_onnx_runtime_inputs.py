@@ -17,27 +17,27 @@ F = np.float32
 I = np.int64
 
 
-def _model(op, inputs, attrs=None, n_out=1, opset=OPSET):
+def _model(op, inputs, attrs=None, n_out=1, opset=OPSET, outs=None):
     """A one-node model whose every input is a graph input (shapes fixed, values runtime); its
     outputs have the first input's dtype (TopK's indices int64, OneHot's the values' dtype)."""
     onnx = need("onnx")
     helper = onnx.helper
     code = lambda arr: helper.np_dtype_to_tensor_dtype(arr.dtype)  # noqa: E731
     vis = [helper.make_tensor_value_info(name, code(arr), arr.shape) for name, arr in inputs if name]
-    outs = [f"y{i}" for i in range(n_out)]
+    outs = outs or [f"y{i}" for i in range(n_out)]
     first = code(inputs[-1][1] if op == "OneHot" else inputs[0][1])
-    types = [first, onnx.TensorProto.INT64 if op == "TopK" else first]
+    types = [first, onnx.TensorProto.INT64 if op == "TopK" else first] + [first] * len(outs)
     node = helper.make_node(op, [name for name, _ in inputs], outs, **(attrs or {}))
-    graph = helper.make_graph([node], "g", vis, [helper.make_tensor_value_info(o, types[i], None) for i, o in enumerate(outs)])
+    graph = helper.make_graph([node], "g", vis, [helper.make_tensor_value_info(o, types[i], None) for i, o in enumerate(outs) if o])
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
 
 
-def _check(op, runs, attrs=None, n_out=1, rtol=1e-5, atol=1e-6, oracle="onnxruntime"):
+def _check(op, runs, attrs=None, n_out=1, rtol=1e-5, atol=1e-6, oracle="onnxruntime", opset=OPSET, outs=None):
     """Import once (no specialization), then every run's inputs give the oracle's outputs
     (onnxruntime, or ONNX's reference evaluator where the two disagree)."""
     from retrograd.frontend.onnx_import import from_onnx
 
-    model = _model(op, runs[0], attrs, n_out)
+    model = _model(op, runs[0], attrs, n_out, opset, outs)
     mod, params = from_onnx(model)  # raises NeedsConstant if an input had to be a constant
     assert not params
     fn = retrograd.build(mod)["main"]
@@ -201,3 +201,76 @@ def test_gradient_through_runtime_slice_pad_resize_reduce_matches_finite_differe
         fd[i] = (np.sum(w * np.asarray(f(x + e, *values))) - np.sum(w * np.asarray(f(x - e, *values)))) / (2 * eps)
     np.testing.assert_allclose(gx, fd, rtol=1e-6, atol=1e-8)
     assert np.abs(fd).max() > 0
+
+
+# -- GridSample and Attention: ONNX's semantics (the cases TVM's ops do not cover) -----------------
+@pytest.mark.parametrize("mode,padding,align", [("nearest", "zeros", 0), ("nearest", "reflection", 1), ("bicubic", "border", 0),
+                                                ("bilinear", "reflection", 0), ("bicubic", "reflection", 1), ("bilinear", "zeros", 1)])
+def test_grid_sample_matches_onnxruntime(mode, padding, align):
+    x = RNG.standard_normal((2, 3, 5, 6)).astype(F)
+    grid = RNG.uniform(-1.6, 1.6, (2, 4, 7, 2)).astype(F)
+    grid[0, 0, :3] = [[0.2, -0.5], [1.0, -1.0], [-0.6, 0.75]]  # exact pixel centres and borders
+    attrs = {"mode": mode, "padding_mode": padding, "align_corners": align}
+    if (mode, padding) != ("bicubic", "border"):  # there onnxruntime clamps every coordinate, ONNX's reference
+        _check("GridSample", [[("x", x), ("grid", grid)]], attrs, rtol=1e-4, atol=1e-5)  # only those outside the border
+    attrs["mode"] = mode.removeprefix("bi")  # opset 20's names, against ONNX's reference
+    _check("GridSample", [[("x", x), ("grid", grid)]], attrs, rtol=1e-4, atol=1e-5, oracle="reference", opset=20)
+
+
+def test_grid_sample_volume_and_gradient():
+    """A 5-D input (D, H, W) against ONNX's reference, and d/dx of the composed bicubic sampler."""
+    x = RNG.standard_normal((1, 2, 3, 4, 5)).astype(F)
+    grid = RNG.uniform(-1.2, 1.2, (1, 2, 3, 2, 3)).astype(F)
+    _check("GridSample", [[("x", x), ("grid", grid)]], {"mode": "linear", "padding_mode": "reflection"}, rtol=1e-4, atol=1e-5,
+           oracle="reference", opset=20)
+    from retrograd.frontend.onnx_import import from_onnx
+
+    xd, gd = RNG.standard_normal((1, 1, 4, 5)), RNG.uniform(-1.1, 1.1, (1, 3, 2, 2))
+    mod, _ = from_onnx(_model("GridSample", [("x", xd), ("grid", gd)], {"mode": "cubic", "padding_mode": "border"}, opset=20))
+    f = retrograd.build(mod)["main"]
+    w = RNG.standard_normal((1, 1, 3, 2))
+    _, (gx,) = retrograd.build(Gradient("main", ["x"], seeds="param")(mod))["main_adjoint"](xd, gd, w)
+    fd = np.zeros_like(xd)
+    for i in np.ndindex(xd.shape):  # linear in x: central differences are exact up to rounding
+        e = np.zeros_like(xd)
+        e[i] = 1e-3
+        fd[i] = (np.sum(w * f(xd + e, gd)) - np.sum(w * f(xd - e, gd))) / 2e-3
+    np.testing.assert_allclose(gx, fd, rtol=1e-7, atol=1e-9)
+
+
+def _attention_runs(q_shape, kv_shape, **extra):
+    q = RNG.standard_normal(q_shape).astype(F)
+    k = RNG.standard_normal(kv_shape).astype(F)
+    v = RNG.standard_normal(kv_shape).astype(F)
+    return [("q", q), ("k", k), ("v", v)] + list(extra.items())
+
+
+@pytest.mark.parametrize("attrs,extra", [
+    ({"is_causal": 1}, {}),  # queries shorter than keys, no cache: the causal frontier starts top-left
+    ({"is_causal": 1, "softcap": 2.0, "qk_matmul_output_mode": 1}, {}),
+    ({"softcap": 1.5, "qk_matmul_output_mode": 2}, {"mask": np.tril(np.ones((3, 5), bool), 1)}),
+    ({"qk_matmul_output_mode": 3}, {"mask": np.array([[True] * 5, [False] * 5, [False, True, False, True, True]])}),
+])
+def test_attention_matches_onnx_reference(attrs, extra):
+    """Attention-23 (mask, causal, softcap, a fully masked row, qk outputs) against ONNX's reference."""
+    runs = [_attention_runs((2, 2, 3, 4), (2, 2, 5, 4), **extra)]
+    outs = ["y", "", "", "qk"] if "qk_matmul_output_mode" in attrs else ["y"]
+    _check("Attention", runs, attrs, rtol=1e-5, atol=1e-6, oracle="reference", opset=23, outs=outs)
+
+
+def test_attention_sliding_window_and_nonpad_lengths_match_onnx_reference():
+    from retrograd.frontend.onnx_import import from_onnx
+
+    onnx = need("onnx")
+    helper = onnx.helper
+    q, k, v = (RNG.standard_normal(s).astype(F) for s in ((2, 2, 3, 4), (2, 2, 6, 4), (2, 2, 6, 4)))
+    vi = [helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, a.shape) for n, a in (("q", q), ("k", k), ("v", v))]
+    vi.append(helper.make_tensor_value_info("lens", onnx.TensorProto.INT64, [2]))
+    node = helper.make_node("Attention", ["q", "k", "v", "", "", "", "lens"], ["y"], is_causal=1, left_window_size=1)
+    graph = helper.make_graph([node], "g", vi, [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 25)])
+    mod, _ = from_onnx(model)
+    ref = need("onnx.reference").ReferenceEvaluator(model)
+    fn = retrograd.build(mod)["main"]
+    for lens in (np.array([6, 4], I), np.array([3, 5], I)):  # runtime lengths: one module
+        np.testing.assert_allclose(fn(q, k, v, lens), ref.run(None, {"q": q, "k": k, "v": v, "lens": lens})[0], rtol=1e-5, atol=1e-6)
