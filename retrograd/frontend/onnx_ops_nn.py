@@ -214,7 +214,8 @@ def _lp_norm(g, node, inputs, attrs):
         n = g.emit(R.sum(g.emit(R.abs(x)), axis=axis, keepdims=True))
     else:
         n = g.emit(R.sqrt(g.emit(R.sum(g.emit(R.multiply(x, x)), axis=axis, keepdims=True))))
-    return R.divide(x, n)
+    zero = g.emit(R.equal(n, scalar(g, 0, x)))  # a zero vector stays zero (ONNX), not 0 / 0
+    return R.where(zero, scalar(g, 0, x), R.divide(x, g.emit(R.where(zero, scalar(g, 1, x), n))))
 
 
 @converter("LRN")
