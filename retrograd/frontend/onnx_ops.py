@@ -123,7 +123,17 @@ def _mod(g, node, inputs, attrs):
 @converter("BitShift")
 def _bitshift(g, node, inputs, attrs):
     a, b = inputs
-    return (R.left_shift if attrs["direction"] == "LEFT" else R.right_shift)(a, b)
+    dt = dtype_of(a)
+    width = np.iinfo(dt).bits
+    # a shift by a negative amount or by the bit width or more: 0 (a right shift of a negative
+    # value: -1, the sign filling the result), as ONNX's reference; the kernels refuse such amounts
+    outside = g.emit(R.logical_or(R.less(b, scalar(g, 0, b)), R.greater_equal(b, scalar(g, width, b))))
+    safe = g.emit(R.where(outside, scalar(g, 0, b), b))
+    shifted = g.emit((R.left_shift if attrs["direction"] == "LEFT" else R.right_shift)(a, safe))
+    fill = scalar(g, 0, a)
+    if attrs["direction"] != "LEFT" and dt.startswith("int"):
+        fill = g.emit(R.where(R.less(a, scalar(g, 0, a)), scalar(g, -1, a), fill))
+    return R.where(outside, fill, shifted)
 
 
 @converter("IsInf")

@@ -356,7 +356,8 @@ def _depth_space(g, node, inputs, attrs):
     n, c, h, w = static_shape(x)
     if node.op_type == "SpaceToDepth":
         y = g.emit(reshape(x, (n, c, h // b, b, w // b, b)))
-        y = g.emit(R.permute_dims(y, axes=(0, 3, 5, 1, 2, 4)))
+        crd = attrs.get("mode", "DCR") == "CRD"  # the channel outermost, then the block offsets
+        y = g.emit(R.permute_dims(y, axes=(0, 1, 3, 5, 2, 4) if crd else (0, 3, 5, 1, 2, 4)))
         return reshape(y, (n, c * b * b, h // b, w // b))
     if attrs.get("mode", "DCR") == "DCR":
         y = g.emit(reshape(x, (n, b, b, c // (b * b), h, w)))
