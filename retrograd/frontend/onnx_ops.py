@@ -117,6 +117,12 @@ def _mod(g, node, inputs, attrs):
             q = R.astype(R.trunc(R.divide(R.astype(a, dtype="float64"), R.astype(b, dtype="float64"))), dtype=dtype_of(a))
             return R.subtract(a, R.multiply(q, b))
         return R.subtract(a, R.multiply(R.trunc(R.divide(a, b)), b))
+    if dtype_of(a).startswith(("float", "bfloat")):
+        # NumPy's mod from C's fmod, exact where a - floor(a / b) * b is not (an infinite divisor)
+        r = g.emit(R.mod(a, b))
+        zero = scalar(g, 0, r)
+        fix = g.emit(R.logical_and(R.not_equal(r, zero), R.not_equal(R.less(r, zero), R.less(b, zero))))
+        return R.where(fix, R.add(r, b), r)
     return R.floor_mod(a, b)
 
 

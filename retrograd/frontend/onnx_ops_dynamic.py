@@ -17,7 +17,7 @@ from retrograd.errors import UnsupportedError
 from retrograd.frontend.onnx_ops import CONVERTERS, dtype_of, ndim_of, reshape
 from retrograd.frontend.onnx_ops_reduce import identity, reduce_composed, scan, static_reducer
 from retrograd.frontend.onnx_ops_shape import runtime_shape, x_dims
-from retrograd.ir.expr import Tuple, TupleGetItem
+from retrograd.ir.expr import Tuple
 from retrograd.ops.api import R
 
 INT64_MAX = np.iinfo(np.int64).max

@@ -20,7 +20,7 @@ from retrograd.errors import UnsupportedError
 from retrograd.frontend.onnx_ops import converter, dtype_of, ndim_of
 from retrograd.frontend.onnx_ops_dynamic import arange_n, pick, take_along
 from retrograd.frontend.onnx_ops_shape import is_static, static_shape, x_dims
-from retrograd.ir.expr import ShapeExpr
+from retrograd.ir.expr import Constant, ShapeExpr
 from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops.api import R
 
@@ -67,7 +67,7 @@ def _fused(g, x, attrs, axes, scales_in, sizes_in):
     shape = static_shape(x)
     out = list(shape)
     values = sizes_in if sizes_in is not None else scales_in
-    if not isinstance(values, type(g.const(0))):
+    if not isinstance(values, Constant):
         return None
     for a, v in zip(axes, np.asarray(values.data).reshape(-1)):
         if sizes_in is not None:
@@ -139,7 +139,7 @@ def _composed(g, x, attrs, axes, scales_in, sizes_in, roi_in):
 def _static_out(g, x, axes, scales_in, sizes_in, attrs):
     """The output shape when the input shape and the scales or sizes are import-time values."""
     values = sizes_in if sizes_in is not None else scales_in
-    if not is_static(x) or not isinstance(values, type(g.const(0))) or attrs.get("keep_aspect_ratio_policy", "stretch") != "stretch":
+    if not is_static(x) or not isinstance(values, Constant) or attrs.get("keep_aspect_ratio_policy", "stretch") != "stretch":
         return None
     out = list(static_shape(x))
     for a, v in zip(axes, np.asarray(values.data, dtype=np.float64).reshape(-1)):
