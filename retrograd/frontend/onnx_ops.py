@@ -117,13 +117,29 @@ def _mod(g, node, inputs, attrs):
             q = R.astype(R.trunc(R.divide(R.astype(a, dtype="float64"), R.astype(b, dtype="float64"))), dtype=dtype_of(a))
             return R.subtract(a, R.multiply(q, b))
         return R.subtract(a, R.multiply(R.trunc(R.divide(a, b)), b))
+    if dtype_of(a).startswith(("float", "bfloat")):
+        # NumPy's mod from C's fmod, exact where a - floor(a / b) * b is not (an infinite divisor)
+        r = g.emit(R.mod(a, b))
+        zero = scalar(g, 0, r)
+        fix = g.emit(R.logical_and(R.not_equal(r, zero), R.not_equal(R.less(r, zero), R.less(b, zero))))
+        return R.where(fix, R.add(r, b), r)
     return R.floor_mod(a, b)
 
 
 @converter("BitShift")
 def _bitshift(g, node, inputs, attrs):
     a, b = inputs
-    return (R.left_shift if attrs["direction"] == "LEFT" else R.right_shift)(a, b)
+    dt = dtype_of(a)
+    width = np.iinfo(dt).bits
+    # a shift by a negative amount or by the bit width or more: 0 (a right shift of a negative
+    # value: -1, the sign filling the result), as ONNX's reference; the kernels refuse such amounts
+    outside = g.emit(R.logical_or(R.less(b, scalar(g, 0, b)), R.greater_equal(b, scalar(g, width, b))))
+    safe = g.emit(R.where(outside, scalar(g, 0, b), b))
+    shifted = g.emit((R.left_shift if attrs["direction"] == "LEFT" else R.right_shift)(a, safe))
+    fill = scalar(g, 0, a)
+    if attrs["direction"] != "LEFT" and dt.startswith("int"):
+        fill = g.emit(R.where(R.less(a, scalar(g, 0, a)), scalar(g, -1, a), fill))
+    return R.where(outside, fill, shifted)
 
 
 @converter("IsInf")
@@ -318,3 +334,4 @@ def prim(value, dtype):
 
 # register the other families into the table
 from retrograd.frontend import onnx_ops_attention, onnx_ops_nn, onnx_ops_reduce, onnx_ops_shape  # noqa: E402,F401
+from retrograd.frontend import onnx_ops_dynamic, onnx_ops_grid_sample, onnx_ops_resize  # noqa: E402,F401  (after the others: the first wraps their converters)

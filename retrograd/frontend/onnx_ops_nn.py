@@ -214,7 +214,8 @@ def _lp_norm(g, node, inputs, attrs):
         n = g.emit(R.sum(g.emit(R.abs(x)), axis=axis, keepdims=True))
     else:
         n = g.emit(R.sqrt(g.emit(R.sum(g.emit(R.multiply(x, x)), axis=axis, keepdims=True))))
-    return R.divide(x, n)
+    zero = g.emit(R.equal(n, scalar(g, 0, x)))  # a zero vector stays zero (ONNX), not 0 / 0
+    return R.where(zero, scalar(g, 0, x), R.divide(x, g.emit(R.where(zero, scalar(g, 1, x), n))))
 
 
 @converter("LRN")
@@ -295,71 +296,6 @@ def _sce_loss(g, node, inputs, attrs):
     logp = g.emit(R.nn.log_softmax(inputs[0], axis=1))
     loss = nll(g, logp, inputs[1], inputs[2] if len(inputs) > 2 else None, attrs)
     return [loss, logp]
-
-
-@converter("CumProd", values=(1,))
-def _cumprod(g, node, inputs, attrs):
-    x = inputs[0]
-    axis = int(np.asarray(g.value_of(node.input[1])).reshape(-1)[0]) % ndim_of(x)
-    rev = attrs.get("reverse", 0)
-    if rev:
-        x = g.emit(R.flip(x, axis=axis))
-    y = g.emit(R.cumprod(x, axis=axis, exclusive=bool(attrs.get("exclusive", 0))))
-    return R.flip(y, axis=axis) if rev else y
-
-
-@converter("Resize", values=(1, 2, 3))
-def _resize(g, node, inputs, attrs):
-    x = inputs[0]
-    shape = static_shape(x)
-    nd = len(shape)
-    if attrs.get("antialias", 0):
-        raise UnsupportedError("Resize antialias=1 is not supported")
-    if attrs.get("keep_aspect_ratio_policy", "stretch") != "stretch":
-        raise UnsupportedError(f"Resize keep_aspect_ratio_policy={attrs['keep_aspect_ratio_policy']!r} is not supported")
-    axes = [int(a) % nd for a in attrs.get("axes", range(nd))]
-    roi = input_value(g, node, 1)
-    scales = input_value(g, node, 2)
-    sizes = input_value(g, node, 3)
-    out = list(shape)
-    if sizes is not None and np.asarray(sizes).size:
-        for a, s in zip(axes, np.asarray(sizes).reshape(-1)):
-            out[a] = int(s)
-    elif scales is not None and np.asarray(scales).size:
-        for a, s in zip(axes, np.asarray(scales).reshape(-1)):
-            out[a] = int(np.floor(shape[a] * float(s)))
-    else:
-        raise UnsupportedError("Resize needs scales or sizes")
-    if out[0] != shape[0] or out[1] != shape[1] or nd not in (4, 5):
-        raise UnsupportedError("Resize only over the spatial axes of a 4-D or 5-D NCHW tensor")
-    mode = {"nearest": "nearest_neighbor", "linear": "linear", "cubic": "cubic"}[attrs.get("mode", "nearest")]
-    ctm = attrs.get("coordinate_transformation_mode", "half_pixel")
-    nearest = attrs.get("nearest_mode", "round_prefer_floor")
-    kw = dict(method=mode, coordinate_transformation_mode=ctm, rounding_method=nearest if mode == "nearest_neighbor" else "",
-              cubic_alpha=float(attrs.get("cubic_coeff_a", -0.75)), cubic_exclude=int(attrs.get("exclude_outside", 0)),
-              extrapolation_value=float(attrs.get("extrapolation_value", 0.0)))
-    if ctm == "tf_crop_and_resize":
-        full = [0.0] * nd + [1.0] * nd
-        r = np.asarray(roi, dtype=np.float64).reshape(-1)
-        k = len(axes)
-        for j, a in enumerate(axes):
-            full[a], full[nd + a] = float(r[j]), float(r[k + j])
-        sp = list(range(2, nd))
-        kw["roi"] = tuple(full[a] for a in sp) + tuple(full[nd + a] for a in sp)
-    from retrograd.ir.expr import ShapeExpr
-
-    fn = R.image.resize2d if nd == 4 else R.image.resize3d
-    return fn(x, ShapeExpr(tuple(out[2:])), **kw)
-
-
-@converter("GridSample")
-def _grid_sample(g, node, inputs, attrs):
-    x, grid = inputs
-    if ndim_of(x) != 4:
-        raise UnsupportedError("GridSample on a volume (5-D input) is not supported")
-    mode = {"linear": "bilinear", "bilinear": "bilinear", "nearest": "nearest", "cubic": "bicubic", "bicubic": "bicubic"}[attrs.get("mode", "linear")]
-    return R.image.grid_sample(x, grid, method=mode, padding_mode=attrs.get("padding_mode", "zeros"),
-                               align_corners=bool(attrs.get("align_corners", 0)))
 
 
 def _qparams(g, node, inputs, attrs, x):

@@ -18,7 +18,6 @@ _REDUCE = ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "R
 def _reduce(g, node, inputs, attrs):
     x = inputs[0]
     nd = ndim_of(x)
-    keep = bool(attrs.get("keepdims", 1))
     if "axes" in attrs:
         axes = [int(a) % nd for a in attrs["axes"]]
     else:
@@ -28,35 +27,55 @@ def _reduce(g, node, inputs, attrs):
         if attrs.get("noop_with_empty_axes", 0):
             return x
         axes = list(range(nd))
-    axis = tuple(axes)
-    op = node.op_type
-    if 0 in [static_shape(x)[a] for a in axes] and op in ("ReduceMax", "ReduceMin", "ReduceLogSumExp", "ReduceLogSum"):
-        raise UnsupportedError(f"{op} over an empty axis")
-    if op == "ReduceSum":
-        return R.sum(x, axis=axis, keepdims=keep)
-    if op == "ReduceMean":
-        return R.mean(x, axis=axis, keepdims=keep)
-    if op == "ReduceMax":
-        return R.max(x, axis=axis, keepdims=keep)
-    if op == "ReduceMin":
-        return R.min(x, axis=axis, keepdims=keep)
-    if op == "ReduceProd":
-        return R.prod(x, axis=axis, keepdims=keep)
+    return reduce_composed(g, node.op_type, x, static_reducer(g, tuple(axes)), bool(attrs.get("keepdims", 1)))
+
+
+def static_reducer(g, axis: tuple):
+    """red(kind, y, keepdims) over axes known at import time (kind: sum, mean, max, min, prod).
+    A max / min over an empty axis is its identity (-inf / +inf), as ONNX specifies."""
+
+    def red(kind, y, keep):
+        shape = y.struct_info.shape
+        if kind in ("max", "min") and shape is not None and any(shape[a] == 0 for a in axis):
+            if not all(isinstance(d, int) for d in shape):
+                raise UnsupportedError(f"Reduce{kind.title()} over an empty axis of a tensor with symbolic dims")
+            out = tuple(1 if a in axis else d for a, d in enumerate(shape) if keep or a not in axis)
+            return g.const(np.full(out, identity(kind, dtype_of(y)), dtype=dtype_of(y)))
+        return getattr(R, kind)(y, axis=axis, keepdims=keep)
+
+    return red
+
+
+def identity(kind: str, dtype: str):
+    """The identity element of max / min over dtype (what an empty reduction gives)."""
+    if dtype == "bool":
+        return kind == "min"
+    if dtype.startswith(("int", "uint")):
+        info = np.iinfo(dtype)
+        return info.min if kind == "max" else info.max
+    return -np.inf if kind == "max" else np.inf
+
+
+def reduce_composed(g, op: str, x, red, keep: bool):
+    """ONNX reduction `op` of x from the five plain reductions: `red(kind, y, keepdims)` reduces y
+    over the node's axes (import-time axes, or axes given at run time)."""
+    if op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd"):
+        return red(op[len("Reduce"):].lower(), x, keep)
     if op == "ReduceL1":
-        return R.sum(g.emit(R.abs(x)), axis=axis, keepdims=keep)
+        return red("sum", g.emit(R.abs(x)), keep)
     if op == "ReduceSumSquare":
-        return R.sum(g.emit(R.multiply(x, x)), axis=axis, keepdims=keep)
+        return red("sum", g.emit(R.multiply(x, x)), keep)
     if op == "ReduceL2":
-        s = g.emit(R.sum(g.emit(R.multiply(x, x)), axis=axis, keepdims=keep))
+        s = g.emit(red("sum", g.emit(R.multiply(x, x)), keep))
         if dtype_of(x).startswith("int"):
             return R.astype(R.sqrt(R.astype(s, dtype="float64")), dtype=dtype_of(x))
         return R.sqrt(s)
     if op == "ReduceLogSum":
-        return R.log(g.emit(R.sum(x, axis=axis, keepdims=keep)))
+        return R.log(g.emit(red("sum", x, keep)))
     # ReduceLogSumExp, stabilized by the max
-    m = g.emit(R.max(x, axis=axis, keepdims=True))
-    s = g.emit(R.sum(g.emit(R.exp(g.emit(R.subtract(x, m)))), axis=axis, keepdims=keep))
-    mk = m if keep else g.emit(R.squeeze(m, axis=axis))
+    m = g.emit(red("max", x, True))
+    s = g.emit(red("sum", g.emit(R.exp(g.emit(R.subtract(x, m)))), keep))
+    mk = m if keep else g.emit(red("max", x, False))
     return R.add(R.log(s), mk)
 
 
@@ -78,10 +97,22 @@ def _arg(g, node, inputs, attrs):
 def _cumsum(g, node, inputs, attrs):
     x = inputs[0]
     axis = int(np.asarray(g.value_of(node.input[1])).reshape(-1)[0]) % ndim_of(x)
+    return scan(g, x, axis, attrs, R.cumsum)
+
+
+@converter("CumProd", values=(1,))
+def _cumprod(g, node, inputs, attrs):
+    x = inputs[0]
+    axis = int(np.asarray(g.value_of(node.input[1])).reshape(-1)[0]) % ndim_of(x)
+    return scan(g, x, axis, attrs, R.cumprod)
+
+
+def scan(g, x, axis: int, attrs, fn):
+    """ONNX CumSum / CumProd (fn: R.cumsum / R.cumprod) along axis, with exclusive and reverse."""
     rev = attrs.get("reverse", 0)
     if rev:
         x = g.emit(R.flip(x, axis=axis))
-    y = g.emit(R.cumsum(x, axis=axis, exclusive=bool(attrs.get("exclusive", 0))))
+    y = g.emit(fn(x, axis=axis, exclusive=bool(attrs.get("exclusive", 0))))
     return R.flip(y, axis=axis) if rev else y
 
 

@@ -23,19 +23,31 @@ def _onnx_dtype(g, to) -> str:
     return np_dtype(int(to))
 
 
+def is_static(x) -> bool:
+    shape = x.struct_info.shape
+    return shape is not None and all(isinstance(d, int) for d in shape)
+
+
 @converter("Shape")
 def _shape(g, node, inputs, attrs):
-    shape = static_shape(inputs[0])
-    n = len(shape)
+    x = inputs[0]
+    n = ndim_of(x)
+    if n < 0:
+        raise UnsupportedError("Shape of a tensor of unknown rank")
     start = int(attrs.get("start", 0))
     end = int(attrs.get("end", n))
     start, end = (max(0, min(n, v + n if v < 0 else v)) for v in (start, end))
-    return np.array(shape[start:end], dtype=np.int64)
+    if is_static(x):
+        return np.array(static_shape(x)[start:end], dtype=np.int64)
+    dims = x_dims(g, x, n)  # extents known only at run time: R.shape_of, as a tensor
+    return R.strided_slice(dims, axes=(0,), begin=(start,), end=(max(start, end),))
 
 
 @converter("Size")
 def _size(g, node, inputs, attrs):
-    return np.array(int(np.prod(static_shape(inputs[0]))), dtype=np.int64)
+    if is_static(inputs[0]):
+        return np.array(int(np.prod(static_shape(inputs[0]))), dtype=np.int64)
+    return R.size(inputs[0])
 
 
 @converter("Constant")
@@ -115,7 +127,8 @@ def _reshape(g, node, inputs, attrs):
 def _flatten(g, node, inputs, attrs):
     x = inputs[0]
     shape = static_shape(x)
-    axis = int(attrs.get("axis", 1)) % (len(shape) + 1) if shape else 0
+    axis = int(attrs.get("axis", 1))
+    axis = axis + len(shape) if axis < 0 else axis  # ONNX: a negative axis counts from the end (-1: before the last dim)
     lead = int(np.prod(shape[:axis]))
     return reshape(x, (lead, int(np.prod(shape[axis:]))))
 
@@ -149,10 +162,7 @@ def _unsqueeze(g, node, inputs, attrs):
     x = inputs[0]
     axes = _axes(g, node, attrs, 1)
     out_ndim = ndim_of(x) + len(axes)
-    shape = list(static_shape(x))
-    for a in sorted(a % out_ndim for a in axes):
-        shape.insert(a, 1)
-    return reshape(x, tuple(shape))
+    return R.expand_dims(x, axis=tuple(sorted(a % out_ndim for a in axes)))
 
 
 @converter("Concat")
@@ -346,7 +356,8 @@ def _depth_space(g, node, inputs, attrs):
     n, c, h, w = static_shape(x)
     if node.op_type == "SpaceToDepth":
         y = g.emit(reshape(x, (n, c, h // b, b, w // b, b)))
-        y = g.emit(R.permute_dims(y, axes=(0, 3, 5, 1, 2, 4)))
+        crd = attrs.get("mode", "DCR") == "CRD"  # the channel outermost, then the block offsets
+        y = g.emit(R.permute_dims(y, axes=(0, 1, 3, 5, 2, 4) if crd else (0, 3, 5, 1, 2, 4)))
         return reshape(y, (n, c * b * b, h // b, w // b))
     if attrs.get("mode", "DCR") == "DCR":
         y = g.emit(reshape(x, (n, b, b, c // (b * b), h, w)))

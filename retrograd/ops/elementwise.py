@@ -20,9 +20,12 @@ def scalar(value, like: Expr) -> Expr:
     return const(value, like.struct_info.dtype)
 
 
-def shape_of(expr: Expr, call=None) -> ShapeExpr:
-    """The (static or symbolic) shape of a tensor expression, for broadcast_to / reshape / zeros."""
+def shape_of(expr: Expr, call=None) -> Expr:
+    """The (static or symbolic) shape of a tensor expression, for broadcast_to / reshape / zeros; a
+    tensor of known rank and unknown extents gives R.shape_of(expr), computed at run time."""
     s = expr.struct_info
+    if isinstance(s, TensorStructInfo) and s.shape is None and s.ndim >= 0:
+        return R.shape_of(expr)  # extents known only at run time (an imported data-dependent shape)
     if not isinstance(s, TensorStructInfo) or s.shape is None:
         span = getattr(call, "span", None)
         raise GradientError(f"the gradient needs the shape of a tensor whose shape is unknown ({s})", span)
