@@ -26,6 +26,7 @@ from retrograd.ops.shape_utils import normalize_axis
 _QUANT_OUT = ("int8", "uint8", "int16", "uint16", "float8_e4m3fn", "float8_e5m2")
 _FLOATS = ("float16", "float32", "float64")
 _DEQUANT_IN = ("int8", "uint8", "int16", "uint16", "int32", "float8_e4m3fn", "float8_e5m2") + _FLOATS
+_ZERO_POINT = ("int8", "uint8", "int16", "uint16", "int32", "uint32", "float16", "float64")
 _FLOAT16_MAX = 65504.0
 
 
@@ -38,8 +39,8 @@ def _infer_qdq(ctx: InferCtx, inputs, outputs, what: str) -> TensorStructInfo:
         raise ctx.error(f"{what} data of dtype {x.dtype} (expected one of {', '.join(inputs)})", 0)
     if scale.dtype and scale.dtype not in _FLOATS:
         raise ctx.error(f"scale must be float16 or float32, got {scale.dtype}", 1)
-    if zp.dtype and zp.dtype not in ("int8", "float16", "float64"):
-        raise ctx.error(f"zero_point must be int8 or float16, got {zp.dtype}", 2)
+    if zp.dtype and zp.dtype not in _ZERO_POINT:
+        raise ctx.error(f"zero_point must be one of {', '.join(_ZERO_POINT[:-1])}, got {zp.dtype}", 2)
     axis = ctx.attrs["axis"]
     if x.ndim >= 0:
         if normalize_axis(axis, x.ndim) is None:
