@@ -14,6 +14,8 @@ from retrograd.examples.options import add_arguments
 
 EXAMPLES = {"digits": digits, "textbag": textbag}
 OPTIMIZERS = ("adam", "adamw", "sgd", "momentum")
+LOSSES = ("mse", "l1", "huber", "nll", "cross_entropy")
+TARGETS = "targets"  # the DATA array holding the targets when --loss is given
 
 
 def add_train_arguments(p: argparse.ArgumentParser) -> None:
@@ -25,6 +27,11 @@ def add_train_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--func", default="main", help="FILE only: the function to train")
     p.add_argument("--optimizer", choices=OPTIMIZERS, default="adam", help="FILE only")
     p.add_argument("--init", default="he_uniform", help="FILE only: initialisation of the trained parameters")
+    p.add_argument("--params", metavar="PARAMS.npz", help="FILE only: the initial parameters (what `retrograd import "
+                   "--params` or save_params wrote, keyed by the framework's names or the IR's), instead of --init")
+    p.add_argument("--loss", choices=LOSSES, help="FILE only: train the function's output (a model, such as an "
+                   "imported one) against DATA's 'targets' array with this loss; without it the function returns "
+                   "the loss itself")
     p.add_argument("--nproc", type=int, metavar="N", help="train data-parallel in N local processes (started "
                    "through torch's launcher, as `torchrun --nproc-per-node N -m retrograd train ...` would): "
                    "the batch is split over them; worker 0 prints, plots and saves")
@@ -77,13 +84,21 @@ def _train_file(args, stream) -> int:
             arrays = {k: data[k] for k in data.files}
     except (OSError, ValueError) as err:
         raise TrainingError(f"cannot read {args.data}: {err}") from None
+    loss = _loss(getattr(args, "loss", None))
     names = list(arrays)
+    if loss is not None:
+        if TARGETS not in arrays:
+            raise TrainingError(f"--loss {args.loss} needs the targets in {args.data} as an array named '{TARGETS}' "
+                                f"(it has {', '.join(names) or 'none'})")
+        names = [k for k in names if k != TARGETS]
     lr = 1e-3 if args.lr is None else args.lr
     epochs = 1 if args.epochs is None else args.epochs
-    train_mod = setup_trainer(mod, None, _optimizer(args.optimizer, lr), checkpoint=args.checkpoint,
+    train_mod = setup_trainer(mod, loss, _optimizer(args.optimizer, lr), checkpoint=args.checkpoint,
                               func=args.func, inputs=names, batch_size=args.batch_size)
     trainer = make_trainer(train_mod, args)
-    trainer.init_params(args.init, seed=args.seed)
+    source_names = _initial_params(trainer, args)
+    if loss is not None:
+        names.append(TARGETS)
     n = len(arrays[names[0]]) if names and np.ndim(arrays[names[0]]) else 0
     steps = epochs * steps_per_epoch(trainer, n, args.batch_size) if n else 0
     with training_threads(args.threads or None):
@@ -95,9 +110,47 @@ def _train_file(args, stream) -> int:
     if args.out:
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
-        trainer.export_params(out / "params.npz")
+        if source_names:  # keyed as the --params archive was (PyTorch's dotted names of an import)
+            from retrograd.runtime.params_io import save_params
+
+            save_params(out / "params.npz", {source_names.get(k, k): v for k, v in trainer.state_dict()["params"].items()})
+        else:
+            trainer.export_params(out / "params.npz")
         stream.write(f"parameters written to {out / 'params.npz'}\n")
     return 0
+
+
+def _loss(name):
+    if name is None:
+        return None
+    from retrograd.training import losses
+
+    return {"mse": losses.MSELoss, "l1": losses.L1Loss, "huber": losses.HuberLoss, "nll": losses.NLLLoss,
+            "cross_entropy": losses.CrossEntropyLoss}[name]()
+
+
+def _initial_params(trainer, args) -> dict:
+    """Initialise the trainer from --params (each trained parameter by its IR name or by the name it has in
+    the archive, whose IR spelling it is) or from --init; returns {IR name: archive name}."""
+    if not getattr(args, "params", None):
+        trainer.init_params(args.init, seed=args.seed)
+        return {}
+    from retrograd.runtime.params_io import ir_name, load_params
+
+    archive = load_params(args.params)
+    by_ir: dict = {}
+    for name in archive:
+        key = name if name in trainer.param_names else ir_name(name)
+        if key in by_ir:
+            raise TrainingError(f"{args.params}: '{name}' and '{by_ir[key]}' name the same parameter '{key}'")
+        by_ir[key] = name
+    missing = [n for n in trainer.param_names if n not in by_ir]
+    unknown = [by_ir[k] for k in by_ir if k not in trainer.param_names]
+    if missing or unknown:
+        what = f"has no '{missing[0]}'" if missing else f"has '{unknown[0]}', which is no trained parameter"
+        raise TrainingError(f"{args.params} {what} (trained parameters: {', '.join(trainer.param_names)})")
+    trainer.init_params(args.init, seed=args.seed, overrides={k: archive[v] for k, v in by_ir.items()})
+    return by_ir
 
 
 def _run_worker(args, stream) -> int:
@@ -127,7 +180,7 @@ def _run_worker(args, stream) -> int:
 _FORWARDED = [("seed", "--seed"), ("epochs", "--epochs"), ("batch_size", "--batch-size"), ("lr", "--lr"),
               ("checkpoint", "--checkpoint"), ("out", "--out"), ("threads", "--threads"), ("limit", "--limit"),
               ("data", "--data"), ("func", "--func"), ("optimizer", "--optimizer"), ("init", "--init"),
-              ("bucket", "--bucket")]
+              ("bucket", "--bucket"), ("params", "--params"), ("loss", "--loss")]
 
 
 def _argv_of(args) -> list[str]:

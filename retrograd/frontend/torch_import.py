@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from retrograd.errors import DiagnosticError, UnsupportedError
-from retrograd.frontend import aten_index, aten_nn, aten_ops
+from retrograd.frontend import aten_data_dependent, aten_index, aten_nn, aten_ops
 from retrograd.frontend.aten_common import Converter, dtype_of
 from retrograd.ir.expr import Function, Tuple, Var
 from retrograd.ir.module import IRModule
@@ -25,7 +25,7 @@ _CHECKS = {"_assert_scalar", "_assert_tensor_metadata", "sym_constrain_range", "
            "_assert_async", "_print", "_functional_assert_async"}
 _SYM_OPS = {"sym_size", "sym_numel", "sym_stride", "sym_storage_offset"}
 
-TABLE = {**aten_ops.TABLE, **aten_index.TABLE, **aten_nn.TABLE}
+TABLE = {**aten_ops.TABLE, **aten_index.TABLE, **aten_nn.TABLE, **aten_data_dependent.TABLE}
 
 
 def _torch():
@@ -166,6 +166,8 @@ class _Importer:
         if base in _CHECKS:
             return
         val = node.meta.get("val")
+        if type(val).__name__ == "SymBool" and all(_op_name(u.target).split(".")[0] in _CHECKS for u in node.users):
+            return  # the condition of a runtime assertion on a data-dependent size (nonzero's, unique's)
         if base in _SYM_OPS or (name.startswith("_operator.") and not hasattr(val, "shape")):
             cx.env[node] = cx.sym_value(val, node)
             return

@@ -34,3 +34,10 @@ def tiny_lm():
 
 def not_a_module():
     return 3
+
+
+def mlp():
+    torch = need("torch")
+
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.Tanh(), torch.nn.Linear(16, 3))

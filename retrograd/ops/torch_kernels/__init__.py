@@ -13,7 +13,7 @@ import importlib
 from retrograd.errors import UnsupportedError
 
 FAMILIES = ("elementwise", "create", "reduce", "shape", "index", "nn", "conv", "pool", "norm", "grad", "image", "ccl",
-            "shape_values")
+            "shape_values", "data_dependent")
 
 _TABLE: dict | None = None
 _DEVICE = ["cpu"]
