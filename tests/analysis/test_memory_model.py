@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
@@ -12,8 +11,7 @@ import retrograd
 from retrograd.analysis import memory_timeline, peak_memory
 from retrograd.errors import UnsupportedError
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from memory_helpers import adjoint, is_static, measured_peaks  # noqa: E402
+from analysis.helpers import adjoint, is_static, measured_peaks  # noqa: E402
 
 TESTS = Path(__file__).resolve().parents[1]
 CORPUS = sorted((TESTS / "corpus").glob("c*.py"))
@@ -57,9 +55,8 @@ def test_corpus_adjoints(path):
             check(adj, f"{name}_adjoint")
 
 
-sys.path.insert(0, str(TESTS / "ops"))
-from cases_core import CASES as CORE_CASES  # noqa: E402
-from cases_nn import CASES as NN_CASES  # noqa: E402
+from ops.cases_core import CASES as CORE_CASES  # noqa: E402
+from ops.cases_nn import CASES as NN_CASES  # noqa: E402
 
 OP_CASES = [c for c in CORE_CASES + NN_CASES if c.is_static]
 

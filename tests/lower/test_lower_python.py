@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import sys
 import warnings
 from pathlib import Path
 
@@ -15,7 +14,7 @@ import retrograd
 from retrograd.errors import DiagnosticError
 from retrograd.ir.expr import Function
 from retrograd.passes import Gradient
-from tests.lower.lower_helpers import make_inputs
+from lower.helpers import make_inputs
 
 ROOT = Path(__file__).resolve().parents[2]
 FILES = sorted((ROOT / "tests" / "corpus").glob("c*.py")) + sorted((ROOT / "examples").glob("*.py"))
@@ -156,7 +155,7 @@ class Module:
 
 
 def test_checkpointed_adjoint_agrees(tmp_path):
-    from tests.lower.test_dot import CHECKPOINTED
+    from lower.test_dot import CHECKPOINTED
 
     adj = Gradient("main")(retrograd.parse(CHECKPOINTED))
     assert "grad_end_checkpoint(" in retrograd.lower_to_python(adj)

@@ -7,11 +7,11 @@ import operator
 
 import numpy as np
 import pytest
-from cases_core import CASES as CORE_CASES
-from cases_core import ints
-from cases_math import CASES as MATH_CASES
-from cases_math import ERRORS as MATH_ERRORS
-from op_case import OpCase, S, T
+from ops.cases_core import CASES as CORE_CASES
+from ops.cases_core import ints
+from ops.cases_math import CASES as MATH_CASES
+from ops.cases_math import ERRORS as MATH_ERRORS
+from ops.op_case import OpCase, S, T
 
 from retrograd.errors import DiagnosticError, OpError, TypeInferenceError
 from retrograd.ir.struct_info import PrimStructInfo, ShapeStructInfo, TensorStructInfo, TupleStructInfo
@@ -154,7 +154,7 @@ def test_every_core_op_has_a_case():
     covered = {c.op for c in CASES}
     core = [op.name for op in all_ops() if not op.name.startswith(("relax.nn.", "relax.grad."))]
     # nn-adjacent ops registered by the nn family at top level (erf...) are covered in cases_nn.
-    from all_cases import ALL_CASES
+    from ops.all_cases import ALL_CASES
 
     covered |= {c.op for c in ALL_CASES}
     missing = sorted(set(core) - covered)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from test_infer_core import CASES, tvm_infer, tvm_script
+from ops.test_infer_core import CASES, tvm_infer, tvm_script
 
 from retrograd.errors import DiagnosticError
 from retrograd.ir.struct_info import TensorStructInfo

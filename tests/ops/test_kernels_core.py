@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 import pytest
-from cases_core import CASES
-from op_case import OpCase, S, T
+from ops.cases_core import CASES
+from ops.op_case import OpCase, S, T
 
 import retrograd
 from retrograd.errors import DiagnosticError, ExecutionError, KernelError

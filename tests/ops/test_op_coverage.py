@@ -3,7 +3,7 @@ every TVM 0.27 Relax tensor op is registered, except the ones still pending (nam
 
 from __future__ import annotations
 
-from all_cases import ALL_CASES
+from ops.all_cases import ALL_CASES
 
 from retrograd.ops.registry import all_ops, lookup
 from optional import need  # noqa: E402

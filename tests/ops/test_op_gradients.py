@@ -9,8 +9,8 @@ from dataclasses import replace
 
 import pytest
 
-from all_cases import ALL_CASES
-from test_op_coverage import OWN_OPS
+from ops.all_cases import ALL_CASES
+from ops.test_op_coverage import OWN_OPS
 from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.expr import Var
 from retrograd.errors import GradientError

@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from all_cases import ALL_CASES
-from higher_order import dot_of_adjoint, random_value
-from test_op_gradients import _bound, _random_ints
+from ops.all_cases import ALL_CASES
+from ops.helpers import dot_of_adjoint, random_value
+from ops.test_op_gradients import _bound, _random_ints
 from retrograd.errors import DiagnosticError
 from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo
 from retrograd.ir.well_formed import well_formed

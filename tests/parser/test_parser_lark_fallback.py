@@ -10,7 +10,7 @@ from retrograd.errors import DiagnosticError
 from retrograd.ir.structural import assert_structural_equal
 from retrograd.parser import parse, syntax
 
-from test_parser_errors import CASES
+from parser.test_parser_errors import CASES
 
 CORPUS = sorted((Path(__file__).resolve().parents[1] / "corpus").glob("c*.py"))
 

@@ -6,8 +6,7 @@ from __future__ import annotations
 import itertools
 import random
 
-from checkpoint_helpers import adjoint_module, inputs_for, models, run
-from ckpt_helpers import chain_problem, revolve_extra
+from passes.checkpoint.helpers import adjoint_module, chain_problem, inputs_for, models, revolve_extra, run
 
 from retrograd.passes import plan_checkpoint
 from retrograd.passes.checkpoint import Problem, Schedule, chain, rotor, simulate
