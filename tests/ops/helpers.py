@@ -100,3 +100,7 @@ def assert_matches(got, want, ulps: int = 2, where: str = "", eps: float | None 
         tol = ulps * eps * np.maximum(scale, np.finfo(want.dtype).tiny)
         bad = np.abs(g - w) > tol
         assert not bad.any(), f"{where}: {bad.sum()} of {bad.size} values differ beyond {ulps} ulps: got {g[bad][:5]}, want {w[bad][:5]}"
+
+
+# uint64 indices beyond int64 (2**63 + 5 and 2**64 - 1 read as negative int64 would index from the end).
+UINT64_BEYOND_INT64 = np.array([2**63 + 5, 3, 2**64 - 1], dtype=np.uint64)

@@ -9,6 +9,7 @@ import pytest
 
 from retrograd.errors import KernelError
 from retrograd.ops.kernels import pool
+from retrograd.ops.kernels.window import window_positions
 from optional import need  # noqa: E402
 
 # -- naive references: one Python loop iteration per window ---------------------------------------
@@ -354,3 +355,40 @@ def test_tiling_windows_over_random_geometries():
         np.testing.assert_array_equal(pool.max_pool2d(x, **attrs), naive_max(x, *case[1:]), err_msg=f"trial {trial}")
         np.testing.assert_allclose(pool.max_pool2d_backward(g, x, **attrs), naive_max_backward(g, x, *case[1:]),
                                    rtol=1e-12, atol=1e-12, err_msg=f"trial {trial}")
+
+
+def _count_by_listing(size, k, s, p0, p1, d, ceil_mode):
+    """Windows counted one by one over the padded input: start j * s is kept when the window fits
+    (floor mode), or when it still covers an element left over and starts inside the input or its
+    leading padding (ceil mode, PyTorch's rule)."""
+    extent = d * (k - 1) + 1
+    padded = size + p0 + p1
+    count = 0
+    for j in range(padded + 1):
+        start = j * s
+        fits = start + extent <= padded
+        if ceil_mode:
+            leftover = start < padded - extent + s  # not every element it would cover is already covered
+            keep = (fits or leftover) and start < size + p0
+        else:
+            keep = fits
+        count += keep
+    return count
+
+
+def test_window_count_matches_listing_window_starts():
+    for size, k, s, p, d, ceil_mode in itertools.product(range(1, 9), (1, 2, 3), (1, 2, 3), (0, 1, 2), (1, 2), (False, True)):
+        if p > k // 2 or d * (k - 1) + 1 > size + 2 * p:
+            continue
+        expected = _count_by_listing(size, k, s, p, p, d, ceil_mode)
+        assert window_positions(size, k, s, p, p, d, ceil_mode) == expected, (size, k, s, p, d, ceil_mode)
+
+
+def test_max_pool_ceil_mode_shape_matches_torch_where_the_last_window_starts_in_the_padding():
+    # size 5, kernel 2, stride 2, padding 1: the ceil-mode window at 6 == size + p0 starts past the leading padding.
+    x = np.random.default_rng(0).standard_normal((1, 1, 5, 5))
+    out = pool.max_pool2d(x, pool_size=(2, 2), strides=(2, 2), padding=(1, 1, 1, 1), ceil_mode=True)
+    assert out.shape[2:] == (_count_by_listing(5, 2, 2, 1, 1, 1, True),) * 2 == (3, 3)
+    torch = need("torch")
+    ref = torch.nn.functional.max_pool2d(torch.tensor(x), 2, 2, padding=1, ceil_mode=True)
+    np.testing.assert_array_equal(out, ref.numpy())

@@ -12,6 +12,10 @@ from retrograd.passes.gradient import Gradient
 from retrograd.testing import check_gradients
 
 
+# The import line of TVMScript files: our parser skips it, TVM's from_source needs the names.
+TVM_IMPORTS = "from tvm.script import ir as I, relax as R, tir as T\n"
+
+
 def random_value(sinfo, rng, int_high: int = 3):
     """Random data for a parameter: floats ~ N(0, 1), ints in [0, int_high), bools fair coins."""
     if isinstance(sinfo, TupleStructInfo):
