@@ -136,7 +136,7 @@ def test_relu_gradient_is_zero_at_zero():
 
 
 def test_conv2d_gradient_needs_static_channels_and_handles_symbolic_spatial_dims():
-    # Spatial dims may be symbolic (issue 9; values are checked in tests/passes/test_gradient_issue9.py).
+    # Spatial dims may be symbolic (values are checked in tests/passes/test_gradient_symbolic.py).
     x = Var("x", TensorStructInfo(("n", 2, "h", 5), "float32"))
     w = Var("w", TensorStructInfo((3, 2, 3, 3), "float32"))
     call = BlockBuilder().normalize(get("relax.nn.conv2d")(x, w))

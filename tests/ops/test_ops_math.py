@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from ops.cases_math import CASES
 from ops.ref_math import REFERENCES
-from ops.test_kernels_core import assert_same
+from ops.helpers import assert_same
 
 import retrograd
 from retrograd.errors import KernelError
