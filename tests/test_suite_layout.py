@@ -62,6 +62,9 @@ def import_problems(source: str, path: Path, tests: Path = TESTS) -> list[str]:
         else:
             continue
         for module in modules:
+            if module == "tests" or module.startswith("tests."):
+                found.append(f"{rel}:{node.lineno}: imports '{module}' (tests/ is on the path: drop the 'tests.' prefix)")
+                continue
             target = resolve(module, tests)
             if target is None:
                 sibling = path.parent / f"{module.split('.')[0]}.py"
@@ -109,10 +112,13 @@ def test_the_import_check_catches_test_modules_private_names_and_bare_siblings(t
     for name in ("__init__.py", "helpers.py", "test_a.py"):
         (area / name).write_text("")
     source = ("from ops.test_a import thing\nfrom ops.helpers import _hidden, shown\nfrom ops.helpers import shown\n"
-              "from helpers import shown\nfrom .helpers import shown\nimport numpy\nfrom retrograd import parse\n")
+              "from helpers import shown\nfrom .helpers import shown\nimport numpy\nfrom retrograd import parse\n"
+              "from tests.ops.helpers import shown\n")
     found = import_problems(source, area / "test_b.py", tmp_path)
-    assert [f.split(": ")[0] for f in found] == ["ops/test_b.py:1", "ops/test_b.py:2", "ops/test_b.py:4", "ops/test_b.py:5"]
+    assert [f.split(": ")[0] for f in found] == ["ops/test_b.py:1", "ops/test_b.py:2", "ops/test_b.py:4", "ops/test_b.py:5",
+                                                 "ops/test_b.py:8"]
     assert "test module" in found[0] and "_hidden" in found[1] and "ops.helpers" in found[2] and "relative" in found[3]
+    assert "'tests.' prefix" in found[4]
 
 
 def test_every_area_is_a_package_on_the_pythonpath():
