@@ -32,11 +32,12 @@ def runtime_modules() -> set[str]:
 
 
 def local_modules() -> set[str]:
-    """The project's package and the helper modules tests import by name (strategies, ref_math, the
-    benchmarks' models, ...)."""
+    """The project's package, the test areas (packages under tests/: ops, passes, ...) and the helper modules
+    tests import by name (strategies, optional, the benchmarks' models, ...)."""
     names = {"retrograd", "tests"}
     for folder in ("tests", "benchmarks", "tools", "examples"):
         names |= {path.stem for path in (ROOT / folder).rglob("*.py")}
+    names |= {path.parent.name for path in TESTS.rglob("__init__.py")}
     return names
 
 

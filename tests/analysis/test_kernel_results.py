@@ -7,8 +7,6 @@ itself. Inputs come in C order and as the views the executor produces (transpose
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,9 +16,8 @@ from retrograd.ir.struct_info import TupleStructInfo, is_float_dtype
 from retrograd.ops.registry import all_ops
 from retrograd.runtime.interp import coerce, root_of
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ops"))
-from cases_core import CASES as CORE_CASES  # noqa: E402
-from cases_nn import CASES as NN_CASES  # noqa: E402
+from ops.cases_core import CASES as CORE_CASES  # noqa: E402
+from ops.cases_nn import CASES as NN_CASES  # noqa: E402
 
 STATIC = [c for c in CORE_CASES + NN_CASES if c.is_static]
 

@@ -2,28 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
+import models as MODELS  # benchmarks/models.py (benchmarks/ is on pytest's pythonpath)
 import pytest
+from analysis.helpers import adjoint, is_static, measured_peaks
 
 import retrograd
 from retrograd.analysis import memory_timeline, peak_memory
 from retrograd.errors import UnsupportedError
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from memory_helpers import adjoint, is_static, measured_peaks  # noqa: E402
-
 TESTS = Path(__file__).resolve().parents[1]
 CORPUS = sorted((TESTS / "corpus").glob("c*.py"))
-
-
-def _load(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def check(mod, name: str, given=()) -> int:
@@ -57,9 +47,8 @@ def test_corpus_adjoints(path):
             check(adj, f"{name}_adjoint")
 
 
-sys.path.insert(0, str(TESTS / "ops"))
-from cases_core import CASES as CORE_CASES  # noqa: E402
-from cases_nn import CASES as NN_CASES  # noqa: E402
+from ops.cases_core import CASES as CORE_CASES  # noqa: E402
+from ops.cases_nn import CASES as NN_CASES  # noqa: E402
 
 OP_CASES = [c for c in CORE_CASES + NN_CASES if c.is_static]
 
@@ -79,9 +68,6 @@ def test_corpus_and_op_cases_exercise_adjoints():
     assert sum(adjoint(c.build(), "main") is not None for c in OP_CASES) >= 100
 
 
-MODELS = _load(TESTS.parent / "benchmarks" / "models.py", "bench_models")
-
-
 @pytest.mark.parametrize("layers", [1, 3, 8])
 @pytest.mark.parametrize("transposed", [False, True])
 def test_mlps_and_their_adjoints(layers, transposed):
@@ -99,7 +85,8 @@ def test_mlps_and_their_adjoints(layers, transposed):
 @pytest.mark.parametrize("make", ["forward_module", "step_module", "adjoint_module"])
 def test_bench_step_modules(make):
     # The step benchmark's forward, hand-written step and Gradient adjoint (64x256 MLP, int64 labels).
-    bench = _load(TESTS.parent / "benchmarks" / "bench_step.py", "bench_step")
+    import bench_step as bench
+
     mod = getattr(bench, make)()
     for name, _ in mod.items():
         check(mod, name)

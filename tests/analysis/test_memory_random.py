@@ -9,8 +9,6 @@ elementwise ops the executor may compute in place over a dying argument.
 from __future__ import annotations
 
 import math
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,9 +23,7 @@ from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.errors import DiagnosticError
 from retrograd.ops.api import R
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from memory_helpers import adjoint, is_static, measured_peaks  # noqa: E402
+from analysis.helpers import adjoint, is_static, measured_peaks  # noqa: E402
 from strategies import modules  # noqa: E402
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])

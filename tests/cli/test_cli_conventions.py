@@ -10,7 +10,7 @@ import re
 
 import numpy as np
 import pytest
-from cli_helpers import CORPUS, MLP, ROOT, cli
+from cli.helpers import CORPUS, MLP, ROOT, cli
 
 import retrograd
 from retrograd.passes import Gradient

@@ -7,7 +7,7 @@ import re
 
 import numpy as np
 import pytest
-from cli_helpers import CORPUS, MLP, cli
+from cli.helpers import CORPUS, MLP, cli
 
 # Every kind of pipeline error, with the text each one's caret must underline.
 PIPELINE_ERRORS = [

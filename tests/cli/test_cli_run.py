@@ -7,7 +7,7 @@ import re
 
 import numpy as np
 import pytest
-from cli_helpers import CORPUS, MLP, cli
+from cli.helpers import CORPUS, MLP, cli
 
 EXP = '@R.function\ndef main(x: R.Tensor((3, 4), "float32")):\n    y = R.exp(x)\n    return y\n'
 NDIM = '@R.function\ndef main(x: R.Tensor(ndim=2, dtype="float32")):\n    y = R.exp(x)\n    return y\n'

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from optional import need
 
-from workers import ROOT
+from distributed.workers import ROOT
 
 from retrograd.cli.app import main
 from retrograd.distributed.launch import free_port

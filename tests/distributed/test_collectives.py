@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from optional import need
 
-import workers as W
+from distributed import workers as W
 
 
 def reference(k: int, xs: list) -> list:

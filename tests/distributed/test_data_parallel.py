@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from optional import need
 
-import workers as W
+from distributed import workers as W
 
 import retrograd
 from retrograd.distributed import DataParallelTrainer, data_parallel

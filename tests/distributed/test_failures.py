@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from optional import need
 
-import workers as W
+from distributed import workers as W
 
 import retrograd.distributed as rd
 from retrograd.errors import UsageError

@@ -181,7 +181,6 @@ def spawn(task: str, workers: int, out: Path, timeout: float = 120.0, collective
 
 def main() -> int:
     task, out = sys.argv[1], Path(sys.argv[2])
-    sys.path.insert(0, str(ROOT))
     from retrograd import distributed
     from retrograd.errors import DiagnosticError
 

@@ -8,7 +8,7 @@ import pytest
 
 import retrograd
 from retrograd.passes import Gradient
-from tests.optional import need
+from optional import need
 
 def _cases(torch):
     F = torch.nn.functional

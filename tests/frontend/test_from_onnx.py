@@ -51,14 +51,9 @@ def _cases(names=None):
 
 
 def _bench():
-    import importlib.util
-    import pathlib
+    import bench_onnx_coverage  # benchmarks/ is on pytest's pythonpath
 
-    path = pathlib.Path(__file__).resolve().parents[2] / "benchmarks" / "bench_onnx_coverage.py"
-    spec = importlib.util.spec_from_file_location("bench_onnx_coverage", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+    return bench_onnx_coverage
 
 
 def test_fast_node_cases_pass():

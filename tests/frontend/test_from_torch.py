@@ -10,7 +10,7 @@ import pytest
 
 import retrograd
 from retrograd.passes import Gradient
-from tests.optional import need, need_torchvision, need_transformers
+from optional import need, need_torchvision, need_transformers
 
 RTOL, ATOL = 1e-5, 1e-6  # float32 forward
 GRAD_RTOL, GRAD_ATOL = 1e-4, 1e-6  # float32 gradients: sums in another order
@@ -348,7 +348,7 @@ def test_transformer_block_with_symbolic_batch_and_sequence():
     """Attention, split, view and transpose over two symbolic dims: one module for every (batch, seq)."""
     torch = need("torch")
     from retrograd.frontend import from_torch
-    from tests.frontend.torch_models import GPTBlock
+    from frontend.torch_models import GPTBlock
 
     torch.manual_seed(0)
     model = GPTBlock(16, 2).eval()

@@ -20,8 +20,7 @@ from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops.api import R
 
 TESTS = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(TESTS / "ops"))
-from all_cases import ALL_CASES  # noqa: E402 - tests/ops holds the op cases
+from ops.all_cases import ALL_CASES  # noqa: E402 - tests/ops holds the op cases
 from optional import need  # noqa: E402
 
 CORPUS = sorted((TESTS / "corpus").glob("c*.py"))

@@ -9,7 +9,7 @@ import pytest
 import retrograd
 from retrograd.cli import main
 from retrograd.errors import UsageError
-from tests.optional import need
+from optional import need
 
 
 def test_save_and_load_params_round_trip_dotted_names(tmp_path):
@@ -38,7 +38,7 @@ def test_load_params_refuses_pickles_and_non_archives(tmp_path):
 
 def test_import_torch_factory_then_run_with_the_params(tmp_path, capsys):
     torch = need("torch")
-    from tests.frontend import torch_factories
+    from frontend import torch_factories
 
     script, archive = tmp_path / "m.py", tmp_path / "p.npz"
     rc = main(["import", "--torch", "tests.frontend.torch_factories:small_cnn", "--args", "2,3,8,8",

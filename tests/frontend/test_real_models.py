@@ -20,7 +20,7 @@ from retrograd.ir.copy import copy_expr  # noqa: E402
 from retrograd.ir.expr import Call, Function, Tuple, TupleGetItem  # noqa: E402
 from retrograd.ir.module import IRModule  # noqa: E402
 from retrograd.passes import Gradient  # noqa: E402
-from tests.frontend import torch_models  # noqa: E402
+from frontend import torch_models  # noqa: E402
 
 CASES = {name: (make, inputs, train) for name, make, inputs, train in torch_models.cases()}
 RTOL, ATOL = 1e-5, 1e-5  # float32 forward

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 
 # tests/ holds the shared strategies (test directories have no __init__.py).
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from strategies import modules  # noqa: E402
 

@@ -14,25 +14,11 @@ import retrograd
 from retrograd.cli import main
 from retrograd.lower import dot as dot_module
 from retrograd.passes import Gradient
+from lower.helpers import CHECKPOINTED
 
 ROOT = Path(__file__).resolve().parents[2]
 MLP = ROOT / "examples" / "mlp.py"
 FILES = sorted((ROOT / "tests" / "corpus").glob("c*.py")) + [MLP]
-
-CHECKPOINTED = """
-@R.function
-def main(x: R.Tensor((3,), "float32")) -> R.Tensor((), "float32"):
-    with R.dataflow():
-        a = R.exp(x)
-        a_b = R.grad.start_checkpoint(a)
-        b = R.sin(a_b)
-        c = R.cos(b)
-        c_e = R.grad.end_checkpoint(c)
-        d = R.multiply(c_e, c_e)
-        s = R.sum(d)
-        R.output(s)
-    return s
-"""
 
 _NODE = re.compile(r'^\s*(n\d+) \[label="((?:[^"\\]|\\.)*)"(.*)\];$')
 _EDGE = re.compile(r'^\s*(n\d+) -> (n\d+) \[label="((?:[^"\\]|\\.)*)"\];$')

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 import retrograd
-from tests.lower.test_lower_python import assert_same, load_source
+from lower.helpers import assert_same, load_source
 
 ROOT = Path(__file__).resolve().parents[2]
 MLP = ROOT / "examples" / "mlp.py"

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import functools
-import importlib.util
-import sys
 import warnings
 from pathlib import Path
 
@@ -15,31 +13,10 @@ import retrograd
 from retrograd.errors import DiagnosticError
 from retrograd.ir.expr import Function
 from retrograd.passes import Gradient
-from tests.lower.lower_helpers import make_inputs
+from lower.helpers import CHECKPOINTED, assert_same, load_source, make_inputs
 
 ROOT = Path(__file__).resolve().parents[2]
 FILES = sorted((ROOT / "tests" / "corpus").glob("c*.py")) + sorted((ROOT / "examples").glob("*.py"))
-
-
-def load_source(text: str, tmp_path: Path, name: str):
-    path = tmp_path / f"{name}.py"
-    path.write_text(text)
-    spec = importlib.util.spec_from_file_location(f"lowered_{name}", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def assert_same(got, want, path="result"):
-    if isinstance(want, tuple):
-        assert isinstance(got, tuple | list) and len(got) == len(want), path
-        for i, (g, w) in enumerate(zip(got, want)):
-            assert_same(g, w, f"{path}[{i}]")
-        return
-    g, w = np.asarray(got), np.asarray(want)
-    assert g.dtype == w.dtype and g.shape == w.shape, f"{path}: {g.dtype}{g.shape} vs {w.dtype}{w.shape}"
-    # Same kernels on the same inputs: bit for bit (NaN where NaN).
-    assert g.tobytes() == w.tobytes(), path
 
 
 def check_module(mod, tmp_path, name, seed=0):
@@ -156,8 +133,6 @@ class Module:
 
 
 def test_checkpointed_adjoint_agrees(tmp_path):
-    from tests.lower.test_dot import CHECKPOINTED
-
     adj = Gradient("main")(retrograd.parse(CHECKPOINTED))
     assert "grad_end_checkpoint(" in retrograd.lower_to_python(adj)
     assert check_module(adj, tmp_path, "ckpt_adj") == 2

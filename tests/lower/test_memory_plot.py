@@ -20,7 +20,6 @@ from retrograd.ir.text import human_bytes
 from retrograd.passes import Gradient
 from retrograd.passes.checkpoint import plan_checkpoint
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import models  # noqa: E402
 
 FUNC = "main_adjoint"

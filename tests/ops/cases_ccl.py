@@ -4,7 +4,7 @@ checked in tests/distributed/."""
 
 from __future__ import annotations
 
-from op_case import OpCase, T
+from ops.op_case import OpCase, T
 
 OWN = "retrograd's own op: TVM has none"
 

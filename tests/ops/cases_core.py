@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from op_case import OpCase, P, S, T
+from ops.op_case import OpCase, P, S, T
 from retrograd.ir.struct_info import TensorStructInfo
 
 

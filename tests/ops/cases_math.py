@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from cases_shape import CASES as SHAPE_CASES
-from cases_shape import ERRORS as SHAPE_ERRORS
-from op_case import OpCase, P, T
+from ops.cases_shape import CASES as SHAPE_CASES
+from ops.cases_shape import ERRORS as SHAPE_ERRORS
+from ops.op_case import OpCase, P, T
 from retrograd.errors import TypeInferenceError
 
 # Domains where the functions are smooth (finite differences stay away from poles and branch points).

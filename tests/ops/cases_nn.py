@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from op_case import OpCase, T
+from ops.op_case import OpCase, T
 from retrograd.ir.struct_info import TensorStructInfo
 
 
@@ -168,10 +168,10 @@ def _named(cases: list[OpCase]) -> list[OpCase]:
 CASES: list[OpCase] = _named(ACTIVATION_CASES + LOSS_CASES + CONV_CASES + POOL_CASES + GRAD_CASES + SYMBOLIC_CASES)
 
 # New op families keep their cases in their own files; every shared test runs them through CASES.
-from cases_nn_attention import CASES as _ATTENTION_CASES  # noqa: E402
-from cases_nn_conv_nd import CASES as _CONV_ND_CASES  # noqa: E402
-from cases_nn_image import CASES as _IMAGE_CASES  # noqa: E402
-from cases_nn_norm import CASES as _NORM_CASES  # noqa: E402
-from cases_nn_pointwise import CASES as _POINTWISE_CASES  # noqa: E402
+from ops.cases_nn_attention import CASES as _ATTENTION_CASES  # noqa: E402
+from ops.cases_nn_conv_nd import CASES as _CONV_ND_CASES  # noqa: E402
+from ops.cases_nn_image import CASES as _IMAGE_CASES  # noqa: E402
+from ops.cases_nn_norm import CASES as _NORM_CASES  # noqa: E402
+from ops.cases_nn_pointwise import CASES as _POINTWISE_CASES  # noqa: E402
 
 CASES += _named(_NORM_CASES + _ATTENTION_CASES + _POINTWISE_CASES + _CONV_ND_CASES + _IMAGE_CASES)

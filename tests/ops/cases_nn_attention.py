@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from op_case import OpCase, T
+from ops.op_case import OpCase, T
 
 ATTENTION_CASES = [
     OpCase("relax.nn.attention", [T(2, 3, 2, 4), T(2, 5, 2, 4), T(2, 5, 2, 3)]),

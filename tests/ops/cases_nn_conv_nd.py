@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from cases_nn import tie_free
-from op_case import OpCase, T
+from ops.cases_nn import tie_free
+from ops.op_case import OpCase, T
 
 CONV_ND_CASES = [
     OpCase("relax.nn.conv1d", [T(2, 3, 9), T(4, 3, 3)]),

@@ -7,7 +7,7 @@ infers the same struct info.
 
 from __future__ import annotations
 
-from op_case import OpCase, S, T
+from ops.op_case import OpCase, S, T
 
 RESIZE_CASES = [
     OpCase("relax.image.resize2d", [T(2, 3, 4, 5), S(8, 10)], tvm=False),

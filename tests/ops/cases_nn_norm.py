@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from op_case import OpCase, T
+from ops.op_case import OpCase, T
 
 NORM_CASES = [
     OpCase("relax.nn.layer_norm", [T(3, 5), T(5), T(5)], {"axes": [-1]}),

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from op_case import OpCase, T
+from ops.op_case import OpCase, T
 
 
 def away_from_zero(*shape, seed=0):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from op_case import OpCase, P, T
+from ops.op_case import OpCase, P, T
 from retrograd.errors import OpError, TypeInferenceError
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from op_case import OpCase, S, T
+from ops.op_case import OpCase, S, T
 
 CASES = [
     OpCase("relax.shape_of", [T(2, 3)], differentiable_args=[], name="static"),

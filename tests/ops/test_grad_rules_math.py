@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from op_case import OpCase, P
+from ops.op_case import OpCase, P
 
 import retrograd
 from retrograd.passes import Gradient

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from cases_nn import CASES
-from higher_order import dot_of_adjoint
+from ops.cases_nn import CASES
+from ops.helpers import dot_of_adjoint
 from retrograd.errors import GradientError
 from retrograd.ir.block import VarBinding
 from retrograd.ir.builder import BlockBuilder
@@ -128,7 +128,7 @@ def test_no_grad_stops_the_gradient():
 
 def test_relu_gradient_is_zero_at_zero():
     case_x = np.array([-1.0, 0.0, 2.0])
-    from op_case import OpCase
+    from ops.op_case import OpCase
 
     case = OpCase("relax.nn.relu", [case_x])
     grads, _ = rule_gradients(case, [case_x], np.ones(3))
@@ -136,7 +136,7 @@ def test_relu_gradient_is_zero_at_zero():
 
 
 def test_conv2d_gradient_needs_static_channels_and_handles_symbolic_spatial_dims():
-    # Spatial dims may be symbolic (issue 9; values are checked in tests/passes/test_gradient_issue9.py).
+    # Spatial dims may be symbolic (values are checked in tests/passes/test_gradient_symbolic.py).
     x = Var("x", TensorStructInfo(("n", 2, "h", 5), "float32"))
     w = Var("w", TensorStructInfo((3, 2, 3, 3), "float32"))
     call = BlockBuilder().normalize(get("relax.nn.conv2d")(x, w))
@@ -265,7 +265,7 @@ def test_embedding_hessian_vector_product_matches_torch():
 
 
 def test_conv2d_out_dtype_gradients_come_back_in_the_input_dtype():
-    from op_case import OpCase, T
+    from ops.op_case import OpCase, T
 
     case = OpCase("relax.nn.conv2d", [T(1, 3, 5, 5), T(2, 3, 2, 2)], {"out_dtype": "float64", "padding": (1, 1)})
     arrays = case.make_inputs(seed=3)

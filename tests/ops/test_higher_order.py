@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 import retrograd
-from all_cases import ALL_CASES
-from higher_order import dot_of_adjoint, random_value
+from ops.all_cases import ALL_CASES
+from ops.helpers import dot_of_adjoint, random_value
 from retrograd.ir import BlockBuilder, Function, IRModule
 from retrograd.ir.expr import Var
 from retrograd.ir.struct_info import TupleStructInfo

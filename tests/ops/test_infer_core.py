@@ -2,143 +2,21 @@
 
 from __future__ import annotations
 
-import ast
-import operator
-
 import numpy as np
 import pytest
-from cases_core import CASES as CORE_CASES
-from cases_core import ints
-from cases_math import CASES as MATH_CASES
-from cases_math import ERRORS as MATH_ERRORS
-from op_case import OpCase, S, T
+from ops.cases_core import CASES as CORE_CASES
+from ops.cases_core import ints
+from ops.cases_math import CASES as MATH_CASES
+from ops.cases_math import ERRORS as MATH_ERRORS
+from ops.helpers import assert_matches_tvm, our_result, tvm_infer, tvm_script
+from ops.op_case import OpCase, S, T
 
 from retrograd.errors import DiagnosticError, OpError, TypeInferenceError
-from retrograd.ir.struct_info import PrimStructInfo, ShapeStructInfo, TensorStructInfo, TupleStructInfo
+from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo
 from retrograd.ops.registry import all_ops
 from optional import need  # noqa: E402
 
 CASES = CORE_CASES + MATH_CASES
-
-# -- comparing dims, ours (int or TVMScript text) against TVM's, by evaluation ------------------
-
-_OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.FloorDiv: operator.floordiv}
-
-
-def eval_dim(dim, env: dict) -> int:
-    """Evaluate integer dim text such as "n * 6 // 4" (arithmetic on names only, nothing executed)."""
-    if isinstance(dim, int):
-        return dim
-
-    def ev(node):
-        if isinstance(node, ast.Expression):
-            return ev(node.body)
-        if isinstance(node, ast.Constant) and isinstance(node.value, int):
-            return node.value
-        if isinstance(node, ast.Name):
-            return env[node.id]
-        if isinstance(node, ast.BinOp) and type(node.op) in _OPS:
-            return _OPS[type(node.op)](ev(node.left), ev(node.right))
-        if isinstance(node, ast.Call) and ast.unparse(node.func) == "T.int64" and len(node.args) == 1:
-            return ev(node.args[0])  # TVM writes typed literals: T.int64(4)
-        raise ValueError(f"unexpected dim expression {dim!r}")
-
-    return ev(ast.parse(dim, mode="eval"))
-
-
-def same_dim(a, b) -> bool:
-    # Two symbolic expressions agree if they agree on several unrelated assignments of the symbols.
-    return all(eval_dim(a, env) == eval_dim(b, env) for env in _ENVS)
-
-
-_ENVS = [dict.fromkeys(("n", "m", "b", "k"), v) | {"m": v + 3, "k": 2 * v + 1} for v in (1, 2, 5, 12)]
-
-# -- TVM side --------------------------------------------------------------------------------
-
-
-def _tvm_sinfo_text(s) -> str:
-    if isinstance(s, TensorStructInfo):
-        if s.shape is None:
-            return f'R.Tensor(ndim={s.ndim}, dtype="{s.dtype}")'
-        dims = ", ".join(f'"{d}"' if isinstance(d, str) else str(d) for d in s.shape)
-        return f'R.Tensor(({dims}{"," if len(s.shape) == 1 else ""}), dtype="{s.dtype}")'
-    raise TypeError(s)
-
-
-def _tvm_value(v) -> str:
-    if isinstance(v, tuple):
-        return "[" + ", ".join(_tvm_value(x) for x in v) + "]"
-    if isinstance(v, str):
-        return f'"{v}"'
-    return repr(v)
-
-
-def tvm_script(case: OpCase, attrs: dict | None = None) -> str:
-    """The case as a TVMScript function whose last binding is the call (with all our normalized
-    attributes, or exactly `attrs`)."""
-    params = [f"a{i}: {_tvm_sinfo_text(s)}" for i, s in enumerate(case.param_sinfo())]
-    names = iter(f"a{i}" for i in range(len(params)))
-    symbols = set()
-    args = []
-    for inp in case.inputs:
-        if isinstance(inp, ShapeStructInfo):
-            symbols |= {d for d in inp.values if isinstance(d, str)}
-            args.append("R.shape([" + ", ".join(str(d) for d in inp.values) + "])")
-        elif isinstance(inp, list):
-            args.append("(" + ", ".join(next(names) for _ in inp) + ",)")
-        elif isinstance(inp, PrimStructInfo):
-            args.append(f"R.prim_value(T.{inp.dtype}({inp.value!r}))")
-        else:
-            args.append(next(names))
-    opdef = case.opdef
-    try:
-        attrs = opdef.normalize_attrs(case.attrs) if attrs is None else attrs
-    except OpError:
-        attrs = dict(case.attrs)  # attributes we refuse go to TVM as written: it must refuse them too
-    args += [f"{k}={_tvm_value(v)}" for k, v in attrs.items()]
-    decls = "".join(f"    {s} = T.int64()\n" for s in sorted(symbols))
-    deco = "@R.function" if opdef.pure else "@R.function(pure=False)"
-    return f"{deco}\ndef main({', '.join(params)}):\n{decls}    r = {opdef.script_name}({', '.join(args)})\n    return r\n"
-
-
-def tvm_infer(case: OpCase):
-    tvm_script_mod = need("tvm.script")
-    func = tvm_script_mod.from_source(tvm_script(case))
-    return func.body.blocks[-1].bindings[-1].var.ty
-
-
-def _tvm_dim(d):
-    try:
-        return int(d)
-    except (TypeError, ValueError):
-        return str(d)
-
-
-def assert_matches_tvm(ours, theirs, where: str) -> None:
-    kind = type(theirs).__name__
-    if kind == "TupleType":
-        assert isinstance(ours, TupleStructInfo), f"{where}: TVM gives a tuple, we give {ours}"
-        assert len(ours.fields) == len(theirs.fields), where
-        for i, (a, b) in enumerate(zip(ours.fields, theirs.fields)):
-            assert_matches_tvm(a, b, f"{where}[{i}]")
-        return
-    assert kind == "TensorType", f"{where}: unexpected TVM type {kind}"
-    assert isinstance(ours, TensorStructInfo), f"{where}: TVM gives a tensor, we give {ours}"
-    assert ours.dtype == str(theirs.dtype), f"{where}: dtype {ours.dtype} vs TVM's {theirs.dtype}"
-    assert ours.ndim == int(theirs.ndim), f"{where}: ndim {ours.ndim} vs TVM's {theirs.ndim}"
-    tvm_shape = theirs.shape
-    if tvm_shape is None:
-        assert ours.shape is None, f"{where}: we know the shape {ours.shape}, TVM only the ndim"
-        return
-    dims = [_tvm_dim(d) for d in tvm_shape.values] if hasattr(tvm_shape, "values") else [_tvm_dim(d) for d in tvm_shape]
-    assert ours.shape is not None, f"{where}: TVM knows the shape {dims}, we only the ndim"
-    for i, (a, b) in enumerate(zip(ours.shape, dims)):
-        assert same_dim(a, b), f"{where}: dim {i} is {a!r}, TVM says {b!r}"
-
-
-def our_result(case: OpCase):
-    return case.build()["main"].ret_struct_info
-
 
 # -- tests -----------------------------------------------------------------------------------
 
@@ -154,7 +32,7 @@ def test_every_core_op_has_a_case():
     covered = {c.op for c in CASES}
     core = [op.name for op in all_ops() if not op.name.startswith(("relax.nn.", "relax.grad."))]
     # nn-adjacent ops registered by the nn family at top level (erf...) are covered in cases_nn.
-    from all_cases import ALL_CASES
+    from ops.all_cases import ALL_CASES
 
     covered |= {c.op for c in ALL_CASES}
     missing = sorted(set(core) - covered)

@@ -6,11 +6,15 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from test_infer_core import CASES, tvm_infer, tvm_script
+from ops.cases_core import CASES as CORE_CASES
+from ops.cases_math import CASES as MATH_CASES
+from ops.helpers import tvm_infer, tvm_script
 
 from retrograd.errors import DiagnosticError
 from retrograd.ir.struct_info import TensorStructInfo
 from optional import need  # noqa: E402
+
+CASES = CORE_CASES + MATH_CASES
 
 
 def _first_tensor(case, f):

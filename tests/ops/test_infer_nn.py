@@ -7,7 +7,7 @@ import re
 import numpy as np
 import pytest
 
-from cases_nn import CASES
+from ops.cases_nn import CASES
 from retrograd.errors import OpError, TypeInferenceError
 from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.expr import Var

@@ -3,75 +3,13 @@ TVM's weight-gradient form, and PyTorch."""
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pytest
+from ops.ref_nn import naive_conv2d, naive_conv2d_transpose, naive_weight_grad, tvm_weight_grad
 
 from retrograd.errors import KernelError
 from retrograd.ops.kernels import conv
 from optional import need  # noqa: E402
-
-# -- naive references -------------------------------------------------------------------------------
-
-
-def naive_conv2d(x, w, s, p, d, g):
-    """One dot product per (image, output channel, output position)."""
-    n, c, h, wd = x.shape
-    o, cg, kh, kw = w.shape
-    xp = np.zeros((n, c, h + p[0] + p[2], wd + p[1] + p[3]))
-    xp[:, :, p[0] : p[0] + h, p[1] : p[1] + wd] = x
-    oh = (xp.shape[2] - d[0] * (kh - 1) - 1) // s[0] + 1
-    ow = (xp.shape[3] - d[1] * (kw - 1) - 1) // s[1] + 1
-    out = np.zeros((n, o, oh, ow))
-    og = o // g
-    for b, oc, i, j in itertools.product(range(n), range(o), range(oh), range(ow)):
-        gi = oc // og
-        window = xp[b, gi * cg : (gi + 1) * cg, i * s[0] : i * s[0] + d[0] * (kh - 1) + 1 : d[0],
-                    j * s[1] : j * s[1] + d[1] * (kw - 1) + 1 : d[1]]  # fmt: skip
-        out[b, oc, i, j] = np.sum(window * w[oc])
-    return out
-
-
-def naive_conv2d_transpose(x, w, s, p, op, d, g):
-    """Each input value scatters its kernel-weighted copy into the (padded) output."""
-    n, ci, h, wd = x.shape
-    _, cg, kh, kw = w.shape
-    full_h = (h - 1) * s[0] + d[0] * (kh - 1) + 1 + op[0]
-    full_w = (wd - 1) * s[1] + d[1] * (kw - 1) + 1 + op[1]
-    out = np.zeros((n, cg * g, full_h, full_w))
-    cig = ci // g
-    for b, c, i, j in itertools.product(range(n), range(ci), range(h), range(wd)):
-        gi = c // cig
-        for a, e in itertools.product(range(kh), range(kw)):
-            out[b, gi * cg : (gi + 1) * cg, i * s[0] + a * d[0], j * s[1] + e * d[1]] += x[b, c, i, j] * w[c, :, a, e]
-    return out[:, :, p[0] : full_h - p[2], p[1] : full_w - p[3]]
-
-
-def naive_weight_grad(x, gy, w_shape, s, p, d, g):
-    """dL/dw of conv2d: for every weight, the sum over the windows it touches."""
-    n, c, h, wd = x.shape
-    o, cg, kh, kw = w_shape
-    xp = np.zeros((n, c, h + p[0] + p[2], wd + p[1] + p[3]))
-    xp[:, :, p[0] : p[0] + h, p[1] : p[1] + wd] = x
-    _, _, oh, ow = gy.shape
-    dw = np.zeros(w_shape)
-    og = o // g
-    for oc, k, a, e in itertools.product(range(o), range(cg), range(kh), range(kw)):
-        ch = (oc // og) * cg + k
-        patch = xp[:, ch, a * d[0] : a * d[0] + (oh - 1) * s[0] + 1 : s[0], e * d[1] : e * d[1] + (ow - 1) * s[1] + 1 : s[1]]
-        dw[oc, k, a, e] = np.sum(patch * gy[:, oc])
-    return dw
-
-
-def tvm_weight_grad(x, gy, w_shape, s, p, d, g):
-    """TVM's conv2d gradient rule spells the weight gradient as a conv2d in CNHW/IOHW layouts."""
-    n, c, h, wd = x.shape
-    if g != 1:
-        x = x.reshape(n, g, c // g, h, wd).transpose(1, 0, 2, 3, 4).reshape(n * g, c // g, h, wd)
-    dw = conv.conv2d(x, gy, strides=d, padding=p, dilation=s, groups=g, data_layout="CNHW", kernel_layout="IOHW", out_layout="CNHW")
-    return dw[:, :, : w_shape[2], : w_shape[3]]
-
 
 # -- cases ------------------------------------------------------------------------------------------
 

@@ -6,8 +6,9 @@ import math
 
 import numpy as np
 import pytest
-from cases_core import CASES
-from op_case import OpCase, S, T
+from ops.cases_core import CASES
+from ops.helpers import assert_same
+from ops.op_case import OpCase, S, T
 
 import retrograd
 from retrograd.errors import DiagnosticError, ExecutionError, KernelError
@@ -152,24 +153,6 @@ def torch_reference(case: OpCase, values: list):
 
 def _to_numpy(v):
     return tuple(_to_numpy(f) for f in v) if isinstance(v, tuple) else v.numpy()
-
-
-def assert_same(ours, ref, sinfo, where=""):
-    """Values close to the reference, and shape/dtype exactly as inferred."""
-    if isinstance(sinfo, TupleStructInfo):
-        assert isinstance(ours, tuple) and len(ours) == len(sinfo.fields) == len(ref), where
-        for i, (a, b, s) in enumerate(zip(ours, ref, sinfo.fields)):
-            assert_same(a, b, s, f"{where}[{i}]")
-        return
-    assert isinstance(ours, np.ndarray), f"{where}: kernel returned {type(ours).__name__}"
-    assert ours.shape == tuple(sinfo.shape), f"{where}: shape {ours.shape}, inferred {sinfo.shape}"
-    assert str(ours.dtype) == sinfo.dtype, f"{where}: dtype {ours.dtype}, inferred {sinfo.dtype}"
-    assert ours.shape == ref.shape, where
-    if ours.dtype.kind == "f":
-        tol = 1e-3 if ours.dtype == np.float16 else 1e-5
-        np.testing.assert_allclose(ours, ref, rtol=tol, atol=tol, err_msg=where)
-    else:
-        np.testing.assert_array_equal(ours, ref, err_msg=where)
 
 
 @pytest.mark.parametrize("case", STATIC, ids=lambda c: c.id)

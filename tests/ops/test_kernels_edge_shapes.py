@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from all_cases import ALL_CASES
+from ops.all_cases import ALL_CASES
 
 import retrograd
 from retrograd.errors import DiagnosticError

@@ -6,6 +6,7 @@ import itertools
 
 import numpy as np
 import pytest
+from ops.helpers import UINT64_BEYOND_INT64
 
 from retrograd.errors import KernelError
 from retrograd.ops.kernels import index
@@ -159,3 +160,37 @@ def test_against_torch_embedding_backward(axis):
     out.backward(torch.tensor(g))
     np.testing.assert_array_equal(index.take(table, idx, axis=axis), out.detach().numpy())
     np.testing.assert_allclose(index.take_backward(g, table, idx, axis=axis), tt.grad.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def _naive_rows(mode, size):
+    """Python ints (no wrap-around) mapped by the definition of each mode; None: dropped."""
+    out = []
+    for i in (int(v) for v in UINT64_BEYOND_INT64):
+        if mode == "clip":
+            out.append(min(i, size - 1))
+        elif mode == "wrap":
+            out.append(i % size)
+        else:
+            out.append(i if i < size else None)
+    return out
+
+
+@pytest.mark.parametrize("mode", ["clip", "wrap", "nan"])
+def test_take_and_take_backward_read_uint64_beyond_int64_as_unsigned(mode):
+    x = np.arange(10.0) * 1.5
+    rows = _naive_rows(mode, 10)
+    expected = np.array([np.nan if r is None else x[r] for r in rows])
+    np.testing.assert_array_equal(index.take(x, UINT64_BEYOND_INT64, axis=0, mode=mode), expected)
+    g = np.array([1.0, 10.0, 100.0])
+    dense = np.zeros(10)
+    for r, v in zip(rows, g):
+        if r is not None:
+            dense[r] += v
+    np.testing.assert_array_equal(index.take_backward(g, x, UINT64_BEYOND_INT64, axis=0, mode=mode), dense)
+
+
+def test_take_fast_refuses_uint64_beyond_int64_instead_of_reading_from_the_end():
+    with pytest.raises(KernelError, match=str(2**63 + 5)):
+        index.take(np.arange(10.0), UINT64_BEYOND_INT64, axis=0)
+    with pytest.raises(KernelError, match="out of range"):
+        index.take_backward(np.ones(3), np.arange(10.0), UINT64_BEYOND_INT64, axis=0)

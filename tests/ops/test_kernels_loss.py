@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import itertools
+import warnings
 
 import numpy as np
 import pytest
+from ops.helpers import UINT64_BEYOND_INT64
 
 from retrograd.errors import KernelError
 from retrograd.ops.kernels import loss
@@ -177,3 +179,37 @@ def test_all_ignored_against_torch():
     out.backward()
     assert np.isnan(out.item()) and np.isnan(loss.nll_loss(pred, tgt, w))
     np.testing.assert_array_equal(loss.nll_loss_backward(np.float64(1), pred, tgt, w), pt.grad.numpy())
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("pred_shape", [(0, 4), (0, 4, 3)])
+def test_nll_loss_on_an_empty_batch_matches_pytorch(reduction, weighted, pred_shape):
+    pred = np.zeros(pred_shape)
+    tgt = np.zeros((0,) + pred_shape[2:], dtype="int64")
+    w = np.linspace(0.5, 2.0, 4) if weighted else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        value = loss.nll_loss(pred, tgt, w, reduction=reduction)
+        g = np.zeros(tgt.shape) if reduction == "none" else np.array(1.0)
+        grad = loss.nll_loss_backward(g, pred, tgt, w, reduction=reduction)
+    # PyTorch's documented values: nan for mean (0 / 0), 0 for sum, an empty tensor for none.
+    if reduction == "mean":
+        assert np.isnan(value)
+    elif reduction == "sum":
+        assert value == 0.0
+    else:
+        assert value.shape == tgt.shape
+    assert grad.shape == pred.shape
+    torch = need("torch")
+    tp = torch.tensor(pred, requires_grad=True)
+    ref = torch.nn.functional.nll_loss(tp, torch.tensor(tgt), None if w is None else torch.tensor(w), reduction=reduction)
+    np.testing.assert_array_equal(np.asarray(value), ref.detach().numpy())
+    if reduction != "mean":
+        ref.sum().backward()
+        np.testing.assert_array_equal(grad, tp.grad.numpy())
+
+
+def test_nll_loss_refuses_uint64_targets_beyond_int64():
+    with pytest.raises(KernelError, match="out of range"):
+        loss.nll_loss(np.zeros((3, 4)), UINT64_BEYOND_INT64, reduction="sum")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from norm_helpers import script_grads, tensor_type
+from ops.helpers import script_grads, tensor_type
 
 from retrograd.errors import KernelError
 from retrograd.ops.kernels import norm

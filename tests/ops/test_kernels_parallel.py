@@ -8,8 +8,7 @@ import threading
 
 import numpy as np
 import pytest
-from test_kernels_conv import naive_conv2d, naive_conv2d_transpose, naive_weight_grad, tvm_weight_grad
-from test_kernels_pool import naive_avg_backward, naive_max, naive_max_backward
+from ops.ref_nn import naive_avg_backward, naive_conv2d, naive_conv2d_transpose, naive_max, naive_max_backward, naive_weight_grad, tvm_weight_grad
 
 import retrograd
 from retrograd.ops.kernels import conv, parallel, pool

@@ -6,77 +6,12 @@ import itertools
 
 import numpy as np
 import pytest
+from ops.ref_nn import naive_avg, naive_avg_backward, naive_max, naive_max_backward, out_hw, windows
 
 from retrograd.errors import KernelError
 from retrograd.ops.kernels import pool
+from retrograd.ops.kernels.window import window_positions
 from optional import need  # noqa: E402
-
-# -- naive references: one Python loop iteration per window ---------------------------------------
-
-
-def _out_len(size, k, s, p0, p1, d, ceil):
-    span = size + p0 + p1 - d * (k - 1) - 1
-    n = (span + (s - 1 if ceil else 0)) // s + 1
-    if ceil and (n - 1) * s >= size + p0:
-        n -= 1
-    return n
-
-
-def _windows(shape, k, s, p, d, ceil):
-    """Yield (oh, ow, taps) with taps the in-bounds (row, col) of the window, row-major, and the
-    number of window taps inside the padded input per axis."""
-    _, _, h, w = shape
-    oh = _out_len(h, k[0], s[0], p[0], p[2], d[0], ceil)
-    ow = _out_len(w, k[1], s[1], p[1], p[3], d[1], ceil)
-    for i, j in itertools.product(range(oh), range(ow)):
-        rows = [i * s[0] - p[0] + a * d[0] for a in range(k[0])]
-        cols = [j * s[1] - p[1] + b * d[1] for b in range(k[1])]
-        taps = [(r, c) for r in rows for c in cols if 0 <= r < h and 0 <= c < w]
-        padded = sum(-p[0] <= r < h + p[2] for r in rows) * sum(-p[1] <= c < w + p[3] for c in cols)
-        yield i, j, taps, padded, (oh, ow)
-
-
-def _out_hw(shape, k, s, p, d, ceil):
-    for *_, hw in _windows(shape, k, s, p, d, ceil):
-        return hw
-
-
-def naive_max(x, k, s, p, d, ceil):
-    out = np.full(x.shape[:2] + _out_hw(x.shape, k, s, p, d, ceil), -np.inf, x.dtype)
-    for i, j, taps, _, _ in _windows(x.shape, k, s, p, d, ceil):
-        for r, c in taps:
-            out[:, :, i, j] = np.maximum(out[:, :, i, j], x[:, :, r, c])
-    return out
-
-
-def naive_max_backward(g, x, k, s, p, d, ceil):
-    dx = np.zeros_like(x)
-    for n, ch in itertools.product(range(x.shape[0]), range(x.shape[1])):
-        for i, j, taps, _, _ in _windows(x.shape, k, s, p, d, ceil):
-            if taps:
-                vals = [x[n, ch, r, c] for r, c in taps]
-                r, c = taps[int(np.argmax(vals))]  # argmax returns the first maximum
-                dx[n, ch, r, c] += g[n, ch, i, j]
-    return dx
-
-
-def naive_avg(x, k, s, p, d, ceil, cip):
-    out = np.zeros(x.shape[:2] + _out_hw(x.shape, k, s, p, d, ceil), x.dtype)
-    for i, j, taps, padded, _ in _windows(x.shape, k, s, p, d, ceil):
-        div = padded if cip else len(taps)
-        if div:
-            out[:, :, i, j] = sum(x[:, :, r, c] for r, c in taps) / div if taps else 0
-    return out
-
-
-def naive_avg_backward(g, x, k, s, p, d, ceil, cip):
-    dx = np.zeros_like(x)
-    for i, j, taps, padded, _ in _windows(x.shape, k, s, p, d, ceil):
-        div = padded if cip else len(taps)
-        for r, c in taps:
-            dx[:, :, r, c] += g[:, :, i, j] / div
-    return dx
-
 
 # -- cases ------------------------------------------------------------------------------------------
 
@@ -123,7 +58,7 @@ def test_max_pool2d_matches_naive(case, ties):
 def test_max_pool2d_backward_matches_naive(case, ties):
     shape, k, s, p, d, ceil = case
     x = _data(shape, ties=ties)
-    g = _data(x.shape[:2] + _out_hw(shape, k, s, p, d, ceil), seed=1)
+    g = _data(x.shape[:2] + out_hw(shape, k, s, p, d, ceil), seed=1)
     expect = naive_max_backward(g, x, k, s, p, d, ceil)
     got = pool.max_pool2d_backward(g, x, **_attrs(k, s, p, d, ceil))
     np.testing.assert_allclose(got, expect, rtol=1e-12, atol=1e-12)
@@ -143,7 +78,7 @@ def test_avg_pool2d_matches_naive(case, cip):
 def test_avg_pool2d_backward_matches_naive(case, cip):
     shape, k, s, p, d, ceil = case
     x = _data(shape)
-    g = _data(x.shape[:2] + _out_hw(shape, k, s, p, d, ceil), seed=1)
+    g = _data(x.shape[:2] + out_hw(shape, k, s, p, d, ceil), seed=1)
     got = pool.avg_pool2d_backward(g, x, **_attrs(k, s, p, d, ceil, cip))
     np.testing.assert_allclose(got, naive_avg_backward(g, x, k, s, p, d, ceil, cip), rtol=1e-12, atol=1e-12)
 
@@ -181,7 +116,7 @@ def test_avg_backward_with_ceil_mode_is_the_derivative_of_our_forward(case, cip)
     shape, k, s, p, d, ceil = case
     attrs = _attrs(k, s, p, d, ceil, cip)
     x = _data(shape)
-    g = _data(x.shape[:2] + _out_hw(shape, k, s, p, d, ceil), seed=2)
+    g = _data(x.shape[:2] + out_hw(shape, k, s, p, d, ceil), seed=2)
     numeric = np.zeros_like(x)
     h = 1e-3
     for idx in np.ndindex(x.shape):
@@ -319,7 +254,7 @@ def test_max_backward_of_tiling_windows_on_phase_grids(case, ties, monkeypatch):
     monkeypatch.setattr(pool, "_small_tiling", lambda s: False)
     shape, k, s, p, d, ceil = case
     x = _data(shape, ties=ties)
-    g = _data(x.shape[:2] + _out_hw(shape, k, s, p, d, ceil), seed=1)
+    g = _data(x.shape[:2] + out_hw(shape, k, s, p, d, ceil), seed=1)
     got = pool.max_pool2d_backward(g, x, **_attrs(k, s, p, d, ceil))
     np.testing.assert_allclose(got, naive_max_backward(g, x, k, s, p, d, ceil), rtol=1e-12, atol=1e-12)
 
@@ -331,7 +266,7 @@ def test_backward_one_plane_per_chunk(case, monkeypatch):
     monkeypatch.setattr(pool, "_small_tiling", lambda s: False)
     shape, k, s, p, d, ceil = case
     x = _data(shape, ties=True)
-    g = _data(x.shape[:2] + _out_hw(shape, k, s, p, d, ceil), seed=1)
+    g = _data(x.shape[:2] + out_hw(shape, k, s, p, d, ceil), seed=1)
     np.testing.assert_allclose(pool.max_pool2d_backward(g, x, **_attrs(k, s, p, d, ceil)),
                                naive_max_backward(g, x, k, s, p, d, ceil), rtol=1e-12, atol=1e-12)
     for cip in (False, True):
@@ -349,8 +284,45 @@ def test_tiling_windows_over_random_geometries():
         shape = (int(rng.integers(1, 4)), int(rng.integers(1, 4))) + tuple(int(k[a] * rng.integers(1, 4) + rng.integers(0, k[a])) for a in (0, 1))
         case = (shape, k, k, (0, 0, 0, 0), (1, 1), False)
         x = _data(shape, seed=trial, ties=bool(trial % 2))
-        g = _data(x.shape[:2] + _out_hw(*case), seed=trial + 100)
+        g = _data(x.shape[:2] + out_hw(*case), seed=trial + 100)
         attrs = _attrs(*case[1:])
         np.testing.assert_array_equal(pool.max_pool2d(x, **attrs), naive_max(x, *case[1:]), err_msg=f"trial {trial}")
         np.testing.assert_allclose(pool.max_pool2d_backward(g, x, **attrs), naive_max_backward(g, x, *case[1:]),
                                    rtol=1e-12, atol=1e-12, err_msg=f"trial {trial}")
+
+
+def _count_by_listing(size, k, s, p0, p1, d, ceil_mode):
+    """Windows counted one by one over the padded input: start j * s is kept when the window fits
+    (floor mode), or when it still covers an element left over and starts inside the input or its
+    leading padding (ceil mode, PyTorch's rule)."""
+    extent = d * (k - 1) + 1
+    padded = size + p0 + p1
+    count = 0
+    for j in range(padded + 1):
+        start = j * s
+        fits = start + extent <= padded
+        if ceil_mode:
+            leftover = start < padded - extent + s  # not every element it would cover is already covered
+            keep = (fits or leftover) and start < size + p0
+        else:
+            keep = fits
+        count += keep
+    return count
+
+
+def test_window_count_matches_listing_window_starts():
+    for size, k, s, p, d, ceil_mode in itertools.product(range(1, 9), (1, 2, 3), (1, 2, 3), (0, 1, 2), (1, 2), (False, True)):
+        if p > k // 2 or d * (k - 1) + 1 > size + 2 * p:
+            continue
+        expected = _count_by_listing(size, k, s, p, p, d, ceil_mode)
+        assert window_positions(size, k, s, p, p, d, ceil_mode) == expected, (size, k, s, p, d, ceil_mode)
+
+
+def test_max_pool_ceil_mode_shape_matches_torch_where_the_last_window_starts_in_the_padding():
+    # size 5, kernel 2, stride 2, padding 1: the ceil-mode window at 6 == size + p0 starts past the leading padding.
+    x = np.random.default_rng(0).standard_normal((1, 1, 5, 5))
+    out = pool.max_pool2d(x, pool_size=(2, 2), strides=(2, 2), padding=(1, 1, 1, 1), ceil_mode=True)
+    assert out.shape[2:] == (_count_by_listing(5, 2, 2, 1, 1, 1, True),) * 2 == (3, 3)
+    torch = need("torch")
+    ref = torch.nn.functional.max_pool2d(torch.tensor(x), 2, 2, padding=1, ceil_mode=True)
+    np.testing.assert_array_equal(out, ref.numpy())

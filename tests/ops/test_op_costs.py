@@ -9,7 +9,7 @@ import re
 
 import numpy as np
 import pytest
-from all_cases import ALL_CASES
+from ops.all_cases import ALL_CASES
 
 from retrograd.ir.expr import Call, Var
 from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo

@@ -3,7 +3,8 @@ every TVM 0.27 Relax tensor op is registered, except the ones still pending (nam
 
 from __future__ import annotations
 
-from all_cases import ALL_CASES
+from ops.all_cases import ALL_CASES
+from ops.helpers import OWN_OPS
 
 from retrograd.ops.registry import all_ops, lookup
 from optional import need  # noqa: E402
@@ -35,7 +36,6 @@ shape_of size shape_to_tensor tensor_to_shape nonzero unique quantize dequantize
 PENDING: set[str] = set()
 
 # Ops of retrograd's own (not TVM's, so not printed for TVM), checked by their own tests.
-OWN_OPS = {"relax.grad.merge_sparse_rows"}  # test_op_definitions.py, tests/passes/test_gradient_sparse.py, its gradient test_higher_order.py
 
 
 def test_every_registered_op_has_a_case():

@@ -5,8 +5,8 @@ from __future__ import annotations
 import attrs
 import numpy as np
 import pytest
-from all_cases import ALL_CASES
-from op_case import OpCase, S, T
+from ops.all_cases import ALL_CASES
+from ops.op_case import OpCase, S, T
 
 from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops.registry import all_ops, get, lookup, register

@@ -5,16 +5,13 @@ gradient rule but no case with something to differentiate fails `test_every_rule
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
-from all_cases import ALL_CASES
-from test_op_coverage import OWN_OPS
+from ops.all_cases import ALL_CASES
+from ops.helpers import OWN_OPS, bound_dims, has_int_tensors
 from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.expr import Var
 from retrograd.errors import GradientError
-from retrograd.ir.struct_info import TensorStructInfo, is_float_dtype
 from retrograd.ops.composed import ComposedVjp
 from retrograd.ops.registry import all_ops
 from retrograd.testing import check_gradients
@@ -26,34 +23,12 @@ def _case_id(case) -> str:
     return case.id
 
 
-def _bound(case):
-    """The case with its symbolic dims bound to small sizes, for drawing data (the module stays symbolic)."""
-    sizes: dict = {}
-    # ndim-only inputs take the shape of a static input of the same rank (so they broadcast together).
-    static = {len(x.shape): x.shape for x in case.leaves() if isinstance(x, TensorStructInfo) and x.is_static}
-
-    def conv(inp):
-        if isinstance(inp, list):
-            return [conv(i) for i in inp]
-        if isinstance(inp, TensorStructInfo) and inp.shape is None and inp.ndim >= 0:
-            return TensorStructInfo(static.get(inp.ndim, (3,) * inp.ndim), inp.dtype)
-        if isinstance(inp, TensorStructInfo) and inp.shape is not None:
-            return TensorStructInfo(tuple(sizes.setdefault(d, 3 + len(sizes)) if isinstance(d, str) else d for d in inp.shape), inp.dtype)
-        return inp
-
-    return replace(case, inputs=[conv(i) for i in case.inputs])
-
-
-def _random_ints(case) -> bool:
-    return any(isinstance(x, TensorStructInfo) and not is_float_dtype(x.dtype) for x in case.leaves())
-
-
 @pytest.mark.parametrize("case", GRAD_CASES, ids=_case_id)
 def test_adjoint_matches_finite_differences(case):
-    if not case.is_static and _random_ints(case):
+    if not case.is_static and has_int_tensors(case):
         pytest.skip("symbolic case with random integer inputs (indices/targets need a valid range)")
     mod = case.build()
-    inputs = _bound(case).make_inputs(seed=1)
+    inputs = bound_dims(case).make_inputs(seed=1)
     try:
         report = check_gradients(
             mod, "main", inputs, require_grads=case.differentiable_params(), target_index=None, seed=2

@@ -11,9 +11,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from all_cases import ALL_CASES
-from higher_order import dot_of_adjoint, random_value
-from test_op_gradients import _bound, _random_ints
+from ops.all_cases import ALL_CASES
+from ops.helpers import dot_of_adjoint, random_value
+from ops.helpers import bound_dims, has_int_tensors
 from retrograd.errors import DiagnosticError
 from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo
 from retrograd.ir.well_formed import well_formed
@@ -71,10 +71,10 @@ def test_second_order_of_symbolic_cases_is_well_formed_or_a_located_error(case):
         assert err.message.startswith("in function 'main") and "binding '" in err.message, err.message
         return
     assert well_formed(second) == []
-    if _random_ints(case):
+    if has_int_tensors(case):
         return  # indices/targets need a valid range the symbolic case does not give
     # The module stays symbolic; the data binds its dims to small sizes.
-    _check_numerically(_bound(case), mod, required)
+    _check_numerically(bound_dims(case), mod, required)
 
 
 def test_every_registered_op_has_a_gradient_rule():

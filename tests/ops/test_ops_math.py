@@ -8,9 +8,9 @@ import re
 
 import numpy as np
 import pytest
-from cases_math import CASES
-from ref_math import REFERENCES
-from test_kernels_core import assert_same
+from ops.cases_math import CASES
+from ops.ref_math import REFERENCES
+from ops.helpers import assert_same
 
 import retrograd
 from retrograd.errors import KernelError

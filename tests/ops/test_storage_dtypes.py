@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from all_cases import ALL_CASES
+from ops.all_cases import ALL_CASES
 from optional import need
 
 import retrograd

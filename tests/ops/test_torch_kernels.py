@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from all_cases import ALL_CASES
+from ops.all_cases import ALL_CASES
 from optional import need
-from torch_compare import ACCUMULATING_ULPS, assert_matches
+from ops.helpers import ACCUMULATING_ULPS, assert_matches
 
 from retrograd.errors import DiagnosticError, UnsupportedError
 from retrograd.ops.registry import all_ops

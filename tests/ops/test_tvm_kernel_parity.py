@@ -12,8 +12,8 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from all_cases import ALL_CASES
-from op_case import OpCase, P, T
+from ops.all_cases import ALL_CASES
+from ops.op_case import OpCase, P, T
 
 import retrograd
 from retrograd.ops.registry import get

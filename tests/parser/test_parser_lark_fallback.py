@@ -5,12 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from parser.error_cases import CASES
 
 from retrograd.errors import DiagnosticError
 from retrograd.ir.structural import assert_structural_equal
 from retrograd.parser import parse, syntax
-
-from test_parser_errors import CASES
 
 CORPUS = sorted((Path(__file__).resolve().parents[1] / "corpus").glob("c*.py"))
 

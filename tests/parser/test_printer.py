@@ -7,6 +7,7 @@ import re
 import numpy as np
 import pytest
 
+import retrograd
 from retrograd.ir import (
     BlockBuilder,
     DataflowVar,
@@ -220,3 +221,20 @@ def test_dataflow_vars_do_not_escape_in_text():
     back = parse(roundtrip(mod))
     (block,) = back["main"].body.blocks
     assert [type(b.var) for b in block.bindings] == [DataflowVar, Var]
+
+
+def test_rank_zero_shapes_and_tensors_print_and_read_back():
+    text = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(dtype="float32", ndim=0), s: R.Shape(ndim=0)) -> R.Tensor(dtype="float32", ndim=0):
+        return x
+"""
+    mod = retrograd.parse(text)
+    printed = mod.script()
+    assert "R.Shape(ndim=0)" in printed or "R.Shape([])" in printed
+    assert 'R.Tensor((), dtype="float32")' in printed
+    again = retrograd.parse(printed)
+    retrograd.assert_structural_equal(again, mod)
+    assert again["main"].params[1].struct_info.ndim == 0

@@ -4,13 +4,12 @@ and parse; whatever it refuses gets a located error."""
 from __future__ import annotations
 
 from hypothesis import HealthCheck, given, settings
+from parser.helpers import mangled
 
 import retrograd
 from retrograd.errors import DiagnosticError
 from retrograd.ir import well_formed
 from retrograd.parser import parse
-
-from test_parser_fuzz import mangled  # noqa: E402 - a sibling test module (rootdir on sys.path)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from gradient_helpers import check_gradient
+from passes.helpers import check_gradient
 
 
 def test_simple():

@@ -23,7 +23,7 @@ from __future__ import annotations
 import numpy as np
 
 import retrograd
-from checkpoint_cases import (
+from passes.checkpoint_cases import (
     CONSECUTIVE,
     DAG,
     H,
@@ -33,7 +33,7 @@ from checkpoint_cases import (
     TREE,
     TUPLE,
 )
-from gradient_helpers import check_gradient
+from passes.helpers import check_gradient
 
 
 def assert_closed_form(mod, value, grad) -> None:

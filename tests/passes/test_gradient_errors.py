@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from gradient_helpers import redefine_op
+from passes.helpers import redefine_op
 
 import retrograd
 from retrograd.errors import GradientError

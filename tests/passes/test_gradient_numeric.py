@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import retrograd
-from gradient_helpers import random_inputs, redefine_op
+from passes.helpers import random_inputs, redefine_op
 from retrograd.ops.registry import get as get_op
 from retrograd.passes.gradient import Gradient
 from retrograd.testing import check_gradients

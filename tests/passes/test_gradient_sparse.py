@@ -1,15 +1,20 @@
-"""Sparse gradients of gathered tables: (indices, rows) pairs, merged or not, and their densification."""
+"""Sparse gradients of gathered tables: (indices, rows) pairs, merged or not, and their densification; take's
+gradients under each index mode, dense and sparse, and how its backward prints for TVM."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
+from passes.helpers import TVM_IMPORTS
 
 import retrograd
-from retrograd.errors import KernelError
+from retrograd.errors import GradientError, KernelError
 from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ir.well_formed import well_formed
 from retrograd.passes import Gradient, densify_sparse_grad, merge_sparse_grad
+from retrograd.runtime import build
+from retrograd.testing import check_gradients
+from optional import need  # noqa: E402
 
 TEXT = '''
 @I.ir_module
@@ -131,3 +136,76 @@ def test_merge_and_densify_helpers_against_a_naive_loop():
     np.testing.assert_allclose(merged, expected[unique], rtol=1e-12)
     with pytest.raises(KernelError, match="index 7 out of range for a table of 7 rows"):
         densify_sparse_grad(np.array([7]), np.ones((1, 3)), 7)
+
+
+TAKE = TVM_IMPORTS + """
+@I.ir_module
+class Module:
+    @R.function
+    def main(table: R.Tensor((10, 4), "float64"), idx: R.Tensor((5,), "int64"), w: R.Tensor((4,), "float64")) -> R.Tensor((), "float64"):
+        e = R.take(table, idx, axis=0, mode="MODE")
+        s = R.sum(R.tanh(R.multiply(e, w)))
+        return s
+"""
+# Out-of-range (clip/wrap) indices, a duplicate and a negative one.
+IDX = np.array([-3, 12, 2, 2, 9], dtype="int64")
+
+
+def _take_inputs():
+    rng = np.random.default_rng(4)
+    return [rng.standard_normal((10, 4)), IDX, rng.standard_normal(4)]
+
+
+def _naive_take_grad(table, idx, w, mode):
+    """d/dtable sum(tanh(table[rows] * w)) with rows mapped by a loop (the definition of clip and wrap)."""
+    n = table.shape[0]
+    grad = np.zeros_like(table)
+    for i in idx:
+        row = min(max(int(i), 0), n - 1) if mode == "clip" else int(i) % n
+        grad[row] += (1 - np.tanh(table[row] * w) ** 2) * w
+    return grad
+
+
+@pytest.mark.parametrize("mode", ["clip", "wrap"])
+def test_sparse_and_dense_take_gradients_follow_the_mode(mode):
+    mod = retrograd.parse(TAKE.replace("MODE", mode))
+    args = _take_inputs()
+    expected = _naive_take_grad(*args, mode)
+    _, (dense, _) = build(Gradient("main")(mod))["main_adjoint"](*args)
+    np.testing.assert_allclose(dense, expected, rtol=1e-12, atol=1e-12)
+    report = check_gradients(mod, "main", args, require_grads=[0])
+    assert report.ok and report.checked == 40, str(report)
+    for merge in (False, True):
+        out = Gradient("main", sparse_grads=["table"], merge_duplicates=merge)(mod)
+        assert well_formed(out) == []
+        _, ((rows, vals), _) = build(out)["main_adjoint"](*args)
+        assert ((rows >= 0) & (rows < 10)).all()
+        np.testing.assert_allclose(densify_sparse_grad(rows, vals, 10), expected, rtol=1e-12, atol=1e-12)
+        unique, merged = merge_sparse_grad(rows, vals, 10)
+        np.testing.assert_allclose(densify_sparse_grad(unique, merged, 10), expected, rtol=1e-12, atol=1e-12)
+
+
+def test_sparse_take_with_mode_nan_is_refused_clearly():
+    mod = retrograd.parse(TAKE.replace("MODE", "nan"))
+    with pytest.raises(GradientError, match="mode fast, or clip/wrap"):
+        Gradient("main", sparse_grads=["table"])(mod)
+
+
+@pytest.mark.parametrize("mode", ["fast", "clip", "wrap"])
+def test_take_backward_prints_what_tvm_reads(mode):
+    mod = Gradient("main")(retrograd.parse(TAKE.replace("MODE", mode)))
+    text = mod.script()
+    assert "take_backward(" in text and "mode=" not in text.split("take_backward(")[1].split("\n")[0]
+    assert "not loadable in TVM" not in text
+    assert retrograd.structural_equal(retrograd.parse(text), mod)
+    need("tvm")
+    from_source = need("tvm.script").from_source
+
+    from_source(text)  # TVM's own parser reads it
+
+
+def test_take_backward_mode_nan_says_tvm_cannot_read_it():
+    mod = Gradient("main")(retrograd.parse(TAKE.replace("MODE", "nan")))
+    text = mod.script()
+    assert 'not loadable in TVM: R.grad.take_backward(mode="nan")' in text
+    assert retrograd.structural_equal(retrograd.parse(text), mod)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
-from gradient_helpers import check_gradient
+from passes.helpers import check_gradient
 
 import retrograd
 from retrograd.ir.struct_info import PrimStructInfo

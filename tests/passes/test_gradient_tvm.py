@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import retrograd
-from gradient_helpers import random_inputs
+from passes.helpers import random_inputs
 from retrograd.passes import Gradient
 
 from optional import need  # noqa: E402

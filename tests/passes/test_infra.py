@@ -6,6 +6,7 @@ import io
 from typing import Literal
 
 import pytest
+from passes.helpers import add_exp
 
 from retrograd.errors import PassError
 from retrograd.ir import (
@@ -60,20 +61,6 @@ def make_func(n_exps=1):
 
 def make_mod(**sizes):
     return IRModule({name: make_func(n) for name, n in (sizes or {"main": 1}).items()})
-
-
-def add_exp(func):
-    """A function with one more exp at the end (a real, typed rewrite through BlockBuilder)."""
-    bb = BlockBuilder()
-    bb.begin_scope()
-    for blk in func.body.blocks:
-        bb.begin_block(dataflow=False)
-        for b in blk.bindings:
-            bb.emit_binding(b)
-        bb.end_block()
-    out = bb.emit(R.exp(func.body.body))
-    body = bb.end_scope(out)
-    return Function(func.params, body, body.struct_info)
 
 
 def n_bindings(func):

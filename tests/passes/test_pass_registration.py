@@ -6,7 +6,7 @@ import pathlib
 import attrs
 import numpy as np
 import pytest
-from test_infra import add_exp
+from passes.helpers import add_exp
 
 import retrograd
 import retrograd.distributed  # noqa: F401  (defines the data-parallel pass, outside retrograd/passes)

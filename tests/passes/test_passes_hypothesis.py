@@ -5,15 +5,13 @@ results bit for bit within its budget."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import numpy as np
 from hypothesis import HealthCheck, assume, given, note, settings
 from hypothesis import strategies as st
 
 import retrograd
-from gradient_helpers import random_inputs
+from passes.helpers import random_inputs
 from retrograd.analysis import peak_memory
 from retrograd.errors import DiagnosticError, GradientError
 from retrograd.ir import well_formed
@@ -22,9 +20,7 @@ from retrograd.passes import Checkpoint, Gradient, parse_pipeline
 from retrograd.passes.checkpoint.pass_ import InfeasibleBudgetError
 from retrograd.testing import check_gradients
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ops"))
-from higher_order import dot_of_adjoint, random_value  # noqa: E402
+from ops.helpers import dot_of_adjoint, random_value  # noqa: E402
 from strategies import modules  # noqa: E402
 
 # A quarter of the profile's example count (HYPOTHESIS_PROFILE=ci: 75 per test, a few seconds each).

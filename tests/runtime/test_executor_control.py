@@ -56,7 +56,7 @@ def main(a: R.Tensor((), "float32"), b: R.Tensor((), "float32")):
 
 def test_if_on_int_tensor_and_prim_value_conditions():
     # The parser insists on bool conditions; the IR (and the executor) also take ints and prim values.
-    from runtime_helpers import T, emit_if, function, module
+    from runtime.helpers import T, emit_if, function, module
 
     from retrograd.ir import PrimValue
     from retrograd.ops.api import R
@@ -77,7 +77,7 @@ def test_if_on_int_tensor_and_prim_value_conditions():
 
 
 def test_if_condition_must_be_scalar():
-    from runtime_helpers import T, emit_if, function, module
+    from runtime.helpers import T, emit_if, function, module
 
     from retrograd.ops.api import R
 

@@ -7,7 +7,7 @@ import weakref
 
 import numpy as np
 import pytest
-from runtime_helpers import T, function, module
+from runtime.helpers import T, function, module
 
 import retrograd
 from retrograd.ops.api import R

@@ -5,7 +5,6 @@ CUDA variants run when torch.cuda.is_available()."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,9 +15,8 @@ import retrograd
 from retrograd.errors import DiagnosticError, ExecutionError, UnsupportedError
 from retrograd.ir.struct_info import TensorStructInfo, is_float_dtype
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "ops"))
-from all_cases import ALL_CASES  # noqa: E402
-from torch_compare import ACCUMULATING_ULPS, assert_matches  # noqa: E402
+from ops.all_cases import ALL_CASES  # noqa: E402
+from ops.helpers import ACCUMULATING_ULPS, assert_matches  # noqa: E402
 
 STATIC = [c for c in ALL_CASES if c.is_static and c.opdef.kernel is not None]
 GRAD = [c for c in STATIC if c.differentiable_params() and c.opdef.grad is not None]

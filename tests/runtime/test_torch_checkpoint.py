@@ -4,8 +4,6 @@ on the same backend; on CUDA also the allocator's peak falls with the budget."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -15,8 +13,7 @@ import retrograd
 from retrograd.passes import plan_checkpoint
 from retrograd.passes.checkpoint import InfeasibleBudgetError
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "passes" / "checkpoint"))
-from checkpoint_helpers import PLAN_MODELS, adjoint_module, inputs_for  # noqa: E402
+from passes.checkpoint.helpers import PLAN_MODELS, adjoint_module, inputs_for  # noqa: E402
 
 
 def _run(mod, args, device):

@@ -2,22 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 import pytest
 from optional import need  # noqa: E402
 
-BENCH_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_training.py"
-
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_training", BENCH_PATH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    import bench_training  # benchmarks/ is on pytest's pythonpath
+
+    return bench_training
 
 
 @pytest.mark.parametrize("name", ["mlp", "mnist", "digits"])

@@ -10,10 +10,8 @@ budget of pinned + (c - 1 + 1 + 1) * size bytes.
 
 from __future__ import annotations
 
-import sys
-
 import pytest
-from ckpt_helpers import chain_problem, revolve_extra
+from passes.checkpoint.helpers import chain_problem, revolve_extra, revolve_table
 
 from retrograd.passes.checkpoint import InfeasibleBudget, simulate, solve
 from retrograd.passes.checkpoint.chain import detect, revolve_steps
@@ -24,14 +22,6 @@ SIZE, PINNED = 8, 16
 
 def chain_budget(c: int) -> int:
     return PINNED + (c + 1) * SIZE
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _deep_dp():
-    old = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(old, 20000))  # the test's own DP (revolve_extra) is recursive
-    yield
-    sys.setrecursionlimit(old)
 
 
 def test_revolve_figures_from_the_issue():
@@ -52,19 +42,10 @@ def test_chain_extra_steps_equal_revolve_dp(steps):
 
 
 def test_closed_form_equals_dp():
-    from functools import lru_cache
-
-    @lru_cache(maxsize=None)
-    def F(l, s):
-        if l <= 1:
-            return 0
-        if s == 0:
-            return l * (l - 1) // 2
-        return min(j + F(l - j, s - 1) + F(j, s) for j in range(1, l))
-
+    table = revolve_table(89, 9)
     for s in range(0, 10):
         for l in range(1, 90):
-            assert revolve_steps(l, s) == F(l, s)
+            assert revolve_steps(l, s) == table[s][l]
 
 
 @pytest.mark.parametrize("steps", [6, 8])

@@ -8,7 +8,7 @@ from math import prod
 
 import numpy as np
 import pytest
-from checkpoint_helpers import SMALL_MODELS, adjoint_module, bitwise_equal, inputs_for, random_schedule, run
+from passes.checkpoint.helpers import SMALL_MODELS, adjoint_module, bitwise_equal, inputs_for, random_extracted_schedule, run
 
 import retrograd
 from retrograd.analysis import peak_memory
@@ -119,7 +119,7 @@ def test_tuples_views_and_aliases():
         assert simulate(p).peak_bytes == peak
         rng = random.Random(name)
         for _ in range(8):
-            schedule = random_schedule(ex, rng, p_stage=0.5, p_node=0.3)
+            schedule = random_extracted_schedule(ex, rng, p_stage=0.5, p_node=0.3)
             new = mod.with_function(name, rewrite(ex, schedule.recompute))
             assert retrograd.ir.well_formed(new) == []
             out, measured = run(new, name, args)

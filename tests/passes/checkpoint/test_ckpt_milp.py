@@ -6,13 +6,13 @@ from __future__ import annotations
 import random
 
 import pytest
-from ckpt_helpers import random_problem
+from passes.checkpoint.helpers import random_problem
 
 from retrograd.passes.checkpoint import InfeasibleBudget, simulate, solve
 
 from optional import need  # noqa: E402
 need("scipy.optimize")
-from milp_reference import milp_plan  # noqa: E402
+from passes.checkpoint.milp_reference import milp_plan  # noqa: E402
 
 
 def test_milp_matches_simulator_on_a_hand_case():
@@ -77,7 +77,7 @@ def test_plans_do_not_depend_on_the_clock(monkeypatch):
     import itertools
     import time
 
-    from ckpt_helpers import chain_problem
+    from passes.checkpoint.helpers import chain_problem
 
     problems = [random_problem(random.Random(77 + s), 8 + s) for s in range(6)]
     problems += [random_problem(random.Random(90), 70, adjoint=True), chain_problem(40)]

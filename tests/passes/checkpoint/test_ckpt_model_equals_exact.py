@@ -7,11 +7,10 @@ pass then measures the rewritten function)."""
 from __future__ import annotations
 
 import random
-import sys
 from pathlib import Path
 
 import pytest
-from checkpoint_helpers import adjoint_module, models, random_schedule
+from passes.checkpoint.helpers import adjoint_module, models, random_extracted_schedule
 
 from retrograd.analysis import peak_memory
 from retrograd.errors import DiagnosticError
@@ -23,7 +22,6 @@ from retrograd.passes.checkpoint.extract import extract
 from retrograd.passes.checkpoint.rewrite import rewrite
 
 ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT / "benchmarks"))
 import bench_checkpoint_scale as scale  # noqa: E402
 
 CORPUS = sorted((ROOT / "tests" / "corpus").glob("c*.py"))
@@ -51,7 +49,7 @@ def _check(mod, name, seed: int):
     p = ex.problem
     opaque = ex.opaque
     rng = random.Random(seed)
-    schedules = [None] + [random_schedule(ex, rng) for _ in range(3)]
+    schedules = [None] + [random_extracted_schedule(ex, rng) for _ in range(3)]
     budget = (simulate(p).peak_bytes + p.pinned_bytes) // 2
     try:
         schedules.append(solve(p, budget))

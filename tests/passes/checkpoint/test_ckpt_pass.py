@@ -6,7 +6,7 @@ import re
 
 import numpy as np
 import pytest
-from checkpoint_helpers import adjoint_module, bitwise_equal, inputs_for, models, run
+from passes.checkpoint.helpers import adjoint_module, bitwise_equal, inputs_for, models, run
 
 import retrograd
 from retrograd.cli import main as cli_main

@@ -3,10 +3,8 @@ bitwise-equal results, the Revolve optimum on a chain, the policies, and clean-u
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import pytest
-from checkpoint_helpers import PLAN_MODELS, adjoint_module, bitwise_equal, inputs_for, models, run
+from passes.checkpoint.helpers import PLAN_MODELS, adjoint_module, bitwise_equal, inputs_for, models, revolve_extra, run
 
 import retrograd
 from retrograd.ir.expr import Call
@@ -49,20 +47,6 @@ def test_budgets_are_met_as_measured_and_monotone(model):
         previous = peak
 
 
-def _revolve_extra(steps: int, slots: int) -> int:
-    """Least extra forward steps reversing `steps` steps with `slots` slots, the input counted."""
-
-    @lru_cache(maxsize=None)
-    def cost(length, free):
-        if length <= 1:
-            return 0
-        if free == 0:
-            return length * (length - 1) // 2
-        return min(j + cost(length - j, free - 1) + cost(j, free) for j in range(1, length))
-
-    return cost(steps, slots - 1) - (steps - 1)
-
-
 @pytest.mark.parametrize("layers, slots", [(16, 2), (16, 3), (20, 3), (20, 4), (30, 5)])
 def test_sin_chain_recomputes_the_revolve_optimum(layers, slots):
     mod = adjoint_module(models.chain_text(layers, width=8, batch=4))
@@ -70,7 +54,7 @@ def test_sin_chain_recomputes_the_revolve_optimum(layers, slots):
     least = _least(mod)
     planned, report = plan_checkpoint(mod, "main_adjoint", least + (slots - 1) * act)
     sins = sum(op == "relax.sin" for op in _recomputed_ops(planned))
-    assert sins == _revolve_extra(layers, slots)
+    assert sins == revolve_extra(layers, slots)
 
 
 def test_cheap_policy_never_recomputes_matmul_conv_or_pool():

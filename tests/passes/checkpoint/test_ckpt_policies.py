@@ -6,7 +6,7 @@ import random
 from math import isqrt
 
 import pytest
-from ckpt_helpers import chain_problem, random_problem
+from passes.checkpoint.helpers import chain_problem, random_problem
 
 from retrograd.passes.checkpoint import InfeasibleBudget, Problem, Schedule, least_feasible, simulate, solve
 from retrograd.passes.checkpoint.problem import HEAVY_KINDS, Builder
@@ -146,7 +146,7 @@ def test_without_scipy_the_heuristics_plan(monkeypatch):
 def test_sqrt_drops_around_a_value_that_cannot_be_recomputed():
     """A ResNet adjoint: a backward value live across the peak reads the loss seed (a view that cannot be
     recomputed); it stays and the forward values around it are still segmented."""
-    from checkpoint_helpers import adjoint_module, models
+    from passes.checkpoint.helpers import adjoint_module, models
 
     from retrograd.passes.checkpoint.extract import extract
 

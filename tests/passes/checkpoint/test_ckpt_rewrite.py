@@ -6,13 +6,13 @@ from __future__ import annotations
 import random
 
 import pytest
-from checkpoint_helpers import (
+from passes.checkpoint.helpers import (
     SMALL_MODELS,
     adjoint_module,
     bitwise_equal,
     inputs_for,
     models,
-    random_schedule,
+    random_extracted_schedule,
     run,
 )
 
@@ -42,7 +42,7 @@ def test_random_schedules_measure_as_simulated_and_stay_bitwise_equal(model):
     assert simulate(ex.problem).peak_bytes == ref_peak
     rng = random.Random(model)
     for _ in range(6):
-        schedule = random_schedule(ex, rng)
+        schedule = random_extracted_schedule(ex, rng)
         new = mod.with_function("main_adjoint", rewrite(ex, schedule.recompute))
         assert well_formed(new) == []
         out, peak = run(new, "main_adjoint", args)
@@ -144,7 +144,7 @@ class Module:
     ref, _ = run(mod, "main_adjoint", args)
     rng = random.Random(3)
     for _ in range(10):
-        schedule = random_schedule(ex, rng, p_stage=0.5, p_node=0.4)
+        schedule = random_extracted_schedule(ex, rng, p_stage=0.5, p_node=0.4)
         new = mod.with_function("main_adjoint", rewrite(ex, schedule.recompute))
         assert well_formed(new) == []
         out, peak = run(new, "main_adjoint", args)

@@ -6,8 +6,7 @@ from __future__ import annotations
 import itertools
 import random
 
-from checkpoint_helpers import adjoint_module, inputs_for, models, run
-from ckpt_helpers import chain_problem, revolve_extra
+from passes.checkpoint.helpers import adjoint_module, chain_problem, inputs_for, models, revolve_extra, run
 
 from retrograd.passes import plan_checkpoint
 from retrograd.passes.checkpoint import Problem, Schedule, chain, rotor, simulate
@@ -82,7 +81,7 @@ def test_dp_matches_brute_force_on_random_heterogeneous_chains():
 def test_dp_finds_revolves_optimum_on_uniform_chains():
     """On the executor's uniform chain (steps overwrite their dying input), the DP given the peak of
     Revolve's plan with c slots recomputes exactly Revolve's optimum (Griewank & Walther's DP, in
-    ckpt_helpers), and never more than Revolve's plan when nothing is written in place."""
+    passes/checkpoint/helpers), and never more than Revolve's plan when nothing is written in place."""
     for steps in (8, 12, 20, 30):
         for inplace in (True, False):
             p = chain_problem(steps, inplace=inplace)

@@ -4,18 +4,15 @@ found leave the chosen plan unchanged and are built in linear work on residual c
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import pytest
-from checkpoint_helpers import bitwise_equal, inputs_for, run
+from passes.checkpoint.helpers import bitwise_equal, inputs_for, run
 
 from retrograd.passes import plan_checkpoint
 from retrograd.passes.checkpoint import greedy, policies
 from retrograd.passes.checkpoint.extract import extract
 from retrograd.passes.checkpoint.simulate import simulate
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
 import bench_checkpoint_scale as scale  # noqa: E402
 
 # Layers giving adjoints of 450-700 bindings: past greedy.BATCH_NODES, where the descent batches and

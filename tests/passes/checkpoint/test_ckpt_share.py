@@ -6,8 +6,7 @@ import random
 from itertools import combinations
 
 import pytest
-from checkpoint_helpers import adjoint_module, bitwise_equal, inputs_for, models, run
-from ckpt_helpers import naive_peak, random_problem, random_schedule
+from passes.checkpoint.helpers import adjoint_module, bitwise_equal, inputs_for, models, naive_peak, random_problem, random_schedule, run
 
 from retrograd.passes import plan_checkpoint
 from retrograd.passes.checkpoint import Schedule, simulate

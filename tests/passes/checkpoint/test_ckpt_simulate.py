@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 import pytest
-from ckpt_helpers import chain_problem, naive_peak, random_problem, random_schedule
+from passes.checkpoint.helpers import chain_problem, naive_peak, random_problem, random_schedule
 
 from retrograd.passes.checkpoint import InfeasibleBudget, Problem, Schedule, simulate
 

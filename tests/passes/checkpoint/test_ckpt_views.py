@@ -8,7 +8,7 @@ import random
 from math import prod
 
 import numpy as np
-from checkpoint_helpers import bitwise_equal, inputs_for, random_schedule, run
+from passes.checkpoint.helpers import bitwise_equal, inputs_for, random_extracted_schedule, run
 
 import retrograd
 from retrograd.analysis import peak_memory
@@ -108,7 +108,7 @@ def test_random_view_functions_measure_as_the_problem_says():
             exact += predicted == peak
             total += 1
             for _ in range(3):
-                schedule = random_schedule(ex, rng, p_stage=0.5, p_node=0.3)
+                schedule = random_extracted_schedule(ex, rng, p_stage=0.5, p_node=0.3)
                 new = mod.with_function(name, rewrite(ex, schedule.recompute))
                 out, measured = run(new, name, args)
                 assert measured == peak_memory(new, name)

@@ -1,10 +1,16 @@
-"""Shared by the checkpoint planner tests: random Problems and schedules, a naive simulator, the Revolve DP."""
+"""Shared by the checkpoint tests. Planner problems: random Problems and schedules, a naive simulator, chains
+and the Revolve DP. The pass on modules: the benchmarks' model scripts, adjoints, inputs, measurement."""
 
 from __future__ import annotations
 
 import random
 from functools import lru_cache
 
+import models  # benchmarks/models.py (pyproject's pytest pythonpath)
+import numpy as np
+
+import retrograd
+from retrograd.passes import Gradient
 from retrograd.passes.checkpoint import Problem, Schedule
 
 
@@ -188,18 +194,83 @@ def chain_problem(steps: int, size: int = 8, pinned: int = 16, inplace: bool = T
     )
 
 
+@lru_cache(maxsize=None)
+def revolve_table(steps: int, slots: int) -> tuple[tuple[int, ...], ...]:
+    """Griewank & Walther's DP, bottom-up: table[s][l] = F(l, s), the least forward steps reversing l steps with
+    s free slots (l <= steps, s <= slots). F(l, s) = min_{1<=j<l} [ j + F(l-j, s-1) + F(j, s) ], F(1, s) = 0,
+    F(l, 0) = l(l-1)/2."""
+    table = [[0, 0] + [l * (l - 1) // 2 for l in range(2, steps + 1)]]
+    for s in range(1, slots + 1):
+        row = [0, 0]
+        for l in range(2, steps + 1):
+            row.append(min(j + table[s - 1][l - j] + row[j] for j in range(1, l)))
+        table.append(row)
+    return tuple(map(tuple, table))
+
+
 def revolve_extra(L: int, c: int) -> int:
-    """Least extra forward steps to reverse L steps with c slots (the input counted): F(L, c-1) - (L-1).
+    """Least extra forward steps to reverse L steps with c slots (the input counted): F(L, c-1) - (L-1)."""
+    return revolve_table(L, c - 1)[c - 1][L] - (L - 1)
 
-    F(l, s) = min_{1<=j<l} [ j + F(l-j, s-1) + F(j, s) ], F(1, s) = 0, F(l, 0) = l(l-1)/2 (Griewank & Walther).
-    """
+SMALL_MODELS = {
+    "sin_chain": lambda: models.chain_text(6, width=8, batch=4),
+    "matmul_relu_chain": lambda: models.matmul_relu_chain_text(5, width=8, batch=4),
+    "mlp": lambda: models.mlp_text(3, width=8, batch=4, scalar_loss=True),
+    "transformer": lambda: models.transformer_text(2, seq=8, d=8),
+    "resnet": lambda: models.resnet_text(stages=2, blocks=1, channels=4, size=8, batch=1),
+}
 
-    @lru_cache(maxsize=None)
-    def F(l, s):
-        if l <= 1:
-            return 0
-        if s == 0:
-            return l * (l - 1) // 2
-        return min(j + F(l - j, s - 1) + F(j, s) for j in range(1, l))
 
-    return F(L, c - 1) - (L - 1)
+# Planned by the tests: adjoints of more than 48 bindings, where the planner uses its chain and greedy
+# solvers (its exact MILP, for smaller problems, can take minutes on a chain; see the planner's tests).
+PLAN_MODELS = {
+    "sin_chain": lambda: models.chain_text(16, width=8, batch=4),
+    "matmul_relu_chain": lambda: models.matmul_relu_chain_text(8, width=8, batch=4),
+    "mlp": lambda: models.mlp_text(6, width=8, batch=4, scalar_loss=True),
+    "transformer": lambda: models.transformer_text(2, seq=8, d=8),
+    "resnet": lambda: models.resnet_text(stages=2, blocks=2, channels=4, size=8, batch=1),
+}
+
+
+def adjoint_module(text: str):
+    """The module with main and main_adjoint (Gradient with its default clean-up)."""
+    return Gradient("main")(retrograd.parse(text))
+
+
+def inputs_for(func, seed: int = 0) -> list:
+    rng = np.random.default_rng(seed)
+    return [
+        (rng.standard_normal([int(d) for d in p.struct_info.shape]) * 0.5).astype(p.struct_info.dtype)
+        for p in func.params
+    ]
+
+
+def run(mod, name: str, args):
+    """(result, measured peak live bytes) of one call."""
+    ex = retrograd.build(mod)
+    out = ex[name](*args)
+    return out, ex.stats.peak_live_bytes
+
+
+def flat(value) -> list:
+    if isinstance(value, tuple):
+        return [x for v in value for x in flat(v)]
+    return [np.asarray(value)]
+
+
+def bitwise_equal(a, b) -> bool:
+    fa, fb = flat(a), flat(b)
+    return len(fa) == len(fb) and all(x.dtype == y.dtype and np.array_equal(x, y) for x, y in zip(fa, fb))
+
+
+def random_extracted_schedule(ex, rng: random.Random, p_stage: float = 0.3, p_node: float = 0.15) -> Schedule:
+    """Any sorted subset of earlier recomputable nodes is a valid recomputation group."""
+    problem = ex.problem
+    rec = []
+    for t in range(problem.n):
+        if rng.random() >= p_stage:
+            rec.append(())
+            continue
+        cand = [v for v in range(t) if problem.recomputable[v] and v not in ex.transparent]
+        rec.append(tuple(v for v in cand if rng.random() < p_node))
+    return Schedule(tuple(rec))

@@ -1,4 +1,6 @@
-"""Regression tests of issue 9's parser classes: crashes, unlocated errors and silently wrong readings."""
+"""Parser inputs at the edges: literals at their dtype's range, dims, string escapes, encodings and byte-order
+marks, tabs and odd line breaks, long lines and names, nesting limits. Each reads as Python/TVM reads it
+or is a located error: never a crash, an unlocated error or a silently wrong reading."""
 
 from __future__ import annotations
 

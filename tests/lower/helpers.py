@@ -1,6 +1,10 @@
-"""Inputs for lowering tests: random arrays for a function's parameters, made from their struct info alone."""
+"""Shared by the lowering tests: random arrays for a function's parameters (from their struct info alone), a
+checkpointed function, loading lowered source as a module, and comparing its results bit for bit."""
 
 from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
 
 import numpy as np
 
@@ -41,3 +45,41 @@ def make_inputs(func, rng, size=3):
         return (rng.standard_normal(shape) + 0.1).astype(dtype)
 
     return [make(p.struct_info) for p in func.params]
+
+
+# A function with a checkpointed segment (start/end markers), drawn and lowered with its adjoint.
+CHECKPOINTED = """
+@R.function
+def main(x: R.Tensor((3,), "float32")) -> R.Tensor((), "float32"):
+    with R.dataflow():
+        a = R.exp(x)
+        a_b = R.grad.start_checkpoint(a)
+        b = R.sin(a_b)
+        c = R.cos(b)
+        c_e = R.grad.end_checkpoint(c)
+        d = R.multiply(c_e, c_e)
+        s = R.sum(d)
+        R.output(s)
+    return s
+"""
+
+
+def load_source(text: str, tmp_path: Path, name: str):
+    path = tmp_path / f"{name}.py"
+    path.write_text(text)
+    spec = importlib.util.spec_from_file_location(f"lowered_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def assert_same(got, want, path="result"):
+    if isinstance(want, tuple):
+        assert isinstance(got, tuple | list) and len(got) == len(want), path
+        for i, (g, w) in enumerate(zip(got, want)):
+            assert_same(g, w, f"{path}[{i}]")
+        return
+    g, w = np.asarray(got), np.asarray(want)
+    assert g.dtype == w.dtype and g.shape == w.shape, f"{path}: {g.dtype}{g.shape} vs {w.dtype}{w.shape}"
+    # Same kernels on the same inputs: bit for bit (NaN where NaN).
+    assert g.tobytes() == w.tobytes(), path

@@ -1,6 +1,6 @@
-"""The defect classes a fuzzing campaign found (issue 21): empty constants out of passes print as
-themselves, the parser and well_formed agree on return annotations, TVM's scalar spellings read,
-errors in a binding name it, and a byte-order mark moves no error."""
+"""Scalars and annotations across the parser, the printer, well_formed and TVM: empty constants out of passes
+print as themselves, the parser and well_formed agree on return annotations, TVM's scalar spellings read,
+errors in a binding name it, and a byte-order mark moves no error (classes a fuzzing campaign found)."""
 
 from __future__ import annotations
 

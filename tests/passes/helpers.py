@@ -1,15 +1,22 @@
-"""Shared helpers of the Gradient pass tests: Before/Expected checks, random inputs, numeric verification."""
+"""Shared by the pass tests: Before/Expected checks of the Gradient pass, random inputs, numeric verification,
+redefined ops, and a small typed rewrite (add_exp) for the pass-infrastructure tests."""
 
 from __future__ import annotations
 
 import numpy as np
 
 import retrograd
+from retrograd.ir import BlockBuilder, Function
 from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, is_float_dtype
 from retrograd.ir.structural import assert_structural_equal
 from retrograd.ir.well_formed import well_formed
+from retrograd.ops.api import R
 from retrograd.passes.gradient import Gradient
 from retrograd.testing import check_gradients
+
+
+# The import line of TVMScript files: our parser skips it, TVM's from_source needs the names.
+TVM_IMPORTS = "from tvm.script import ir as I, relax as R, tir as T\n"
 
 
 def random_value(sinfo, rng, int_high: int = 3):
@@ -62,3 +69,17 @@ def redefine_op(monkeypatch, name: str, **changes):
     op = attrs.evolve(registry.get(name), **changes)
     monkeypatch.setitem(registry._REGISTRY, name, op)
     return op
+
+
+def add_exp(func):
+    """A function with one more exp at the end (a real, typed rewrite through BlockBuilder)."""
+    bb = BlockBuilder()
+    bb.begin_scope()
+    for blk in func.body.blocks:
+        bb.begin_block(dataflow=False)
+        for b in blk.bindings:
+            bb.emit_binding(b)
+        bb.end_block()
+    out = bb.emit(R.exp(func.body.body))
+    body = bb.end_scope(out)
+    return Function(func.params, body, body.struct_info)
