@@ -12,7 +12,7 @@ import pytest
 
 import retrograd
 from retrograd.cli import main
-from tests.optional import need
+from optional import need
 
 MLP = '''
 @R.function
@@ -90,7 +90,7 @@ def test_params_archive_must_name_every_trained_parameter(tmp_path, capsys):
 
 def test_import_torch_then_train_with_its_params_matches_torch_sgd(tmp_path, capsys):
     torch = need("torch")
-    from tests.frontend import torch_factories
+    from frontend import torch_factories
 
     script, archive = tmp_path / "m.py", tmp_path / "p.npz"
     assert main(["import", "--torch", "tests.frontend.torch_factories:mlp", "--args", "8,4", "-o", str(script),

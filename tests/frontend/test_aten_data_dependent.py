@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import retrograd
-from tests.optional import need
+from optional import need
 
 
 def _import_and_run(model, *inputs):
@@ -62,7 +62,7 @@ def test_unique(kind):
 
 def test_pt2e_quantize_dequantize_per_tensor_and_per_channel():
     torch = need("torch")
-    import torch.ao.quantization.fx._decomposed  # noqa: F401  (registers torch.ops.quantized_decomposed)
+    need("torch.ao.quantization.fx._decomposed")  # registers torch.ops.quantized_decomposed
 
     qd = torch.ops.quantized_decomposed
 
@@ -85,7 +85,7 @@ def test_pt2e_quantize_dequantize_per_tensor_and_per_channel():
 
 def test_pt2e_quantization_to_a_narrower_range_is_a_clear_error():
     torch = need("torch")
-    import torch.ao.quantization.fx._decomposed  # noqa: F401
+    need("torch.ao.quantization.fx._decomposed")
 
     from retrograd.errors import UnsupportedError
     from retrograd.frontend import from_torch

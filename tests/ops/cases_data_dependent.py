@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from op_case import OpCase, P, T
+from ops.op_case import OpCase, P, T
 
 _F = np.float32
 _DUPS = np.array([3.0, 1.0, 3.0, -2.0, 1.0, 0.5, 3.0], _F)

@@ -279,3 +279,16 @@ def assert_matches_tvm(ours, theirs, where: str) -> None:
 
 def our_result(case: OpCase):
     return case.build()["main"].ret_struct_info
+
+
+def assert_round_trips_and_tvm_reads(case: OpCase) -> None:
+    """The case's call prints, parses back equal and prints the same; TVM (when installed) reads it."""
+    from optional import need
+
+    mod = case.build()
+    text = mod.script()
+    back = retrograd.parse(text)
+    retrograd.assert_structural_equal(mod, back)
+    assert back.script() == text
+    if case.tvm:
+        need("tvm.script").from_source(text)

@@ -8,10 +8,9 @@ import itertools
 
 import numpy as np
 import pytest
-from cases_data_dependent import CASES
-from op_case import OpCase, P, T
-import test_infer_core
-from test_infer_core import assert_matches_tvm, our_result, tvm_infer, tvm_script
+from ops.cases_data_dependent import CASES
+from ops.op_case import OpCase, P, T
+from ops.helpers import assert_matches_tvm, assert_round_trips_and_tvm_reads, our_result, tvm_infer, tvm_script
 
 import retrograd
 from retrograd.errors import DiagnosticError
@@ -198,7 +197,7 @@ def test_inference_matches_tvm(case):
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_printed_call_round_trips_and_tvm_reads_it(case):
-    test_infer_core.test_printed_call_round_trips_and_parses_in_tvm(case)
+    assert_round_trips_and_tvm_reads(case)
 
 
 def test_tvm_printed_text_reads_back():

@@ -8,7 +8,7 @@ from ops.cases_core import CASES as CORE_CASES
 from ops.cases_core import ints
 from ops.cases_math import CASES as MATH_CASES
 from ops.cases_math import ERRORS as MATH_ERRORS
-from ops.helpers import assert_matches_tvm, our_result, tvm_infer, tvm_script
+from ops.helpers import assert_matches_tvm, assert_round_trips_and_tvm_reads, our_result, tvm_infer, tvm_script
 from ops.op_case import OpCase, S, T
 
 from retrograd.errors import DiagnosticError, OpError, TypeInferenceError
@@ -173,13 +173,4 @@ def test_error_names_the_source_location():
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.id)
 def test_printed_call_round_trips_and_parses_in_tvm(case):
-    import retrograd
-
-    mod = case.build()
-    text = mod.script()
-    back = retrograd.parse(text)
-    retrograd.assert_structural_equal(mod, back)
-    assert back.script() == text
-    if case.tvm:
-        tvm_script_mod = need("tvm.script")
-        tvm_script_mod.from_source(text)
+    assert_round_trips_and_tvm_reads(case)
