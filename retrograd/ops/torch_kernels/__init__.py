@@ -16,6 +16,7 @@ FAMILIES = ("elementwise", "create", "reduce", "shape", "index", "nn", "conv", "
             "shape_values")
 
 _TABLE: dict | None = None
+_INTO: dict | None = None
 _DEVICE = ["cpu"]
 
 
@@ -62,6 +63,19 @@ def table() -> dict:
                 merged[name] = fn
         _TABLE = merged
     return _TABLE
+
+
+def into(name: str):
+    """The op's kernel writing a float result into a given buffer, `fn(out, *args)`, or None (the
+    families' INTO tables: ops whose result keeps the dtype of their float tensor arguments)."""
+    global _INTO
+    if _INTO is None:
+        table()
+        merged: dict = {}
+        for family in FAMILIES:
+            merged.update(getattr(importlib.import_module(f"retrograd.ops.torch_kernels.{family}"), "INTO", {}))
+        _INTO = merged
+    return _INTO.get(name)
 
 
 def lookup(name: str):

@@ -31,6 +31,14 @@ def relu(x):
     return y
 
 
+def relu_into(out, x):
+    torch.threshold(x, 0, 0, out=out)
+    return out.nan_to_num_(nan=0.0, posinf=math.inf, neginf=-math.inf)
+
+
+INTO = {"relax.nn.relu": relu_into}
+
+
 def gelu(x):
     check_float("gelu", "data", x)
     x64 = x.double()

@@ -101,6 +101,7 @@ class _Pool:
         gp = torch.zeros(xp.shape, dtype=self.x.dtype, device=self.x.device)
         free = None
         last = len(views) - 1
+        apart = all(ss >= (kk - 1) * dd + 1 for ss, kk, dd in zip(self.s, self.k, self.d))  # no cell in two windows
         for k, v in enumerate(views):
             hit = xp[v] == m
             if k == 0:
@@ -109,7 +110,10 @@ class _Pool:
                 hit &= free
                 if k < last:
                     free ^= hit
-            gp[v] += g * hit
+            if apart:
+                torch.mul(g, hit, out=gp[v])  # as NumPy writes it: a negative gradient off the maximum gives -0
+            else:
+                gp[v].add_(g * hit)  # on the view: `gp[v] += ...` would copy the view back over itself
         crop = (slice(None), slice(None)) + tuple(slice(b, b + n) for b, n in zip(self.pad, self.x.shape[2:]))
         return gp if gp.shape == self.x.shape else gp[crop]
 
