@@ -17,6 +17,7 @@ FAMILIES = ("elementwise", "create", "reduce", "shape", "index", "nn", "conv", "
 
 _TABLE: dict | None = None
 _INTO: dict | None = None
+_META: dict = {}
 _DEVICE = ["cpu"]
 
 
@@ -86,11 +87,17 @@ def lookup(name: str):
 def meta_array(t):
     """A NumPy array of t's shape and dtype taking no memory (zero strides): for NumPy's checks of shape
     and dtype (argument signatures, R.match_cast) without copying a tensor to the host."""
-    import numpy as np
+    key = (t.dtype, tuple(t.shape))
+    meta = _META.get(key)
+    if meta is None:
+        import numpy as np
 
-    torch = require_torch()
-    dt = torch.empty(0, dtype=t.dtype).numpy().dtype
-    return np.lib.stride_tricks.as_strided(np.zeros((), dt), tuple(t.shape), (0,) * t.ndim)
+        torch = require_torch()
+        dt = torch.empty(0, dtype=t.dtype).numpy().dtype
+        meta = np.lib.stride_tricks.as_strided(np.zeros((), dt), key[1], (0,) * t.ndim, writeable=False)
+        if len(_META) < 4096:  # read-only and shared: every call's arguments of one shape and dtype
+            _META[key] = meta
+    return meta
 
 
 def fresh(t):
