@@ -75,7 +75,7 @@ def take_backward(output_grad, x, indices, axis=None, mode=""):
 def where(condition, x1, x2):
     c = condition.to(torch.bool) if condition.dtype != torch.bool else condition
     if (isinstance(x1, torch.Tensor) and isinstance(x2, torch.Tensor) and c.device.type == "cpu" and x1.dtype == x2.dtype
-            and x1.dtype.is_floating_point):
+            and x1.dtype.is_floating_point and not torch.compiler.is_compiling()):  # compiled code fuses its own select
         # A float select against a +0 scalar (a relu's or a where's gradient) as one
         # aten.threshold_backward over the condition's bytes: torch.where is not vectorized on CPU,
         # tens of times slower. threshold_backward gives +0 where the uint8 view is 0, else the value itself.

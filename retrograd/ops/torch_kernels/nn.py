@@ -25,6 +25,8 @@ def relu(x):
     # so NaN is zeroed after. Two vectorized passes: torch.where is not vectorized on CPU (tens of times slower).
     if x.dtype == torch.bool:
         return x.clone()
+    if torch.compiler.is_compiling():  # compiled code fuses the select into one loop
+        return torch.where(x > 0, x, torch.zeros((), dtype=x.dtype, device=x.device))
     y = torch.threshold(x, 0, 0)
     if y.dtype.is_floating_point:
         y.nan_to_num_(nan=0.0, posinf=math.inf, neginf=-math.inf)

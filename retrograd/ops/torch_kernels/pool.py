@@ -66,7 +66,7 @@ class _Pool:
         self._flat = idx
         # On CPU ATen's NC... max pooling (and its indices) runs a scalar loop, tens of times slower than
         # a max over strided views of the taps: those run there.
-        self.strided = x.device.type == "cpu"
+        self.strided = x.device.type == "cpu" and not torch.compiler.is_compiling()  # compiled code has its own loops
 
     @property
     def idx(self):
