@@ -107,7 +107,8 @@ class _Nll:
         self.valid = t != ignore_index
         self.t = torch.where(self.valid, t, 0)
         bad = (self.t < 0) | (self.t >= c)
-        if bool(bad.any()):
+        # Under torch.compile the check would split the graph: there gather's own bounds check raises.
+        if not torch.compiler.is_compiling() and bool(bad.any()):
             raise KernelError(f"{op}: target {int(self.t[bad][0])} out of range for {c} classes")
         if weights is None:
             self.w = self.valid.to(pred.dtype)

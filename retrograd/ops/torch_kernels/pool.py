@@ -56,22 +56,26 @@ class _Pool:
         s = ints(op, "strides", strides, n)
         d = ints(op, "dilation", dilation, n)
         before, after = paddings(op, padding, n)
-        idx, self.inside, self.padded, self.out_shape = _maps(op, tuple(x.shape[2:]), tuple(k), tuple(s), tuple(before),
-                                                              tuple(after), tuple(d), bool(ceil_mode))
+        self._key = (op, tuple(x.shape[2:]), tuple(k), tuple(s), tuple(before), tuple(after), tuple(d), bool(ceil_mode))
+        try:  # the output size alone (plain ints, so torch.compile traces no NumPy); the index maps when asked
+            self.out_shape = tuple(window_positions(*a, bool(ceil_mode)) for a in zip(x.shape[2:], k, s, before, after, d))
+        except ValueError as err:
+            raise KernelError(f"{op}: {err}") from None
         self.plane = math.prod(x.shape[2:])
         # PyTorch's own pooling kernels take symmetric padding of at most half the window, with the same
         # output sizes (ceil_mode included) and the same first-maximum rule: then the ATen ops run.
         self.aten = before == after and all(2 * b <= kk for b, kk in zip(before, k))
         self.k, self.s, self.d, self.pad, self.after, self.ceil = k, s, d, before, after, bool(ceil_mode)
-        self._flat = idx
         # On CPU ATen's NC... max pooling (and its indices) runs a scalar loop, tens of times slower than
-        # a max over strided views of the taps: those run there.
-        self.strided = x.device.type == "cpu" and not torch.compiler.is_compiling()  # compiled code has its own loops
+        # a max over strided views of the taps: those run there (under torch.compile too, whose fused
+        # loops over the views beat its own max-pool lowering: MNIST net step, 53 vs 121 ms in its kernels).
+        self.strided = x.device.type == "cpu"
 
     @property
     def idx(self):
         """(outputs, taps) flat input positions, padding reading one extra column (on the device)."""
-        return torch.from_numpy(np.where(self._flat < 0, self.plane, self._flat)).to(self.x.device)
+        flat = _maps(*self._key)[0]
+        return torch.from_numpy(np.where(flat < 0, self.plane, flat)).to(self.x.device)
 
     def tap_views(self, x, fill):
         """x padded with `fill` (as far as the windows reach) and, per tap in row-major window order, the
@@ -142,7 +146,8 @@ class _Pool:
         return fresh(to_layout(self.op, out[:, :, : self.plane].reshape(self.x.shape), self.canon, layout).contiguous())
 
     def divisor(self, count_include_pad):
-        counts = self.padded if count_include_pad else self.inside
+        _, inside, padded, _ = _maps(*self._key)
+        counts = padded if count_include_pad else inside
         inv = np.where(counts > 0, 1.0 / np.maximum(counts, 1), 0.0)
         return torch.from_numpy(inv).to(self.x.device, self.x.dtype)
 
