@@ -105,7 +105,7 @@ def transformer_text(blocks: int, seq: int = 32, d: int = 32) -> str:
             f"{p}q: {t} = R.matmul({x}, wq{b}, out_dtype=None)",
             f"{p}k: {t} = R.matmul({x}, wk{b}, out_dtype=None)",
             f"{p}v: {t} = R.matmul({x}, wv{b}, out_dtype=None)",
-            f"{p}kt: {t} = R.permute_dims({p}k, axes=None)",
+            f"{p}kt: {_t(d, seq)} = R.permute_dims({p}k, axes=None)",
             f"{p}s: {tq} = R.matmul({p}q, {p}kt, out_dtype=None)",
             f"{p}ss: {tq} = R.multiply({p}s, {c(scale)})",
             f"{p}a: {tq} = R.nn.softmax({p}ss, axis=-1)",

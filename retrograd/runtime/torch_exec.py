@@ -135,7 +135,8 @@ class TorchExecutable(FunctionTable):
                 if not op.aliases:
                     fn = _owned(fn)
                 if ins.target is not None and isinstance(srcs[ins.target], int):
-                    fn = self._into(fn, srcs[ins.target])
+                    write = None if ins.call.attrs else torch_kernels.into(op.name)
+                    fn = self._into(fn, srcs[ins.target], write, [reader(s) for s in srcs])
                 if hasattr(fn, "info_of"):
                     fn.info_of[0] = info
                 code.append((fn, ins.out, tuple(ins.frees), _SPECIAL if hasattr(fn, "info_of") else _OP, info))
@@ -155,19 +156,31 @@ class TorchExecutable(FunctionTable):
         out.code, out.prefree, out.endfree, out.result = tuple(code), tuple(blk.prefree), tuple(blk.endfree), reader(blk.result)
         return out
 
-    def _into(self, fn, reg):
+    def _into(self, fn, reg, write, readers):
         """The plan's in-place target: an elementwise result is written over the buffer of an argument
         dying here when no other live value shares its storage (runtime/inplace.py's rule, read from
-        the meter's counts), so the result takes no new storage, as on NumPy. PyTorch computes the
-        result first, then copies it in: a transient buffer the meter does not see."""
-        tensor = self.torch.Tensor
+        the meter's counts), so the result takes no new storage, as on NumPy. An op with an ATen
+        kernel writing into a buffer (`torch_kernels.into`) computes there when every argument has the
+        buffer's float dtype and broadcasts to its shape; otherwise PyTorch computes the result first,
+        then copies it in: a transient buffer the meter does not see."""
+        torch = self.torch
+        tensor = torch.Tensor
+
+        def writable(buf, m):
+            return (isinstance(buf, tensor) and m.refs.get(buf.untyped_storage().data_ptr()) == 1
+                    and all(st or n <= 1 for st, n in zip(buf.stride(), buf.shape)))  # a broadcast is read-only
 
         def run_into(regs, m):
-            v = fn(regs)
             buf = regs[reg]
+            if write is not None and isinstance(buf, tensor) and buf.dtype.is_floating_point and writable(buf, m):
+                args = [rd(regs) for rd in readers]
+                shape = buf.shape
+                if all(isinstance(a, tensor) and a.dtype == buf.dtype and a.device == buf.device
+                       and (a.shape == shape or _fits(a.shape, shape)) for a in args):
+                    return write(buf, *args)  # buf is one of the arguments: the broadcast shape is its own
+            v = fn(regs)
             if (isinstance(v, tensor) and isinstance(buf, tensor) and buf.shape == v.shape and buf.dtype == v.dtype
-                    and m.refs.get(buf.untyped_storage().data_ptr()) == 1 and buf.device == v.device
-                    and all(st or n <= 1 for st, n in zip(buf.stride(), buf.shape))):  # a broadcast is read-only
+                    and buf.device == v.device and writable(buf, m)):
                 buf.copy_(v)
                 return buf
             return v
@@ -396,6 +409,11 @@ def _kernel_call(kernel, readers, attrs):
         a, b = readers
         return lambda r: kernel(a(r), b(r), **attrs)
     return lambda r: kernel(*[rd(r) for rd in readers], **attrs)
+
+
+def _fits(shape, into) -> bool:
+    """`shape` broadcasts to `into` (no larger than it on any axis)."""
+    return len(shape) <= len(into) and all(n == 1 or n == m for n, m in zip(reversed(shape), reversed(into)))
 
 
 def _owned(fn):

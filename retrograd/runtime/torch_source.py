@@ -9,11 +9,15 @@ call `to_device`). `build(..., backend="torch", compile=True)` runs this source 
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from retrograd.analysis.plan import Plans
 from retrograd.errors import UnsupportedError
 from retrograd.ir.expr import Constant, Function, PrimValue, ShapeExpr, StringImm
+from retrograd.ir.struct_info import TensorStructInfo
+from retrograd.runtime.signature import compile_dim
 
 _IND = "    "
 
@@ -89,6 +93,15 @@ class _Function:
         taken = set(ml.funcs.values()) | set(ml.kernels.values()) | {"torch", "np", "DEVICE", "_op"}
         for reg, p in plan.params:
             self.names[reg] = self._fresh(p.name_hint, taken)
+        # Symbolic dims (R.Tensor(("n", 1, 8, 8))) read from the first parameter holding each one bare.
+        self.dims: dict[str, str] = {}
+        self.dim_lines: list[str] = []
+        for reg, p in plan.params:
+            shape = getattr(p.struct_info, "shape", None) if isinstance(p.struct_info, TensorStructInfo) else None
+            for axis, d in enumerate(shape or ()):
+                if isinstance(d, str) and d.isidentifier() and d not in self.dims:
+                    self.dims[d] = self._fresh(f"dim_{d}", taken)
+                    self.dim_lines.append(f"{self.dims[d]} = {self.names[reg]}.shape[{axis}]")
         for reg, c in plan.consts.items():
             self.names[reg] = self._literal(c)
         self.taken = taken
@@ -106,12 +119,21 @@ class _Function:
         if isinstance(c, Constant):
             return self.ml.const(c)
         if isinstance(c, ShapeExpr):
-            if not all(isinstance(v, int) for v in c.values):
-                raise UnsupportedError("lowering for torch needs static shapes", c.span)
-            return literal(tuple(c.values))
+            return "(" + ", ".join(self._dim(v, c.span) for v in c.values) + ("," if len(c.values) == 1 else "") + ")"
         if isinstance(c, PrimValue | StringImm):
             return literal(c.value)
         raise UnsupportedError(f"cannot lower a {type(c).__name__}")
+
+    def _dim(self, v, span) -> str:
+        """A shape's dim as source: an int, or its expression over the dims the parameters bind."""
+        if isinstance(v, int):
+            return repr(v)
+        compile_dim(v)  # only + - * // % on names and integers, else a clear error
+        names = set(re.findall(r"[A-Za-z_]\w*", v))
+        if not names <= self.dims.keys():
+            raise UnsupportedError(f"lowering for torch: the dim {v!r} uses {sorted(names - self.dims.keys())}, "
+                                   "which no parameter's shape binds", span)
+        return "(" + re.sub(r"[A-Za-z_]\w*", lambda m: self.dims[m.group()], v) + ")"
 
     def src(self, s) -> str:
         if isinstance(s, int):
@@ -121,6 +143,7 @@ class _Function:
     def lines(self) -> list[str]:
         params = [self.names[reg] for reg, _ in self.plan.params]
         out = [f"def {self.ml.funcs[self.plan.name]}({', '.join(params)}):"]
+        out += [_IND + line for line in self.dim_lines]
         self.block(self.plan.block, _IND, out)
         return out + ["", ""]
 

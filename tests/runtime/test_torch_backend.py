@@ -235,3 +235,40 @@ def test_cuda_forward_and_device_peak():
     np.testing.assert_allclose(got.cpu().numpy(), want, rtol=1e-5)
     assert tex.stats.peak_live_bytes == peak_memory(mod, "main")
     assert tex.stats.device_max_allocated_bytes >= tex.stats.peak_intermediate_bytes
+
+
+FAST_PATHS = """
+@R.function
+def main(x: R.Tensor((2, 3, 7, 9), "float32"), g: R.Tensor((2, 3, 4, 5), "float32"), b: R.Tensor((1, 3, 1, 1), "float32")):
+    a = R.add(x, b)
+    r = R.nn.relu(a)
+    p = R.nn.max_pool2d(r, pool_size=[3, 2], strides=[2, 2], padding=[1, 1, 1, 1], dilation=[1, 1], ceil_mode=True)
+    q = R.grad.max_pool2d_backward(g, x, pool_size=[2, 2], strides=[2, 2], padding=[0, 0, 1, 1], ceil_mode=True)
+    m = R.greater(x, R.const(0.0, "float32"))
+    w1 = R.where(m, q, R.const(0.0, "float32"))
+    w2 = R.where(m, R.const(0.0, "float32"), q)
+    e = R.negative(w2)
+    return (p, q, w1, e, r)
+"""
+
+
+def test_fast_cpu_paths_equal_numpy_at_special_values():
+    """The CPU kernels that avoid torch.where and ATen's NC... max pooling (strided tap views, the
+    threshold ops, results written into a dying argument's buffer) against the NumPy executor, bit for
+    bit: ties in every window (integers), NaN data (a NaN window sends no gradient), an infinite
+    gradient (its mask multiplies: NaN off the maximum), signed zeros."""
+    need("torch")
+    mod = retrograd.parse(FAST_PATHS)
+    rng = np.random.default_rng(5)
+    x = rng.integers(-2, 3, (2, 3, 7, 9)).astype("float32")
+    x[0, 0, 0, 0], x[1, 2, 3, 4], x[0, 1, 2, 2] = np.nan, -0.0, np.inf
+    g = rng.standard_normal((2, 3, 4, 5)).astype("float32")
+    g[0, 0, 1, 1], g[1, 1, 0, 0] = np.inf, np.nan
+    b = np.array([0.0, -0.0, 1.0], np.float32).reshape(1, 3, 1, 1)
+    with np.errstate(invalid="ignore"):
+        want = retrograd.build(mod)["main"](x, g, b)
+    got = retrograd.build(mod, backend="torch", numpy_outputs=True)["main"](x, g, b)
+    for name, w, o in zip("pqwer", want, got):
+        assert w.dtype == o.dtype and w.shape == o.shape
+        np.testing.assert_array_equal(o, w)
+        assert np.array_equal(np.signbit(o[~np.isnan(o)]), np.signbit(w[~np.isnan(w)])), name

@@ -16,6 +16,8 @@ FAMILIES = ("elementwise", "create", "reduce", "shape", "index", "nn", "conv", "
             "shape_values", "data_dependent")
 
 _TABLE: dict | None = None
+_INTO: dict | None = None
+_META: dict = {}
 _DEVICE = ["cpu"]
 
 
@@ -64,6 +66,19 @@ def table() -> dict:
     return _TABLE
 
 
+def into(name: str):
+    """The op's kernel writing a float result into a given buffer, `fn(out, *args)`, or None (the
+    families' INTO tables: ops whose result keeps the dtype of their float tensor arguments)."""
+    global _INTO
+    if _INTO is None:
+        table()
+        merged: dict = {}
+        for family in FAMILIES:
+            merged.update(getattr(importlib.import_module(f"retrograd.ops.torch_kernels.{family}"), "INTO", {}))
+        _INTO = merged
+    return _INTO.get(name)
+
+
 def lookup(name: str):
     """The torch kernel of op `name`, or None."""
     return table().get(name)
@@ -72,11 +87,17 @@ def lookup(name: str):
 def meta_array(t):
     """A NumPy array of t's shape and dtype taking no memory (zero strides): for NumPy's checks of shape
     and dtype (argument signatures, R.match_cast) without copying a tensor to the host."""
-    import numpy as np
+    key = (t.dtype, tuple(t.shape))
+    meta = _META.get(key)
+    if meta is None:
+        import numpy as np
 
-    torch = require_torch()
-    dt = torch.empty(0, dtype=t.dtype).numpy().dtype
-    return np.lib.stride_tricks.as_strided(np.zeros((), dt), tuple(t.shape), (0,) * t.ndim)
+        torch = require_torch()
+        dt = torch.empty(0, dtype=t.dtype).numpy().dtype
+        meta = np.lib.stride_tricks.as_strided(np.zeros((), dt), key[1], (0,) * t.ndim, writeable=False)
+        if len(_META) < 4096:  # read-only and shared: every call's arguments of one shape and dtype
+            _META[key] = meta
+    return meta
 
 
 def fresh(t):

@@ -95,7 +95,8 @@ def _conv(n, transposed):
             extra = [max(0, b + o - f) for b, o, f in zip(before, size, full.shape[2:])]
             if any(extra):
                 full = F.pad(full, [p for e in reversed(extra) for p in (0, e)])
-            y = full[(slice(None), slice(None)) + tuple(slice(b, b + o) for b, o in zip(before, size))]
+            whole = not any(before) and list(full.shape[2:]) == size
+            y = full if whole else full[(slice(None), slice(None)) + tuple(slice(b, b + o) for b, o in zip(before, size))]
         return to_layout(op, y, data_canon, out_layout or data_layout).contiguous()
 
     return kernel

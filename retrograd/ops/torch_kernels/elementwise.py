@@ -205,3 +205,16 @@ KERNELS = {
     "relax.left_shift": _shift(torch.bitwise_left_shift, "left_shift"),
     "relax.right_shift": _shift(torch.bitwise_right_shift, "right_shift"),
 }
+
+
+# Kernels that can write their result over a dying argument's buffer (the plan's in-place target,
+# runtime/inplace.py): float arithmetic keeping its arguments' dtype, computed by ATen into `out`.
+# The executor calls them only when every tensor argument has the buffer's dtype and the broadcast
+# shape is the buffer's, so the result is the kernel's own, bit for bit.
+INTO = {
+    "relax.add": lambda out, a, b: torch.add(a, b, out=out),
+    "relax.subtract": lambda out, a, b: torch.subtract(a, b, out=out),
+    "relax.multiply": lambda out, a, b: torch.multiply(a, b, out=out),
+    "relax.exp": lambda out, x: torch.exp(x, out=out),
+    "relax.negative": lambda out, x: torch.negative(x, out=out),
+}

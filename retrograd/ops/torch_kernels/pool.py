@@ -5,6 +5,7 @@ padding, dilation and ceil_mode, with TVM's and PyTorch's output sizes and divis
 
 from __future__ import annotations
 
+import itertools
 import math
 from functools import lru_cache
 
@@ -55,14 +56,70 @@ class _Pool:
         s = ints(op, "strides", strides, n)
         d = ints(op, "dilation", dilation, n)
         before, after = paddings(op, padding, n)
-        idx, self.inside, self.padded, self.out_shape = _maps(op, tuple(x.shape[2:]), tuple(k), tuple(s), tuple(before),
-                                                              tuple(after), tuple(d), bool(ceil_mode))
+        self._key = (op, tuple(x.shape[2:]), tuple(k), tuple(s), tuple(before), tuple(after), tuple(d), bool(ceil_mode))
+        try:  # the output size alone (plain ints, so torch.compile traces no NumPy); the index maps when asked
+            self.out_shape = tuple(window_positions(*a, bool(ceil_mode)) for a in zip(x.shape[2:], k, s, before, after, d))
+        except ValueError as err:
+            raise KernelError(f"{op}: {err}") from None
         self.plane = math.prod(x.shape[2:])
         # PyTorch's own pooling kernels take symmetric padding of at most half the window, with the same
         # output sizes (ceil_mode included) and the same first-maximum rule: then the ATen ops run.
         self.aten = before == after and all(2 * b <= kk for b, kk in zip(before, k))
-        self.k, self.s, self.d, self.pad, self.ceil = k, s, d, before, bool(ceil_mode)
-        self.idx = torch.from_numpy(np.where(idx < 0, self.plane, idx)).to(x.device)  # padding reads one extra column
+        self.k, self.s, self.d, self.pad, self.after, self.ceil = k, s, d, before, after, bool(ceil_mode)
+        # On CPU ATen's NC... max pooling (and its indices) runs a scalar loop, tens of times slower than
+        # a max over strided views of the taps: those run there (under torch.compile too, whose fused
+        # loops over the views beat its own max-pool lowering: MNIST net step, 53 vs 121 ms in its kernels).
+        self.strided = x.device.type == "cpu"
+
+    @property
+    def idx(self):
+        """(outputs, taps) flat input positions, padding reading one extra column (on the device)."""
+        flat = _maps(*self._key)[0]
+        return torch.from_numpy(np.where(flat < 0, self.plane, flat)).to(self.x.device)
+
+    def tap_views(self, x, fill):
+        """x padded with `fill` (as far as the windows reach) and, per tap in row-major window order, the
+        strided view of it holding that tap of every window (shaped as the output)."""
+        reach = [(o - 1) * ss + (kk - 1) * dd + 1 for o, ss, kk, dd in zip(self.out_shape, self.s, self.k, self.d)]
+        extra = [max(0, r - b - n) for r, b, n in zip(reach, self.pad, x.shape[2:])]
+        if any(self.pad) or any(extra):
+            x = F.pad(x, [q for b, e in zip(reversed(self.pad), reversed(extra)) for q in (b, e)], value=fill)
+        views = []
+        for tap in itertools.product(*(range(kk) for kk in self.k)):
+            sl = tuple(slice(t * dd, t * dd + (o - 1) * ss + 1, ss) for t, dd, o, ss in zip(tap, self.d, self.out_shape, self.s))
+            views.append((slice(None), slice(None)) + sl)
+        return x, views
+
+    def strided_max(self):
+        """Each window's maximum (NaN when it holds one, as NumPy's chain of maxima), and the taps."""
+        xp, views = self.tap_views(self.x, -math.inf)
+        m = xp[views[0]].clone()
+        for v in views[1:]:
+            torch.maximum(m, xp[v], out=m)
+        return m, xp, views
+
+    def strided_max_backward(self, g):
+        """The gradient to each window's first maximum in row-major tap order, as NumPy's kernel: a window
+        whose maximum is NaN sends none; the mask multiplies the gradient (a non-finite one smears NaN)."""
+        m, xp, views = self.strided_max()
+        gp = torch.zeros(xp.shape, dtype=self.x.dtype, device=self.x.device)
+        free = None
+        last = len(views) - 1
+        apart = all(ss >= (kk - 1) * dd + 1 for ss, kk, dd in zip(self.s, self.k, self.d))  # no cell in two windows
+        for k, v in enumerate(views):
+            hit = xp[v] == m
+            if k == 0:
+                free = torch.logical_not(hit)
+            else:
+                hit &= free
+                if k < last:
+                    free ^= hit
+            if apart:
+                torch.mul(g, hit, out=gp[v])  # as NumPy writes it: a negative gradient off the maximum gives -0
+            else:
+                gp[v].add_(g * hit)  # on the view: `gp[v] += ...` would copy the view back over itself
+        crop = (slice(None), slice(None)) + tuple(slice(b, b + n) for b, n in zip(self.pad, self.x.shape[2:]))
+        return gp if gp.shape == self.x.shape else gp[crop]
 
     def taps(self, x, fill):
         """(N, C, outputs, taps) of x's values, `fill` at padding."""
@@ -89,7 +146,8 @@ class _Pool:
         return fresh(to_layout(self.op, out[:, :, : self.plane].reshape(self.x.shape), self.canon, layout).contiguous())
 
     def divisor(self, count_include_pad):
-        counts = self.padded if count_include_pad else self.inside
+        _, inside, padded, _ = _maps(*self._key)
+        counts = padded if count_include_pad else inside
         inv = np.where(counts > 0, 1.0 / np.maximum(counts, 1), 0.0)
         return torch.from_numpy(inv).to(self.x.device, self.x.dtype)
 
@@ -102,6 +160,9 @@ def _pool(n, kind):
     def kernel(data, pool_size=1, strides=1, dilation=1, padding=0, ceil_mode=False, count_include_pad=False,
                layout=None, out_layout=None):
         p = _Pool(f"{kind}_pool{n}d", n, data, pool_size, strides, padding, dilation, ceil_mode, layout or "NC" + _SPATIAL[n])
+        if kind == "max" and p.strided:
+            y = p.strided_max()[0]
+            return to_layout(p.op, y, p.canon, out_layout or layout or p.canon).contiguous()
         if p.aten and n > 1 and (kind == "max" or all(dd == 1 for dd in p.d)):
             if kind == "max":
                 y = _MAX[n](p.x, p.k, p.s, p.pad, p.d, p.ceil)
@@ -123,6 +184,9 @@ def _max_backward(n):
         layout = layout or "NC" + _SPATIAL[n]
         p = _Pool(f"max_pool{n}d_backward", n, data, pool_size, strides, padding, dilation, ceil_mode, layout)
         g = p.grad_in(output_grad, out_layout or layout)
+        if p.strided:
+            gx = p.strided_max_backward(g.reshape(g.shape[:2] + p.out_shape))
+            return fresh(to_layout(p.op, gx, p.canon, layout).contiguous())
         if p.aten:
             _, idx = _MAX_IDX[n](p.x, p.k, p.s, p.pad, p.d, p.ceil)
             gx = _MAX_BWD[n](g.reshape(idx.shape), p.x, p.k, p.s, p.pad, p.d, p.ceil, idx)
