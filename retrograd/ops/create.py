@@ -62,27 +62,27 @@ def np_dtype(dtype: str, op: str) -> np.dtype:
         raise KernelError(f"{op}: dtype {dtype} is not supported by the NumPy kernels") from None
 
 
-def _zeros(shape, dtype):
+def zeros_kernel(shape, dtype):
     return np.zeros(shape, np_dtype(dtype, "R.zeros"))
 
 
-def _ones(shape, dtype):
+def ones_kernel(shape, dtype):
     return np.ones(shape, np_dtype(dtype, "R.ones"))
 
 
-def _full(shape, fill_value, dtype=None):
+def full_kernel(shape, fill_value, dtype=None):
     return np.full(shape, fill_value, np_dtype(dtype, "R.full") if dtype else fill_value.dtype)
 
 
-def _zeros_like(x, dtype=None):
+def zeros_like_kernel(x, dtype=None):
     return np.zeros(x.shape, np_dtype(dtype, "R.zeros_like") if dtype else x.dtype)
 
 
-def _ones_like(x, dtype=None):
+def ones_like_kernel(x, dtype=None):
     return np.ones(x.shape, np_dtype(dtype, "R.ones_like") if dtype else x.dtype)
 
 
-def _full_like(x, fill_value, dtype=None):
+def full_like_kernel(x, fill_value, dtype=None):
     return np.full(x.shape, fill_value, np_dtype(dtype, "R.full_like") if dtype else x.dtype)
 
 
@@ -100,29 +100,29 @@ def _fill_grad(call, out, g):
 
 _SHAPE = Arg("shape", kind="shape")
 
-zeros = register("relax.zeros", (_SHAPE,), (Attr("dtype", to_dtype),), infer=_infer_const_shape, kernel=_zeros, grad=no_gradient, cost=ELEMENTWISE)
-ones = register("relax.ones", (_SHAPE,), (Attr("dtype", to_dtype),), infer=_infer_const_shape, kernel=_ones, grad=no_gradient, cost=ELEMENTWISE)
+zeros = register("relax.zeros", (_SHAPE,), (Attr("dtype", to_dtype),), infer=_infer_const_shape, kernel=zeros_kernel, grad=no_gradient, cost=ELEMENTWISE)
+ones = register("relax.ones", (_SHAPE,), (Attr("dtype", to_dtype),), infer=_infer_const_shape, kernel=ones_kernel, grad=no_gradient, cost=ELEMENTWISE)
 full = register(
     "relax.full",
     (_SHAPE, "fill_value"),
     (Attr("dtype", to_opt_dtype, None),),
     infer=_infer_full,
-    kernel=_full,
+    kernel=full_kernel,
     grad=_fill_grad,
     cost=ELEMENTWISE,
 )
 zeros_like = register(
-    "relax.zeros_like", ("x",), (Attr("dtype", to_opt_dtype, None),), infer=_infer_like, kernel=_zeros_like, grad=no_gradient, cost=ELEMENTWISE
+    "relax.zeros_like", ("x",), (Attr("dtype", to_opt_dtype, None),), infer=_infer_like, kernel=zeros_like_kernel, grad=no_gradient, cost=ELEMENTWISE
 )
 ones_like = register(
-    "relax.ones_like", ("x",), (Attr("dtype", to_opt_dtype, None),), infer=_infer_like, kernel=_ones_like, grad=no_gradient, cost=ELEMENTWISE
+    "relax.ones_like", ("x",), (Attr("dtype", to_opt_dtype, None),), infer=_infer_like, kernel=ones_like_kernel, grad=no_gradient, cost=ELEMENTWISE
 )
 full_like = register(
     "relax.full_like",
     ("x", "fill_value"),
     (Attr("dtype", to_opt_dtype, None),),
     infer=_infer_like,
-    kernel=_full_like,
+    kernel=full_like_kernel,
     grad=_fill_grad,
     cost=ELEMENTWISE,
 )

@@ -55,7 +55,7 @@ def _infer_arange(ctx: InferCtx) -> TensorStructInfo:
     return TensorStructInfo((max(0, math.ceil((end - start) / step)),), dtype)
 
 
-def _arange(start, end=None, step=None, dtype=None):
+def arange_kernel(start, end=None, step=None, dtype=None):
     start, end, step = _arange_args(start, end, step)
     if dtype is None:
         dtype = "int64" if all(np.asarray(v).dtype.kind in "iu" for v in (start, end, step)) else "float32"
@@ -67,7 +67,7 @@ arange = register(
     (Arg("start", "prim"), Arg("end", "prim", optional=True), Arg("step", "prim", optional=True)),
     (Attr("dtype", at.to_opt_dtype, None),),
     infer=_infer_arange,
-    kernel=_arange,
+    kernel=arange_kernel,
     grad=no_gradient,
 )
 
@@ -85,7 +85,7 @@ def _infer_eye(ctx: InferCtx) -> TensorStructInfo:
     return TensorStructInfo((rows, cols), ctx.attrs["dtype"])
 
 
-def _eye(n, m=None, k=None, dtype="float32"):
+def eye_kernel(n, m=None, k=None, dtype="float32"):
     return np.eye(n, n if m is None else m, 0 if k is None else k, dtype=np_dtype(dtype, "R.eye"))
 
 
@@ -97,7 +97,7 @@ def _infer_eye_like(ctx: InferCtx) -> TensorStructInfo:
     return TensorStructInfo(x.shape, ctx.attrs["dtype"] or x.dtype, x.ndim)
 
 
-def _eye_like(x, k=None, dtype=None):
+def eye_like_kernel(x, k=None, dtype=None):
     return np.eye(x.shape[0], x.shape[1], 0 if k is None else k, dtype=np_dtype(dtype or str(x.dtype), "R.eye_like"))
 
 
@@ -106,7 +106,7 @@ eye = register(
     (Arg("n", "prim"), Arg("m", "prim", optional=True), Arg("k", "prim", optional=True)),
     (Attr("dtype", at.to_dtype, "float32"),),
     infer=_infer_eye,
-    kernel=_eye,
+    kernel=eye_kernel,
     grad=no_gradient,
 )
 # The result does not depend on x's values: no gradient reaches x.
@@ -115,7 +115,7 @@ eye_like = register(
     ("x", Arg("k", "prim", optional=True)),
     (Attr("dtype", at.to_opt_dtype, None),),
     infer=_infer_eye_like,
-    kernel=_eye_like,
+    kernel=eye_like_kernel,
     grad=no_gradient,
 )
 
@@ -134,7 +134,7 @@ def _infer_hamming(ctx: InferCtx) -> TensorStructInfo:
     return TensorStructInfo((size.value,) if size.value is not None else None, dtype, 1)
 
 
-def _hamming_window(window_size, periodic, alpha, beta, dtype):
+def hamming_window_kernel(window_size, periodic, alpha, beta, dtype):
     # TVM's topi: a window of one is [1]; periodic windows are the symmetric window of N + 1, cut.
     if window_size == 1:
         return np.ones(1, np_dtype(dtype, "R.hamming_window"))
@@ -148,7 +148,7 @@ hamming_window = register(
     (Arg("window_size", "prim"), Arg("periodic", "prim"), Arg("alpha", "prim"), Arg("beta", "prim")),
     (Attr("dtype", at.to_dtype),),
     infer=_infer_hamming,
-    kernel=_hamming_window,
+    kernel=hamming_window_kernel,
     grad=no_gradient,
 )
 
@@ -177,7 +177,7 @@ def _infer_meshgrid(ctx: InferCtx) -> TupleStructInfo:
     return TupleStructInfo([TensorStructInfo(tuple(dims), dtype)] * n)
 
 
-def _meshgrid(tensors, indexing="ij"):
+def meshgrid_kernel(tensors, indexing="ij"):
     return tuple(np.array(g) for g in np.meshgrid(*tensors, indexing=indexing))
 
 
@@ -199,7 +199,7 @@ meshgrid = register(
     ("tensors",),
     (Attr("indexing", at.one_of("ij", "xy"), "ij"),),
     infer=_infer_meshgrid,
-    kernel=_meshgrid,
+    kernel=meshgrid_kernel,
     grad=_meshgrid_grad,
 )
 
@@ -224,7 +224,7 @@ def _infer_one_hot(ctx: InferCtx) -> TensorStructInfo:
     return TensorStructInfo(idx.shape[:axis] + (depth,) + idx.shape[axis:], on.dtype)
 
 
-def _one_hot(indices, on_value, off_value, depth, axis=-1):
+def one_hot_kernel(indices, on_value, off_value, depth, axis=-1):
     # An index outside [0, depth) matches no position (all off), as in TVM's topi.
     axis %= indices.ndim + 1
     positions = np.arange(depth).reshape((depth,) + (1,) * (indices.ndim - axis))
@@ -238,6 +238,6 @@ one_hot = register(
     ("indices", Arg("on_value", "prim"), Arg("off_value", "prim")),
     (Attr("depth", at.to_int), Attr("axis", at.to_int, -1)),
     infer=_infer_one_hot,
-    kernel=_one_hot,
+    kernel=one_hot_kernel,
     grad=no_gradient,
 )

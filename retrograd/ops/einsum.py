@@ -83,7 +83,7 @@ def _infer_einsum(ctx: InferCtx) -> TensorStructInfo:
     return TensorStructInfo(tuple(sizes[c] for c in out), dtype)
 
 
-def _einsum(operands, subscripts):
+def einsum_kernel(operands, subscripts):
     out = np.asarray(np.einsum(subscripts, *operands, optimize=True))  # BLAS-backed contraction paths
     # A pure transpose or diagonal comes back as a view: results own their memory.
     return out.copy() if any(np.may_share_memory(out, o) for o in operands) else out
@@ -159,7 +159,7 @@ einsum = register(
     ("operands",),
     (Attr("subscripts", at.to_str),),
     infer=_infer_einsum,
-    kernel=_einsum,
+    kernel=einsum_kernel,
     grad=_einsum_grad,
     cost=Cost("matmul", _einsum_flops),
 )
@@ -176,11 +176,15 @@ def _infer_outer(ctx: InferCtx) -> TensorStructInfo:
     return TensorStructInfo((a.shape[0], b.shape[0]), a.dtype)
 
 
+def outer_kernel(x1, x2):
+    return np.outer(x1, x2)
+
+
 outer = register(
     "relax.outer",
     ("x1", "x2"),
     infer=_infer_outer,
-    kernel=lambda x1, x2: np.outer(x1, x2),
+    kernel=outer_kernel,
     grad=lambda call, out, g: [R.matmul(g, call.args[1]), R.matmul(call.args[0], g)],
     cost=ELEMENTWISE,
 )

@@ -32,7 +32,7 @@ def shape_of(expr: Expr, call=None) -> ShapeExpr:
 # -- inference ----------------------------------------------------------------------------------
 
 
-def _infer_binary(out_dtype: str | None):
+def infer_binary(out_dtype: str | None):
     def infer(ctx: InferCtx) -> TensorStructInfo:
         a, b = ctx.tensor(0), ctx.tensor(1)
         dtype = same_dtype(a, b)
@@ -52,11 +52,11 @@ def _infer_binary(out_dtype: str | None):
     return infer
 
 
-def _infer_unary(ctx: InferCtx) -> TensorStructInfo:
+def infer_unary(ctx: InferCtx) -> TensorStructInfo:
     return ctx.tensor(0)
 
 
-def _infer_float_unary(ctx: InferCtx) -> TensorStructInfo:
+def infer_float_unary(ctx: InferCtx) -> TensorStructInfo:
     x = ctx.tensor(0)
     # TVM: transcendental ops require a float input (an int tensor would silently truncate).
     if x.dtype and not is_float_dtype(x.dtype):
@@ -67,7 +67,7 @@ def _infer_float_unary(ctx: InferCtx) -> TensorStructInfo:
 # -- kernels ------------------------------------------------------------------------------------
 
 
-def _wrap(ufunc):
+def ufunc_kernel(ufunc):
     """NumPy returns scalars for 0-d inputs; kernels return arrays of the input dtype.
 
     Results are in C order whatever the inputs' layout (NumPy's default follows the inputs), so that
@@ -118,13 +118,13 @@ def _power(a, b):
         return np.asarray(np.power(a, b, order="C"))
 
 
-def _sigmoid(x):
+def sigmoid_kernel(x):
     # exp(-x) overflows to inf for very negative x, giving the correct limit 0: silence the warning.
     with np.errstate(over="ignore"):
         return np.asarray(np.divide(1.0, 1.0 + np.exp(-x), order="C"), dtype=x.dtype)
 
 
-def _guarded(ufunc):
+def quiet_ufunc_kernel(ufunc):
     """log/sqrt of out-of-domain values give NaN/-inf like TVM; NumPy's warnings are noise here."""
 
     def kernel(x):
@@ -135,7 +135,7 @@ def _guarded(ufunc):
     return kernel
 
 
-def _select(name, ufunc, compare):
+def select_kernel(name, ufunc, compare):
     """maximum/minimum as TVM lowers them, one comparison and a select (x1 > x2 ? x1 : x2): for floats
     a NaN in x1 gives x2 and a NaN in x2 gives NaN (NumPy's ufuncs propagate either NaN). The kernel
     also takes `out=` (the executor's in-place form), which may be either argument's buffer."""
@@ -159,7 +159,7 @@ def _select(name, ufunc, compare):
     return kernel
 
 
-def _not_equal(a, b):
+def not_equal_kernel(a, b):
     # TVM compares floats with LLVM's ordered predicates: x != NaN is false (NumPy says true).
     if a.dtype.kind == "f" or b.dtype.kind == "f":
         return np.asarray(np.logical_or(np.less(a, b), np.greater(a, b)), order="C")
@@ -181,14 +181,14 @@ def _max_min_grad(compare: str):
     return grad
 
 
-def _binary(name, ufunc, grad=no_gradient, out_dtype=None, inplace=False):
+def register_binary(name, ufunc, grad=no_gradient, out_dtype=None, inplace=False):
     """`ufunc` is a NumPy ufunc or a kernel taking `out=`; `inplace`: the kernel is exactly `ufunc`, so
     the executor may write it over a dying float input."""
-    kernel = _wrap(ufunc) if isinstance(ufunc, np.ufunc) else ufunc
+    kernel = ufunc_kernel(ufunc) if isinstance(ufunc, np.ufunc) else ufunc
     return register(
         f"relax.{name}",
         ("x1", "x2"),
-        infer=_infer_binary(out_dtype),
+        infer=infer_binary(out_dtype),
         kernel=kernel,
         grad=grad,
         inplace=ufunc if inplace else None,
@@ -196,19 +196,19 @@ def _binary(name, ufunc, grad=no_gradient, out_dtype=None, inplace=False):
     )
 
 
-def _unary(name, kernel, grad, infer=_infer_float_unary, inplace=None):
+def register_unary(name, kernel, grad, infer=infer_float_unary, inplace=None):
     return register(f"relax.{name}", ("x",), infer=infer, kernel=kernel, grad=grad, inplace=inplace, cost=ELEMENTWISE)
 
 
-add = _binary("add", np.add, lambda c, o, g: [g, g], inplace=True)
-subtract = _binary("subtract", np.subtract, lambda c, o, g: [g, R.negative(g)], inplace=True)
-multiply = _binary(
+add = register_binary("add", np.add, lambda c, o, g: [g, g], inplace=True)
+subtract = register_binary("subtract", np.subtract, lambda c, o, g: [g, R.negative(g)], inplace=True)
+multiply = register_binary(
     "multiply", np.multiply, lambda c, o, g: [R.multiply(g, c.args[1]), R.multiply(g, c.args[0])], inplace=True
 )
 divide = register(
     "relax.divide",
     ("x1", "x2"),
-    infer=_infer_binary(None),
+    infer=infer_binary(None),
     kernel=keep_dtype("divide", _divide),
     grad=lambda c, o, g: [R.divide(g, c.args[1]), R.negative(R.divide(R.multiply(g, o), c.args[1]))],
     cost=ELEMENTWISE,
@@ -216,7 +216,7 @@ divide = register(
 power = register(
     "relax.power",
     ("x1", "x2"),
-    infer=_infer_binary(None),
+    infer=infer_binary(None),
     kernel=keep_dtype("power", _power),
     grad=lambda c, o, g: _power_grad(c.args[0], c.args[1], o, g),
     cost=ELEMENTWISE,
@@ -237,31 +237,31 @@ def _power_grad(x1, x2, out, g):
     return [dx1, dx2]
 
 
-maximum = _binary("maximum", _select("maximum", np.maximum, np.greater), _max_min_grad("greater_equal"), inplace=True)
-minimum = _binary("minimum", _select("minimum", np.minimum, np.less), _max_min_grad("less_equal"), inplace=True)
-equal = _binary("equal", np.equal, out_dtype="bool")
-not_equal = _binary("not_equal", _not_equal, out_dtype="bool")
-greater = _binary("greater", np.greater, out_dtype="bool")
-greater_equal = _binary("greater_equal", np.greater_equal, out_dtype="bool")
-less = _binary("less", np.less, out_dtype="bool")
-less_equal = _binary("less_equal", np.less_equal, out_dtype="bool")
+maximum = register_binary("maximum", select_kernel("maximum", np.maximum, np.greater), _max_min_grad("greater_equal"), inplace=True)
+minimum = register_binary("minimum", select_kernel("minimum", np.minimum, np.less), _max_min_grad("less_equal"), inplace=True)
+equal = register_binary("equal", np.equal, out_dtype="bool")
+not_equal = register_binary("not_equal", not_equal_kernel, out_dtype="bool")
+greater = register_binary("greater", np.greater, out_dtype="bool")
+greater_equal = register_binary("greater_equal", np.greater_equal, out_dtype="bool")
+less = register_binary("less", np.less, out_dtype="bool")
+less_equal = register_binary("less_equal", np.less_equal, out_dtype="bool")
 
-abs = _unary(
+abs = register_unary(
     "abs",
-    _wrap(np.abs),
+    ufunc_kernel(np.abs),
     lambda c, o, g: [R.multiply(g, R.where(R.less(c.args[0], scalar(0, o)), scalar(-1, o), scalar(1, o)))],
-    infer=_infer_unary,
+    infer=infer_unary,
     inplace=np.absolute,
 )
-negative = _unary("negative", _wrap(np.negative), lambda c, o, g: [R.negative(g)], infer=_infer_unary, inplace=np.negative)
-cos = _unary("cos", _wrap(np.cos), lambda c, o, g: [R.negative(R.multiply(g, R.sin(c.args[0])))], inplace=np.cos)
-sin = _unary("sin", _wrap(np.sin), lambda c, o, g: [R.multiply(g, R.cos(c.args[0]))], inplace=np.sin)
-exp = _unary("exp", _guarded(np.exp), lambda c, o, g: [R.multiply(g, o)])
-log = _unary("log", _guarded(np.log), lambda c, o, g: [R.divide(g, c.args[0])])
-sqrt = _unary("sqrt", _guarded(np.sqrt), lambda c, o, g: [R.divide(R.multiply(scalar(0.5, o), g), o)])
-tanh = _unary(
-    "tanh", _wrap(np.tanh), lambda c, o, g: [R.multiply(g, R.subtract(scalar(1, o), R.multiply(o, o)))], inplace=np.tanh
+negative = register_unary("negative", ufunc_kernel(np.negative), lambda c, o, g: [R.negative(g)], infer=infer_unary, inplace=np.negative)
+cos = register_unary("cos", ufunc_kernel(np.cos), lambda c, o, g: [R.negative(R.multiply(g, R.sin(c.args[0])))], inplace=np.cos)
+sin = register_unary("sin", ufunc_kernel(np.sin), lambda c, o, g: [R.multiply(g, R.cos(c.args[0]))], inplace=np.sin)
+exp = register_unary("exp", quiet_ufunc_kernel(np.exp), lambda c, o, g: [R.multiply(g, o)])
+log = register_unary("log", quiet_ufunc_kernel(np.log), lambda c, o, g: [R.divide(g, c.args[0])])
+sqrt = register_unary("sqrt", quiet_ufunc_kernel(np.sqrt), lambda c, o, g: [R.divide(R.multiply(scalar(0.5, o), g), o)])
+tanh = register_unary(
+    "tanh", ufunc_kernel(np.tanh), lambda c, o, g: [R.multiply(g, R.subtract(scalar(1, o), R.multiply(o, o)))], inplace=np.tanh
 )
-sigmoid = _unary(
-    "sigmoid", _sigmoid, lambda c, o, g: [R.multiply(R.multiply(g, o), R.subtract(scalar(1, o), o))]
+sigmoid = register_unary(
+    "sigmoid", sigmoid_kernel, lambda c, o, g: [R.multiply(R.multiply(g, o), R.subtract(scalar(1, o), o))]
 )

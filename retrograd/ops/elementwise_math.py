@@ -8,7 +8,7 @@ from retrograd.errors import KernelError
 from retrograd.ir.struct_info import PrimStructInfo, TensorStructInfo, is_int_dtype
 from retrograd.ops.api import R
 from retrograd.ops.cost import ELEMENTWISE
-from retrograd.ops.elementwise import _binary, _guarded, _infer_binary, _infer_unary, _unary, _wrap, keep_dtype, scalar
+from retrograd.ops.elementwise import register_binary, quiet_ufunc_kernel, infer_binary, infer_unary, register_unary, ufunc_kernel, keep_dtype, scalar
 from retrograd.ops.registry import Arg, InferCtx, no_gradient, register
 
 # -- clip ---------------------------------------------------------------------------------------
@@ -32,7 +32,7 @@ def _bound(value, dtype):
     return np.asarray(value).astype(dtype)
 
 
-def _clip(x, min, max):
+def clip_kernel(x, min, max):
     # TVM computes max(min(x, hi), lo) in x's dtype with its select-based max/min: NaN gives max(hi, lo).
     lo, hi = _bound(min, x.dtype), _bound(max, x.dtype)
     return np.asarray(R.maximum.kernel(R.minimum.kernel(x, hi), lo), dtype=x.dtype)
@@ -45,7 +45,7 @@ def _clip_grad(call, out, g):
 
 
 clip = register(
-    "relax.clip", ("x", Arg("min", "prim"), Arg("max", "prim")), infer=_infer_clip, kernel=_clip, grad=_clip_grad, cost=ELEMENTWISE
+    "relax.clip", ("x", Arg("min", "prim"), Arg("max", "prim")), infer=_infer_clip, kernel=clip_kernel, grad=_clip_grad, cost=ELEMENTWISE
 )
 
 # -- unary math ---------------------------------------------------------------------------------
@@ -55,40 +55,40 @@ def _one(x):
     return scalar(1, x)
 
 
-acos = _unary(
-    "acos", _guarded(np.arccos),
+acos = register_unary(
+    "acos", quiet_ufunc_kernel(np.arccos),
     lambda c, o, g: [R.negative(R.divide(g, R.sqrt(R.subtract(_one(o), R.multiply(c.args[0], c.args[0])))))],
 )
-acosh = _unary(
-    "acosh", _guarded(np.arccosh),
+acosh = register_unary(
+    "acosh", quiet_ufunc_kernel(np.arccosh),
     lambda c, o, g: [R.divide(g, R.sqrt(R.subtract(R.multiply(c.args[0], c.args[0]), _one(o))))],
 )
-asin = _unary(
-    "asin", _guarded(np.arcsin),
+asin = register_unary(
+    "asin", quiet_ufunc_kernel(np.arcsin),
     lambda c, o, g: [R.divide(g, R.sqrt(R.subtract(_one(o), R.multiply(c.args[0], c.args[0]))))],
 )
-asinh = _unary(
-    "asinh", _wrap(np.arcsinh), lambda c, o, g: [R.divide(g, R.sqrt(R.add(R.multiply(c.args[0], c.args[0]), _one(o))))]
+asinh = register_unary(
+    "asinh", ufunc_kernel(np.arcsinh), lambda c, o, g: [R.divide(g, R.sqrt(R.add(R.multiply(c.args[0], c.args[0]), _one(o))))]
 )
-atan = _unary("atan", _wrap(np.arctan), lambda c, o, g: [R.divide(g, R.add(_one(o), R.multiply(c.args[0], c.args[0])))])
-atanh = _unary(
-    "atanh", _guarded(np.arctanh), lambda c, o, g: [R.divide(g, R.subtract(_one(o), R.multiply(c.args[0], c.args[0])))]
+atan = register_unary("atan", ufunc_kernel(np.arctan), lambda c, o, g: [R.divide(g, R.add(_one(o), R.multiply(c.args[0], c.args[0])))])
+atanh = register_unary(
+    "atanh", quiet_ufunc_kernel(np.arctanh), lambda c, o, g: [R.divide(g, R.subtract(_one(o), R.multiply(c.args[0], c.args[0])))]
 )
-cosh = _unary("cosh", _guarded(np.cosh), lambda c, o, g: [R.multiply(g, R.sinh(c.args[0]))])
-sinh = _unary("sinh", _guarded(np.sinh), lambda c, o, g: [R.multiply(g, R.cosh(c.args[0]))])
-tan = _unary("tan", _wrap(np.tan), lambda c, o, g: [R.multiply(g, R.add(_one(o), R.multiply(o, o)))])
+cosh = register_unary("cosh", quiet_ufunc_kernel(np.cosh), lambda c, o, g: [R.multiply(g, R.sinh(c.args[0]))])
+sinh = register_unary("sinh", quiet_ufunc_kernel(np.sinh), lambda c, o, g: [R.multiply(g, R.cosh(c.args[0]))])
+tan = register_unary("tan", ufunc_kernel(np.tan), lambda c, o, g: [R.multiply(g, R.add(_one(o), R.multiply(o, o)))])
 
 
-def _rsqrt(x):
+def rsqrt_kernel(x):
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.asarray(1 / np.sqrt(x), dtype=x.dtype)
 
 
-rsqrt = _unary(
-    "rsqrt", _rsqrt, lambda c, o, g: [R.multiply(R.multiply(scalar(-0.5, o), g), R.multiply(o, R.multiply(o, o)))]
+rsqrt = register_unary(
+    "rsqrt", rsqrt_kernel, lambda c, o, g: [R.multiply(R.multiply(scalar(-0.5, o), g), R.multiply(o, R.multiply(o, o)))]
 )
-square = _unary(
-    "square", keep_dtype("square", _wrap(np.square)), lambda c, o, g: [R.multiply(R.multiply(scalar(2, o), g), c.args[0])], infer=_infer_unary,
+square = register_unary(
+    "square", keep_dtype("square", ufunc_kernel(np.square)), lambda c, o, g: [R.multiply(R.multiply(scalar(2, o), g), c.args[0])], infer=infer_unary,
     inplace=np.square,
 )
 
@@ -98,7 +98,7 @@ def _zero_grad(call, out, g):
     return [R.zeros_like(call.args[0])]
 
 
-def _int_safe(ufunc):
+def int_safe_kernel(ufunc):
     """Rounding ops are the identity on integers (NumPy's ceil would turn them into floats)."""
 
     def kernel(x):
@@ -108,12 +108,12 @@ def _int_safe(ufunc):
     return kernel
 
 
-ceil = _unary("ceil", _int_safe(np.ceil), _zero_grad, infer=_infer_unary)
-floor = _unary("floor", _int_safe(np.floor), _zero_grad, infer=_infer_unary)
+ceil = register_unary("ceil", int_safe_kernel(np.ceil), _zero_grad, infer=infer_unary)
+floor = register_unary("floor", int_safe_kernel(np.floor), _zero_grad, infer=infer_unary)
 # TVM lowers round to nearbyint: halves go to the even neighbour, as np.round and torch.round do.
-round = _unary("round", _int_safe(np.round), _zero_grad, infer=_infer_unary)
-trunc = _unary("trunc", _int_safe(np.trunc), _zero_grad, infer=_infer_unary)
-def _sign(x):
+round = register_unary("round", int_safe_kernel(np.round), _zero_grad, infer=infer_unary)
+trunc = register_unary("trunc", int_safe_kernel(np.trunc), _zero_grad, infer=infer_unary)
+def sign_kernel(x):
     # TVM lowers sign to selects on x > 0 and x < 0: NaN gives 0 (NumPy and PyTorch give NaN); a bool
     # is its own sign (NumPy has no sign for bools).
     if x.dtype == np.bool_:
@@ -124,7 +124,7 @@ def _sign(x):
     return np.asarray(out)
 
 
-sign = _unary("sign", _sign, _zero_grad, infer=_infer_unary)
+sign = register_unary("sign", sign_kernel, _zero_grad, infer=infer_unary)
 
 
 def _infer_check(ctx: InferCtx) -> TensorStructInfo:
@@ -132,9 +132,9 @@ def _infer_check(ctx: InferCtx) -> TensorStructInfo:
     return TensorStructInfo(x.shape, "bool", x.ndim)
 
 
-isfinite = _unary("isfinite", _wrap(np.isfinite), no_gradient, infer=_infer_check)
-isinf = _unary("isinf", _wrap(np.isinf), no_gradient, infer=_infer_check)
-isnan = _unary("isnan", _wrap(np.isnan), no_gradient, infer=_infer_check)
+isfinite = register_unary("isfinite", ufunc_kernel(np.isfinite), no_gradient, infer=_infer_check)
+isinf = register_unary("isinf", ufunc_kernel(np.isinf), no_gradient, infer=_infer_check)
+isnan = register_unary("isnan", ufunc_kernel(np.isnan), no_gradient, infer=_infer_check)
 
 # -- binary math --------------------------------------------------------------------------------
 
@@ -145,7 +145,7 @@ def _atan2_grad(call, out, g):
     return [R.divide(R.multiply(g, x), denom), R.negative(R.divide(R.multiply(g, y), denom))]
 
 
-def _no_int_zero(name, fn):
+def no_int_zero_kernel(name, fn):
     """Integer division by zero is an error (NumPy would warn and give 0); floats give inf/nan as TVM."""
 
     def kernel(a, b):
@@ -193,22 +193,22 @@ def _floor_mod(a, b):
     return np.mod(a, b, order="C")
 
 
-atan2 = _binary("atan2", keep_dtype("atan2", _wrap(np.arctan2)), _atan2_grad)
+atan2 = register_binary("atan2", keep_dtype("atan2", ufunc_kernel(np.arctan2)), _atan2_grad)
 floor_divide = register(
-    "relax.floor_divide", ("x1", "x2"), infer=_infer_binary(None),
-    kernel=_no_int_zero("floor_divide", _floor_divide), grad=_floor_divide_grad,
+    "relax.floor_divide", ("x1", "x2"), infer=infer_binary(None),
+    kernel=no_int_zero_kernel("floor_divide", _floor_divide), grad=_floor_divide_grad,
     cost=ELEMENTWISE,
 )
 # TVM's mod truncates (C fmod: the sign of x1); floor_mod floors (Python's %: the sign of x2).
 mod = register(
-    "relax.mod", ("x1", "x2"), infer=_infer_binary(None), kernel=_no_int_zero("mod", np.fmod), grad=_mod_grad(R.trunc), cost=ELEMENTWISE
+    "relax.mod", ("x1", "x2"), infer=infer_binary(None), kernel=no_int_zero_kernel("mod", np.fmod), grad=_mod_grad(R.trunc), cost=ELEMENTWISE
 )
 floor_mod = register(
-    "relax.floor_mod", ("x1", "x2"), infer=_infer_binary(None),
-    kernel=_no_int_zero("floor_mod", _floor_mod), grad=_mod_grad(R.floor),
+    "relax.floor_mod", ("x1", "x2"), infer=infer_binary(None),
+    kernel=no_int_zero_kernel("floor_mod", _floor_mod), grad=_mod_grad(R.floor),
     cost=ELEMENTWISE,
 )
-log_add_exp = _binary("log_add_exp", keep_dtype("log_add_exp", _wrap(np.logaddexp)), _log_add_exp_grad)
+log_add_exp = register_binary("log_add_exp", keep_dtype("log_add_exp", ufunc_kernel(np.logaddexp)), _log_add_exp_grad)
 
 
 def _infer_fma(ctx: InferCtx) -> TensorStructInfo:
@@ -230,11 +230,15 @@ def _infer_fma(ctx: InferCtx) -> TensorStructInfo:
     return TensorStructInfo(None, dtype, ndims.pop() if ndims else -1)
 
 
+def ewise_fma_kernel(x1, x2, x3):
+    return np.asarray(x1 * x2 + x3)
+
+
 ewise_fma = register(
     "relax.ewise_fma",
     ("x1", "x2", "x3"),
     infer=_infer_fma,
-    kernel=lambda x1, x2, x3: np.asarray(x1 * x2 + x3),
+    kernel=ewise_fma_kernel,
     grad=lambda c, o, g: [R.multiply(g, c.args[1]), R.multiply(g, c.args[0]), g],
     cost=ELEMENTWISE,
 )

@@ -52,7 +52,7 @@ def _infer_strided_slice(ctx: InferCtx) -> TensorStructInfo:
     return TensorStructInfo(tuple(shape), x.dtype)
 
 
-def _strided_slice(x, axes, begin, end, strides=None, assume_inbound=False):
+def strided_slice_kernel(x, axes, begin, end, strides=None, assume_inbound=False):
     # Python slices clamp out-of-range begin/end exactly as TVM does when assume_inbound is False.
     index = [slice(None)] * x.ndim
     for i, (a, b, e) in enumerate(zip(axes, begin, end)):
@@ -138,7 +138,7 @@ strided_slice = register(
         Attr("assume_inbound", at.to_bool, False),
     ),
     infer=_infer_strided_slice,
-    kernel=_strided_slice,
+    kernel=strided_slice_kernel,
     grad=_strided_slice_grad,
     print_positional=("axes", "begin", "end", "strides"),
     aliases=(0,), view=views.strided_slice,  # a basic slice: a NumPy view of x
@@ -190,12 +190,16 @@ def _take_grad(call, out, g):
     return [R.grad.take_backward(g, x, idx, axis=axis, mode=mode), None]
 
 
+def take_kernel(x, indices, axis=None, mode="fast"):
+    return index_kernels.take(x, indices, axis=axis, mode=mode)
+
+
 take = register(
     "relax.take",
     ("x", "indices"),
     (Attr("axis", at.to_opt_int, None), Attr("mode", at.one_of("fast", "nan", "wrap", "clip"), "fast")),
     infer=_infer_take,
-    kernel=lambda x, indices, axis=None, mode="fast": index_kernels.take(x, indices, axis=axis, mode=mode),
+    kernel=take_kernel,
     grad=_take_grad,
     cost=ELEMENTWISE,
 )

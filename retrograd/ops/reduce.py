@@ -30,7 +30,7 @@ def axes_of(ctx: InferCtx, axes, ndim: int, arg: int = 0, what: str = "axis") ->
     return tuple(out)
 
 
-def _infer_reduce(ctx: InferCtx) -> TensorStructInfo:
+def infer_reduce(ctx: InferCtx) -> TensorStructInfo:
     x = ctx.tensor(0)
     axis, keepdims = ctx.attrs["axis"], ctx.attrs["keepdims"]
     if x.ndim == -1:
@@ -44,7 +44,7 @@ def _infer_reduce(ctx: InferCtx) -> TensorStructInfo:
     return TensorStructInfo(tuple(d for i, d in enumerate(x.shape) if i not in axes), x.dtype)
 
 
-def _infer_cumsum(ctx: InferCtx) -> TensorStructInfo:
+def infer_cumsum(ctx: InferCtx) -> TensorStructInfo:
     x = ctx.tensor(0)
     dtype = ctx.attrs["dtype"] or x.dtype
     axis = ctx.attrs["axis"]
@@ -63,12 +63,12 @@ def _infer_cumsum(ctx: InferCtx) -> TensorStructInfo:
 # Results are in C order whatever the input's layout (NumPy's follows it): see retrograd/analysis/layout.py.
 
 
-def _sum(x, axis=None, keepdims=False):
+def sum_kernel(x, axis=None, keepdims=False):
     # dtype=x.dtype: NumPy would widen int32 sums to int64; TVM keeps the input dtype.
     return np.asarray(np.sum(x, axis=axis, keepdims=keepdims, dtype=x.dtype), order="C")
 
 
-def _mean(x, axis=None, keepdims=False):
+def mean_kernel(x, axis=None, keepdims=False):
     count = x.size if axis is None else math.prod(x.shape[a] for a in axis)
     if count == 0:
         raise KernelError(f"R.mean: mean over an empty axis of a tensor shaped {x.shape}")
@@ -79,14 +79,14 @@ def _mean(x, axis=None, keepdims=False):
     return np.asarray(np.mean(x, axis=axis, keepdims=keepdims), dtype=x.dtype, order="C")
 
 
-def _variance(x, axis=None, keepdims=False):
+def variance_kernel(x, axis=None, keepdims=False):
     if (x.size if axis is None else math.prod(x.shape[a] for a in axis)) == 0:
         raise KernelError(f"R.variance: variance over an empty axis of a tensor shaped {x.shape}")
     # Population variance (ddof=0), as TVM computes it.
     return np.asarray(np.var(x, axis=axis, keepdims=keepdims), dtype=x.dtype, order="C")
 
 
-def _extremum(name, fn):
+def extremum_kernel(name, fn):
     def kernel(x, axis=None, keepdims=False):
         reduced = range(x.ndim) if axis is None else axis
         if any(x.shape[a] == 0 for a in reduced):
@@ -96,7 +96,7 @@ def _extremum(name, fn):
     return kernel
 
 
-def _cumsum(x, axis=None, dtype=None, exclusive=False):
+def cumsum_kernel(x, axis=None, dtype=None, exclusive=False):
     if axis is None:
         x, axis = x.reshape(-1), 0
     out = np.cumsum(x, axis=axis, dtype=dtype or x.dtype, out=np.empty(x.shape, dtype or x.dtype))
@@ -114,7 +114,7 @@ def _cumsum(x, axis=None, dtype=None, exclusive=False):
 # -- gradient rules -----------------------------------------------------------------------------
 
 
-def _reduced_axes(call) -> tuple[int, ...]:
+def reduced_axes(call) -> tuple[int, ...]:
     ndim = call.args[0].struct_info.ndim
     axis = call.attrs["axis"]
     if ndim == -1 and (axis is None or any(a < 0 for a in axis)):
@@ -128,15 +128,15 @@ def _reduced_axes(call) -> tuple[int, ...]:
 
 def reduced_axes_attr(call) -> list[int] | None:
     """The reduced axes as an axis attribute: None (all) for a full reduction, whatever the rank."""
-    return None if call.attrs["axis"] is None else list(_reduced_axes(call))
+    return None if call.attrs["axis"] is None else list(reduced_axes(call))
 
 
-def _keep(call, v: Expr) -> Expr:
+def keep_reduced_dims(call, v: Expr) -> Expr:
     """Put back the reduced axes (as size 1) so v broadcasts against the input."""
     axis = call.attrs["axis"]
     if call.attrs["keepdims"] or not axis:
         return v
-    return R.expand_dims(v, axis=list(_reduced_axes(call)))
+    return R.expand_dims(v, axis=list(reduced_axes(call)))
 
 
 def broadcast_like(v: Expr, x: Expr) -> Expr:
@@ -147,37 +147,37 @@ def broadcast_like(v: Expr, x: Expr) -> Expr:
     return R.broadcast_to(v, shape_of(x))
 
 
-def _count(call) -> Expr:
+def reduced_count(call) -> Expr:
     """The number of reduced elements: a constant, or a computed tensor when dims are symbolic."""
     x = call.args[0]
     if x.struct_info.shape is not None:
-        dims = [x.struct_info.shape[a] for a in _reduced_axes(call)]
+        dims = [x.struct_info.shape[a] for a in reduced_axes(call)]
         if all(isinstance(d, int) for d in dims):
             return scalar(float(math.prod(dims)), x)
     return R.sum(R.ones_like(x), axis=reduced_axes_attr(call), keepdims=True)
 
 
 def _sum_grad(call, out, g):
-    return [broadcast_like(_keep(call, g), call.args[0])]
+    return [broadcast_like(keep_reduced_dims(call, g), call.args[0])]
 
 
 def _mean_grad(call, out, g):
-    return [broadcast_like(R.divide(_keep(call, g), _count(call)), call.args[0])]
+    return [broadcast_like(R.divide(keep_reduced_dims(call, g), reduced_count(call)), call.args[0])]
 
 
 def _variance_grad(call, out, g):
     x = call.args[0]
     centered = R.subtract(x, R.mean(x, axis=reduced_axes_attr(call), keepdims=True))
-    two_over_n = R.divide(scalar(2.0, x), _count(call))
-    return [R.multiply(R.multiply(_keep(call, g), two_over_n), centered)]
+    two_over_n = R.divide(scalar(2.0, x), reduced_count(call))
+    return [R.multiply(R.multiply(keep_reduced_dims(call, g), two_over_n), centered)]
 
 
 def _extremum_grad(call, out, g):
     # TVM has no rule; we split g evenly among tied extrema (PyTorch's amax/amin rule).
     x = call.args[0]
-    mask = R.astype(R.equal(x, _keep(call, out)), x.struct_info.dtype)
+    mask = R.astype(R.equal(x, keep_reduced_dims(call, out)), x.struct_info.dtype)
     ties = R.sum(mask, axis=reduced_axes_attr(call), keepdims=True)
-    return [R.divide(R.multiply(_keep(call, g), mask), ties)]
+    return [R.divide(R.multiply(keep_reduced_dims(call, g), mask), ties)]
 
 
 def _cumsum_grad(call, out, g):
@@ -194,24 +194,24 @@ def _cumsum_grad(call, out, g):
     return [grad]
 
 
-_REDUCE_ATTRS = (Attr("axis", to_opt_ints, None), Attr("keepdims", to_bool, False))
+REDUCE_ATTRS = (Attr("axis", to_opt_ints, None), Attr("keepdims", to_bool, False))
 
 
 def _reduce(name, kernel, grad):
-    return register(f"relax.{name}", ("x",), _REDUCE_ATTRS, infer=_infer_reduce, kernel=kernel, grad=grad, cost=REDUCE)
+    return register(f"relax.{name}", ("x",), REDUCE_ATTRS, infer=infer_reduce, kernel=kernel, grad=grad, cost=REDUCE)
 
 
-sum = _reduce("sum", _sum, _sum_grad)
-mean = _reduce("mean", _mean, _mean_grad)
-variance = _reduce("variance", _variance, _variance_grad)
-max = _reduce("max", _extremum("max", np.max), _extremum_grad)
-min = _reduce("min", _extremum("min", np.min), _extremum_grad)
+sum = _reduce("sum", sum_kernel, _sum_grad)
+mean = _reduce("mean", mean_kernel, _mean_grad)
+variance = _reduce("variance", variance_kernel, _variance_grad)
+max = _reduce("max", extremum_kernel("max", np.max), _extremum_grad)
+min = _reduce("min", extremum_kernel("min", np.min), _extremum_grad)
 cumsum = register(
     "relax.cumsum",
     ("data",),
     (Attr("axis", to_opt_int, None), Attr("dtype", to_opt_dtype, None), Attr("exclusive", to_bool, False)),
-    infer=_infer_cumsum,
-    kernel=_cumsum,
+    infer=infer_cumsum,
+    kernel=cumsum_kernel,
     grad=_cumsum_grad,
     cost=REDUCE,
 )

@@ -12,12 +12,12 @@ from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo
 from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
 from retrograd.ops.reduce import (
-    _REDUCE_ATTRS,
-    _count,
-    _infer_cumsum,
-    _infer_reduce,
-    _keep,
-    _reduced_axes,
+    REDUCE_ATTRS,
+    reduced_count,
+    infer_cumsum,
+    infer_reduce,
+    keep_reduced_dims,
+    reduced_axes,
     reduced_axes_attr,
     broadcast_like,
 )
@@ -32,7 +32,7 @@ def _nonempty(name, x, axis):
 # -- prod -----------------------------------------------------------------------------------------
 
 
-def _prod(x, axis=None, keepdims=False):
+def prod_kernel(x, axis=None, keepdims=False):
     return np.asarray(np.prod(x, axis=axis, keepdims=keepdims, dtype=x.dtype))
 
 
@@ -42,8 +42,8 @@ def _prod_grad(call, out, g):
     x = call.args[0]
     shape = x.struct_info.shape
     if shape is None or not all(isinstance(d, int) for d in shape):
-        return [R.multiply(broadcast_like(_keep(call, g), x), R.divide(broadcast_like(_keep(call, out), x), x))]
-    axes = _reduced_axes(call)
+        return [R.multiply(broadcast_like(keep_reduced_dims(call, g), x), R.divide(broadcast_like(keep_reduced_dims(call, out), x), x))]
+    axes = reduced_axes(call)
     rest = [a for a in range(len(shape)) if a not in axes]
     perm = rest + list(axes)
     inverse = [perm.index(a) for a in range(len(shape))]
@@ -53,15 +53,15 @@ def _prod_grad(call, out, g):
     after = R.flip(R.cumprod(R.flip(flat, axis=-1), axis=-1, exclusive=True), axis=-1)
     others = R.reshape(R.multiply(before, after), shape_expr(lead + [shape[a] for a in axes]))
     others = R.permute_dims(others, axes=inverse)
-    return [R.multiply(broadcast_like(_keep(call, g), x), others)]
+    return [R.multiply(broadcast_like(keep_reduced_dims(call, g), x), others)]
 
 
-prod = register("relax.prod", ("x",), _REDUCE_ATTRS, infer=_infer_reduce, kernel=_prod, grad=_prod_grad)
+prod = register("relax.prod", ("x",), REDUCE_ATTRS, infer=infer_reduce, kernel=prod_kernel, grad=_prod_grad)
 
 # -- std ------------------------------------------------------------------------------------------
 
 
-def _std(x, axis=None, keepdims=False):
+def std_kernel(x, axis=None, keepdims=False):
     _nonempty("std", x, axis)
     # Population standard deviation (ddof=0): TVM legalizes std as sqrt(variance).
     return np.asarray(np.std(x, axis=axis, keepdims=keepdims), dtype=x.dtype)
@@ -70,11 +70,11 @@ def _std(x, axis=None, keepdims=False):
 def _std_grad(call, out, g):
     x = call.args[0]
     centered = R.subtract(x, R.mean(x, axis=reduced_axes_attr(call), keepdims=True))
-    scale = R.divide(_keep(call, g), R.multiply(_count(call), _keep(call, out)))
+    scale = R.divide(keep_reduced_dims(call, g), R.multiply(reduced_count(call), keep_reduced_dims(call, out)))
     return [R.multiply(scale, centered)]
 
 
-std = register("relax.std", ("x",), _REDUCE_ATTRS, infer=_infer_reduce, kernel=_std, grad=_std_grad)
+std = register("relax.std", ("x",), REDUCE_ATTRS, infer=infer_reduce, kernel=std_kernel, grad=_std_grad)
 
 # -- median ---------------------------------------------------------------------------------------
 
@@ -83,13 +83,13 @@ def _infer_median(ctx: InferCtx):
     # TVM: one axis gives (values, int64 indices); no axis or several give the values alone.
     x = ctx.tensor(0)
     axis = ctx.attrs["axis"]
-    values = _infer_reduce(ctx)
+    values = infer_reduce(ctx)
     if axis is None or len(axis) != 1:
         return values
     return TupleStructInfo([values, TensorStructInfo(values.shape, "int64", values.ndim)])
 
 
-def _median(x, axis=None, keepdims=False):
+def median_kernel(x, axis=None, keepdims=False):
     _nonempty("median", x, axis)
     # The lower median (sorted position (n - 1) // 2), as TVM's legalization and torch.median.
     if axis is None or len(axis) != 1:
@@ -121,17 +121,17 @@ def _median_grad(call, out, g):
         if not call.attrs["keepdims"]:
             idx, gv = R.expand_dims(idx, axis=[a]), R.expand_dims(gv, axis=[a])
         return [R.scatter_elements(R.zeros_like(x), idx, gv, axis=a)]
-    mask = R.astype(R.equal(x, _keep(call, out)), x.struct_info.dtype)
+    mask = R.astype(R.equal(x, keep_reduced_dims(call, out)), x.struct_info.dtype)
     ties = R.sum(mask, axis=reduced_axes_attr(call), keepdims=True)
-    return [R.divide(R.multiply(_keep(call, g), mask), ties)]
+    return [R.divide(R.multiply(keep_reduced_dims(call, g), mask), ties)]
 
 
-median = register("relax.median", ("x",), _REDUCE_ATTRS, infer=_infer_median, kernel=_median, grad=_median_grad)
+median = register("relax.median", ("x",), REDUCE_ATTRS, infer=_infer_median, kernel=median_kernel, grad=_median_grad)
 
 # -- cumprod --------------------------------------------------------------------------------------
 
 
-def _cumprod(data, axis=None, dtype=None, exclusive=False):
+def cumprod_kernel(data, axis=None, dtype=None, exclusive=False):
     if axis is None:
         data, axis = data.reshape(-1), 0
     out = np.cumprod(data, axis=axis, dtype=dtype or data.dtype)
@@ -162,7 +162,7 @@ cumprod = register(
     "relax.cumprod",
     ("data",),
     (Attr("axis", at.to_opt_int, None), Attr("dtype", at.to_opt_dtype, None), Attr("exclusive", at.to_bool, False)),
-    infer=_infer_cumsum,
-    kernel=_cumprod,
+    infer=infer_cumsum,
+    kernel=cumprod_kernel,
     grad=_cumprod_grad,
 )

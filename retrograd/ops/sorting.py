@@ -38,7 +38,7 @@ def _infer_sort(ctx: InferCtx) -> TensorStructInfo:
     return x
 
 
-def _sort(data, axis=-1, descending=False):
+def sort_kernel(data, axis=-1, descending=False):
     return np.take_along_axis(data, _order(data, axis, descending), axis)
 
 
@@ -51,7 +51,7 @@ def _sort_grad(call, out, g):
 
 sort = register(
     "relax.sort", ("x",), (Attr("axis", at.to_int, -1), Attr("descending", at.to_bool, False)),
-    infer=_infer_sort, kernel=_sort, grad=_sort_grad,
+    infer=_infer_sort, kernel=sort_kernel, grad=_sort_grad,
 )
 
 
@@ -61,12 +61,16 @@ def _infer_argsort(ctx: InferCtx) -> TensorStructInfo:
     return TensorStructInfo(x.shape, ctx.attrs["dtype"] or x.dtype, x.ndim)
 
 
+def argsort_kernel(data, axis=-1, descending=False, dtype="int32"):
+    return _order(data, axis, descending).astype(dtype or data.dtype)
+
+
 argsort = register(
     "relax.argsort",
     ("data",),
     (Attr("axis", at.to_int, -1), Attr("descending", at.to_bool, False), Attr("dtype", at.to_opt_dtype, "int32")),
     infer=_infer_argsort,
-    kernel=lambda data, axis=-1, descending=False, dtype="int32": _order(data, axis, descending).astype(dtype or data.dtype),
+    kernel=argsort_kernel,
     grad=no_gradient,
 )
 
@@ -111,7 +115,7 @@ def _topk_order(data, k, axis, largest):
     return np.moveaxis(order, -1, axis)
 
 
-def _topk(data, k=1, axis=-1, ret_type="both", largest=True, dtype="int32"):
+def topk_kernel(data, k=1, axis=-1, ret_type="both", largest=True, dtype="int32"):
     axis %= data.ndim
     idx = _topk_order(data, _k_of(k, data.shape[axis]), axis, largest)
     vals = np.take_along_axis(data, idx, axis)
@@ -143,7 +147,7 @@ topk = register(
         Attr("dtype", at.to_opt_dtype, "int32"),
     ),
     infer=_infer_topk,
-    kernel=_topk,
+    kernel=topk_kernel,
     grad=_topk_grad,
 )
 
@@ -165,7 +169,7 @@ def _infer_arg_extremum(ctx: InferCtx) -> TensorStructInfo:
     return TensorStructInfo(shape, "int64")
 
 
-def _arg_extremum(name, fn):
+def arg_extremum_kernel(name, fn):
     def kernel(x, axis=None, keepdims=False):
         if x.size == 0 or (axis is not None and x.shape[axis] == 0):
             raise KernelError(f"R.{name}: empty reduction over a tensor shaped {x.shape}")
@@ -177,10 +181,10 @@ def _arg_extremum(name, fn):
 
 _ARG_ATTRS = (Attr("axis", at.to_opt_int, None), Attr("keepdims", at.to_bool, False))
 argmax = register(
-    "relax.argmax", ("x",), _ARG_ATTRS, infer=_infer_arg_extremum, kernel=_arg_extremum("argmax", np.argmax), grad=no_gradient
+    "relax.argmax", ("x",), _ARG_ATTRS, infer=_infer_arg_extremum, kernel=arg_extremum_kernel("argmax", np.argmax), grad=no_gradient
 )
 argmin = register(
-    "relax.argmin", ("x",), _ARG_ATTRS, infer=_infer_arg_extremum, kernel=_arg_extremum("argmin", np.argmin), grad=no_gradient
+    "relax.argmin", ("x",), _ARG_ATTRS, infer=_infer_arg_extremum, kernel=arg_extremum_kernel("argmin", np.argmin), grad=no_gradient
 )
 
 # -- bucketize -----------------------------------------------------------------------------------
@@ -193,7 +197,7 @@ def _infer_bucketize(ctx: InferCtx) -> TensorStructInfo:
     return TensorStructInfo(x.shape, "int32" if ctx.attrs["out_int32"] else "int64", x.ndim)
 
 
-def _bucketize(input_tensor, boundaries, out_int32=False, right=False):
+def bucketize_kernel(input_tensor, boundaries, out_int32=False, right=False):
     # PyTorch's convention (TVM follows it): right=False counts boundaries < x, right=True boundaries <= x.
     side = "right" if right else "left"
     return np.asarray(np.searchsorted(boundaries, input_tensor, side=side)).astype("int32" if out_int32 else "int64")
@@ -204,6 +208,6 @@ bucketize = register(
     ("input_tensor", "boundaries"),
     (Attr("out_int32", at.to_bool, False), Attr("right", at.to_bool, False)),
     infer=_infer_bucketize,
-    kernel=_bucketize,
+    kernel=bucketize_kernel,
     grad=no_gradient,
 )
