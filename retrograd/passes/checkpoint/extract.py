@@ -32,7 +32,7 @@ from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, tuple_fi
 from retrograd.ir.text import format_sinfo
 from retrograd.ops.cost import DEFAULT as DEFAULT_COST
 from retrograd.passes.checkpoint.problem import Problem
-from retrograd.ir.analysis import read_vars
+from retrograd.ir.vars import read_vars
 
 _LEAVES = (Constant, PrimValue, ShapeExpr, StringImm)
 

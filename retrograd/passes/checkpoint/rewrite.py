@@ -21,7 +21,7 @@ from retrograd.passes.barriers import emit_recomputation
 from retrograd.passes.checkpoint.extract import Extraction, struct_nodes_of, struct_fields
 from retrograd.passes.checkpoint.problem import Schedule
 from retrograd.passes.checkpoint.simulate import events
-from retrograd.ir.analysis import read_vars
+from retrograd.ir.vars import read_vars
 from retrograd.ir.copy import copy_expr
 
 def rewrite(ex: Extraction, recompute) -> Function:

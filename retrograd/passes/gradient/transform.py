@@ -6,7 +6,7 @@ from typing import Any
 
 from retrograd.errors import GradientError, did_you_mean
 from retrograd.gc_pause import collector_paused
-from retrograd.ir.analysis import called_functions
+from retrograd.ir.vars import called_functions
 from retrograd.ir.block import DataflowBlock, VarBinding
 from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.copy import copy_binding, copy_expr, fresh_var
