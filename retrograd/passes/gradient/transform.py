@@ -20,7 +20,7 @@ from retrograd.passes.cse import eliminate_common_subexpressions
 from retrograd.passes.dce import eliminate_dead_code, is_pure
 from retrograd.passes.fold_constant import fold_constants
 from retrograd.passes.gradient.activity import all_float, compute_active
-from retrograd.passes.gradient.checkpoint import Recompute, collect_checkpoints, marker_kind
+from retrograd.passes.gradient.markers import Recompute, collect_checkpoints, marker_kind
 from retrograd.passes.gradient.sparse import SparseGrads
 from retrograd.passes.gradient.spec import GradientSpec, resolve_spec, return_fields, vjp_spec
 from retrograd.passes.gradient.sweep import Sweep
