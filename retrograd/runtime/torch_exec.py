@@ -26,7 +26,7 @@ from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops import torch_kernels
 from retrograd.runtime.executor import FunctionTable, bind_arguments
 from retrograd.runtime.interp import kernel_failure
-from retrograd.runtime.lowering import Info, reader
+from retrograd.runtime.program import Info, reader
 from retrograd.runtime.signature import Binder, Mismatch, check_deferred, compile_checker, compile_dim, describe_value
 from retrograd.runtime.stats import RunStats
 

@@ -1,5 +1,6 @@
-"""Lowering: each function's Plan (analysis/plan.py) becomes code over register slots, a kernel bound to
-each instruction, with the plan's frees, in-place targets, splits and pairs."""
+"""The executable program: each function's Plan (analysis/plan.py) becomes code over register slots, a
+kernel bound to each instruction, with the plan's frees, in-place targets, splits and pairs
+(`lower_module`; `lower/` is the other way to read a plan, as Python source)."""
 
 from __future__ import annotations
 
