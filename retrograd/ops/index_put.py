@@ -14,7 +14,7 @@ from retrograd.ops.api import R
 from retrograd.ops.elementwise import scalar
 from retrograd.ops.create_range import prim_arg
 from retrograd.ops.kernels.index import checked_indices
-from retrograd.ops.reduce import axes_of
+from retrograd.ops.statistical import axes_of
 from retrograd.ops.registry import Arg, Attr, InferCtx, register
 
 

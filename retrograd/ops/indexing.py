@@ -17,7 +17,7 @@ from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
 from retrograd.ops.elementwise import scalar
 from retrograd.ops.kernels import index as index_kernels
-from retrograd.ops.reduce import axes_of
+from retrograd.ops.statistical import axes_of
 from retrograd.ops.cost import ELEMENTWISE, VIEW
 from retrograd.ops import views
 from retrograd.ops.registry import Attr, InferCtx, register

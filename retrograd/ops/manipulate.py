@@ -18,7 +18,7 @@ from retrograd.ops.api import R
 from retrograd.ops.create import np_dtype, shape_arg
 from retrograd.ops.elementwise import shape_of
 from retrograd.ops.kernels import parallel
-from retrograd.ops.reduce import axes_of
+from retrograd.ops.statistical import axes_of
 from retrograd.ops.cost import ELEMENTWISE, REDUCE, VIEW
 from retrograd.ops import views
 from retrograd.ops.registry import Arg, Attr, InferCtx, register

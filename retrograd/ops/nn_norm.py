@@ -16,7 +16,7 @@ from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
 from retrograd.ops.composed import ComposedVjp
 from retrograd.ops.kernels import norm as norm_kernels
-from retrograd.ops.reduce import axes_of
+from retrograd.ops.statistical import axes_of
 from retrograd.ops.registry import Attr, InferCtx, register
 
 _EPS_CENTER_SCALE = (

@@ -11,7 +11,7 @@ from retrograd.ir.expr import TupleGetItem, shape_expr
 from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo
 from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
-from retrograd.ops.reduce import (
+from retrograd.ops.statistical import (
     REDUCE_ATTRS,
     reduced_count,
     infer_cumsum,

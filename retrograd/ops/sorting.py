@@ -9,7 +9,7 @@ from retrograd.ir.expr import TupleGetItem
 from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo
 from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
-from retrograd.ops.reduce import axes_of
+from retrograd.ops.statistical import axes_of
 from retrograd.ops.registry import Attr, InferCtx, no_gradient, register
 
 
