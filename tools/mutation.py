@@ -24,9 +24,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # (id, file, original text, mutated text, tests that must catch it)
 MUTANTS = [
-    ("max-tie", "retrograd/ops/elementwise.py", '_max_min_grad("greater_equal")', '_max_min_grad("greater")',
+    ("max-tie", "retrograd/ops/binary.py", '_max_min_grad("greater_equal")', '_max_min_grad("greater")',
      ["tests/ops/test_mutation_killers.py", "tests/ops/test_grad_rules_math.py"]),
-    ("min-tie", "retrograd/ops/elementwise.py", '_max_min_grad("less_equal")', '_max_min_grad("less")',
+    ("min-tie", "retrograd/ops/binary.py", '_max_min_grad("less_equal")', '_max_min_grad("less")',
      ["tests/ops/test_mutation_killers.py", "tests/ops/test_grad_rules_math.py"]),
     ("pool-ceil", "retrograd/ops/kernels/window.py", "if (n - 1) * s >= size + p0:", "if (n - 1) * s > size + p0:",
      ["tests/ops/test_mutation_killers.py", "tests/ops/test_kernels_pool.py"]),
@@ -38,7 +38,7 @@ MUTANTS = [
      "composed = tuple(axes[a] for a in inner_axes)", ["tests/passes/test_simplify.py"]),
     ("dce-if", "retrograd/passes/dce.py", "return _seq_pure(value.true_branch, mod) and _seq_pure(value.false_branch, mod)",
      "return _seq_pure(value.true_branch, mod) or _seq_pure(value.false_branch, mod)", ["tests/passes/test_dce.py"]),
-    ("power-guard", "retrograd/ops/elementwise.py", "R.log(R.where(flat, scalar(1, x1), x1))", "R.log(x1)",
+    ("power-guard", "retrograd/ops/binary.py", "R.log(R.where(flat, scalar(1, x1), x1))", "R.log(x1)",
      ["tests/passes/test_gradient_issue9.py"]),
     ("take-clip", "retrograd/ops/indexing.py", "return R.clip(indices, PrimValue(0), PrimValue(size - 1))",
      "return R.clip(indices, PrimValue(0), PrimValue(size))", ["tests/passes/test_gradient_issue9.py"]),

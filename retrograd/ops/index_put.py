@@ -11,11 +11,11 @@ from retrograd.ir.expr import PrimValue, Tuple, TupleGetItem, const, shape_expr
 from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, is_int_dtype
 from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
-from retrograd.ops.elementwise import scalar
+from retrograd.ops.rule_helpers import scalar
 from retrograd.ops.create_range import prim_arg
 from retrograd.ops.kernels.index import checked_indices
-from retrograd.ops.statistical import axes_of
 from retrograd.ops.registry import Arg, Attr, InferCtx, register
+from retrograd.ops.shape_utils import axes_of
 
 
 def _index_fields(ctx: InferCtx, i: int) -> list[TensorStructInfo]:

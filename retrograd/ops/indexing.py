@@ -15,14 +15,13 @@ from retrograd.ir.expr import Constant, Expr, PrimValue, Tuple, shape_expr
 from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
-from retrograd.ops.elementwise import scalar
+from retrograd.ops.rule_helpers import scalar
 from retrograd.ops.kernels import index as index_kernels
-from retrograd.ops.statistical import axes_of
 from retrograd.ops.cost import ELEMENTWISE, VIEW
 from retrograd.ops import views
 from retrograd.ops.registry import Attr, InferCtx, register
 from retrograd.ops.runtime_dims import axis_positions
-from retrograd.ops.shape_utils import broadcast_shapes, same_dtype
+from retrograd.ops.shape_utils import axes_of, broadcast_shapes, same_dtype
 
 
 # -- strided_slice ------------------------------------------------------------------------------

@@ -16,14 +16,13 @@ from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, is_float
 from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
 from retrograd.ops.create import np_dtype, shape_arg
-from retrograd.ops.elementwise import shape_of
+from retrograd.ops.rule_helpers import shape_of
 from retrograd.ops.kernels import parallel
-from retrograd.ops.statistical import axes_of
 from retrograd.ops.cost import ELEMENTWISE, REDUCE, VIEW
 from retrograd.ops import views
 from retrograd.ops.registry import Arg, Attr, InferCtx, register
 from retrograd.ops.runtime_dims import axis_length, axis_positions
-from retrograd.ops.shape_utils import dim_add, dims_product, from_monomial, monomial, same_dtype
+from retrograd.ops.shape_utils import axes_of, dim_add, dims_product, from_monomial, monomial, same_dtype
 
 _SHAPE = Arg("shape", kind="shape")
 

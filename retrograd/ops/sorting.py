@@ -9,8 +9,8 @@ from retrograd.ir.expr import TupleGetItem
 from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo
 from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
-from retrograd.ops.statistical import axes_of
 from retrograd.ops.registry import Attr, InferCtx, no_gradient, register
+from retrograd.ops.shape_utils import axes_of
 
 
 def _axis(ctx: InferCtx, x: TensorStructInfo) -> int | None:

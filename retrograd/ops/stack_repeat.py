@@ -9,9 +9,8 @@ from retrograd.ir.expr import Tuple, TupleGetItem, shape_expr
 from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
-from retrograd.ops.statistical import axes_of
 from retrograd.ops.registry import Attr, InferCtx, register
-from retrograd.ops.shape_utils import dim_mul, dims_product
+from retrograd.ops.shape_utils import axes_of, dim_mul, dims_product
 
 
 def _static_shape(call, x, what: str) -> tuple[int, ...]:

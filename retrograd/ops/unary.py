@@ -1,15 +1,43 @@
-"""More elementwise math: clip, inverse/hyperbolic trigonometry, rounding, checks, modular arithmetic, fma."""
+"""Unary elementwise ops: abs, negation, trigonometry, exp / log / sqrt, sigmoid, clip, rounding, sign,
+finiteness checks (TVM's unary.py; logical_not and bitwise_not are in logical.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from retrograd.errors import KernelError
-from retrograd.ir.struct_info import PrimStructInfo, TensorStructInfo, is_int_dtype
+from retrograd.ir.struct_info import PrimStructInfo, TensorStructInfo
 from retrograd.ops.api import R
 from retrograd.ops.cost import ELEMENTWISE
-from retrograd.ops.elementwise import register_binary, quiet_ufunc_kernel, infer_binary, infer_unary, register_unary, ufunc_kernel, keep_dtype, scalar
+from retrograd.ops.elementwise import infer_unary, keep_dtype, quiet_ufunc_kernel, register_unary, ufunc_kernel
 from retrograd.ops.registry import Arg, InferCtx, no_gradient, register
+from retrograd.ops.rule_helpers import scalar
+
+
+def sigmoid_kernel(x):
+    # exp(-x) overflows to inf for very negative x, giving the correct limit 0: silence the warning.
+    with np.errstate(over="ignore"):
+        return np.asarray(np.divide(1.0, 1.0 + np.exp(-x), order="C"), dtype=x.dtype)
+
+
+abs = register_unary(
+    "abs",
+    ufunc_kernel(np.abs),
+    lambda c, o, g: [R.multiply(g, R.where(R.less(c.args[0], scalar(0, o)), scalar(-1, o), scalar(1, o)))],
+    infer=infer_unary,
+    inplace=np.absolute,
+)
+negative = register_unary("negative", ufunc_kernel(np.negative), lambda c, o, g: [R.negative(g)], infer=infer_unary, inplace=np.negative)
+cos = register_unary("cos", ufunc_kernel(np.cos), lambda c, o, g: [R.negative(R.multiply(g, R.sin(c.args[0])))], inplace=np.cos)
+sin = register_unary("sin", ufunc_kernel(np.sin), lambda c, o, g: [R.multiply(g, R.cos(c.args[0]))], inplace=np.sin)
+exp = register_unary("exp", quiet_ufunc_kernel(np.exp), lambda c, o, g: [R.multiply(g, o)])
+log = register_unary("log", quiet_ufunc_kernel(np.log), lambda c, o, g: [R.divide(g, c.args[0])])
+sqrt = register_unary("sqrt", quiet_ufunc_kernel(np.sqrt), lambda c, o, g: [R.divide(R.multiply(scalar(0.5, o), g), o)])
+tanh = register_unary(
+    "tanh", ufunc_kernel(np.tanh), lambda c, o, g: [R.multiply(g, R.subtract(scalar(1, o), R.multiply(o, o)))], inplace=np.tanh
+)
+sigmoid = register_unary(
+    "sigmoid", sigmoid_kernel, lambda c, o, g: [R.multiply(R.multiply(g, o), R.subtract(scalar(1, o), o))]
+)
 
 # -- clip ---------------------------------------------------------------------------------------
 
@@ -113,6 +141,8 @@ floor = register_unary("floor", int_safe_kernel(np.floor), _zero_grad, infer=inf
 # TVM lowers round to nearbyint: halves go to the even neighbour, as np.round and torch.round do.
 round = register_unary("round", int_safe_kernel(np.round), _zero_grad, infer=infer_unary)
 trunc = register_unary("trunc", int_safe_kernel(np.trunc), _zero_grad, infer=infer_unary)
+
+
 def sign_kernel(x):
     # TVM lowers sign to selects on x > 0 and x < 0: NaN gives 0 (NumPy and PyTorch give NaN); a bool
     # is its own sign (NumPy has no sign for bools).
@@ -135,110 +165,3 @@ def _infer_check(ctx: InferCtx) -> TensorStructInfo:
 isfinite = register_unary("isfinite", ufunc_kernel(np.isfinite), no_gradient, infer=_infer_check)
 isinf = register_unary("isinf", ufunc_kernel(np.isinf), no_gradient, infer=_infer_check)
 isnan = register_unary("isnan", ufunc_kernel(np.isnan), no_gradient, infer=_infer_check)
-
-# -- binary math --------------------------------------------------------------------------------
-
-
-def _atan2_grad(call, out, g):
-    y, x = call.args
-    denom = R.add(R.multiply(y, y), R.multiply(x, x))
-    return [R.divide(R.multiply(g, x), denom), R.negative(R.divide(R.multiply(g, y), denom))]
-
-
-def no_int_zero_kernel(name, fn):
-    """Integer division by zero is an error (NumPy would warn and give 0); floats give inf/nan as TVM."""
-
-    def kernel(a, b):
-        if is_int_dtype(str(a.dtype)) and np.any(b == 0):
-            raise KernelError(f"R.{name}: integer division by zero")
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.asarray(fn(a, b))
-
-    kernel.__name__ = name
-    return keep_dtype(name, kernel)
-
-
-def _log_add_exp_grad(call, out, g):
-    x1, x2 = call.args
-    return [R.multiply(g, R.exp(R.subtract(x1, out))), R.multiply(g, R.exp(R.subtract(x2, out)))]
-
-
-def _mod_grad(quotient):
-    """x1 - q(x1 / x2) * x2: d/dx1 = 1, d/dx2 = -q(x1 / x2) (PyTorch's fmod/remainder rules)."""
-
-    def grad(call, out, g):
-        x1, x2 = call.args
-        return [g, R.negative(R.multiply(g, quotient(R.divide(x1, x2))))]
-
-    return grad
-
-
-def _floor_divide_grad(call, out, g):
-    # Piecewise constant: zero gradients, as PyTorch's floor_divide (TVM has no rule).
-    return [R.zeros_like(call.args[0]), R.zeros_like(call.args[1])]
-
-
-def _floor_divide(a, b):
-    # TVM lowers float floordiv to floor(x1 / x2), which differs from NumPy's (fmod-based) floor
-    # division at infinities (-inf // 2 is -inf, not NaN) and for quotients beyond 2**mantissa.
-    if a.dtype.kind == "f":
-        return np.floor(np.divide(a, b, order="C"))
-    return np.floor_divide(a, b, order="C")
-
-
-def _floor_mod(a, b):
-    # TVM lowers float floormod to x1 - floor(x1 / x2) * x2 (x % inf is NaN, not x).
-    if a.dtype.kind == "f":
-        return a - np.floor(np.divide(a, b)) * b
-    return np.mod(a, b, order="C")
-
-
-atan2 = register_binary("atan2", keep_dtype("atan2", ufunc_kernel(np.arctan2)), _atan2_grad)
-floor_divide = register(
-    "relax.floor_divide", ("x1", "x2"), infer=infer_binary(None),
-    kernel=no_int_zero_kernel("floor_divide", _floor_divide), grad=_floor_divide_grad,
-    cost=ELEMENTWISE,
-)
-# TVM's mod truncates (C fmod: the sign of x1); floor_mod floors (Python's %: the sign of x2).
-mod = register(
-    "relax.mod", ("x1", "x2"), infer=infer_binary(None), kernel=no_int_zero_kernel("mod", np.fmod), grad=_mod_grad(R.trunc), cost=ELEMENTWISE
-)
-floor_mod = register(
-    "relax.floor_mod", ("x1", "x2"), infer=infer_binary(None),
-    kernel=no_int_zero_kernel("floor_mod", _floor_mod), grad=_mod_grad(R.floor),
-    cost=ELEMENTWISE,
-)
-log_add_exp = register_binary("log_add_exp", keep_dtype("log_add_exp", ufunc_kernel(np.logaddexp)), _log_add_exp_grad)
-
-
-def _infer_fma(ctx: InferCtx) -> TensorStructInfo:
-    # TVM: no broadcasting; the three ndims, shapes and dtypes must agree.
-    xs = [ctx.tensor(i) for i in range(3)]
-    dtypes = {x.dtype for x in xs if x.dtype}
-    if len(dtypes) > 1:
-        raise ctx.error(f"dtypes {', '.join(x.dtype for x in xs)} must be equal")
-    ndims = {x.ndim for x in xs if x.ndim != -1}
-    if len(ndims) > 1:
-        raise ctx.error("the three arguments must have the same number of dimensions")
-    dtype = dtypes.pop() if dtypes else ""
-    shapes = [x.shape for x in xs]
-    if all(s is not None for s in shapes):
-        for a, b, c in zip(*shapes):
-            if not a == b == c:
-                raise ctx.error("the three arguments must have the same shape")
-        return TensorStructInfo(shapes[0], dtype)
-    return TensorStructInfo(None, dtype, ndims.pop() if ndims else -1)
-
-
-def ewise_fma_kernel(x1, x2, x3):
-    return np.asarray(x1 * x2 + x3)
-
-
-ewise_fma = register(
-    "relax.ewise_fma",
-    ("x1", "x2", "x3"),
-    infer=_infer_fma,
-    kernel=ewise_fma_kernel,
-    grad=lambda c, o, g: [R.multiply(g, c.args[1]), R.multiply(g, c.args[0]), g],
-    cost=ELEMENTWISE,
-)
