@@ -1,7 +1,7 @@
 """The operator set: importing this package registers every op."""
 
 from retrograd.ops import binary, logical, ternary, unary  # noqa: F401  (registers the elementwise ops)
-from retrograd.ops import create_range, einsum, gather_scatter, stack_repeat  # noqa: F401  (registers ops)
+from retrograd.ops import gather_scatter, stack_repeat  # noqa: F401  (registers ops)
 from retrograd.ops import index_put, sorting  # noqa: F401  (registers ops)
 from retrograd.ops import create, indexing, linear_algebra, manipulate, statistical  # noqa: F401  (registers the core families)
 from retrograd.ops import nn_activation, nn_adaptive, nn_conv, nn_conv_nd, nn_loss, nn_pool, nn_pool_nd  # noqa: F401  (nn.*)

@@ -12,7 +12,7 @@ from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, is_int_d
 from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
 from retrograd.ops.rule_helpers import scalar
-from retrograd.ops.create_range import prim_arg
+from retrograd.ops.create import prim_arg
 from retrograd.ops.kernels.index import checked_indices
 from retrograd.ops.registry import Arg, Attr, InferCtx, register
 from retrograd.ops.shape_utils import axes_of
