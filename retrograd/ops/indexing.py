@@ -1,4 +1,4 @@
-"""Indexing and selection ops: strided_slice, take, where.
+"""Indexing ops: strided_slice, take.
 
 strided_slice keeps axes, begin, end and strides as attributes (tuples of ints), not Tuple arguments:
 TVM 0.27 prints them positionally as tuple literals, `R.strided_slice(x, (0,), (1,), (3,), assume_inbound=False)`,
@@ -15,13 +15,12 @@ from retrograd.ir.expr import Constant, Expr, PrimValue, Tuple, shape_expr
 from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
-from retrograd.ops.rule_helpers import scalar
 from retrograd.ops.kernels import index as index_kernels
 from retrograd.ops.cost import ELEMENTWISE, VIEW
 from retrograd.ops import views
 from retrograd.ops.registry import Attr, InferCtx, register
 from retrograd.ops.runtime_dims import axis_positions
-from retrograd.ops.shape_utils import axes_of, broadcast_shapes, same_dtype
+from retrograd.ops.shape_utils import axes_of
 
 
 # -- strided_slice ------------------------------------------------------------------------------
@@ -144,7 +143,7 @@ strided_slice = register(
     cost=VIEW,
 )
 
-# -- take and where -----------------------------------------------------------------------------
+# -- take --------------------------------------------------------------------------------------------------
 
 
 def _infer_take(ctx: InferCtx) -> TensorStructInfo:
@@ -200,40 +199,5 @@ take = register(
     infer=_infer_take,
     kernel=take_kernel,
     grad=_take_grad,
-    cost=ELEMENTWISE,
-)
-
-
-def _infer_where(ctx: InferCtx) -> TensorStructInfo:
-    c, a, b = ctx.tensor(0), ctx.tensor(1), ctx.tensor(2)
-    if c.dtype and c.dtype != "bool":
-        raise ctx.error(f"the condition must be a bool tensor, got dtype {c.dtype}", 0)
-    dtype = same_dtype(a, b)
-    if dtype is None:
-        raise ctx.error(f"dtypes {a.dtype} and {b.dtype} of x1 and x2 differ")
-    if c.shape is None or a.shape is None or b.shape is None:
-        known = [t.ndim for t in (c, a, b)]
-        return TensorStructInfo(None, dtype, -1 if -1 in known else max(known))
-    shape = broadcast_shapes(a.shape, b.shape)
-    shape = shape if shape is None else broadcast_shapes(c.shape, shape)
-    if shape is None:
-        raise ctx.error("condition, x1 and x2 cannot be broadcast together")
-    return TensorStructInfo(shape, dtype)
-
-
-def _where_grad(call, out, g):
-    # g is full-shaped; the driver collapse-sums each branch to its own (maybe broadcast) shape.
-    c = call.args[0]
-    zero = scalar(0, out)
-    return [None, R.where(c, g, zero), R.where(c, zero, g)]
-
-
-where = register(
-    "relax.where",
-    ("condition", "x1", "x2"),
-    infer=_infer_where,
-    kernel=index_kernels.where,
-    grad=_where_grad,
-    inplace=index_kernels.where_into,
     cost=ELEMENTWISE,
 )
