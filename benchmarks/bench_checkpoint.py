@@ -37,7 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import retrograd  # noqa: E402
 from retrograd.analysis import memory_timeline  # noqa: E402
-from retrograd.ir.analysis import read_vars  # noqa: E402
+from retrograd.ir.vars import read_vars  # noqa: E402
 from retrograd.ir.expr import Call  # noqa: E402
 from retrograd.passes import Gradient  # noqa: E402
 from retrograd.passes.checkpoint import InfeasibleBudgetError, plan_checkpoint  # noqa: E402

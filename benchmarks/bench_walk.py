@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import retrograd  # noqa: E402
 from models import mlp_text  # noqa: E402
-from retrograd.ir.analysis import read_vars  # noqa: E402
+from retrograd.ir.vars import read_vars  # noqa: E402
 from retrograd.ir.block import VarBinding  # noqa: E402
 from retrograd.ir.expr import Function, If, SeqExpr  # noqa: E402
 from retrograd.ir.functor import ExprMutator  # noqa: E402

@@ -18,6 +18,7 @@ RANK = {
     "errors": 0, "gc_pause": 0,
     "ir": 1,
     "ops": 2,
+    "kernels": 2.5,  # the public kernel namespace: every op's kernel under its name (reads the registry)
     "analysis": 3,  # may not exist yet
     "parser": 4, "passes": 4, "runtime": 4,
     "lower": 5,

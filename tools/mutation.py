@@ -24,9 +24,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 # (id, file, original text, mutated text, tests that must catch it)
 MUTANTS = [
-    ("max-tie", "retrograd/ops/elementwise.py", '_max_min_grad("greater_equal")', '_max_min_grad("greater")',
+    ("max-tie", "retrograd/ops/binary.py", '_max_min_grad("greater_equal")', '_max_min_grad("greater")',
      ["tests/passes/test_gradient_op_edges.py", "tests/ops/test_grad_rules_math.py"]),
-    ("min-tie", "retrograd/ops/elementwise.py", '_max_min_grad("less_equal")', '_max_min_grad("less")',
+    ("min-tie", "retrograd/ops/binary.py", '_max_min_grad("less_equal")', '_max_min_grad("less")',
      ["tests/passes/test_gradient_op_edges.py", "tests/ops/test_grad_rules_math.py"]),
     ("pool-ceil", "retrograd/ops/kernels/window.py", "if (n - 1) * s >= size + p0:", "if (n - 1) * s > size + p0:",
      ["tests/ops/test_kernels_pool.py"]),
@@ -38,13 +38,13 @@ MUTANTS = [
      "composed = tuple(axes[a] for a in inner_axes)", ["tests/passes/test_simplify.py"]),
     ("dce-if", "retrograd/passes/dce.py", "return _seq_pure(value.true_branch, mod) and _seq_pure(value.false_branch, mod)",
      "return _seq_pure(value.true_branch, mod) or _seq_pure(value.false_branch, mod)", ["tests/passes/test_dce.py"]),
-    ("power-guard", "retrograd/ops/elementwise.py", "R.log(R.where(flat, scalar(1, x1), x1))", "R.log(x1)",
+    ("power-guard", "retrograd/ops/binary.py", "R.log(R.where(flat, scalar(1, x1), x1))", "R.log(x1)",
      ["tests/passes/test_gradient_op_edges.py"]),
     ("take-clip", "retrograd/ops/indexing.py", "return R.clip(indices, PrimValue(0), PrimValue(size - 1))",
      "return R.clip(indices, PrimValue(0), PrimValue(size))", ["tests/passes/test_gradient_sparse.py"]),
-    ("sum-keepdims", "retrograd/ops/reduce.py", 'if call.attrs["keepdims"] or not axis:', "if not axis:",
+    ("sum-keepdims", "retrograd/ops/statistical.py", 'if call.attrs["keepdims"] or not axis:', "if not axis:",
      ["tests/ops/test_grad_rules_math.py", "tests/ops/test_op_gradients.py"]),
-    ("mean-count", "retrograd/ops/reduce.py", "return scalar(float(math.prod(dims)), x)", "return scalar(float(math.prod(dims) + 1), x)",
+    ("mean-count", "retrograd/ops/statistical.py", "return scalar(float(math.prod(dims)), x)", "return scalar(float(math.prod(dims) + 1), x)",
      ["tests/ops/test_op_gradients.py"]),
     ("nll-mean", "retrograd/ops/nn_loss.py", "coef = R.divide(R.multiply(g, R.subtract(per_entry, R.multiply(out, valid))), total)",
      "coef = R.divide(R.multiply(g, per_entry), total)", ["tests/passes/test_gradient_op_edges.py"]),

@@ -414,3 +414,13 @@ def _read(regs: list, src):
 
 def _src_parts(src) -> tuple:
     return () if isinstance(src, int) else src
+
+
+def human_bytes(n: int) -> str:
+    """A byte count as every report writes it (profile, memory figures, checkpoint plans): 1536 -> '1.5 KiB'."""
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"  # pragma: no cover

@@ -1,6 +1,6 @@
 """The plan of a function: the one walk from IR to ordered instructions over registers with lifetimes.
 
-Every consumer reads it: the executor binds a kernel to each instruction (runtime/lowering.py), the
+Every consumer reads it: the executor binds a kernel to each instruction (runtime/program.py), the
 memory model replays it on abstract arrays (analysis/memory.py), `lower_to_python` prints it (its `del`s
 are the plan's frees) and the checkpoint planner builds its problem from it. A plan holds no kernels
 and needs no shapes: it says which register each binding fills, what each instruction reads, which

@@ -43,7 +43,7 @@ def cmd_run(args) -> int:
     _print_value(result, "result", out)
     stats = getattr(ex, "stats", None)
     if stats is not None and getattr(stats, "peak_live_bytes", None) is not None:
-        from retrograd.ir.text import human_bytes
+        from retrograd.analysis.memory import human_bytes
 
         print(
             f"peak live bytes: {stats.peak_live_bytes} ({human_bytes(stats.peak_live_bytes)}; "

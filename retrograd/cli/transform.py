@@ -109,7 +109,7 @@ def cmd_lower(args) -> int:
 
     mod = load_verified(args.file)
     if args.func is not None:
-        from retrograd.ir.analysis import reachable_functions
+        from retrograd.ir.vars import reachable_functions
 
         function_named(mod, args.func, args.file)
         keep = set(reachable_functions(mod, [args.func]))

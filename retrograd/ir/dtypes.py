@@ -56,3 +56,16 @@ def float_max(dtype: str) -> float:
 def is_float_array_dtype(dtype: np.dtype) -> bool:
     """Float dtypes of NumPy and the extension ones (ml_dtypes' report kind "V" for some)."""
     return dtype.kind == "f" or str(dtype) in EXTENSION_DTYPES
+
+
+def prim_scalar(expr):
+    """A prim value (PrimValue, StringImm) as kernels receive it: a Python number, or a NumPy scalar when
+    its dtype is one a Python number does not carry (T.float32(1.0) stays float32 for R.one_hot's result
+    dtype)."""
+    dtype = getattr(expr, "dtype", None)  # a StringImm has none
+    if dtype is not None and dtype not in ("int64", "float64", "bool"):
+        try:
+            return np.dtype(dtype).type(expr.value)
+        except TypeError:  # bfloat16: no NumPy dtype
+            pass
+    return expr.value

@@ -226,13 +226,3 @@ def _attr_text(v) -> str:
 
 def _arg_text(x) -> str:
     return x.name_hint if isinstance(x, Var | GlobalVar) else _brief_full(x)
-
-
-def human_bytes(n: int) -> str:
-    """1536 -> '1.5 KiB'."""
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if value < 1024 or unit == "GiB":
-            return f"{int(value)} B" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{value:.1f} GiB"  # pragma: no cover

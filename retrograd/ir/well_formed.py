@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 
 from retrograd.errors import DiagnosticError, WellFormedError
-from retrograd.ir.analysis import read_vars
+from retrograd.ir.vars import read_vars
 from retrograd.ir.block import BindingBlock, DataflowBlock, VarBinding
 from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.expr import (

@@ -12,7 +12,7 @@ import attrs
 
 from retrograd.analysis import MemoryTimeline, live_at_peak, memory_timeline
 from retrograd.errors import UnsupportedError
-from retrograd.ir.text import human_bytes
+from retrograd.analysis.memory import human_bytes
 
 # Values listed beside the picture at each peak; the rest are counted.
 LISTED = 8

@@ -1,9 +1,9 @@
 """The operator set: importing this package registers every op."""
 
-from retrograd.ops import elementwise, elementwise_math, logical  # noqa: F401  (registers ops)
-from retrograd.ops import create_range, einsum, gather_scatter, stack_repeat  # noqa: F401  (registers ops)
-from retrograd.ops import index_put, reduce_more, sorting  # noqa: F401  (registers ops)
-from retrograd.ops import create, indexing, linalg, manipulate, reduce  # noqa: F401  (registers the core families)
+from retrograd.ops import binary, logical, ternary, unary  # noqa: F401  (registers the elementwise ops)
+from retrograd.ops import gather_scatter, stack_repeat  # noqa: F401  (registers ops)
+from retrograd.ops import index_put, search, sorting  # noqa: F401  (registers ops)
+from retrograd.ops import create, indexing, linear_algebra, manipulate, statistical  # noqa: F401  (registers the core families)
 from retrograd.ops import nn_activation, nn_adaptive, nn_conv, nn_conv_nd, nn_loss, nn_pool, nn_pool_nd  # noqa: F401  (nn.*)
 from retrograd.ops import nn_attention, nn_norm, nn_pad, nn_pointwise  # noqa: F401  (norms, attention, dropout, pad, activations)
 from retrograd.ops import nn_image, nn_reshape, nn_sampling  # noqa: F401  (image.*, pixel_shuffle, batch_flatten)

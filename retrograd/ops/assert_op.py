@@ -28,7 +28,7 @@ def _infer(ctx: InferCtx) -> StructInfo:
     return TupleStructInfo(())
 
 
-def _kernel(condition, format_args=None, *, format=""):
+def assert_kernel(condition, format_args=None, *, format=""):
     cond = np.asarray(condition)
     if cond.size != 1:
         raise KernelError(f"R.assert_op: the condition has {cond.size} elements, not one")
@@ -47,7 +47,7 @@ assert_op = register(
     (Arg("condition", "any"), Arg("format_args", "any", optional=True)),
     (Attr("format", at.to_str, ""),),
     infer=_infer,
-    kernel=_kernel,
+    kernel=assert_kernel,
     grad=no_gradient,
     pure=False,
     cost=VIEW,

@@ -1,41 +1,21 @@
-"""Elementwise ops: binary arithmetic and comparison with broadcasting, and unary math."""
+"""What the elementwise ops share: broadcasting inference, the kernel factories that wrap a NumPy ufunc
+(`ufunc_kernel(np.add)`, ...) and the registration helpers. The ops are registered in unary.py,
+binary.py, ternary.py and logical.py."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from retrograd.errors import GradientError, KernelError
-from retrograd.ir.expr import Expr, ShapeExpr, const, shape_expr
-from retrograd.ir.struct_info import TensorStructInfo, is_float_dtype, is_int_dtype
-from retrograd.ops.api import R
+from retrograd.errors import KernelError
+from retrograd.ir.struct_info import TensorStructInfo, is_float_dtype
 from retrograd.ops.cost import ELEMENTWISE
 from retrograd.ops.registry import InferCtx, no_gradient, register
 from retrograd.ops.shape_utils import broadcast_shapes, same_dtype
 
-# -- helpers shared by the gradient rules of every core family ----------------------------------
-
-
-def scalar(value, like: Expr) -> Expr:
-    """A 0-d constant with the dtype of `like` (rules must not mix dtypes: TVM's binary ops refuse)."""
-    return const(value, like.struct_info.dtype)
-
-
-def shape_of(expr: Expr, call=None) -> Expr:
-    """The (static or symbolic) shape of a tensor expression, for broadcast_to / reshape / zeros; a
-    tensor of known rank and unknown extents gives R.shape_of(expr), computed at run time."""
-    s = expr.struct_info
-    if isinstance(s, TensorStructInfo) and s.shape is None and s.ndim >= 0:
-        return R.shape_of(expr)  # extents known only at run time (an imported data-dependent shape)
-    if not isinstance(s, TensorStructInfo) or s.shape is None:
-        span = getattr(call, "span", None)
-        raise GradientError(f"the gradient needs the shape of a tensor whose shape is unknown ({s})", span)
-    return shape_expr(s.shape)
-
-
 # -- inference ----------------------------------------------------------------------------------
 
 
-def _infer_binary(out_dtype: str | None):
+def infer_binary(out_dtype: str | None):
     def infer(ctx: InferCtx) -> TensorStructInfo:
         a, b = ctx.tensor(0), ctx.tensor(1)
         dtype = same_dtype(a, b)
@@ -55,11 +35,11 @@ def _infer_binary(out_dtype: str | None):
     return infer
 
 
-def _infer_unary(ctx: InferCtx) -> TensorStructInfo:
+def infer_unary(ctx: InferCtx) -> TensorStructInfo:
     return ctx.tensor(0)
 
 
-def _infer_float_unary(ctx: InferCtx) -> TensorStructInfo:
+def infer_float_unary(ctx: InferCtx) -> TensorStructInfo:
     x = ctx.tensor(0)
     # TVM: transcendental ops require a float input (an int tensor would silently truncate).
     if x.dtype and not is_float_dtype(x.dtype):
@@ -70,7 +50,7 @@ def _infer_float_unary(ctx: InferCtx) -> TensorStructInfo:
 # -- kernels ------------------------------------------------------------------------------------
 
 
-def _wrap(ufunc):
+def ufunc_kernel(ufunc):
     """NumPy returns scalars for 0-d inputs; kernels return arrays of the input dtype.
 
     Results are in C order whatever the inputs' layout (NumPy's default follows the inputs), so that
@@ -102,32 +82,7 @@ def keep_dtype(name, kernel):
     return checked
 
 
-def _divide(a, b):
-    if is_int_dtype(str(a.dtype)):
-        # TVM integer division truncates toward zero (C semantics), unlike NumPy's floor division.
-        if np.any(b == 0):
-            raise KernelError("R.divide: integer division by zero")
-        q = np.floor_divide(a, b, order="C")
-        q += ((np.remainder(a, b) != 0) & ((a < 0) ^ (b < 0))).astype(q.dtype)
-        return np.asarray(q)
-    with np.errstate(divide="ignore", invalid="ignore"):  # x/0 is inf or nan, as in TVM
-        return np.asarray(np.divide(a, b, order="C"))
-
-
-def _power(a, b):
-    if is_int_dtype(str(a.dtype)) and np.any(b < 0):
-        raise KernelError("R.power: negative exponent for an integer tensor")
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):  # nan for (-2) ** 0.5, as in TVM
-        return np.asarray(np.power(a, b, order="C"))
-
-
-def _sigmoid(x):
-    # exp(-x) overflows to inf for very negative x, giving the correct limit 0: silence the warning.
-    with np.errstate(over="ignore"):
-        return np.asarray(np.divide(1.0, 1.0 + np.exp(-x), order="C"), dtype=x.dtype)
-
-
-def _guarded(ufunc):
+def quiet_ufunc_kernel(ufunc):
     """log/sqrt of out-of-domain values give NaN/-inf like TVM; NumPy's warnings are noise here."""
 
     def kernel(x):
@@ -138,7 +93,7 @@ def _guarded(ufunc):
     return kernel
 
 
-def _select(name, ufunc, compare):
+def select_kernel(name, ufunc, compare):
     """maximum/minimum as TVM lowers them, one comparison and a select (x1 > x2 ? x1 : x2): for floats
     a NaN in x1 gives x2 and a NaN in x2 gives NaN (NumPy's ufuncs propagate either NaN). The kernel
     also takes `out=` (the executor's in-place form), which may be either argument's buffer."""
@@ -162,36 +117,14 @@ def _select(name, ufunc, compare):
     return kernel
 
 
-def _not_equal(a, b):
-    # TVM compares floats with LLVM's ordered predicates: x != NaN is false (NumPy says true).
-    if a.dtype.kind == "f" or b.dtype.kind == "f":
-        return np.asarray(np.logical_or(np.less(a, b), np.greater(a, b)), order="C")
-    return np.asarray(np.not_equal(a, b, order="C"))
-
-
-# -- gradient rules (call, out, g) -> one entry per argument; the driver un-broadcasts ----------
-
-
-def _max_min_grad(compare: str):
-    """maximum/minimum route g to x1 where it won (ties go to x1, as TVM), else to x2."""
-
-    def grad(call, out, g):
-        x1, x2 = call.args
-        zero = scalar(0, out)
-        first = getattr(R, compare)(x1, x2)
-        return [R.where(first, g, zero), R.where(first, zero, g)]
-
-    return grad
-
-
-def _binary(name, ufunc, grad=no_gradient, out_dtype=None, inplace=False):
+def register_binary(name, ufunc, grad=no_gradient, out_dtype=None, inplace=False):
     """`ufunc` is a NumPy ufunc or a kernel taking `out=`; `inplace`: the kernel is exactly `ufunc`, so
     the executor may write it over a dying float input."""
-    kernel = _wrap(ufunc) if isinstance(ufunc, np.ufunc) else ufunc
+    kernel = ufunc_kernel(ufunc) if isinstance(ufunc, np.ufunc) else ufunc
     return register(
         f"relax.{name}",
         ("x1", "x2"),
-        infer=_infer_binary(out_dtype),
+        infer=infer_binary(out_dtype),
         kernel=kernel,
         grad=grad,
         inplace=ufunc if inplace else None,
@@ -199,72 +132,5 @@ def _binary(name, ufunc, grad=no_gradient, out_dtype=None, inplace=False):
     )
 
 
-def _unary(name, kernel, grad, infer=_infer_float_unary, inplace=None):
+def register_unary(name, kernel, grad, infer=infer_float_unary, inplace=None):
     return register(f"relax.{name}", ("x",), infer=infer, kernel=kernel, grad=grad, inplace=inplace, cost=ELEMENTWISE)
-
-
-add = _binary("add", np.add, lambda c, o, g: [g, g], inplace=True)
-subtract = _binary("subtract", np.subtract, lambda c, o, g: [g, R.negative(g)], inplace=True)
-multiply = _binary(
-    "multiply", np.multiply, lambda c, o, g: [R.multiply(g, c.args[1]), R.multiply(g, c.args[0])], inplace=True
-)
-divide = register(
-    "relax.divide",
-    ("x1", "x2"),
-    infer=_infer_binary(None),
-    kernel=keep_dtype("divide", _divide),
-    grad=lambda c, o, g: [R.divide(g, c.args[1]), R.negative(R.divide(R.multiply(g, o), c.args[1]))],
-    cost=ELEMENTWISE,
-)
-power = register(
-    "relax.power",
-    ("x1", "x2"),
-    infer=_infer_binary(None),
-    kernel=keep_dtype("power", _power),
-    grad=lambda c, o, g: _power_grad(c.args[0], c.args[1], o, g),
-    cost=ELEMENTWISE,
-)
-
-
-def _power_grad(x1, x2, out, g):
-    """PyTorch's convention (pow_backward_self / pow_backward_exponent), which finite differences share:
-    where x2 == 0 the base gets 0 (not 0 * x1 ** -1 = nan at x1 = 0); where x1 == 0 and x2 >= 0
-    the exponent gets 0 (x1 ** x2 is constant 0 or 1 there), not out * log(0) = 0 * -inf = nan.
-    Elsewhere log(x1) is NaN for x1 < 0, as in TVM and PyTorch. The guards replace the operands
-    (never the products), so no inf or NaN is computed and masked."""
-    zero2 = R.equal(x2, scalar(0, x2))
-    base_exp = R.subtract(R.where(zero2, scalar(1, x2), x2), scalar(1, x2))
-    dx1 = R.multiply(R.multiply(g, x2), R.power(x1, base_exp))
-    flat = R.logical_and(R.equal(x1, scalar(0, x1)), R.greater_equal(x2, scalar(0, x2)))
-    dx2 = R.multiply(R.multiply(g, out), R.log(R.where(flat, scalar(1, x1), x1)))
-    return [dx1, dx2]
-
-
-maximum = _binary("maximum", _select("maximum", np.maximum, np.greater), _max_min_grad("greater_equal"), inplace=True)
-minimum = _binary("minimum", _select("minimum", np.minimum, np.less), _max_min_grad("less_equal"), inplace=True)
-equal = _binary("equal", np.equal, out_dtype="bool")
-not_equal = _binary("not_equal", _not_equal, out_dtype="bool")
-greater = _binary("greater", np.greater, out_dtype="bool")
-greater_equal = _binary("greater_equal", np.greater_equal, out_dtype="bool")
-less = _binary("less", np.less, out_dtype="bool")
-less_equal = _binary("less_equal", np.less_equal, out_dtype="bool")
-
-abs = _unary(
-    "abs",
-    _wrap(np.abs),
-    lambda c, o, g: [R.multiply(g, R.where(R.less(c.args[0], scalar(0, o)), scalar(-1, o), scalar(1, o)))],
-    infer=_infer_unary,
-    inplace=np.absolute,
-)
-negative = _unary("negative", _wrap(np.negative), lambda c, o, g: [R.negative(g)], infer=_infer_unary, inplace=np.negative)
-cos = _unary("cos", _wrap(np.cos), lambda c, o, g: [R.negative(R.multiply(g, R.sin(c.args[0])))], inplace=np.cos)
-sin = _unary("sin", _wrap(np.sin), lambda c, o, g: [R.multiply(g, R.cos(c.args[0]))], inplace=np.sin)
-exp = _unary("exp", _guarded(np.exp), lambda c, o, g: [R.multiply(g, o)])
-log = _unary("log", _guarded(np.log), lambda c, o, g: [R.divide(g, c.args[0])])
-sqrt = _unary("sqrt", _guarded(np.sqrt), lambda c, o, g: [R.divide(R.multiply(scalar(0.5, o), g), o)])
-tanh = _unary(
-    "tanh", _wrap(np.tanh), lambda c, o, g: [R.multiply(g, R.subtract(scalar(1, o), R.multiply(o, o)))], inplace=np.tanh
-)
-sigmoid = _unary(
-    "sigmoid", _sigmoid, lambda c, o, g: [R.multiply(R.multiply(g, o), R.subtract(scalar(1, o), o))]
-)

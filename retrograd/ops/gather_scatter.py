@@ -12,8 +12,8 @@ from retrograd.ir.struct_info import TensorStructInfo, is_int_dtype
 from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
 from retrograd.ops.kernels import scatter as kernels
-from retrograd.ops.reduce import axes_of
 from retrograd.ops.registry import Attr, InferCtx, register
+from retrograd.ops.shape_utils import axes_of
 
 
 def index_tensor(ctx: InferCtx, i: int, int64: bool = False) -> TensorStructInfo:

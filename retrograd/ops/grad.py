@@ -27,7 +27,7 @@ def _identity_infer(ctx: InferCtx):
     return ctx.sinfo[0]
 
 
-def _identity_kernel(x):
+def identity_kernel(x):
     # Markers only matter to passes; at run time the value passes through (no copy: `aliases`).
     return x
 
@@ -36,7 +36,7 @@ no_grad = register(
     "relax.grad.no_grad",
     (Arg("input", "any"),),
     infer=_identity_infer,
-    kernel=_identity_kernel,
+    kernel=identity_kernel,
     # Stops the gradient: nothing flows back into the input.
     grad=no_gradient,
     aliases=(0,), view=views.same,
@@ -46,7 +46,7 @@ start_checkpoint = register(
     "relax.grad.start_checkpoint",
     (Arg("input", "any"),),
     infer=_identity_infer,
-    kernel=_identity_kernel,
+    kernel=identity_kernel,
     # Markers are identities at run time; Gradient recomputes the values of a segment for the backward part.
     grad=lambda call, out, g: [g],
     aliases=(0,), view=views.same,
@@ -56,7 +56,7 @@ end_checkpoint = register(
     "relax.grad.end_checkpoint",
     (Arg("input", "any"),),
     infer=_identity_infer,
-    kernel=_identity_kernel,
+    kernel=identity_kernel,
     grad=lambda call, out, g: [g],
     aliases=(0,), view=views.same,
     cost=VIEW,
@@ -154,7 +154,7 @@ def _max_pool2d_backward_grad_infer(ctx: InferCtx) -> TensorStructInfo:
     return pool_output(ctx, 1)
 
 
-def _max_pool2d_backward_grad_kernel(
+def max_pool2d_backward_grad_kernel(
     input_grad, data, *, pool_size, strides, dilation, padding, ceil_mode, count_include_pad, layout, out_layout
 ):
     """input_grad read at each window's first maximum of data (row-major; padding never wins)."""
@@ -223,7 +223,7 @@ max_pool2d_backward_grad = register(
     ("input_grad", "data"),
     POOL_ATTRS,
     infer=_max_pool2d_backward_grad_infer,
-    kernel=_max_pool2d_backward_grad_kernel,
+    kernel=max_pool2d_backward_grad_kernel,
     grad=_max_pool2d_backward_grad_grad,
     canonicalize=canonical_pool_attrs,
     positional_attrs=POOL_POSITIONAL,
@@ -257,7 +257,7 @@ def _take_backward_infer(ctx: InferCtx) -> TensorStructInfo:
     return x
 
 
-def _take_backward_kernel(output_grad, x, indices, *, axis, mode):
+def take_backward_kernel(output_grad, x, indices, *, axis, mode):
     # TVM's take_backward carries mode="" (unset): that is take's default, "fast".
     if np.asarray(output_grad).dtype == np.bool_:
         raise KernelError("R.grad.take_backward: bool gradients cannot be summed")
@@ -279,7 +279,7 @@ take_backward = register(
     ("output_grad", "x", "indices"),
     (Attr("axis", at.to_opt_int, None), Attr("mode", at.to_str, "")),
     infer=_take_backward_infer,
-    kernel=_take_backward_kernel,
+    kernel=take_backward_kernel,
     grad=_take_backward_grad,
     # TVM prints mode="" but its parser rejects the keyword: leave it out so our text loads in TVM.
     print_omit={"mode": ""},

@@ -57,7 +57,7 @@ def _merge_infer(ctx: InferCtx):
     return TupleStructInfo((TensorStructInfo(None, "int64", 1), TensorStructInfo(None, vals.dtype, vals.ndim)))
 
 
-def _merge_kernel(indices, values, *, num_rows):
+def merge_sparse_rows_kernel(indices, values, *, num_rows):
     return merge_sparse_grad(indices, values, num_rows)
 
 
@@ -78,7 +78,7 @@ merge_sparse_rows = register(
     ("indices", "values"),
     (Attr("num_rows", to_int),),
     infer=_merge_infer,
-    kernel=_merge_kernel,
+    kernel=merge_sparse_rows_kernel,
     grad=_merge_grad,
     cost=ELEMENTWISE,
 )

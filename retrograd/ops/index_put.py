@@ -11,11 +11,11 @@ from retrograd.ir.expr import PrimValue, Tuple, TupleGetItem, const, shape_expr
 from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, is_int_dtype
 from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
-from retrograd.ops.elementwise import scalar
-from retrograd.ops.create_range import prim_arg
+from retrograd.ops.rule_helpers import scalar
+from retrograd.ops.create import prim_arg
 from retrograd.ops.kernels.index import checked_indices
-from retrograd.ops.reduce import axes_of
 from retrograd.ops.registry import Arg, Attr, InferCtx, register
+from retrograd.ops.shape_utils import axes_of
 
 
 def _index_fields(ctx: InferCtx, i: int) -> list[TensorStructInfo]:
@@ -93,11 +93,15 @@ def _index_tensor_grad(call, out, g):
     return [R.index_put(R.zeros_like(data), Tuple(fields), g, accumulate=True), None]
 
 
+def index_tensor_kernel(data, indices):
+    return np.array(data[_coords("R.index_tensor", data, indices)])
+
+
 index_tensor = register(
     "relax.index_tensor",
     ("data", Arg("indices", "tuple")),
     infer=_infer_index_tensor,
-    kernel=lambda data, indices: np.array(data[_coords("R.index_tensor", data, indices)]),
+    kernel=index_tensor_kernel,
     grad=_index_tensor_grad,
 )
 
@@ -125,7 +129,7 @@ def _infer_index_put(ctx: InferCtx) -> TensorStructInfo:
     return data
 
 
-def _index_put(data, indices, values, accumulate=False):
+def index_put_kernel(data, indices, values, accumulate=False):
     out = data.copy()
     coords = _coords("R.index_put", data, indices)
     if accumulate:
@@ -160,7 +164,7 @@ index_put = register(
     ("data", Arg("indices", "tuple"), "values"),
     (Attr("accumulate", at.to_bool, False),),
     infer=_infer_index_put,
-    kernel=_index_put,
+    kernel=index_put_kernel,
     grad=_index_put_grad,
 )
 
@@ -194,7 +198,7 @@ def _infer_slice_scatter(ctx: InferCtx) -> TensorStructInfo:
     return data
 
 
-def _slice_scatter(input_tensor, src, start, end, step, axis=0):
+def slice_scatter_kernel(input_tensor, src, start, end, step, axis=0):
     axis %= input_tensor.ndim
     if not 0 <= start <= end <= input_tensor.shape[axis]:
         raise KernelError(f"R.slice_scatter: slice {start}:{end} out of range for axis {axis} of size {input_tensor.shape[axis]}")
@@ -220,7 +224,7 @@ slice_scatter = register(
     ("input_tensor", "src", Arg("start", "prim"), Arg("end", "prim"), Arg("step", "prim")),
     (Attr("axis", at.to_int, 0),),
     infer=_infer_slice_scatter,
-    kernel=_slice_scatter,
+    kernel=slice_scatter_kernel,
     grad=_slice_scatter_grad,
 )
 
@@ -253,7 +257,7 @@ def _slices(begin, end, strides, who: str) -> tuple:
     return tuple(slice(int(b), int(e), int(s)) for b, e, s in zip(begin, end, strides))
 
 
-def _dynamic_strided_slice(x, begin, end, strides):
+def dynamic_strided_slice_kernel(x, begin, end, strides):
     return np.array(x[_slices(begin, end, strides, "R.dynamic_strided_slice")])
 
 
@@ -266,7 +270,7 @@ dynamic_strided_slice = register(
     "relax.dynamic_strided_slice",
     ("x", "begin", "end", "strides"),
     infer=_infer_dynamic_strided_slice,
-    kernel=_dynamic_strided_slice,
+    kernel=dynamic_strided_slice_kernel,
     grad=_dynamic_strided_slice_grad,
 )
 
@@ -279,7 +283,7 @@ def _infer_dynamic_strided_slice_backward(ctx: InferCtx) -> TensorStructInfo:
     return x
 
 
-def _dynamic_strided_slice_backward(output_grad, x, begin, end, strides):
+def dynamic_strided_slice_backward_kernel(output_grad, x, begin, end, strides):
     """Zeros shaped like x with output_grad written at the sliced positions."""
     out = np.zeros(np.shape(x), np.asarray(x).dtype)
     index = _slices(begin, end, strides, "R.grad.dynamic_strided_slice_backward")
@@ -294,7 +298,7 @@ dynamic_strided_slice_backward = register(
     "relax.grad.dynamic_strided_slice_backward",
     ("output_grad", "x", "begin", "end", "strides"),
     infer=_infer_dynamic_strided_slice_backward,
-    kernel=_dynamic_strided_slice_backward,
+    kernel=dynamic_strided_slice_backward_kernel,
     # Linear in output_grad: its adjoint reads the slice back. x only gives the shape.
     grad=lambda call, out, g: [R.dynamic_strided_slice(g, *call.args[2:]), None, None, None, None],
 )

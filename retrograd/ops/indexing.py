@@ -1,4 +1,4 @@
-"""Indexing and selection ops: strided_slice, take, where.
+"""Indexing ops: strided_slice, take.
 
 strided_slice keeps axes, begin, end and strides as attributes (tuples of ints), not Tuple arguments:
 TVM 0.27 prints them positionally as tuple literals, `R.strided_slice(x, (0,), (1,), (3,), assume_inbound=False)`,
@@ -15,14 +15,12 @@ from retrograd.ir.expr import Constant, Expr, PrimValue, Tuple, shape_expr
 from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
-from retrograd.ops.elementwise import scalar
 from retrograd.ops.kernels import index as index_kernels
-from retrograd.ops.reduce import axes_of
 from retrograd.ops.cost import ELEMENTWISE, VIEW
 from retrograd.ops import views
 from retrograd.ops.registry import Attr, InferCtx, register
 from retrograd.ops.runtime_dims import axis_positions
-from retrograd.ops.shape_utils import broadcast_shapes, same_dtype
+from retrograd.ops.shape_utils import axes_of
 
 
 # -- strided_slice ------------------------------------------------------------------------------
@@ -52,7 +50,7 @@ def _infer_strided_slice(ctx: InferCtx) -> TensorStructInfo:
     return TensorStructInfo(tuple(shape), x.dtype)
 
 
-def _strided_slice(x, axes, begin, end, strides=None, assume_inbound=False):
+def strided_slice_kernel(x, axes, begin, end, strides=None, assume_inbound=False):
     # Python slices clamp out-of-range begin/end exactly as TVM does when assume_inbound is False.
     index = [slice(None)] * x.ndim
     for i, (a, b, e) in enumerate(zip(axes, begin, end)):
@@ -138,14 +136,14 @@ strided_slice = register(
         Attr("assume_inbound", at.to_bool, False),
     ),
     infer=_infer_strided_slice,
-    kernel=_strided_slice,
+    kernel=strided_slice_kernel,
     grad=_strided_slice_grad,
     print_positional=("axes", "begin", "end", "strides"),
     aliases=(0,), view=views.strided_slice,  # a basic slice: a NumPy view of x
     cost=VIEW,
 )
 
-# -- take and where -----------------------------------------------------------------------------
+# -- take --------------------------------------------------------------------------------------------------
 
 
 def _infer_take(ctx: InferCtx) -> TensorStructInfo:
@@ -190,47 +188,16 @@ def _take_grad(call, out, g):
     return [R.grad.take_backward(g, x, idx, axis=axis, mode=mode), None]
 
 
+def take_kernel(x, indices, axis=None, mode="fast"):
+    return index_kernels.take(x, indices, axis=axis, mode=mode)
+
+
 take = register(
     "relax.take",
     ("x", "indices"),
     (Attr("axis", at.to_opt_int, None), Attr("mode", at.one_of("fast", "nan", "wrap", "clip"), "fast")),
     infer=_infer_take,
-    kernel=lambda x, indices, axis=None, mode="fast": index_kernels.take(x, indices, axis=axis, mode=mode),
+    kernel=take_kernel,
     grad=_take_grad,
-    cost=ELEMENTWISE,
-)
-
-
-def _infer_where(ctx: InferCtx) -> TensorStructInfo:
-    c, a, b = ctx.tensor(0), ctx.tensor(1), ctx.tensor(2)
-    if c.dtype and c.dtype != "bool":
-        raise ctx.error(f"the condition must be a bool tensor, got dtype {c.dtype}", 0)
-    dtype = same_dtype(a, b)
-    if dtype is None:
-        raise ctx.error(f"dtypes {a.dtype} and {b.dtype} of x1 and x2 differ")
-    if c.shape is None or a.shape is None or b.shape is None:
-        known = [t.ndim for t in (c, a, b)]
-        return TensorStructInfo(None, dtype, -1 if -1 in known else max(known))
-    shape = broadcast_shapes(a.shape, b.shape)
-    shape = shape if shape is None else broadcast_shapes(c.shape, shape)
-    if shape is None:
-        raise ctx.error("condition, x1 and x2 cannot be broadcast together")
-    return TensorStructInfo(shape, dtype)
-
-
-def _where_grad(call, out, g):
-    # g is full-shaped; the driver collapse-sums each branch to its own (maybe broadcast) shape.
-    c = call.args[0]
-    zero = scalar(0, out)
-    return [None, R.where(c, g, zero), R.where(c, zero, g)]
-
-
-where = register(
-    "relax.where",
-    ("condition", "x1", "x2"),
-    infer=_infer_where,
-    kernel=index_kernels.where,
-    grad=_where_grad,
-    inplace=index_kernels.where_into,
     cost=ELEMENTWISE,
 )

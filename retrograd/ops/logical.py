@@ -6,12 +6,12 @@ import numpy as np
 
 from retrograd.errors import KernelError
 from retrograd.ir.struct_info import TensorStructInfo, is_float_dtype
-from retrograd.ops.elementwise import _infer_binary, _infer_unary
+from retrograd.ops.elementwise import infer_binary, infer_unary
 from retrograd.ops.cost import ELEMENTWISE
 from retrograd.ops.registry import InferCtx, no_gradient, register
 
 
-def _same_dtype(fn):
+def same_dtype_kernel(fn):
     """TVM keeps the argument dtype (logical_and of int32 gives int32 zeros and ones); NumPy gives bool."""
 
     def kernel(*arrays):
@@ -33,7 +33,7 @@ def _int_only(infer):
     return check
 
 
-def _shift(fn, name):
+def shift_kernel(fn, name):
     def kernel(a, b):
         bits = a.dtype.itemsize * 8
         if np.any((b < 0) | (b >= bits)):
@@ -44,21 +44,21 @@ def _shift(fn, name):
     return kernel
 
 
-def _binary(name, kernel, infer=_infer_binary(None)):
+def _binary(name, kernel, infer=infer_binary(None)):
     return register(f"relax.{name}", ("x1", "x2"), infer=infer, kernel=kernel, grad=no_gradient, cost=ELEMENTWISE)
 
 
-logical_and = _binary("logical_and", _same_dtype(np.logical_and))
-logical_or = _binary("logical_or", _same_dtype(np.logical_or))
-logical_xor = _binary("logical_xor", _same_dtype(np.logical_xor))
+logical_and = _binary("logical_and", same_dtype_kernel(np.logical_and))
+logical_or = _binary("logical_or", same_dtype_kernel(np.logical_or))
+logical_xor = _binary("logical_xor", same_dtype_kernel(np.logical_xor))
 logical_not = register(
-    "relax.logical_not", ("x",), infer=_infer_unary, kernel=_same_dtype(np.logical_not), grad=no_gradient, cost=ELEMENTWISE
+    "relax.logical_not", ("x",), infer=infer_unary, kernel=same_dtype_kernel(np.logical_not), grad=no_gradient, cost=ELEMENTWISE
 )
-bitwise_and = _binary("bitwise_and", _same_dtype(np.bitwise_and), _int_only(_infer_binary(None)))
-bitwise_or = _binary("bitwise_or", _same_dtype(np.bitwise_or), _int_only(_infer_binary(None)))
-bitwise_xor = _binary("bitwise_xor", _same_dtype(np.bitwise_xor), _int_only(_infer_binary(None)))
+bitwise_and = _binary("bitwise_and", same_dtype_kernel(np.bitwise_and), _int_only(infer_binary(None)))
+bitwise_or = _binary("bitwise_or", same_dtype_kernel(np.bitwise_or), _int_only(infer_binary(None)))
+bitwise_xor = _binary("bitwise_xor", same_dtype_kernel(np.bitwise_xor), _int_only(infer_binary(None)))
 bitwise_not = register(
-    "relax.bitwise_not", ("x",), infer=_int_only(_infer_unary), kernel=_same_dtype(np.invert), grad=no_gradient, cost=ELEMENTWISE
+    "relax.bitwise_not", ("x",), infer=_int_only(infer_unary), kernel=same_dtype_kernel(np.invert), grad=no_gradient, cost=ELEMENTWISE
 )
-left_shift = _binary("left_shift", _shift(np.left_shift, "left_shift"), _int_only(_infer_binary(None)))
-right_shift = _binary("right_shift", _shift(np.right_shift, "right_shift"), _int_only(_infer_binary(None)))
+left_shift = _binary("left_shift", shift_kernel(np.left_shift, "left_shift"), _int_only(infer_binary(None)))
+right_shift = _binary("right_shift", shift_kernel(np.right_shift, "right_shift"), _int_only(infer_binary(None)))

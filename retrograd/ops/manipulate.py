@@ -16,14 +16,13 @@ from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, is_float
 from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
 from retrograd.ops.create import np_dtype, shape_arg
-from retrograd.ops.elementwise import shape_of
+from retrograd.ops.rule_helpers import shape_of
 from retrograd.ops.kernels import parallel
-from retrograd.ops.reduce import axes_of
 from retrograd.ops.cost import ELEMENTWISE, REDUCE, VIEW
 from retrograd.ops import views
 from retrograd.ops.registry import Arg, Attr, InferCtx, register
 from retrograd.ops.runtime_dims import axis_length, axis_positions
-from retrograd.ops.shape_utils import dim_add, dims_product, from_monomial, monomial, same_dtype
+from retrograd.ops.shape_utils import axes_of, dim_add, dims_product, from_monomial, monomial, same_dtype
 
 _SHAPE = Arg("shape", kind="shape")
 
@@ -61,12 +60,16 @@ def _permute_grad(call, out, g):
     return [R.permute_dims(g, axes=inverse)]
 
 
+def permute_dims_kernel(x, axes=None):
+    return np.transpose(x, axes)
+
+
 permute_dims = register(
     "relax.permute_dims",
     ("x",),
     (Attr("axes", at.to_opt_ints, None),),
     infer=_infer_permute,
-    kernel=lambda x, axes=None: np.transpose(x, axes),
+    kernel=permute_dims_kernel,
     grad=_permute_grad,
     aliases=(0,), view=views.permute,  # always a view of x
     cost=VIEW,
@@ -201,7 +204,7 @@ def _infer_split(ctx: InferCtx) -> TupleStructInfo | TensorStructInfo:
     return TupleStructInfo(tuple(fields))
 
 
-def _split(x, indices_or_sections, axis=0):
+def split_kernel(x, indices_or_sections, axis=0):
     if indices_or_sections in (1, ()):
         if not -x.ndim <= axis < x.ndim:
             raise KernelError(f"R.split: axis {axis} is out of range for a tensor shaped {x.shape}")
@@ -218,13 +221,17 @@ def _split_grad(call, out, g):
     return [R.concat(g, axis=call.attrs["axis"])]
 
 
+def concat_kernel(tensors, axis=0):
+    return np.asarray(np.concatenate(tensors, axis=0 if axis is None else axis), order="C")
+
+
 concat = register(
     "relax.concat",
     (Arg("tensors", kind="tuple"),),
     (Attr("axis", at.to_opt_int, 0),),
     infer=_infer_concat,
     # C order whatever the inputs' layout (NumPy's follows them): see retrograd/analysis/layout.py.
-    kernel=lambda tensors, axis=0: np.asarray(np.concatenate(tensors, axis=0 if axis is None else axis), order="C"),
+    kernel=concat_kernel,
     grad=_concat_grad,
     cost=ELEMENTWISE,
 )
@@ -233,7 +240,7 @@ split = register(
     ("x",),
     (Attr("indices_or_sections", _to_sections), Attr("axis", at.to_int, 0)),
     infer=_infer_split,
-    kernel=_split,
+    kernel=split_kernel,
     grad=_split_grad,
     aliases=(0,), view=views.split,  # every field is a view of x
     cost=VIEW,
@@ -272,7 +279,7 @@ def _infer_squeeze(ctx: InferCtx) -> TensorStructInfo:
     return TensorStructInfo(tuple(d for i, d in enumerate(x.shape) if i not in drop), x.dtype)
 
 
-def _squeeze(x, axis=None):
+def squeeze_kernel(x, axis=None):
     if axis is None:
         return np.squeeze(x)
     ndim = x.ndim
@@ -334,11 +341,15 @@ def _remove(big: tuple[str, ...], small: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(rest)
 
 
-def _reshape(x, shape):
+def reshape_kernel(x, shape):
     try:
         return np.reshape(x, shape)
     except ValueError:
         raise KernelError(f"R.reshape: cannot reshape a tensor shaped {x.shape} into {list(shape)}") from None
+
+
+def expand_dims_kernel(x, axis):
+    return np.expand_dims(x, tuple(axis))
 
 
 expand_dims = register(
@@ -346,7 +357,7 @@ expand_dims = register(
     ("x",),
     (Attr("axis", at.to_ints),),
     infer=_infer_expand_dims,
-    kernel=lambda x, axis: np.expand_dims(x, tuple(axis)),
+    kernel=expand_dims_kernel,
     grad=lambda call, out, g: [R.squeeze(g, axis=list(call.attrs["axis"]))],
     aliases=(0,), view=views.reshape,  # always a view of x
     cost=VIEW,
@@ -356,17 +367,21 @@ squeeze = register(
     ("x",),
     (Attr("axis", at.to_opt_ints, None),),
     infer=_infer_squeeze,
-    kernel=_squeeze,
+    kernel=squeeze_kernel,
     grad=_reshape_back,
     aliases=(0,), view=views.squeeze,  # always a view of x
     cost=VIEW,
 )
 # flatten and reshape give a view of x when NumPy can (always for a contiguous x), else a copy.
+def flatten_kernel(x):
+    return x.reshape(-1)
+
+
 flatten = register(
-    "relax.flatten", ("x",), infer=_infer_flatten, kernel=lambda x: x.reshape(-1), grad=_reshape_back, aliases=(0,), view=views.reshape, cost=VIEW
+    "relax.flatten", ("x",), infer=_infer_flatten, kernel=flatten_kernel, grad=_reshape_back, aliases=(0,), view=views.reshape, cost=VIEW
 )
 reshape = register(
-    "relax.reshape", ("x", _SHAPE), infer=_infer_reshape, kernel=_reshape, grad=_reshape_back, aliases=(0,), view=views.reshape, cost=VIEW
+    "relax.reshape", ("x", _SHAPE), infer=_infer_reshape, kernel=reshape_kernel, grad=_reshape_back, aliases=(0,), view=views.reshape, cost=VIEW
 )
 
 # -- broadcast_to and collapse_sum --------------------------------------------------------------
@@ -444,7 +459,7 @@ def _sum(x, axes):
     return y.reshape(x.shape[kept[0]:kept[-1] + 1])
 
 
-def _broadcast_to(x, shape):
+def broadcast_to_kernel(x, shape):
     try:
         return np.broadcast_to(x, shape)
     except ValueError:
@@ -470,7 +485,7 @@ broadcast_to = register(
     "relax.broadcast_to",
     ("x", _SHAPE),
     infer=_infer_broadcast_to,
-    kernel=_broadcast_to,
+    kernel=broadcast_to_kernel,
     grad=_broadcast_grad,
     aliases=(0,), view=views.broadcast_to,  # always a (read-only) view of x
     cost=VIEW,
@@ -485,11 +500,15 @@ collapse_sum_to = register(
     aliases=(0,), view=views.same_if_unchanged,
     cost=REDUCE,
 )
+def collapse_sum_like_kernel(data, target):
+    return collapse_sum(data, target.shape)
+
+
 collapse_sum_like = register(
     "relax.collapse_sum_like",
     ("data", "collapse_target"),
     infer=_infer_collapse,
-    kernel=lambda data, target: collapse_sum(data, target.shape),
+    kernel=collapse_sum_like_kernel,
     grad=_collapse_back,
     aliases=(0,), view=views.same_if_unchanged,
     cost=REDUCE,
@@ -505,7 +524,7 @@ def _astype_grad(call, out, g):
     return [R.astype(g, x.struct_info.dtype)]
 
 
-def _astype(x, dtype):
+def astype_kernel(x, dtype):
     # The input itself when the dtype is unchanged; otherwise a C-order copy (NumPy's keeps the layout).
     dt = np_dtype(dtype, "R.astype")
     return x if x.dtype == dt else np.asarray(x.astype(dt, order="C"))
@@ -516,7 +535,7 @@ astype = register(
     ("x",),
     (Attr("dtype", at.to_dtype),),
     infer=lambda ctx: TensorStructInfo(ctx.tensor(0).shape, ctx.attrs["dtype"], ctx.tensor(0).ndim),
-    kernel=_astype,
+    kernel=astype_kernel,
     grad=_astype_grad,
     aliases=(0,), view=views.astype,  # x itself when the dtype is unchanged
     cost=ELEMENTWISE,
@@ -530,13 +549,22 @@ def _infer_tri(ctx: InferCtx) -> TensorStructInfo:
     return x
 
 
-def _tri(name, kernel):
+def tri_kernel(fn):
+    """np.triu / np.tril under TVM's keyword `k`, the result in C order."""
+
+    def kernel(x, k=0):
+        return np.asarray(fn(x, k), order="C")
+
+    return kernel
+
+
+def _tri(name, fn):
     return register(
         f"relax.{name}",
         ("x",),
         (Attr("k", at.to_int, 0),),
         infer=_infer_tri,
-        kernel=lambda x, k=0: np.asarray(kernel(x, k), order="C"),
+        kernel=tri_kernel(fn),
         grad=lambda call, out, g: [getattr(R, name)(g, k=call.attrs["k"])],
         print_positional=("k",),
         cost=ELEMENTWISE,

@@ -32,7 +32,7 @@ def _infer(ctx: InferCtx) -> StructInfo:
     return target
 
 
-def _kernel(x, struct_info: TensorStructInfo):
+def match_cast_kernel(x, struct_info: TensorStructInfo):
     want = struct_info
     where = f"R.match_cast to {format_sinfo(want)}"
     if want.dtype and str(x.dtype) != want.dtype:
@@ -59,7 +59,7 @@ match_cast = register(
     (Arg("value", "tensor"),),
     (Attr("struct_info", _to_tensor_sinfo),),
     infer=_infer,
-    kernel=_kernel,
+    kernel=match_cast_kernel,
     grad=lambda call, out, g: [g],
     print_positional=("struct_info",),
     aliases=(0,), view=views.same,

@@ -26,7 +26,7 @@ def _infer_any(ctx: InferCtx) -> TensorStructInfo:
     return ctx.tensor(0)
 
 
-def _infer_float(ctx: InferCtx) -> TensorStructInfo:
+def infer_float(ctx: InferCtx) -> TensorStructInfo:
     x = ctx.tensor(0)
     if x.dtype and not is_float_dtype(x.dtype):
         raise ctx.error(f"requires a float tensor, got dtype {x.dtype}", 0)
@@ -34,14 +34,14 @@ def _infer_float(ctx: InferCtx) -> TensorStructInfo:
 
 
 def _infer_softmax(ctx: InferCtx) -> TensorStructInfo:
-    x = _infer_float(ctx)
+    x = infer_float(ctx)
     axis = ctx.attrs["axis"]
     if x.ndim == 0 or (x.ndim != -1 and normalize_axis(axis, x.ndim) is None):
         raise ctx.error(f"axis {axis} out of range for a {x.ndim}-D tensor", 0)
     return x
 
 
-def _relu_kernel(x):
+def relu_kernel(x):
     # TVM lowers relu to max(x, 0), a select on x > 0: NaN gives 0, as np.fmax does.
     x = np.asarray(x)
     return np.fmax(x, x.dtype.type(0), order="C")
@@ -94,9 +94,9 @@ def _erf_grad(call, out, g):
     return [R.multiply(g, R.multiply(R.exp(R.negative(R.multiply(x, x))), _c(2 / math.sqrt(math.pi), x)))]
 
 
-relu = register("relax.nn.relu", ("data",), infer=_infer_any, kernel=_relu_kernel, grad=_relu_grad, inplace=_relu_into, cost=ELEMENTWISE)
-silu = register("relax.nn.silu", ("data",), infer=_infer_float, kernel=act_kernels.silu, grad=_silu_grad, cost=ELEMENTWISE)
-gelu = register("relax.nn.gelu", ("data",), infer=_infer_float, kernel=act_kernels.gelu, grad=_gelu_grad, cost=ELEMENTWISE)
+relu = register("relax.nn.relu", ("data",), infer=_infer_any, kernel=relu_kernel, grad=_relu_grad, inplace=_relu_into, cost=ELEMENTWISE)
+silu = register("relax.nn.silu", ("data",), infer=infer_float, kernel=act_kernels.silu, grad=_silu_grad, cost=ELEMENTWISE)
+gelu = register("relax.nn.gelu", ("data",), infer=infer_float, kernel=act_kernels.gelu, grad=_gelu_grad, cost=ELEMENTWISE)
 softmax = register(
     "relax.nn.softmax",
     ("data",),
@@ -116,4 +116,4 @@ log_softmax = register(
     cost=Cost("reduce", times(5.0)),
 )
 # erf is elementwise, but lives here because only gelu's gradient emits it (TVM spells it R.erf).
-erf = register("relax.erf", ("x",), infer=_infer_float, kernel=special.erf, grad=_erf_grad, cost=ELEMENTWISE)
+erf = register("relax.erf", ("x",), infer=infer_float, kernel=special.erf, grad=_erf_grad, cost=ELEMENTWISE)

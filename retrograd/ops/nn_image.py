@@ -66,7 +66,7 @@ def _infer_resize(n: int, ctx: InferCtx) -> TensorStructInfo:
     return TensorStructInfo(to_layout((b, c, *values), "NC" + sp, a["layout"]), dtype)
 
 
-def _kernel(n, data, size, **attrs):
+def resize_kernel(n, data, size, **attrs):
     size = tuple(size) * (n if len(tuple(size)) == 1 else 1)
     return resample.resize(data, size, spatial=SPATIAL[n], **attrs)
 
@@ -107,7 +107,7 @@ def _backward_grad(n: int, call, out, g):
     return [getattr(R.image, f"resize{n}d")(g, shape_expr(size), **a), None]
 
 
-def _backward_kernel(n, output_grad, data, **attrs):
+def resize_backward_kernel(n, output_grad, data, **attrs):
     return resample.resize_backward(output_grad, data, spatial=SPATIAL[n], **attrs)
 
 
@@ -117,7 +117,7 @@ def _register(n: int):
         ("data", Arg("size", kind="shape")),
         resize_attrs(n),
         infer=partial(_infer_resize, n),
-        kernel=partial(_kernel, n),
+        kernel=partial(resize_kernel, n),
         grad=partial(_resize_grad, n),
     )
 
@@ -132,7 +132,7 @@ def _register_backward(n: int):
         ("output_grad", "data"),
         resize_attrs(n),
         infer=partial(_infer_backward, n),
-        kernel=partial(_backward_kernel, n),
+        kernel=partial(resize_backward_kernel, n),
         grad=partial(_backward_grad, n),
     )
 

@@ -16,8 +16,8 @@ from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
 from retrograd.ops.composed import ComposedVjp
 from retrograd.ops.kernels import norm as norm_kernels
-from retrograd.ops.reduce import axes_of
 from retrograd.ops.registry import Attr, InferCtx, register
+from retrograd.ops.shape_utils import axes_of
 
 _EPS_CENTER_SCALE = (
     Attr("epsilon", at.to_float, 1e-5),

@@ -10,7 +10,7 @@ from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
 from retrograd.ops.kernels import pointwise as pw
-from retrograd.ops.nn_activation import _infer_float
+from retrograd.ops.nn_activation import infer_float
 from retrograd.ops.registry import Attr, InferCtx, register
 from retrograd.ops.shape_utils import normalize_axis
 
@@ -42,7 +42,7 @@ def _leakyrelu_grad(call, out, g):
 
 
 def _infer_prelu(ctx: InferCtx) -> TensorStructInfo:
-    x = _infer_float(ctx)
+    x = infer_float(ctx)
     alpha = ctx.tensor(1)
     if alpha.dtype and x.dtype and alpha.dtype != x.dtype:
         raise ctx.error(f"alpha must have the data's dtype {x.dtype}, got {alpha.dtype}", 1)
@@ -95,12 +95,12 @@ def _softplus_grad(call, out, g):
     return [R.multiply(g, slope)]
 
 
-gelu_tanh = register("relax.nn.gelu_tanh", ("data",), infer=_infer_float, kernel=pw.gelu_tanh, grad=_gelu_tanh_grad)
+gelu_tanh = register("relax.nn.gelu_tanh", ("data",), infer=infer_float, kernel=pw.gelu_tanh, grad=_gelu_tanh_grad)
 leakyrelu = register(
     "relax.nn.leakyrelu",
     ("data",),
     (Attr("alpha", at.to_float, 0.01),),
-    infer=_infer_float,
+    infer=infer_float,
     kernel=pw.leakyrelu,
     grad=_leakyrelu_grad,
 )
@@ -112,12 +112,12 @@ prelu = register(
     kernel=pw.prelu,
     grad=_prelu_grad,
 )
-selu = register("relax.nn.selu", ("data",), infer=_infer_float, kernel=pw.selu, grad=_selu_grad)
+selu = register("relax.nn.selu", ("data",), infer=infer_float, kernel=pw.selu, grad=_selu_grad)
 softplus = register(
     "relax.nn.softplus",
     ("data",),
     (Attr("beta", at.to_float, 1.0), Attr("threshold", at.to_float, 20.0)),
-    infer=_infer_float,
+    infer=infer_float,
     kernel=pw.softplus,
     grad=_softplus_grad,
 )

@@ -13,7 +13,7 @@ from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
 from retrograd.ops.kernels import pool_nd
-from retrograd.ops.kernels.conv_nd import _with_h
+from retrograd.ops.kernels.conv_nd import with_h_axis
 from retrograd.ops.nn_conv_nd import SPATIAL, n_ints, n_pads
 from retrograd.ops.nn_pool import canonical_pool_attrs
 from retrograd.ops.nn_shape import from_layout, to_layout, window_count
@@ -60,7 +60,7 @@ def _pool_output(n: int, ctx: InferCtx, i: int = 0) -> TensorStructInfo:
 def _as_2d(call, g):
     """(g, data, attrs) of a 1-D pool as the 2-D pool over a unit H axis."""
     a = call.attrs
-    lay, out = _with_h(a["layout"]), _with_h(a["out_layout"])
+    lay, out = with_h_axis(a["layout"]), with_h_axis(a["out_layout"])
     attrs2d = dict(
         pool_size=(1,) + a["pool_size"], strides=(1,) + a["strides"], dilation=(1,) + a["dilation"],
         padding=(0, a["padding"][0], 0, a["padding"][1]), ceil_mode=a["ceil_mode"],
@@ -143,7 +143,7 @@ def _max_pool3d_backward_grad_grad(call, out, g):
     return [R.grad.max_pool3d_backward(g, call.args[1], **call.attrs), None]
 
 
-def _max_pool3d_backward_grad_kernel(input_grad, data, **attrs):
+def max_pool3d_backward_grad_kernel(input_grad, data, **attrs):
     """input_grad read at each window's first maximum of data, in max_pool3d_backward's (d, h, w) order:
     per depth tap, the 2-D kernel's read at the tap's first 2-D maximum, kept where that tap wins."""
     return pool_nd.max_pool3d_backward_grad(input_grad, data, get("relax.grad.max_pool2d_backward_grad").kernel, **attrs)
@@ -158,7 +158,7 @@ def _infer_pool3d_backward_grad(ctx: InferCtx) -> TensorStructInfo:
 
 max_pool3d_backward = _register_backward("max_pool3d_backward", pool_nd.max_pool3d_backward, _max_pool3d_backward_grad)
 max_pool3d_backward_grad = _register_backward(
-    "max_pool3d_backward_grad", _max_pool3d_backward_grad_kernel, _max_pool3d_backward_grad_grad,
+    "max_pool3d_backward_grad", max_pool3d_backward_grad_kernel, _max_pool3d_backward_grad_grad,
     ("input_grad", "data"), _infer_pool3d_backward_grad,
 )
 avg_pool3d_backward = _register_backward("avg_pool3d_backward", pool_nd.avg_pool3d_backward, _avg_pool3d_backward_grad)

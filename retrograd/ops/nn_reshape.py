@@ -30,7 +30,7 @@ def _infer_pixel_shuffle(ctx: InferCtx) -> TensorStructInfo:
     return TensorStructInfo((*lead, c, dim_mul(h, r), dim_mul(w, r)), x.dtype)
 
 
-def _pixel_shuffle(data, *, upscale_factor):
+def pixel_shuffle_kernel(data, *, upscale_factor):
     """(..., C r^2, H, W) -> (..., C, H r, W r): channel c * r^2 + i * r + j goes to row h * r + i,
     column w * r + j (PyTorch's and TVM's order)."""
     x = np.asarray(data)
@@ -63,7 +63,7 @@ pixel_shuffle = register(
     ("data",),
     (Attr("upscale_factor", at.int_at_least("upscale_factor", 1)),),
     infer=_infer_pixel_shuffle,
-    kernel=_pixel_shuffle,
+    kernel=pixel_shuffle_kernel,
     grad=_pixel_shuffle_grad,
 )
 
@@ -77,7 +77,7 @@ def _infer_batch_flatten(ctx: InferCtx) -> TensorStructInfo:
     return TensorStructInfo((x.shape[0], dims_product(x.shape[1:])), x.dtype)
 
 
-def _batch_flatten(data):
+def batch_flatten_kernel(data):
     x = np.asarray(data)
     if x.ndim < 2:
         raise KernelError(f"batch_flatten: expects at least 2 dimensions, got shape {x.shape}")
@@ -97,6 +97,6 @@ batch_flatten = register(
     "relax.nn.batch_flatten",
     ("data",),
     infer=_infer_batch_flatten,
-    kernel=_batch_flatten,
+    kernel=batch_flatten_kernel,
     grad=_batch_flatten_grad,
 )

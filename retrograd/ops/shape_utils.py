@@ -97,3 +97,16 @@ def dims_product(dims) -> Dim:
         size = dim_mul(size, d)
     m = monomial(size)
     return size if m is None else from_monomial(*m)
+
+
+def axes_of(ctx, axes, ndim: int, arg: int = 0, what: str = "axis") -> tuple[int, ...]:
+    """Normalize a list of axes against ndim: in range, no repeats; errors name the op and argument."""
+    out = []
+    for a in axes:
+        n = normalize_axis(a, ndim)
+        if n is None:
+            raise ctx.error(f"{what} {a} is out of range for a tensor of ndim {ndim} (expected [{-ndim}, {ndim}))", arg)
+        if n in out:
+            raise ctx.error(f"{what} {a} is repeated in {list(axes)}", arg)
+        out.append(n)
+    return tuple(out)

@@ -42,23 +42,35 @@ def _infer_tensor_to_shape(ctx: InferCtx) -> ShapeStructInfo:
     return ShapeStructInfo(None, n)
 
 
-def _tensor_to_shape(t):
+def tensor_to_shape_kernel(t):
     if t.ndim != 1:
         raise KernelError(f"R.tensor_to_shape: expects a 1-D tensor, got shape {t.shape}")
     return tuple(int(v) for v in t)
 
 
+def shape_of_kernel(x):
+    return tuple(int(d) for d in x.shape)
+
+
 shape_of = register(
-    "relax.shape_of", ("x",), infer=_infer_shape_of, kernel=lambda x: tuple(int(d) for d in x.shape),
+    "relax.shape_of", ("x",), infer=_infer_shape_of, kernel=shape_of_kernel,
     grad=no_gradient, cost=VIEW,
 )
+def size_kernel(x):
+    return np.array(x.size, dtype=np.int64)
+
+
 size = register(
-    "relax.size", ("x",), infer=_infer_size, kernel=lambda x: np.array(x.size, dtype=np.int64), grad=no_gradient, cost=VIEW,
+    "relax.size", ("x",), infer=_infer_size, kernel=size_kernel, grad=no_gradient, cost=VIEW,
 )
+def shape_to_tensor_kernel(s):
+    return np.array(tuple(s), dtype=np.int64).reshape(len(tuple(s)))
+
+
 shape_to_tensor = register(
     "relax.shape_to_tensor", (Arg("x", "shape"),), infer=_infer_shape_to_tensor,
-    kernel=lambda s: np.array(tuple(s), dtype=np.int64).reshape(len(tuple(s))), grad=no_gradient, cost=VIEW,
+    kernel=shape_to_tensor_kernel, grad=no_gradient, cost=VIEW,
 )
 tensor_to_shape = register(
-    "relax.tensor_to_shape", ("x",), infer=_infer_tensor_to_shape, kernel=_tensor_to_shape, grad=no_gradient, cost=VIEW,
+    "relax.tensor_to_shape", ("x",), infer=_infer_tensor_to_shape, kernel=tensor_to_shape_kernel, grad=no_gradient, cost=VIEW,
 )

@@ -1,16 +1,15 @@
-"""Sorting and searching: sort, argsort, topk, argmax, argmin, bucketize."""
+"""Sorting ops (TVM's sorting.py): sort, argsort, topk."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from retrograd.errors import KernelError
 from retrograd.ir.expr import TupleGetItem
 from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo
 from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
-from retrograd.ops.reduce import axes_of
 from retrograd.ops.registry import Attr, InferCtx, no_gradient, register
+from retrograd.ops.shape_utils import axes_of
 
 
 def _axis(ctx: InferCtx, x: TensorStructInfo) -> int | None:
@@ -38,7 +37,7 @@ def _infer_sort(ctx: InferCtx) -> TensorStructInfo:
     return x
 
 
-def _sort(data, axis=-1, descending=False):
+def sort_kernel(data, axis=-1, descending=False):
     return np.take_along_axis(data, _order(data, axis, descending), axis)
 
 
@@ -51,7 +50,7 @@ def _sort_grad(call, out, g):
 
 sort = register(
     "relax.sort", ("x",), (Attr("axis", at.to_int, -1), Attr("descending", at.to_bool, False)),
-    infer=_infer_sort, kernel=_sort, grad=_sort_grad,
+    infer=_infer_sort, kernel=sort_kernel, grad=_sort_grad,
 )
 
 
@@ -61,12 +60,16 @@ def _infer_argsort(ctx: InferCtx) -> TensorStructInfo:
     return TensorStructInfo(x.shape, ctx.attrs["dtype"] or x.dtype, x.ndim)
 
 
+def argsort_kernel(data, axis=-1, descending=False, dtype="int32"):
+    return _order(data, axis, descending).astype(dtype or data.dtype)
+
+
 argsort = register(
     "relax.argsort",
     ("data",),
     (Attr("axis", at.to_int, -1), Attr("descending", at.to_bool, False), Attr("dtype", at.to_opt_dtype, "int32")),
     infer=_infer_argsort,
-    kernel=lambda data, axis=-1, descending=False, dtype="int32": _order(data, axis, descending).astype(dtype or data.dtype),
+    kernel=argsort_kernel,
     grad=no_gradient,
 )
 
@@ -111,7 +114,7 @@ def _topk_order(data, k, axis, largest):
     return np.moveaxis(order, -1, axis)
 
 
-def _topk(data, k=1, axis=-1, ret_type="both", largest=True, dtype="int32"):
+def topk_kernel(data, k=1, axis=-1, ret_type="both", largest=True, dtype="int32"):
     axis %= data.ndim
     idx = _topk_order(data, _k_of(k, data.shape[axis]), axis, largest)
     vals = np.take_along_axis(data, idx, axis)
@@ -143,67 +146,6 @@ topk = register(
         Attr("dtype", at.to_opt_dtype, "int32"),
     ),
     infer=_infer_topk,
-    kernel=_topk,
+    kernel=topk_kernel,
     grad=_topk_grad,
-)
-
-# -- argmax, argmin ------------------------------------------------------------------------------
-
-
-def _infer_arg_extremum(ctx: InferCtx) -> TensorStructInfo:
-    x = ctx.tensor(0)
-    axis, keepdims = ctx.attrs["axis"], ctx.attrs["keepdims"]
-    if x.ndim == -1:
-        return TensorStructInfo(() if axis is None and not keepdims else None, "int64", 0 if axis is None and not keepdims else -1)
-    if axis is not None:
-        (axis,) = axes_of(ctx, (axis,), x.ndim)
-    if x.shape is None:
-        return TensorStructInfo(None, "int64", x.ndim if keepdims else (x.ndim - 1 if axis is not None else 0))
-    if axis is None:
-        return TensorStructInfo((1,) * x.ndim if keepdims else (), "int64")
-    shape = x.shape[:axis] + ((1,) if keepdims else ()) + x.shape[axis + 1 :]
-    return TensorStructInfo(shape, "int64")
-
-
-def _arg_extremum(name, fn):
-    def kernel(x, axis=None, keepdims=False):
-        if x.size == 0 or (axis is not None and x.shape[axis] == 0):
-            raise KernelError(f"R.{name}: empty reduction over a tensor shaped {x.shape}")
-        # The first occurrence of the extremum, as TVM and NumPy pick.
-        return np.asarray(fn(x, axis=axis, keepdims=keepdims)).astype("int64")
-
-    return kernel
-
-
-_ARG_ATTRS = (Attr("axis", at.to_opt_int, None), Attr("keepdims", at.to_bool, False))
-argmax = register(
-    "relax.argmax", ("x",), _ARG_ATTRS, infer=_infer_arg_extremum, kernel=_arg_extremum("argmax", np.argmax), grad=no_gradient
-)
-argmin = register(
-    "relax.argmin", ("x",), _ARG_ATTRS, infer=_infer_arg_extremum, kernel=_arg_extremum("argmin", np.argmin), grad=no_gradient
-)
-
-# -- bucketize -----------------------------------------------------------------------------------
-
-
-def _infer_bucketize(ctx: InferCtx) -> TensorStructInfo:
-    x, b = ctx.tensor(0), ctx.tensor(1)
-    if b.ndim not in (1, -1):
-        raise ctx.error(f"boundaries must be 1-D, got ndim {b.ndim}", 1)
-    return TensorStructInfo(x.shape, "int32" if ctx.attrs["out_int32"] else "int64", x.ndim)
-
-
-def _bucketize(input_tensor, boundaries, out_int32=False, right=False):
-    # PyTorch's convention (TVM follows it): right=False counts boundaries < x, right=True boundaries <= x.
-    side = "right" if right else "left"
-    return np.asarray(np.searchsorted(boundaries, input_tensor, side=side)).astype("int32" if out_int32 else "int64")
-
-
-bucketize = register(
-    "relax.bucketize",
-    ("input_tensor", "boundaries"),
-    (Attr("out_int32", at.to_bool, False), Attr("right", at.to_bool, False)),
-    infer=_infer_bucketize,
-    kernel=_bucketize,
-    grad=no_gradient,
 )

@@ -9,9 +9,8 @@ from retrograd.ir.expr import Tuple, TupleGetItem, shape_expr
 from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
-from retrograd.ops.reduce import axes_of
 from retrograd.ops.registry import Attr, InferCtx, register
-from retrograd.ops.shape_utils import dim_mul, dims_product
+from retrograd.ops.shape_utils import axes_of, dim_mul, dims_product
 
 
 def _static_shape(call, x, what: str) -> tuple[int, ...]:
@@ -54,7 +53,7 @@ def _infer_stack(ctx: InferCtx) -> TensorStructInfo:
     return TensorStructInfo(shape[:axis] + (len(fields),) + shape[axis:], dtype)
 
 
-def _stack(tensors, axis=0):
+def stack_kernel(tensors, axis=0):
     return np.stack(tensors, axis=0 if axis is None else axis)
 
 
@@ -69,7 +68,7 @@ def _stack_grad(call, out, g):
 
 
 stack = register(
-    "relax.stack", ("tensors",), (Attr("axis", at.to_opt_int, 0),), infer=_infer_stack, kernel=_stack, grad=_stack_grad
+    "relax.stack", ("tensors",), (Attr("axis", at.to_opt_int, 0),), infer=_infer_stack, kernel=stack_kernel, grad=_stack_grad
 )
 
 # -- tile and repeat ------------------------------------------------------------------------------
@@ -105,9 +104,13 @@ def _tile_grad(call, out, g):
     return [R.reshape(summed, shape_expr(shape))]
 
 
+def tile_kernel(data, repeats):
+    return np.tile(data, repeats)
+
+
 tile = register(
     "relax.tile", ("data",), (Attr("repeats", at.to_ints),), infer=_infer_tile,
-    kernel=lambda data, repeats: np.tile(data, repeats), grad=_tile_grad,
+    kernel=tile_kernel, grad=_tile_grad,
 )
 
 
@@ -139,9 +142,13 @@ def _repeat_grad(call, out, g):
     return [R.sum(R.reshape(g, shape_expr(split)), axis=[axis + 1])]
 
 
+def repeat_kernel(data, repeats, axis=None):
+    return np.repeat(data, repeats, axis=axis)
+
+
 repeat = register(
     "relax.repeat", ("data",), (Attr("repeats", at.to_int), Attr("axis", at.to_opt_int, None)),
-    infer=_infer_repeat, kernel=lambda data, repeats, axis=None: np.repeat(data, repeats, axis=axis), grad=_repeat_grad,
+    infer=_infer_repeat, kernel=repeat_kernel, grad=_repeat_grad,
 )
 
 # -- flip and reverse_sequence --------------------------------------------------------------------
@@ -154,9 +161,13 @@ def _infer_flip(ctx: InferCtx) -> TensorStructInfo:
     return x
 
 
+def flip_kernel(data, axis):
+    return np.flip(data, axis).copy()
+
+
 flip = register(
     "relax.flip", ("data",), (Attr("axis", at.to_int),), infer=_infer_flip,
-    kernel=lambda data, axis: np.flip(data, axis).copy(),
+    kernel=flip_kernel,
     grad=lambda call, out, g: [R.flip(g, axis=call.attrs["axis"])],
 )
 
@@ -177,7 +188,7 @@ def _infer_reverse_sequence(ctx: InferCtx) -> TensorStructInfo:
     return x
 
 
-def _reverse_sequence(data, seq_lengths, seq_axis=1, batch_axis=0):
+def reverse_sequence_kernel(data, seq_lengths, seq_axis=1, batch_axis=0):
     seq_axis, batch_axis = seq_axis % data.ndim, batch_axis % data.ndim
     n = data.shape[seq_axis]
     lengths = np.clip(np.asarray(seq_lengths, np.int64), 0, n)
@@ -196,7 +207,7 @@ reverse_sequence = register(
     ("data", "seq_lengths"),
     (Attr("seq_axis", at.to_int, 1), Attr("batch_axis", at.to_int, 0)),
     infer=_infer_reverse_sequence,
-    kernel=_reverse_sequence,
+    kernel=reverse_sequence_kernel,
     # Reversing the first L entries is its own inverse: the adjoint reverses g the same way.
     grad=lambda call, out, g: [R.reverse_sequence(g, call.args[1], **call.attrs), None],
 )

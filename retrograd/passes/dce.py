@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from retrograd.ir.analysis import reachable_functions, read_vars, used_vars
+from retrograd.ir.vars import reachable_functions, read_vars, used_vars
 from retrograd.ir.block import VarBinding
 from retrograd.ir.expr import Call, Function, GlobalVar, If, SeqExpr
 from retrograd.ir.functor import ExprMutator, if_depth, stack_room

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import attrs
 
-from retrograd.ir.analysis import read_vars, use_counts, used_vars
+from retrograd.ir.vars import read_vars, use_counts, used_vars
 from retrograd.ir.block import DataflowBlock, VarBinding
 from retrograd.ir.copy import substitute
 from retrograd.ir.expr import (

@@ -8,7 +8,7 @@ from retrograd.errors import ExecutionError, UnsupportedError
 from retrograd.ir.functor import module_if_depth, stack_room
 from retrograd.ops.kernels import parallel
 from retrograd.runtime.interp import Meter, invoke, run_code, run_code_profiled
-from retrograd.runtime.lowering import lower_module
+from retrograd.runtime.program import lower_module
 from retrograd.runtime.stats import RunStats, format_profile
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import attrs
 
-from retrograd.ir.text import human_bytes  # noqa: F401  (re-exported: the profile table's unit)
+from retrograd.analysis.memory import human_bytes  # noqa: F401  (re-exported: the profile table's unit)
 
 
 @attrs.frozen

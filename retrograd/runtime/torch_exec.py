@@ -18,6 +18,7 @@ import numpy as np
 
 from retrograd.analysis.plan import Plans
 from retrograd.errors import ExecutionError, UnsupportedError
+from retrograd.ir.dtypes import prim_scalar
 from retrograd.ir.expr import Constant, Function, PrimValue, ShapeExpr, StringImm
 from retrograd.ir.functor import module_if_depth, stack_room
 from retrograd.ir.nested import tuple_leaves
@@ -25,7 +26,7 @@ from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops import torch_kernels
 from retrograd.runtime.executor import FunctionTable, bind_arguments
 from retrograd.runtime.interp import kernel_failure
-from retrograd.runtime.lowering import Info, reader
+from retrograd.runtime.program import Info, reader
 from retrograd.runtime.signature import Binder, Mismatch, check_deferred, compile_checker, compile_dim, describe_value
 from retrograd.runtime.stats import RunStats
 
@@ -95,7 +96,7 @@ class TorchExecutable(FunctionTable):
                 self._skip.add(t.untyped_storage().data_ptr())
                 template[reg], labels[reg] = t, "const"
             elif isinstance(c, PrimValue | StringImm):
-                template[reg], labels[reg] = _prim_scalar(c), repr(c.value)
+                template[reg], labels[reg] = prim_scalar(c), repr(c.value)
             elif isinstance(c, ShapeExpr):
                 labels[reg] = f"R.shape({list(c.values)})"
                 if all(isinstance(v, int) for v in c.values):
@@ -429,14 +430,6 @@ def _owned(fn):
 
     return run
 
-
-def _prim_scalar(expr):
-    if isinstance(expr, PrimValue) and expr.dtype not in ("int64", "float64", "bool"):
-        try:
-            return np.dtype(expr.dtype).type(expr.value)
-        except TypeError:
-            pass
-    return expr.value
 
 
 def _describe_src(src, labels) -> str:

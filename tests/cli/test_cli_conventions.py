@@ -172,7 +172,7 @@ PLUGIN = '''
 import numpy as np
 from retrograd.ir import IRModule
 from retrograd.ops.registry import register
-from retrograd.ops.elementwise import _infer_unary as infer
+from retrograd.ops.elementwise import infer_unary as infer
 from retrograd.passes import module_pass
 
 

@@ -1,10 +1,10 @@
-"""ir/analysis.py and ir/copy.py: variable analyses and copying, checked against naive walks written here."""
+"""ir/vars.py and ir/copy.py: variable analyses and copying, checked against naive walks written here."""
 
 import numpy as np
 
 import retrograd
 from retrograd.ir import ExprVisitor
-from retrograd.ir.analysis import bound_vars, free_vars, use_counts, used_vars
+from retrograd.ir.vars import bound_vars, free_vars, use_counts, used_vars
 from retrograd.ir.copy import copy_expr, substitute
 from retrograd.ir.expr import Call, Constant, If, Var, const
 

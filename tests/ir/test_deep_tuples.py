@@ -12,7 +12,7 @@ import pytest
 import retrograd
 from retrograd.errors import ParseError
 from retrograd.ir import BlockBuilder, ExprMutator, ExprVisitor, Function, IRModule, Var, well_formed
-from retrograd.ir.analysis import free_vars, used_vars
+from retrograd.ir.vars import free_vars, used_vars
 from retrograd.ir.copy import copy_expr
 from retrograd.ir.expr import Tuple, TupleGetItem, is_leaf
 from retrograd.ir.struct_info import (

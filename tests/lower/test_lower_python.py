@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import warnings
 from pathlib import Path
 
@@ -80,32 +79,38 @@ def test_enough_functions_are_compared(tmp_path):
     assert total >= len(FILES)
 
 
-def test_every_kernel_reference_rebuilds_the_registered_kernel():
-    from retrograd.lower.kernel_refs import kernel_ref
-    from retrograd.ops.registry import all_ops
+def test_lowered_source_imports_every_kernel_from_the_public_namespace():
+    """`retrograd lower` names kernels only through `from retrograd.kernels import ...`: no private name,
+    no factory rebuilt, no source copied; every other import is NumPy."""
+    import ast
 
-    for op in all_ops():
-        if op.kernel is None:
-            continue
-        imports, setup = kernel_ref(op, "k_alias")
-        scope: dict = {}
-        exec("import numpy as np\n" + "\n".join(imports + ([setup] if setup else [])), scope)  # our own text
-        got, k = scope["k_alias"], op.kernel
-        if got is k:
-            continue
-        if isinstance(k, functools.partial):  # the same function with equal bound arguments
-            assert isinstance(got, functools.partial) and got.func is k.func, op.name
-            assert got.args == k.args and got.keywords == k.keywords, op.name
-            continue
-        if got.__code__ is k.__code__:  # a factory call: the same code over equal captured values
-            assert [c.cell_contents for c in got.__closure__] == [c.cell_contents for c in k.__closure__]
-        else:  # a copied lambda: same parameters, defaults and names, each bound to the same object
-            assert got.__name__ == "<lambda>" and k.__closure__ is None, op.name
-            assert got.__code__.co_varnames == k.__code__.co_varnames and got.__defaults__ == k.__defaults__
-            assert got.__code__.co_names == k.__code__.co_names, op.name
-            for name in got.__code__.co_names:
-                if name in scope and name in k.__globals__:
-                    assert scope[name] is k.__globals__[name], (op.name, name)
+    text = retrograd.lower_to_python(retrograd.parse_file(ROOT / "examples" / "mlp.py"))
+    imports = [n for n in ast.walk(ast.parse(text)) if isinstance(n, ast.Import | ast.ImportFrom)]
+    assert [ast.unparse(n) for n in imports] == [
+        "import numpy as np",
+        "from retrograd.kernels import add, matmul, nn_log_softmax, nn_nll_loss, nn_relu",
+    ]
+    adjoint = retrograd.lower_to_python(Gradient("main")(retrograd.parse_file(ROOT / "examples" / "mlp.py")))
+    names = [a for n in ast.walk(ast.parse(adjoint)) if isinstance(n, ast.ImportFrom) for a in n.names]
+    assert {a.name for a in names} >= {"grad_nll_loss_backward", "sum", "exp", "permute_dims"}
+    assert not any(a.name.startswith("_") for a in names)
+    assert "sum_" in {a.asname for a in names}  # kernels that are builtins' names are imported under another
+
+
+def test_the_kernel_import_binds_every_registered_kernel():
+    """The one import line, wrapped when long, binds each alias to the kernel the executor runs."""
+    from retrograd.kernels import kernels
+    from retrograd.lower.kernel_refs import kernel_import
+
+    ops = kernels()
+    names = {name: f"{name}_alias" if i % 2 else name for i, name in enumerate(ops)}
+    text = kernel_import(names)
+    assert text.startswith("from retrograd.kernels import (\n") and text.endswith(",\n)")
+    scope: dict = {}
+    exec(compile(text, "lowered", "exec"), scope)  # our own generated text
+    for name, alias in names.items():
+        assert scope[alias] is ops[name].kernel, name
+    assert kernel_import({"add": "add", "sum": "sum_"}) == "from retrograd.kernels import add, sum as sum_"
 
 
 def test_names_never_collide(tmp_path):

@@ -16,7 +16,7 @@ import retrograd
 from retrograd.analysis import live_at_peak, memory_timeline
 from retrograd.cli import main
 from retrograd.errors import DiagnosticError
-from retrograd.ir.text import human_bytes
+from retrograd.analysis.memory import human_bytes
 from retrograd.passes import Gradient
 from retrograd.passes.checkpoint import plan_checkpoint
 

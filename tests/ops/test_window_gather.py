@@ -41,12 +41,12 @@ def _pool_results(x, kw, nd):
         g = np.random.default_rng(5).standard_normal(y.shape).astype("float32")
         u = np.random.default_rng(6).standard_normal(x.shape).astype("float32")
         return [y, pool.avg_pool2d(x, **kw), pool.max_pool2d_backward(g, x, **kw), pool.avg_pool2d_backward(g, x, **kw),
-                grad_ops._max_pool2d_backward_grad_kernel(u, x, layout="NCHW", out_layout=None, **kw)]
+                grad_ops.max_pool2d_backward_grad_kernel(u, x, layout="NCHW", out_layout=None, **kw)]
     y = pool_nd.max_pool3d(x, **kw)
     g = np.random.default_rng(5).standard_normal(y.shape).astype("float32")
     u = np.random.default_rng(6).standard_normal(x.shape).astype("float32")
     return [y, pool_nd.avg_pool3d(x, **kw), pool_nd.max_pool3d_backward(g, x, **kw), pool_nd.avg_pool3d_backward(g, x, **kw),
-            pool_nd.max_pool3d_backward_grad(u, x, grad_ops._max_pool2d_backward_grad_kernel, **kw)]
+            pool_nd.max_pool3d_backward_grad(u, x, grad_ops.max_pool2d_backward_grad_kernel, **kw)]
 
 
 @pytest.mark.parametrize("nd", [2, 3])

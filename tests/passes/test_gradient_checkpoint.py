@@ -14,7 +14,7 @@ import retrograd
 from passes.checkpoint_cases import BLOCKS, CONSECUTIVE, DAG, H, IF_CALL, INTERMEDIATE, SEQ_API, SEQUENTIAL, SPARSE, TREE, TUPLE, TWO_GROUPS, chain, unmarked
 from passes.helpers import check_gradient, random_inputs
 from retrograd.analysis import peak_memory
-from retrograd.ir.analysis import read_vars
+from retrograd.ir.vars import read_vars
 from retrograd.ir.expr import Call
 from retrograd.ir.module import IRModule
 from retrograd.ir.well_formed import well_formed

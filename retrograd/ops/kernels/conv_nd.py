@@ -11,13 +11,13 @@ from retrograd.ops.kernels import conv, conv_gather, window_gather
 from retrograd.ops.kernels.window import out_size, to_layout
 
 
-def _with_h(layout: str) -> str:
+def with_h_axis(layout: str) -> str:
     """A 1-D layout as the 2-D one with a unit H axis just before W: NCW -> NCHW, WIO -> HWIO."""
     i = layout.index("W")
     return layout[:i] + "H" + layout[i:]
 
 
-def _one(op, name, value, n):
+def per_axis(op, name, value, n):
     vals = tuple(int(v) for v in np.atleast_1d(value))
     if len(vals) == 1:
         vals = vals * n
@@ -26,7 +26,7 @@ def _one(op, name, value, n):
     return vals
 
 
-def _pads(op, value, n):
+def pad_pairs(op, value, n):
     """(begins, ends): 1 value for all, n for symmetric, or 2n as begins then ends (TVM's order)."""
     vals = tuple(int(v) for v in np.atleast_1d(value))
     if len(vals) == 1:
@@ -41,9 +41,9 @@ def _pads(op, value, n):
 def conv1d(data, weight, *, strides=1, padding=0, dilation=1, groups=1, data_layout="NCW", kernel_layout="OIW",
            out_layout=None, out_dtype=None):
     """Cross-correlation over W (TVM Relax semantics), as conv2d with a unit H axis."""
-    (s,), (d,) = _one("conv1d", "strides", strides, 1), _one("conv1d", "dilation", dilation, 1)
-    (p0,), (p1,) = _pads("conv1d", padding, 1)
-    dl, kl, ol = _with_h(data_layout), _with_h(kernel_layout), _with_h(out_layout or data_layout)
+    (s,), (d,) = per_axis("conv1d", "strides", strides, 1), per_axis("conv1d", "dilation", dilation, 1)
+    (p0,), (p1,) = pad_pairs("conv1d", padding, 1)
+    dl, kl, ol = with_h_axis(data_layout), with_h_axis(kernel_layout), with_h_axis(out_layout or data_layout)
     y = conv.conv2d(
         np.expand_dims(np.asarray(data), dl.index("H")), np.expand_dims(np.asarray(weight), kl.index("H")),
         strides=(1, s), padding=(0, p0, 0, p1), dilation=(1, d), groups=groups,
@@ -56,10 +56,10 @@ def conv1d_transpose(data, weight, *, strides=1, padding=0, output_padding=0, di
                      data_layout="NCW", kernel_layout="IOW", out_layout=None, out_dtype=None):
     """The adjoint of conv1d w.r.t. its data, as conv2d_transpose with a unit H axis."""
     op = "conv1d_transpose"
-    (s,), (d,), (op_,) = (_one(op, n, v, 1) for n, v in (("strides", strides), ("dilation", dilation),
+    (s,), (d,), (op_,) = (per_axis(op, n, v, 1) for n, v in (("strides", strides), ("dilation", dilation),
                                                           ("output_padding", output_padding)))
-    (p0,), (p1,) = _pads(op, padding, 1)
-    dl, kl, ol = _with_h(data_layout), _with_h(kernel_layout), _with_h(out_layout or data_layout)
+    (p0,), (p1,) = pad_pairs(op, padding, 1)
+    dl, kl, ol = with_h_axis(data_layout), with_h_axis(kernel_layout), with_h_axis(out_layout or data_layout)
     y = conv.conv2d_transpose(
         np.expand_dims(np.asarray(data), dl.index("H")), np.expand_dims(np.asarray(weight), kl.index("H")),
         strides=(1, s), padding=(0, p0, 0, p1), output_padding=(0, op_), dilation=(1, d), groups=groups,
@@ -75,8 +75,8 @@ def conv3d(data, weight, *, strides=(1, 1, 1), padding=(0, 0, 0), dilation=(1, 1
     op = "conv3d"
     x = to_layout(op, np.asarray(data), data_layout, "NCDHW")
     w = to_layout(op, np.asarray(weight), kernel_layout, "OIDHW")
-    (sd, sh, sw), (dd, dh, dw) = _one(op, "strides", strides, 3), _one(op, "dilation", dilation, 3)
-    (pf, pt, pl), (pk, pb, pr) = _pads(op, padding, 3)
+    (sd, sh, sw), (dd, dh, dw) = per_axis(op, "strides", strides, 3), per_axis(op, "dilation", dilation, 3)
+    (pf, pt, pl), (pk, pb, pr) = pad_pairs(op, padding, 3)
     n, c, depth, h, wd = x.shape
     kd = w.shape[2]
     if kd == 0:
@@ -113,9 +113,9 @@ def conv3d_transpose(data, weight, *, strides=(1, 1, 1), padding=(0, 0, 0), outp
     op = "conv3d_transpose"
     x = to_layout(op, np.asarray(data), data_layout, "NCDHW")
     w = to_layout(op, np.asarray(weight), kernel_layout, "IODHW")
-    (sd, sh, sw), (dd, dh, dw) = _one(op, "strides", strides, 3), _one(op, "dilation", dilation, 3)
-    (opd, oph, opw) = _one(op, "output_padding", output_padding, 3)
-    (pf, pt, pl), (pk, pb, pr) = _pads(op, padding, 3)
+    (sd, sh, sw), (dd, dh, dw) = per_axis(op, "strides", strides, 3), per_axis(op, "dilation", dilation, 3)
+    (opd, oph, opw) = per_axis(op, "output_padding", output_padding, 3)
+    (pf, pt, pl), (pk, pb, pr) = pad_pairs(op, padding, 3)
     n, c, depth, h, wd = x.shape
     kd = w.shape[2]
     od = (depth - 1) * sd - pf - pk + dd * (kd - 1) + opd + 1

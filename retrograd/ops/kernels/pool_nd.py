@@ -8,21 +8,21 @@ import numpy as np
 
 from retrograd.errors import KernelError
 from retrograd.ops.kernels import pool, window_gather
-from retrograd.ops.kernels.conv_nd import _one, _pads, _with_h
+from retrograd.ops.kernels.conv_nd import per_axis, pad_pairs, with_h_axis
 from retrograd.ops.kernels.window import check_float, out_size, to_layout
 
 
 def _attrs_1d(pool_size, strides, dilation, padding):
-    (k,), (s,), (d,) = (_one("pool1d", n, v, 1) for n, v in (("pool_size", pool_size), ("strides", strides),
+    (k,), (s,), (d,) = (per_axis("pool1d", n, v, 1) for n, v in (("pool_size", pool_size), ("strides", strides),
                                                              ("dilation", dilation)))
-    (p0,), (p1,) = _pads("pool1d", padding, 1)
+    (p0,), (p1,) = pad_pairs("pool1d", padding, 1)
     return dict(pool_size=(1, k), strides=(1, s), dilation=(1, d), padding=(0, p0, 0, p1))
 
 
 def pool1d(kind, data, *, pool_size=1, strides=1, dilation=1, padding=0, ceil_mode=False, count_include_pad=False,
            layout="NCW", out_layout=None):
     """max_pool1d / avg_pool1d (kind "max" / "avg") as the 2-D pool over a unit H axis."""
-    lay, out = _with_h(layout), _with_h(out_layout or layout)
+    lay, out = with_h_axis(layout), with_h_axis(out_layout or layout)
     x = np.expand_dims(np.asarray(data), lay.index("H"))
     fn = pool.max_pool2d if kind == "max" else pool.avg_pool2d
     y = fn(x, **_attrs_1d(pool_size, strides, dilation, padding), ceil_mode=ceil_mode,
@@ -37,10 +37,10 @@ class _Depth:
         x = np.asarray(data)
         check_float(op, "data", x)
         self.x = to_layout(op, x, layout, "NCDHW")
-        self.k = _one(op, "pool_size", pool_size, 3)
-        self.s = _one(op, "strides", strides, 3)
-        self.d = _one(op, "dilation", dilation, 3)
-        (pf, pt, pl), (pk, pb, pr) = _pads(op, padding, 3)
+        self.k = per_axis(op, "pool_size", pool_size, 3)
+        self.s = per_axis(op, "strides", strides, 3)
+        self.d = per_axis(op, "dilation", dilation, 3)
+        (pf, pt, pl), (pk, pb, pr) = pad_pairs(op, padding, 3)
         self.pad_hw = (pt, pl, pb, pr)
         n, c, depth = self.x.shape[:3]
         self.od = od = out_size(op, depth, self.k[0], self.s[0], pf, pk, self.d[0], ceil_mode)
@@ -94,8 +94,8 @@ def _gathered(op, data, pool_size, strides, dilation, padding, ceil_mode, layout
     x = np.asarray(data)
     check_float(op, "data", x)
     x = to_layout(op, x, layout, "NCDHW")
-    k, s, d = (_one(op, name, v, 3) for name, v in (("pool_size", pool_size), ("strides", strides), ("dilation", dilation)))
-    begins, ends = _pads(op, padding, 3)
+    k, s, d = (per_axis(op, name, v, 3) for name, v in (("pool_size", pool_size), ("strides", strides), ("dilation", dilation)))
+    begins, ends = pad_pairs(op, padding, 3)
     axes = []
     for i in range(3):
         n = x.shape[2 + i]

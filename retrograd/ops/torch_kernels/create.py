@@ -1,4 +1,4 @@
-"""Torch kernels of the creation family (ops/create.py, ops/create_range.py)."""
+"""Torch kernels of the creation family (ops/create.py)."""
 
 from __future__ import annotations
 

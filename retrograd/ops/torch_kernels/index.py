@@ -1,4 +1,4 @@
-"""Torch kernels of gathers, scatters and indexing (ops/indexing.py take/where, ops/gather_scatter.py,
+"""Torch kernels of gathers, scatters and indexing (ops/indexing.py take, ops/search.py where, ops/gather_scatter.py,
 ops/index_put.py, grad.take_backward, grad.merge_sparse_rows). Duplicate targets are settled as the
 NumPy kernels settle them (the last write wins, sums in index order), never left to the device."""
 

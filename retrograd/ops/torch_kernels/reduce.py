@@ -1,4 +1,4 @@
-"""Torch kernels of the reductions, scans and sorts (ops/reduce.py, ops/reduce_more.py, ops/sorting.py)."""
+"""Torch kernels of the reductions, scans and sorts (ops/statistical.py, ops/sorting.py, ops/search.py)."""
 
 from __future__ import annotations
 

@@ -32,7 +32,7 @@ from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, tuple_fi
 from retrograd.ir.text import format_sinfo
 from retrograd.ops.cost import DEFAULT as DEFAULT_COST
 from retrograd.passes.checkpoint.problem import Problem
-from retrograd.ir.analysis import read_vars
+from retrograd.ir.vars import read_vars
 
 _LEAVES = (Constant, PrimValue, ShapeExpr, StringImm)
 
@@ -76,7 +76,7 @@ class Extraction:
         return any(isinstance(b.value, If) or (isinstance(b.value, Call) and isinstance(b.value.op, GlobalVar)) for b in self.bindings)
 
 
-def _nodes(struct, out: list) -> list:
+def struct_nodes_of(struct, out: list) -> list:
     """The node ids a structure refers to, in order."""
     stack = [struct]
     while stack:
@@ -129,7 +129,7 @@ def extract(func: Function) -> Extraction:
         if isinstance(struct, int):
             return layouts[struct]
         if type(struct) is tuple:
-            return fold(struct, _struct_fields, lambda s, kids: tuple(kids) if type(s) is tuple else layout_of(s), shared=False)
+            return fold(struct, struct_fields, lambda s, kids: tuple(kids) if type(s) is tuple else layout_of(s), shared=False)
         return _fresh_layout(getattr(struct, "struct_info", None))  # parameters and constants: C order
 
     for bi, block in enumerate(func.body.blocks):
@@ -146,9 +146,9 @@ def extract(func: Function) -> Extraction:
                 struct = struct_of(v)
                 if type(struct) is tuple:
                     # Kept per structure: the bindings of a getitem chain read the levels of one nest.
-                    dep_nodes.extend(fold(struct, _struct_fields, _nodes_step, memo=struct_nodes))
+                    dep_nodes.extend(fold(struct, struct_fields, _nodes_step, memo=struct_nodes))
                 else:
-                    _nodes(struct, dep_nodes)
+                    struct_nodes_of(struct, dep_nodes)
             dep_tuple = tuple(dict.fromkeys(dep_nodes))
             where = f"binding '{var.name_hint}'"
             # Transparent bindings: the executor reads their sources directly (no instruction).
@@ -229,7 +229,7 @@ def extract(func: Function) -> Extraction:
                 own_fields = tuple(static_bytes(f, where, b.span) for f in var.struct_info.fields)
             fields.append(own_fields)
             field.append(part)
-    outputs = tuple(dict.fromkeys(_nodes(struct_of(func.body.body), [])))
+    outputs = tuple(dict.fromkeys(struct_nodes_of(struct_of(func.body.body), [])))
     problem = Problem(
         sizes=tuple(sizes),
         costs=tuple(costs),
@@ -262,7 +262,7 @@ def _nodes_step(struct, fields) -> list:
     return [struct] if isinstance(struct, int) else []
 
 
-def _struct_fields(struct) -> tuple:
+def struct_fields(struct) -> tuple:
     """The parts of a structure (a node id, a leaf expression, a parameter, or a tuple of structures)."""
     return struct if type(struct) is tuple else ()
 

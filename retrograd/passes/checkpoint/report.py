@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import attrs
 
-from retrograd.ir.text import human_bytes
+from retrograd.analysis.memory import human_bytes
 
 
 @attrs.frozen

@@ -18,10 +18,10 @@ from retrograd.ir.expr import DataflowVar, Function, SeqExpr, Tuple, Var
 from retrograd.ir.nested import fold
 from retrograd.ir.struct_info import TupleStructInfo
 from retrograd.passes.barriers import emit_recomputation
-from retrograd.passes.checkpoint.extract import Extraction, _nodes, _struct_fields
+from retrograd.passes.checkpoint.extract import Extraction, struct_nodes_of, struct_fields
 from retrograd.passes.checkpoint.problem import Schedule
 from retrograd.passes.checkpoint.simulate import events
-from retrograd.ir.analysis import read_vars
+from retrograd.ir.vars import read_vars
 from retrograd.ir.copy import copy_expr
 
 def rewrite(ex: Extraction, recompute) -> Function:
@@ -49,7 +49,7 @@ def rewrite(ex: Extraction, recompute) -> Function:
 
     def expr_of(struct, node_var):
         # Bottom-up with a stack (structures nest as deep as tuples do), each occurrence on its own.
-        return fold(struct, _struct_fields, lambda s, fields: _expr_step(s, fields, node_var), shared=False)
+        return fold(struct, struct_fields, lambda s, fields: _expr_step(s, fields, node_var), shared=False)
 
     def struct_of(var):
         node = ex.node_of.get(var)
@@ -86,7 +86,7 @@ def rewrite(ex: Extraction, recompute) -> Function:
                     s = struct_of(r)
                     if s is r:
                         inputs.setdefault(r, r)  # a parameter
-                    for u in _nodes(s, []):
+                    for u in struct_nodes_of(s, []):
                         if u not in members:
                             inputs.setdefault(u, latest[u])
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from retrograd.ir.analysis import read_vars
+from retrograd.ir.vars import read_vars
 from retrograd.ir.nested import fold, preorder
 from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, is_float_dtype, tuple_fields
 

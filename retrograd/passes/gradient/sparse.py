@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from retrograd.ir.analysis import read_vars
+from retrograd.ir.vars import read_vars
 from retrograd.ir.expr import Call, Tuple, Var, shape_expr
 from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops.grad_sparse import densify_sparse_grad, merge_sparse_grad, merge_sparse_rows

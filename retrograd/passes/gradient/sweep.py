@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from retrograd.errors import DiagnosticError, GradientError
-from retrograd.ir.analysis import free_vars
+from retrograd.ir.vars import free_vars
 from retrograd.ir.block import VarBinding
 from retrograd.ir.copy import copy_binding, copy_expr
 from retrograd.ir.expr import Call, Constant, Expr, Function, GlobalVar, If, PrimValue, SeqExpr, ShapeExpr, StringImm

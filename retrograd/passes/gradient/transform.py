@@ -6,7 +6,7 @@ from typing import Any
 
 from retrograd.errors import GradientError, did_you_mean
 from retrograd.gc_pause import collector_paused
-from retrograd.ir.analysis import called_functions
+from retrograd.ir.vars import called_functions
 from retrograd.ir.block import DataflowBlock, VarBinding
 from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.copy import copy_binding, copy_expr, fresh_var
@@ -20,7 +20,7 @@ from retrograd.passes.cse import eliminate_common_subexpressions
 from retrograd.passes.dce import eliminate_dead_code, is_pure
 from retrograd.passes.fold_constant import fold_constants
 from retrograd.passes.gradient.activity import all_float, compute_active
-from retrograd.passes.gradient.checkpoint import Recompute, collect_checkpoints, marker_kind
+from retrograd.passes.gradient.markers import Recompute, collect_checkpoints, marker_kind
 from retrograd.passes.gradient.sparse import SparseGrads
 from retrograd.passes.gradient.spec import GradientSpec, resolve_spec, return_fields, vjp_spec
 from retrograd.passes.gradient.sweep import Sweep

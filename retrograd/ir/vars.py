@@ -1,4 +1,4 @@
-"""Variable analyses of expressions: the variables an expression reads, a scope's free and bound variables."""
+"""Variable analyses of expressions: the variables an expression reads, a scope's free and bound variables, use counts, the functions a module reaches."""
 
 from __future__ import annotations
 

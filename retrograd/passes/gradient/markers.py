@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from retrograd.ir.analysis import read_vars
+from retrograd.ir.vars import read_vars
 from retrograd.ir.copy import rebuild_keeping_sinfo, copy_expr
 from retrograd.ir.expr import Call, Expr, Function, Tuple, TupleGetItem, Var, map_tuple_nest
 from retrograd.passes.barriers import END, START, emit_recomputation, is_barrier

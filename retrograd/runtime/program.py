@@ -1,5 +1,6 @@
-"""Lowering: each function's Plan (analysis/plan.py) becomes code over register slots, a kernel bound to
-each instruction, with the plan's frees, in-place targets, splits and pairs."""
+"""The executable program: each function's Plan (analysis/plan.py) becomes code over register slots, a
+kernel bound to each instruction, with the plan's frees, in-place targets, splits and pairs
+(`lower_module`; `lower/` is the other way to read a plan, as Python source)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from retrograd.analysis.liveness import inplace_positions
 from retrograd.analysis.plan import plan_function
 from retrograd.errors import KernelError, UnsupportedError
 from retrograd.gc_pause import collector_paused
-from retrograd.ir.dtypes import itemsize
+from retrograd.ir.dtypes import itemsize, prim_scalar
 from retrograd.ir.expr import Constant, Function, PrimValue, ShapeExpr, StringImm
 from retrograd.ir.functor import if_depth, stack_room
 from retrograd.ir.nested import fold, joined, render
@@ -206,7 +207,7 @@ class _FunctionLowering:
             self.const_roots.add(id(root_of(data)))
             self.label_of[reg] = "const"
         elif isinstance(expr, PrimValue | StringImm):
-            self.template[reg] = _prim_scalar(expr)
+            self.template[reg] = prim_scalar(expr)
             self.label_of[reg] = repr(expr.value)
         else:
             self._shape_reg(reg, expr)
@@ -418,14 +419,3 @@ def _checked(fn, var):
 
 
 __all__ = ["Block", "Info", "Program", "lower_module", "Mismatch"]
-
-
-def _prim_scalar(expr):
-    """A prim value as kernels receive it: a Python number, or a NumPy scalar when its dtype is one a
-    Python number does not carry (T.float32(1.0) stays float32 for R.one_hot's result dtype)."""
-    if isinstance(expr, PrimValue) and expr.dtype not in ("int64", "float64", "bool"):
-        try:
-            return np.dtype(expr.dtype).type(expr.value)
-        except TypeError:  # bfloat16: no NumPy dtype
-            pass
-    return expr.value
