@@ -63,6 +63,7 @@ class BlockBuilder:
     def __init__(self, mod=None, global_sinfo: dict[str, StructInfo] | None = None):
         self._scopes: list[_Scope] = []
         self._normalized: dict[int, Expr] | None = None  # see _normalize_nested
+        self._inferred: dict = {}  # see _infer_op
         self.global_sinfo: dict[str, StructInfo] = dict(global_sinfo or {})
         if mod is not None:
             for name, func in mod.items():
@@ -253,12 +254,25 @@ class BlockBuilder:
             op = self.normalize(op)
         if call.struct_info is not None and op is call.op and not changed:
             return call
-        new = Call(op, args, call.attrs, span=call.span)
         if isinstance(op, Op):
-            sinfo = op.infer_struct_info(new, self)
+            sinfo = self._infer_op(op, args, call)
         else:
-            sinfo = self._infer_global_call(new)
+            sinfo = self._infer_global_call(Call(op, args, call.attrs, span=call.span))
         return Call(op, args, call.attrs, sinfo, span=call.span)
+
+    def _infer_op(self, op: Op, args: tuple, call: Call) -> StructInfo:
+        """An op call's struct info, remembered by (op, the arguments' struct info, attributes): op
+        inference reads nothing else (InferCtx), and programs repeat the same call shapes (every
+        layer of a network, each adjoint's rules), so most calls a pass emits skip inference."""
+        key = _inference_key(op, args, call.attrs)
+        if key is not None:
+            hit = self._inferred.get(key)
+            if hit is not None:
+                return hit
+        sinfo = op.infer_struct_info(Call(op, args, call.attrs, span=call.span), self)
+        if key is not None:
+            self._inferred[key] = sinfo
+        return sinfo
 
     def _infer_getitem(self, tup: Expr, index: int, span) -> StructInfo:
         s = tup.struct_info
@@ -285,6 +299,22 @@ class BlockBuilder:
                     call.span,
                 )
         return substitute_dims(fsig.ret, binding)
+
+
+def _inference_key(op: Op, args: tuple, attrs: dict):
+    """A hashable key of what op inference reads, or None when an attribute cannot be keyed. Value
+    types are part of it (1, 1.0 and True are equal keys but may infer differently)."""
+    values = []
+    for k, v in attrs.items():
+        if v.__class__ is list:
+            v = ("list", *v)
+        values.append((k, v.__class__, v))
+    key = (op, tuple([a.struct_info for a in args]), tuple(values))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 def _match_param(param: StructInfo, arg: StructInfo, binding: dict) -> bool:

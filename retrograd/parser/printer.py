@@ -9,6 +9,7 @@ import re
 import numpy as np
 
 from retrograd.errors import UnsupportedError
+from retrograd.gc_pause import collector_paused
 from retrograd.ir.block import DataflowBlock
 from retrograd.ir.expr import (
     Call,
@@ -159,6 +160,9 @@ class _ModulePrinter:
         self.const_index: dict[int, int] = {}
         self.uses_tir = False
         self.sinfo_memo: dict = {}
+        self.sinfo_by_id: dict = {}  # id -> (struct info, text): bindings share struct info objects
+        self.param_texts: dict = {}  # id -> (struct info, text), see param_sinfo
+        self.dim_memo: dict = {}  # id -> (struct info, names), see dim_names
         self.sinfo_texts: dict = {}  # id -> text of nested struct infos (see format_sinfo_shared)
         self.op_names: dict = {}
         self.attr_memo: dict = {}
@@ -175,6 +179,15 @@ class _ModulePrinter:
         return f'metadata["{METADATA_KEY}"][{idx}]'
 
     def sinfo(self, s) -> str:
+        # By identity first: hashing a struct info's value costs more than the rest of the lookup.
+        hit = self.sinfo_by_id.get(id(s))
+        if hit is not None and hit[0] is s:
+            return hit[1]
+        text = self._sinfo_by_value(s)
+        self.sinfo_by_id[id(s)] = (s, text)  # the entry keeps s alive, so its id stays its own
+        return text
+
+    def _sinfo_by_value(self, s) -> str:
         if s.__class__ is TupleStructInfo or s.__class__ is FuncStructInfo:
             # By node, with their nested texts (hashing a deep tuple's value would walk it all).
             return self._sinfo_text(s)
@@ -185,6 +198,24 @@ class _ModulePrinter:
         if text is None:
             text = self.sinfo_memo[s] = self._sinfo_text(s)
         return text
+
+    def param_sinfo(self, s) -> str:
+        """A parameter's annotation (names quoted), by identity: adjoints repeat the forward's
+        parameters, and networks repeat their shapes."""
+        hit = self.param_texts.get(id(s))
+        if hit is None or hit[0] is not s:
+            text = format_sinfo(s, quote_names=True)
+            if _needs_tir(text):
+                self.uses_tir = True
+            hit = self.param_texts[id(s)] = (s, text)
+        return hit[1]
+
+    def sinfo_dim_names(self, s) -> set:
+        """all_dim_names of a struct info, by identity (the caller must not change the set)."""
+        hit = self.dim_memo.get(id(s))
+        if hit is None or hit[0] is not s:
+            hit = self.dim_memo[id(s)] = (s, all_dim_names(s))
+        return hit[1]
 
     def _sinfo_text(self, s) -> str:
         text = format_sinfo_shared(s, self.sinfo_texts)
@@ -234,6 +265,13 @@ class _ModulePrinter:
 
 def print_module(mod) -> str:
     """The whole module as a script: header, metadata section (large constants), class Module."""
+    # The printer's lists and memo tuples would trigger the cyclic collector's passes over the whole
+    # (large, cycle-free) IR for nothing, as parsing's would.
+    with collector_paused():
+        return _print_module(mod)
+
+
+def _print_module(mod) -> str:
     mp = _ModulePrinter()
     body: list[str] = []
     if mod.attrs:
@@ -330,7 +368,9 @@ class _FunctionPrinter:
         name = self.names.get(var)
         if name is not None:
             return name
-        base = self.hints.pop(var, None) or var.name_hint
+        base = var.name_hint
+        if self.hints:
+            base = self.hints.pop(var, None) or base
         name = base = _BASES.get(base) or _base_name(base)
         if name in self.used:
             k = self.next_suffix.get(base, 1)
@@ -393,7 +433,9 @@ class _FunctionPrinter:
             name, keywords = mp.op_info(op)
             arg = self.arg
             if not keywords:
-                parts = [arg(a) for a in e.args]
+                # A var's name inline (most arguments are vars named already); others through arg.
+                names = self.names
+                parts = [names.get(a) or arg(a) for a in e.args]
                 by_name = ()
             else:  # keyword-only arguments (dropout's key) go after the positional attributes
                 parts, by_name = [], []
@@ -441,14 +483,12 @@ class _FunctionPrinter:
         params = []
         for p in func.params:
             name = self.define(p)
-            params.append(f"{name}: {format_sinfo(p.struct_info, quote_names=True)}")
-            if _needs_tir(params[-1]):
-                self.mp.uses_tir = True
+            params.append(f"{name}: {self.mp.param_sinfo(p.struct_info)}")
         ret = func.ret_struct_info if func.ret_struct_info is not None else func.body.struct_info
         # Bare symbolic names must be defined where TVM (and retrograd) reads them: the parameters'
         # string dims define theirs, names new in the body are declared first in it (`n = T.int64()`),
         # as TVM prints them. (A parsed function's result never names body-only dims: they are erased.)
-        defined = set().union(*(all_dim_names(p.struct_info) for p in func.params))
+        defined = set().union(*(self.mp.sinfo_dim_names(p.struct_info) for p in func.params))
         ret_text = ""
         if ret is not None:
             ret_text = f" -> {self.mp.sinfo(ret)}"
@@ -534,10 +574,12 @@ def _body_dim_names(body: SeqExpr) -> set[str]:
                     for a in value.args:
                         if type(a) is ShapeExpr:
                             for d in a.values:
-                                out |= dim_names(d)
-                    for v in value.attrs.values():
-                        if isinstance(v, StructInfo):
-                            out |= all_dim_names(v)
+                                if d.__class__ is not int:  # static dims name nothing
+                                    out |= dim_names(d)
+                    if value.attrs:
+                        for v in value.attrs.values():
+                            if isinstance(v, StructInfo):
+                                out |= all_dim_names(v)
                 elif type(value) is ShapeExpr:
                     for d in value.values:
                         out |= dim_names(d)

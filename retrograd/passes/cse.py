@@ -24,7 +24,7 @@ from retrograd.ir.expr import (
 from retrograd.ir.functor import ExprMutator
 from retrograd.ir.module import IRModule
 from retrograd.ir.nested import preorder
-from retrograd.passes.barriers import is_barrier
+from retrograd.passes.barriers import BARRIER_OPS
 from retrograd.passes.infra import function_pass
 
 # Constants larger than this are keyed by identity: hashing their bytes would cost more than it saves.
@@ -35,9 +35,10 @@ def _arg_key(arg: Expr):
     if isinstance(arg, Var):
         return arg
     if isinstance(arg, Constant):
-        data = np.asarray(arg.data)
+        data = arg.data if arg.data.__class__ is np.ndarray else np.asarray(arg.data)
         if data.size <= _SMALL_CONSTANT:
-            return ("const", str(data.dtype), data.shape, data.tobytes())
+            # The dtype object itself (hashable, compared by value): str(dtype) cost more than the rest.
+            return ("const", data.dtype, data.shape, data.tobytes())
         return ("const-id", id(arg))
     if isinstance(arg, ShapeExpr):
         return ("shape", tuple(arg.values))
@@ -54,14 +55,17 @@ def _arg_key(arg: Expr):
 
 def _value_key(value: Expr):
     """A hashable key equal for two values that compute the same thing, or None if not eligible."""
-    # A barrier call is unique by definition: merging two recomputations would keep one alive.
-    if isinstance(value, Call) and isinstance(value.op, Op) and getattr(value.op, "pure", True) and not is_barrier(value):
+    if isinstance(value, Call):
+        op = value.op
+        # A barrier call is unique by definition: merging two recomputations would keep one alive.
+        if not isinstance(op, Op) or not getattr(op, "pure", True) or getattr(op, "name", None) in BARRIER_OPS:
+            return None
         try:
             attrs = tuple(value.attrs.items())
             hash(attrs)
         except TypeError:
             return None
-        return (value.op.name, tuple(_arg_key(a) for a in value.args), attrs)
+        return (op.name, tuple([a if isinstance(a, Var) else _arg_key(a) for a in value.args]), attrs)
     if isinstance(value, TupleGetItem) and isinstance(value.tuple_value, Var):
         return ("getitem", value.tuple_value, value.index)
     return None
@@ -73,7 +77,6 @@ class _Eliminator(ExprMutator):
     def __init__(self, mod: IRModule | None):
         super().__init__(mod)
         self.tables: list[dict] = [{}]
-        self._key = None  # the key of the binding being visited, set by rewrite_binding
 
     def _find(self, key):
         for table in reversed(self.tables):
@@ -97,27 +100,29 @@ class _Eliminator(ExprMutator):
                 del top[key]
         return changed
 
-    def rewrite_binding(self, binding: VarBinding):
-        value = super().rewrite_binding(binding)
-        key = self._key = _value_key(value)
+    def visit_binding(self, binding: VarBinding) -> bool:
+        # One method per binding (the mutator's rewrite, the lookup, the emission): this is the hot path.
+        value = self.rewrite_binding(binding)
+        key = _value_key(value)
+        var = binding.var
         if key is not None:
             first = self._find(key)
             # An output var cannot be replaced by a dataflow var: uses after the block could not see it.
-            if first is not None and (isinstance(binding.var, DataflowVar) or not isinstance(first, DataflowVar)):
-                if first.struct_info == binding.var.struct_info:
-                    self.var_remap[binding.var] = first
-                    self._key = None
-                    return None
-        return value
-
-    def visit_binding(self, binding: VarBinding) -> bool:
-        changed = super().visit_binding(binding)
-        key = self._key
+            if first is not None and (isinstance(var, DataflowVar) or not isinstance(first, DataflowVar)):
+                if first.struct_info == var.struct_info:
+                    self.var_remap[var] = first
+                    return True
+        if value is binding.value:
+            self.builder.current_bindings().append(binding)
+            changed = False
+        else:
+            var = self.emit_rewritten(binding, self.builder.normalize(value))
+            changed = True
         if key is not None:
-            var = self.var_remap.get(binding.var, binding.var)
             top = self.tables[-1]
+            known = top.get(key)
             # Prefer an output var as the representative: it outlives the dataflow block.
-            if key not in top or (isinstance(top[key], DataflowVar) and not isinstance(var, DataflowVar)):
+            if known is None or (isinstance(known, DataflowVar) and not isinstance(var, DataflowVar)):
                 top[key] = var
         return changed
 

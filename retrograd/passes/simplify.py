@@ -200,7 +200,14 @@ class _Simplifier(ExprMutator):
         return var
 
 
+def _flat_call(value) -> bool:
+    """A call reading only leaves (no tuple argument): its reads are its Var arguments."""
+    return value.__class__ is Call and not any(a.__class__ is Tuple for a in value.args)
+
+
 def _reads_any(value, names: dict) -> bool:
+    if _flat_call(value):  # the common case, without read_vars' walk
+        return any(a in names for a in value.args)
     reads: list = []
     read_vars(value, reads)
     return any(v in names for v in reads)
@@ -218,8 +225,12 @@ def _demotable(seq: SeqExpr) -> dict:
                 if not isinstance(b.var, DataflowVar) and b.var not in later:
                     vmap[b.var] = DataflowVar(b.var.name_hint, b.var.struct_info, span=b.var.span)
         for b in block.bindings:
+            value = b.value
+            if _flat_call(value):
+                later.update(value.args)  # leaves that are not vars are never looked up: harmless
+                continue
             reads.clear()
-            read_vars(b.value, reads, memo)
+            read_vars(value, reads, memo)
             later.update(reads)
     return vmap
 
