@@ -309,7 +309,9 @@ def _inference_key(op: Op, args: tuple, attrs: dict):
         if v.__class__ is list:
             v = ("list", *v)
         values.append((k, v.__class__, v))
-    key = (op, tuple([a.struct_info for a in args]), tuple(values))
+    # The argument's class too: a few inferences accept a literal (PrimValue) where a var of the same
+    # struct info is refused.
+    key = (op, tuple([(a.__class__, a.struct_info) for a in args]), tuple(values))
     try:
         hash(key)
     except TypeError:
