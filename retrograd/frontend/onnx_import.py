@@ -2,9 +2,10 @@
 
 Nodes are converted in graph order through the BlockBuilder and the op registry (the converters live
 in `onnx_ops_*.py`, one table keyed by ONNX op type). Values whose content an op needs at import
-time (a Reshape's shape, a Slice's starts, reduction axes) are read from constants: Constant nodes,
-initializers used only so, and sub-graphs of those folded here; `static_inputs` lets a caller fix
-such a value given as a graph input (the backend adapter does, counting those cases apart).
+time (a Reshape's shape, a Slice's starts, reduction axes) are read from constants when they are
+ones: Constant nodes, initializers used only so, and sub-graphs of those folded here. Given at run
+time instead, they go through the runtime variants of onnx_ops_dynamic.py (results of known rank
+and unknown extents); `static_inputs` lets a caller fix such a graph input at import time anyway.
 """
 
 from __future__ import annotations
