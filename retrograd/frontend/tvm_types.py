@@ -76,6 +76,10 @@ def to_python(value):
         return value.numpy()
     if k in ("dtype", "DataType") or type(value).__name__ == "dtype":
         return str(value)
+    if k == "IndexMap":  # layout_transform's map: its printed lambda, read (never run) by the script parser
+        from retrograd.parser.literals import parse_index_map
+
+        return parse_index_map(str(value))
     if hasattr(value, "items"):
         return {str(a): to_python(b) for a, b in value.items()}
     if hasattr(value, "__len__") and hasattr(value, "__getitem__"):

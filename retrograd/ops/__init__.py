@@ -15,3 +15,4 @@ from retrograd.ops import ccl  # noqa: F401  (registers ccl.*, the collectives)
 from retrograd.ops.registry import Arg, Attr, InferCtx, OpDef, all_ops, get, lookup, register
 from retrograd.ops import shape_values  # noqa: F401  (shape_of, size, shape_to_tensor, tensor_to_shape)
 from retrograd.ops import data_dependent, quantize  # noqa: F401  (nonzero, unique; quantize, dequantize, multinomial_from_uniform)
+from retrograd.ops import layout  # noqa: F401  (layout_transform)

@@ -1,8 +1,10 @@
 """Ops whose result size depends on the data, typed as TVM 0.27 types them: nonzero, unique.
 
 TVM knows only the rank of these results (R.Tensor(ndim=k)); so do we, and the kernels return arrays of
-the size the data gives. Neither has a gradient rule: nonzero's result is integer, and unique's values
-are not differentiable where it matters (ties), as in TVM and PyTorch (neither defines one).
+the size the data gives. nonzero's result is integer: no gradient. unique's values are the input's
+elements (slices) at their first occurrences, and its rule sends each value's gradient there
+(take_backward at return_index's positions): the derivative wherever the elements are distinct; at ties,
+where none exists, the first occurrence gets it. TVM and PyTorch define no gradient for unique.
 """
 
 from __future__ import annotations
@@ -10,8 +12,9 @@ from __future__ import annotations
 import numpy as np
 
 from retrograd.errors import KernelError
-from retrograd.ir.expr import PrimValue
-from retrograd.ir.struct_info import PrimStructInfo, TensorStructInfo, TupleStructInfo
+from retrograd.ir.expr import PrimValue, TupleGetItem, prim_value, shape_expr
+from retrograd.ir.struct_info import PrimStructInfo, TensorStructInfo, TupleStructInfo, is_float_dtype
+from retrograd.ops.api import R
 from retrograd.ops.registry import Arg, InferCtx, no_gradient, register
 from retrograd.ops.shape_utils import normalize_axis
 
@@ -94,9 +97,28 @@ def _unique(x, sorted=True, return_index=False, return_inverse=False, return_cou
     return out[0] if len(out) == 1 else tuple(out)
 
 
+def _unique_grad(call, out, g):
+    x = call.args[0]
+    xs = x.struct_info
+    if not is_float_dtype(xs.dtype or "") or xs.shape is None:
+        return [None] * len(call.args)
+    sort = call.args[1] if len(call.args) > 1 else prim_value(True, "bool")
+    flags = [sort, prim_value(True, "bool"), prim_value(False, "bool"), prim_value(False, "bool")]
+    axis = call.args[5] if len(call.args) == 6 else None
+    first = TupleGetItem(R.unique(x, *flags, *([axis] if axis is not None else [])), 1)
+    gv = TupleGetItem(g, 0) if isinstance(call.struct_info, TupleStructInfo) else g
+    if axis is None:
+        flat = R.reshape(x, shape_expr([-1]))
+        gx = R.reshape(R.grad.take_backward(gv, flat, first, axis=0), shape_expr(list(xs.shape)))
+    else:
+        gx = R.grad.take_backward(gv, x, first, axis=axis.value % xs.ndim)
+    return [gx] + [None] * (len(call.args) - 1)
+
+
 unique = register(
     "relax.unique",
     ("x", *(Arg(name, "prim", optional=True) for name in _FLAGS), Arg("axis", "prim", optional=True)),
     infer=_infer_unique,
     kernel=_unique,
+    grad=_unique_grad,
 )

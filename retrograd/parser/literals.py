@@ -18,11 +18,13 @@ from retrograd.ir.struct_info import (
 )
 from retrograd.ir.dtypes import float_max, numpy_dtype
 from retrograd.ops.attr_types import DTYPES, UNSUPPORTED_DTYPES
+from retrograd.ops.index_map import IndexMap
 from retrograd.parser.syntax import (
     K_ARITH,
     K_CALL,
     K_DICT,
     K_KWARG,
+    K_LAMBDA,
     K_LIST,
     K_LIT,
     K_NAME,
@@ -115,8 +117,12 @@ def literal(node: Node, depth: int = 0):
                 raise NotLiteral(a, "a dict key is a number, string, True/False/None or a tuple of them")
             out[key] = literal(b, depth + 1)
         return out
+    if k == K_LAMBDA:
+        return index_map(node)
     if k == K_CALL and node.value.kind == K_NAME and len(node.items) == 1 and node.items[0].kind != K_KWARG:
         fname, arg = node.value.value, node.items[0]
+        if fname == "T.index_map" and arg.kind == K_LAMBDA:
+            return index_map(arg)
         if fname == "float" and arg.kind == K_STR and arg.value.strip().lower() in _SPECIAL_FLOATS:
             return _SPECIAL_FLOATS[arg.value.strip().lower()]
         # Typed scalars as TVM's frontend prints attribute values: T.float32(0.5), R.prim_value(3).
@@ -127,6 +133,49 @@ def literal(node: Node, depth: int = 0):
         if fname == "R.str" and arg.kind == K_STR:  # a string TVM holds as an expression (assert_op's format)
             return arg.value
     raise NotLiteral(node)
+
+
+def index_map(node: Node) -> IndexMap:
+    """A lambda (`T.index_map(lambda i, j: (j, i))`) as an IndexMap: its body read as integer arithmetic on
+    its parameters, never evaluated."""
+    body = node.items
+    results = body.items if body.kind in (K_TUPLE, K_LIST) else [body]
+    trees = []
+    for r in results:
+        stack, out = [(r, False)], []
+        while stack:
+            n, done = stack.pop()
+            if done:
+                b, a = out.pop(), out.pop()
+                out.append((n, a, b))
+            elif isinstance(n, tuple):  # an (op, lhs, rhs) from resolve_arith
+                stack += [(n[0], True), (n[2], False), (n[1], False)]
+            elif n.kind == K_ARITH:
+                stack.append((resolve_arith(n.items), False))
+            elif n.kind == K_NEG:
+                out.append(-1)  # -x as -1 * x
+                stack += [("*", True), (n.items, False)]
+            elif n.kind == K_NAME:
+                out.append(n.value)
+            elif n.kind == K_NUM and isinstance(n.value, int):
+                out.append(n.value)
+            else:
+                raise NotLiteral(n, "an index_map result is integer arithmetic (+ - * // %) on its parameters")
+        trees.append(out[0])
+    try:
+        return IndexMap.make(list(node.value), trees)
+    except ValueError as err:
+        raise NotLiteral(node, str(err)) from None
+
+
+def parse_index_map(text: str) -> IndexMap:
+    """An index map from its text, `T.index_map(lambda i, j: (j, i // T.int64(3)))` (TVM's printed form:
+    typed integer literals are read as plain integers)."""
+    from retrograd.parser.syntax import parse_syntax
+
+    plain = re.sub(r"T\.int(?:32|64)\((-?\d+)\)", r"\1", text)
+    (assign,) = parse_syntax(f"index_map = {plain}\n", "<index_map>")
+    return literal(assign.items[0])
 
 
 def typed_special_float(v, dtype: str):

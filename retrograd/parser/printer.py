@@ -33,6 +33,7 @@ from retrograd.ir.nested import joined, render
 from retrograd.ir.strings import quote as _quote
 from retrograd.ir.struct_info import FuncStructInfo, StructInfo, TupleStructInfo, all_dim_names, dim_names
 from retrograd.ir.text import format_sinfo, format_sinfo_shared, op_script_name
+from retrograd.ops.index_map import IndexMap
 
 __all__ = ["print_module", "print_function", "print_expr", "format_sinfo", "format_value", "METADATA_KEY"]
 
@@ -79,6 +80,8 @@ def format_value(v, positional: bool = False) -> str:
         return "{" + ", ".join(f"{format_value(k)}: {format_value(x)}" for k, x in v.items()) + "}"
     if isinstance(v, StructInfo):
         return format_sinfo(v)
+    if isinstance(v, IndexMap):
+        return v.text()
     raise UnsupportedError(f"cannot print an attribute value of type {type(v).__name__}")
 
 

@@ -37,7 +37,7 @@ class Node:
 # Expression kinds.
 K_NAME, K_NUM, K_STR, K_LIT, K_TUPLE, K_LIST, K_DICT = "name", "num", "str", "lit", "tuple", "list", "dict"
 K_CALL, K_GETITEM, K_NEG, K_ARITH, K_KWARG = "call", "getitem", "neg", "arith", "kwarg"
-K_COMPARE, K_POW = "compare", "pow"
+K_COMPARE, K_POW, K_LAMBDA = "compare", "pow", "lambda"
 # Statement kinds.
 K_ASSIGN, K_RETURN, K_EXPR, K_PASS, K_WITH, K_IF = "assign", "return", "expr", "pass", "with", "if"
 K_FUNC, K_CLASS, K_IMPORT, K_TOP_ASSIGN = "func", "class", "import", "top_assign"
@@ -154,6 +154,13 @@ class _Build(Transformer):
     def power(self, ch):
         base, _op, exponent = ch
         return _node(K_POW, None, [base, exponent], base, exponent)
+
+    def lambda_(self, ch):
+        tok, params, body = ch
+        return _node(K_LAMBDA, params or [], body, tok, body)
+
+    def lambda_params(self, ch):
+        return [c.value for c in ch if type(c) is Tok and c.type == "NAME"]
 
     def neg(self, ch):
         tok, operand = ch

@@ -1,11 +1,13 @@
-"""OpCases of TVM 0.27's data-dependent and quantization ops: nonzero, unique, quantize, dequantize,
-multinomial_from_uniform (their hand-written references and TVM comparisons: test_data_dependent_ops.py)."""
+"""OpCases of TVM 0.27's data-dependent, quantization and layout ops: nonzero, unique, quantize, dequantize,
+multinomial_from_uniform, layout_transform (hand-written references, TVM comparisons: test_data_dependent_ops.py)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from ops.op_case import OpCase, P, T
+
+from retrograd.ops.index_map import IndexMap
 
 _F = np.float32
 _DUPS = np.array([3.0, 1.0, 3.0, -2.0, 1.0, 0.5, 3.0], _F)
@@ -25,6 +27,9 @@ CASES = [
     OpCase("relax.nonzero", [np.zeros((2, 3), _F)], name="none"),
     OpCase("relax.nonzero", [T("n", 4)], name="sym", differentiable_args=[]),
     OpCase("relax.unique", [_DUPS], name="flat"),
+    OpCase("relax.unique", [T(2, 3)], name="distinct"),
+    OpCase("relax.unique", [T(4), P(False), P(True), P(True), P(True)], differentiable_args=[0], name="distinct-unsorted-all"),
+    OpCase("relax.unique", [T(3, 2), P(True), P(False), P(False), P(True), P(0)], differentiable_args=[0], name="distinct-axis0"),
     OpCase("relax.unique", [_DUPS, P(False), P(True), P(True), P(True)], name="unsorted-all"),
     OpCase("relax.unique", [_DUPS, P(True), P(True), P(True), P(True)], name="sorted-all"),
     OpCase("relax.unique", [_ROWS, P(True), P(False), P(True), P(False)], name="2d-inverse"),
@@ -52,4 +57,13 @@ CASES = [
     OpCase("relax.multinomial_from_uniform", [_PROB, _USAMPLE, _SAMPLE_ROWS.astype(np.int32)], {"dtype": "int32"},
            name="int32"),
     OpCase("relax.multinomial_from_uniform", [T(2, 5), T("n", 1), T("n", 1, dtype="int64")], name="sym", differentiable_args=[]),
+    OpCase("relax.layout_transform", [T(3, 4)], {"index_map": IndexMap.make(["i", "j"], ["j", "i"])}, name="transpose"),
+    OpCase("relax.layout_transform", [T(3, 4)], {"index_map": IndexMap.make(["i", "j"], ["i", ("//", "j", 3), ("%", "j", 3)]),
+                                                 "pad_value": 1.5}, name="split-pad"),
+    OpCase("relax.layout_transform", [T(2, 3, 4)], {"index_map": IndexMap.make(["i", "j", "k"], ["k", ("+", ("*", "i", 3), "j")])},
+           name="merge"),
+    OpCase("relax.layout_transform", [T(2, 5, dtype="int32")], {"index_map": IndexMap.make(["i", "j"], [("//", "j", 2), "i", ("%", "j", 2)]),
+                                                                "pad_value": -7}, name="int-pad"),
+    OpCase("relax.layout_transform", [T("n", 4)], {"index_map": IndexMap.make(["i", "j"], ["i", ("//", "j", 2), ("%", "j", 2)])},
+           name="sym"),
 ]

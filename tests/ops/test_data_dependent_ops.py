@@ -81,6 +81,14 @@ def naive_multinomial(prob, u, rows):
     return np.array(out, dtype=np.int64)
 
 
+def naive_layout_transform(x, results, out_shape, pad):
+    """out[f(i)] = x[i] for each index i, f evaluated as Python on one index at a time."""
+    out = np.full(out_shape, 0 if pad is None else pad, dtype=x.dtype)
+    for idx in itertools.product(*map(range, x.shape)):
+        out[tuple(f(*idx) for f in results)] = x[idx]
+    return out
+
+
 def _run(case, values):
     return retrograd.build(case.build())["main"](*[np.array(v, copy=True) for v in values])
 
@@ -145,6 +153,59 @@ def test_multinomial_from_uniform_matches_a_naive_walk(case):
     np.testing.assert_array_equal(got, naive_multinomial(prob, u, rows))
 
 
+LAYOUTS = {  # case name -> (the map as Python functions, the output shape TVM infers)
+    "transpose": ([lambda i, j: j, lambda i, j: i], (4, 3)),
+    "split-pad": ([lambda i, j: i, lambda i, j: j // 3, lambda i, j: j % 3], (3, 2, 3)),
+    "merge": ([lambda i, j, k: k, lambda i, j, k: i * 3 + j], (4, 6)),
+    "int-pad": ([lambda i, j: j // 2, lambda i, j: i, lambda i, j: j % 2], (3, 2, 2)),
+}
+
+
+@pytest.mark.parametrize("case", _static("relax.layout_transform"), ids=lambda c: c.id)
+def test_layout_transform_matches_a_naive_scatter(case):
+    (x,) = case.make_inputs(seed=4)
+    results, shape = LAYOUTS[case.name]
+    got = _run(case, [x])
+    assert got.shape == shape and got.dtype == x.dtype
+    np.testing.assert_array_equal(got, naive_layout_transform(x, results, shape, case.attrs.get("pad_value")))
+
+
+def test_index_maps_are_read_not_run():
+    """TVM's printed lambda reads as data: parameters renamed, equal maps equal; anything but integer
+    arithmetic on the parameters is a located error (nothing is evaluated)."""
+    text = '''
+@R.function
+def main(x: R.Tensor((3, 4), dtype="float32")):
+    a = R.layout_transform(x, index_map=T.index_map(lambda i_1, j_1: (j_1, i_1)), pad_value=None)
+    b = R.layout_transform(x, index_map=lambda p, q: (q, p))
+    c = R.layout_transform(x, index_map=T.index_map(lambda i, j: (i, -j + 3)), pad_value=T.float32(0.5))
+    return (a, b, c)
+'''
+    mod = retrograd.parse(text)
+    calls = [b.value for b in mod["main"].body.blocks[0].bindings]
+    assert calls[0].attrs == calls[1].attrs
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    a, b, c = retrograd.build(mod)["main"](x)
+    np.testing.assert_array_equal(a, x.T)
+    np.testing.assert_array_equal(c, x[:, ::-1])
+    for bad, what in [("T.max(i, 2)", "integer arithmetic"), ("open(0)", "integer arithmetic"), ("i / 2", "supports"), ("k", "not one of")]:
+        with pytest.raises(DiagnosticError, match=what):
+            retrograd.parse(text.replace("(i, -j + 3)", f"(i, {bad})"))
+
+
+def test_layout_transform_gradient_gathers_by_hand():
+    from retrograd.passes import Gradient
+    from retrograd.ops.index_map import IndexMap
+
+    case = OpCase("relax.layout_transform", [T(3, 4)], {"index_map": IndexMap.make(["i", "j"], ["i", ("//", "j", 3), ("%", "j", 3)]),
+                                                        "pad_value": 9.0})
+    mod = Gradient("main", [0], None, seeds="param")(case.build())
+    g = np.random.default_rng(0).standard_normal((3, 2, 3)).astype(np.float32)
+    _, (gx,) = retrograd.build(mod)["main_adjoint"](np.zeros((3, 4), np.float32), g)
+    want = np.array([[g[i, j // 3, j % 3] for j in range(4)] for i in range(3)], np.float32)
+    np.testing.assert_array_equal(gx, want)
+
+
 def test_multinomial_draws_follow_the_distribution():
     prob = np.array([[0.1, 0.6, 0.3]], np.float32)
     u = np.random.default_rng(0).random((20000, 1)).astype(np.float32)
@@ -178,13 +239,16 @@ def test_quantize_and_integer_results_send_no_gradient():
         Gradient("main", [0], None, seeds="param")(mod)
 
 
-def test_unique_has_no_gradient_rule():
-    """Neither TVM nor PyTorch differentiates unique: asking is a located error, not a silent zero."""
+def test_unique_gradient_goes_to_first_occurrences():
+    """Where elements repeat (no derivative exists), each unique value's gradient goes to its first occurrence."""
     from retrograd.passes import Gradient
 
-    case = OpCase("relax.unique", [T(5)])
-    with pytest.raises(DiagnosticError, match="unique"):
-        Gradient("main", [0], None, seeds="param")(case.build())
+    case = OpCase("relax.unique", [T(7)])
+    mod = Gradient("main", [0], None, seeds="param")(case.build())
+    x = np.array([3.0, 1.0, 3.0, -2.0, 1.0, 0.5, 3.0], np.float32)
+    g = np.array([10.0, 20.0, 30.0, 40.0], np.float32)  # for -2, 0.5, 1, 3
+    _, (gx,) = retrograd.build(mod)["main_adjoint"](x, g)
+    np.testing.assert_array_equal(gx, [40, 30, 0, 10, 0, 20, 0])
 
 
 # -- against TVM --------------------------------------------------------------------------------

@@ -28,7 +28,7 @@ nn.conv2d nn.conv2d_transpose nn.conv3d nn.conv3d_transpose nn.cross_entropy_wit
 nn.gelu_tanh nn.group_norm nn.instance_norm nn.layer_norm nn.leakyrelu nn.log_softmax nn.max_pool1d
 nn.max_pool2d nn.max_pool3d nn.nll_loss nn.pad nn.pixel_shuffle nn.prelu nn.relu nn.rms_norm nn.selu
 nn.silu nn.softmax nn.softplus
-shape_of size shape_to_tensor tensor_to_shape nonzero unique quantize dequantize multinomial_from_uniform
+shape_of size shape_to_tensor tensor_to_shape nonzero unique quantize dequantize multinomial_from_uniform layout_transform
 """.split()
 
 # None left: every op issue 10 lists is registered. A name here would mark an op still to land (the

@@ -1,11 +1,13 @@
-"""Torch kernels of ops/data_dependent.py (nonzero, unique) and ops/quantize.py (quantize, dequantize,
-multinomial_from_uniform), with the NumPy kernels' semantics."""
+"""Torch kernels of ops/data_dependent.py (nonzero, unique), ops/quantize.py (quantize, dequantize,
+multinomial_from_uniform) and ops/layout.py (layout_transform), with the NumPy kernels' semantics."""
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from retrograd.errors import KernelError
+from retrograd.ops.layout import positions
 from retrograd.ops.torch_kernels import tdtype
 
 _FLOAT16_MAX = 65504.0
@@ -101,10 +103,20 @@ def multinomial_from_uniform(prob, uniform_sample, sample_indices, dtype="int64"
     return index.to(tdtype(dtype)).reshape(-1, 1)
 
 
+def layout_transform(x, index_map, pad_value=None):
+    if x.numel() == 0:
+        raise KernelError(f"R.layout_transform: the tensor of shape {tuple(x.shape)} is empty")
+    pos, out_shape = positions(index_map, tuple(x.shape))
+    out = torch.full(out_shape, 0 if pad_value is None else pad_value, dtype=x.dtype, device=x.device)
+    out[tuple(torch.from_numpy(np.ascontiguousarray(p)).to(x.device) for p in pos)] = x
+    return out
+
+
 KERNELS = {
     "relax.nonzero": nonzero,
     "relax.unique": unique,
     "relax.quantize": quantize,
     "relax.dequantize": dequantize,
     "relax.multinomial_from_uniform": multinomial_from_uniform,
+    "relax.layout_transform": layout_transform,
 }
