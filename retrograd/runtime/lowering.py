@@ -237,6 +237,12 @@ def _kernel_fn(kernel, attrs: dict, srcs: list):
     (kernel, register numbers, attribute values, tuple readers) is an argument of the factory. One
     factory per call pattern, so a 100,000-binding function compiles a handful of them.
     """
+    if all(s.__class__ is int for s in srcs):  # registers only: the common case, keyed by their count
+        key = (len(srcs), *attrs)
+        factory = _FACTORIES.get(key)
+        if factory is None:
+            factory = _FACTORIES[key] = _make_factory((True,) * len(srcs), tuple(attrs))
+        return factory(kernel, *srcs, *attrs.values())
     pattern = (tuple(isinstance(s, int) for s in srcs), tuple(attrs))
     factory = _FACTORIES.get(pattern)
     if factory is None:
