@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from retrograd.ops.storage import in_storage
+from retrograd.ir.dtypes import EXTENSION_DTYPES
 from retrograd.ir.nested import tuple_leaves
+from retrograd.ir.struct_info import TensorStructInfo
+from retrograd.ops.storage import in_storage
 
 
 def flat_registers(src, out: set) -> set:
@@ -55,6 +57,18 @@ def inplace_positions(call, srcs, out_sinfo) -> list[int]:
     if getattr(op, "inplace", None) is None or not all(isinstance(s, int) for s in srcs):
         return []
     arg_sinfos = [getattr(a, "struct_info", None) for a in call.args]
-    if in_storage(op, out_sinfo, arg_sinfos) is not None:
+    if storage_of(op, out_sinfo, arg_sinfos) is not None:
         return []  # bfloat16 / float8 compute on float32 copies (ops/storage.py): nothing to write into
     return op.inplace_candidates(arg_sinfos, out_sinfo)
+
+
+def storage_of(op, out_sinfo, arg_sinfos) -> str | None:
+    """ops.storage.in_storage, with the common case (tensors of NumPy dtypes only) decided without its
+    walk over the struct info: lowering asks it of every op of a function."""
+    if type(out_sinfo) is TensorStructInfo and out_sinfo.dtype not in EXTENSION_DTYPES:
+        for s in arg_sinfos:
+            if type(s) is not TensorStructInfo or s.dtype in EXTENSION_DTYPES:
+                break
+        else:
+            return None
+    return in_storage(op, out_sinfo, arg_sinfos)

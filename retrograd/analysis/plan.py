@@ -212,6 +212,22 @@ class _Planner:
     def binding(self, binding, blk: Block, k) -> None:
         var, value = binding.var, binding.value
         span = binding.span or var.span or getattr(value, "span", None)
+        if value.__class__ is Call and isinstance(value.op, Op):  # most bindings: their own path, inlined
+            src_of, fixed = self.src_of, self.fixed
+            srcs = []
+            reads: set = set()
+            for a in value.args:
+                s = src_of.get(a)
+                if s is None:
+                    s = self.source(a, span)
+                if s.__class__ is int:
+                    if s not in fixed:
+                        reads.add(s)
+                else:
+                    flat_registers(s, reads)
+                srcs.append(s)
+            self.add(blk, Ins("op", self.new_reg(var.name_hint), srcs, reads, var, k, span, call=value))
+            return
         if isinstance(value, Var | Constant | PrimValue | StringImm | ShapeExpr | Tuple):
             self.src_of[var] = self.source(value, span)
             return
@@ -251,7 +267,8 @@ class _Planner:
         raise self.error(f"binding '{var.name_hint}': cannot execute a {type(value).__name__} value", span)
 
     def add(self, blk: Block, ins: Ins) -> None:
-        ins.reads -= self.fixed
+        if not ins.reads.isdisjoint(self.fixed):  # not `-=`: that walks every constant, for each instruction
+            ins.reads = {r for r in ins.reads if r not in self.fixed}
         blk.ins.append(ins)
         blk.defined.add(ins.out)
         self.src_of[ins.var] = ins.out
@@ -268,7 +285,7 @@ class _Planner:
             if ins.branches is not None:
                 for b in ins.branches:
                     self.assign(b, dying[i] | b.defined)
-            elif ins.kind == "op" and ins.frees:
+            elif ins.kind == "op" and ins.frees and ins.op.inplace is not None:
                 positions = inplace_positions(ins.call, ins.srcs, ins.var.struct_info)
                 dying_here = [p for p in positions if ins.srcs[p] in frees[i]]
                 if dying_here:

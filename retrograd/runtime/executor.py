@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from retrograd.errors import ExecutionError, UnsupportedError
 from retrograd.ir.functor import module_if_depth, stack_room
 from retrograd.ops.kernels import parallel
 from retrograd.runtime.interp import Meter, invoke, run_code, run_code_profiled
-from retrograd.runtime.program import lower_module
+from retrograd.runtime.program import lower_from, module_programs
 from retrograd.runtime.stats import RunStats, format_profile
 
 
@@ -45,9 +47,15 @@ class Executable(FunctionTable):
 
     def __init__(self, mod, *, profile: bool = False, check: bool = False):
         self.mod = mod
-        self._programs = lower_module(mod, check=check)
-        self._skip = frozenset().union(*(p.const_roots for p in self._programs.values()))
-        self._splits = any(p.splits for p in self._programs.values())  # see parallel.run_scope
+        # Every function is checked here and lowered on its first use (runtime/precheck.py).
+        self._programs = module_programs(mod, check=check)
+        self._check = check
+        self._lock = threading.Lock()
+        self._skip: set[int] = set()  # the lowered functions' constant buffers (see Meter)
+        self._splitting = False  # a lowered function splits its work: see parallel.run_scope
+        for prog in self._programs.values():
+            if prog.block is not None:
+                self._lowered(prog)
         self._run = run_code_profiled if profile else run_code
         # Running a nested If recurses (run_code -> run_if -> run_block): calls make stack room for the deepest.
         self._if_levels = module_if_depth(mod)
@@ -55,11 +63,30 @@ class Executable(FunctionTable):
         self.stats: RunStats | None = None
         self._functions: dict[str, BuiltFunction] = {}
 
+    def _lowered(self, prog) -> None:
+        self._skip.update(prog.const_roots)
+        self._splitting = self._splitting or prog.splits
+
+    @property
+    def _splits(self) -> bool:
+        """Whether a function of the module splits its work over threads (lowering every function)."""
+        for name in self._programs:
+            self._ready(name)
+        return self._splitting
+
+    def _ready(self, name: str) -> None:
+        """Lower `name` and the functions it may call, unless done."""
+        if self._programs[name].block is None:
+            with self._lock:
+                for prog in lower_from(self.mod, self._programs, name, self._check):
+                    self._lowered(prog)
+
     @property
     def last_stats(self) -> RunStats | None:
         return self.stats
 
     def make_function(self, prog) -> "BuiltFunction":
+        self._ready(prog.name)
         return BuiltFunction(self, prog)
 
     def profile_report(self) -> str:
@@ -94,7 +121,7 @@ class BuiltFunction:
         try:
             # inf and nan are results here (IEEE, as in TVM), not warnings: whether a kernel wrote in
             # place (runtime/inplace.py) or not, one errstate per call keeps NumPy quiet about them.
-            with np.errstate(all="ignore"), parallel.run_scope(exe._splits), stack_room(exe._if_levels):
+            with np.errstate(all="ignore"), parallel.run_scope(exe._splitting), stack_room(exe._if_levels):
                 result = invoke(self.prog, args, m, True)
         except RecursionError:
             raise ExecutionError(

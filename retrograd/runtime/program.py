@@ -1,6 +1,6 @@
 """The executable program: each function's Plan (analysis/plan.py) becomes code over register slots, a
 kernel bound to each instruction, with the plan's frees, in-place targets, splits and pairs
-(`lower_module`; `lower/` is the other way to read a plan, as Python source)."""
+(`module_programs` / `lower_from`; `lower/` is the other way to read a plan, as Python source)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from operator import itemgetter
 
 import numpy as np
 
-from retrograd.analysis.liveness import inplace_positions
+from retrograd.analysis.liveness import inplace_positions, storage_of
 from retrograd.analysis.plan import plan_function
 from retrograd.errors import KernelError, UnsupportedError
 from retrograd.gc_pause import collector_paused
@@ -30,6 +30,7 @@ from retrograd.ir.text import format_sinfo
 from retrograd.ops.storage import for_storage
 from retrograd.runtime import pairs, split
 from retrograd.runtime.inplace import make as make_inplace
+from retrograd.runtime.precheck import lowers_plainly
 from retrograd.runtime.interp import make_call, make_if, root_of
 from retrograd.runtime.signature import (
     Binder,
@@ -56,6 +57,76 @@ class Info:
         self.sinfo = sinfo  # the binding's struct info, to give stray Python scalars their dtype
 
 
+class Labels:
+    """How a function's registers read in messages: their variable's name, or the constant they hold.
+    Instructions keep a reference to it, not text: labels are made only when a message needs one."""
+
+    __slots__ = ("func", "reg_names", "consts")
+
+    def __init__(self, func: str, reg_names: list):
+        self.func = func
+        self.reg_names = reg_names  # the plan's: register -> variable name (None: register 0 and constants)
+        self.consts: dict[int, str] = {}
+
+    def of(self, reg: int) -> str:
+        name = self.consts.get(reg)
+        if name is None:
+            name = self.reg_names[reg] if reg < len(self.reg_names) else None
+        return f"%{reg}" if name is None else name
+
+    def describe(self, src) -> str:
+        if isinstance(src, int):
+            return self.of(src)
+        return render(src, self._parts)
+
+    def _parts(self, src) -> list:
+        if isinstance(src, int):
+            return [self.of(src)]
+        return ["(", *joined(src), ",)" if len(src) == 1 else ")"]
+
+    def arg_info(self, srcs) -> list:
+        return [(self.describe(s), reader(s)) for s in srcs]
+
+
+class Site:
+    """Info of an op or TupleGetItem instruction, with `label` and `args` made on demand (a failing
+    kernel's message): text and readers made for each of a big function's bindings would cost more
+    than the rest of its lowering. `call` is the op's Call, or the field index of an item."""
+
+    __slots__ = ("labels", "binding", "call", "srcs", "span", "key", "sinfo")
+
+    def __init__(self, labels: Labels, var, call, srcs, span, key):
+        self.labels = labels
+        self.binding = var
+        self.call = call
+        self.srcs = srcs
+        self.span = span
+        self.key = key
+        self.sinfo = var.struct_info
+
+    @property
+    def func(self) -> str:
+        return self.labels.func
+
+    @property
+    def var(self) -> str:
+        return self.binding.name_hint
+
+    @property
+    def label(self) -> str:
+        if self.key == "TupleGetItem":
+            return f"{self.labels.describe(self.srcs[0])}[{self.call}]"
+        attrs = ", ".join(f"{k}={_fmt_attr(v)}" for k, v in self.call.attrs.items())
+        parts = [self.labels.describe(s) for s in self.srcs] + ([attrs] if attrs else [])
+        return f"{self.key}({', '.join(parts)})"
+
+    @property
+    def args(self) -> list:
+        if self.key == "TupleGetItem":
+            return [("tuple", itemgetter(self.srcs[0]))]
+        return self.labels.arg_info(self.srcs)
+
+
 class Block:
     """Lowered code of a function body or an If branch."""
 
@@ -69,10 +140,17 @@ class Block:
 
 
 class Program:
-    """A lowered function: register template, parameter checkers, shape registers, body block."""
+    """A function, lowered on first use (`block` is None until then): register template, parameter
+    checkers, shape registers, body block."""
 
     __slots__ = ("name", "nparams", "param_names", "params", "template", "shape_regs", "symbolic", "block", "const_roots",
                  "splits")
+
+    def __init__(self, name: str, func: Function):
+        self.name = name
+        self.nparams = len(func.params)
+        self.param_names = tuple(p.name_hint for p in func.params)
+        self.block = None
 
 
 class _Pairable:
@@ -84,15 +162,35 @@ class _Pairable:
         self.out, self.reads, self.special, self.pair_cost, self.moves = out, reads, special, pair_cost, moves
 
 
-def lower_module(mod, check: bool = False) -> dict[str, Program]:
-    programs = {name: Program() for name, func in mod.items() if isinstance(func, Function)}
-    # Pausing the collector halves the build time of big modules.
+def module_programs(mod, check: bool = False) -> dict[str, Program]:
+    """A Program, not lowered yet, for each function of `mod`, after the checks that make building fail
+    (runtime/precheck.py): a function the quick check cannot clear is lowered here, raising its error."""
+    programs = {name: Program(name, func) for name, func in mod.items() if isinstance(func, Function)}
+    names = frozenset(programs)
     with collector_paused():
         for name, prog in programs.items():
             func = mod[name]
-            with stack_room(if_depth(func)):  # binding recurses once per nested If
-                _FunctionLowering(name, func, programs, check).lower(prog)
+            with stack_room(if_depth(func)):  # the checks recurse once per nested If
+                _FunctionLowering(name, func, programs, check).param_checkers()
+                if not lowers_plainly(func, names):
+                    lower_from(mod, programs, name, check)
     return programs
+
+
+def lower_from(mod, programs: dict, name: str, check: bool = False) -> list[Program]:
+    """Lower function `name` and every function it may call, not lowered yet; the programs lowered."""
+    todo, done = [name], []
+    # Pausing the collector halves the build time of big modules.
+    with collector_paused():
+        while todo:
+            prog = programs[todo.pop()]
+            if prog.block is not None:
+                continue
+            func = mod[prog.name]
+            with stack_room(if_depth(func)):  # binding recurses once per nested If
+                todo.extend(_FunctionLowering(prog.name, func, programs, check).lower(prog))
+            done.append(prog)
+    return done
 
 
 def reader(src):
@@ -140,6 +238,12 @@ def _kernel_fn(kernel, attrs: dict, srcs: list):
     (kernel, register numbers, attribute values, tuple readers) is an argument of the factory. One
     factory per call pattern, so a 100,000-binding function compiles a handful of them.
     """
+    if all(s.__class__ is int for s in srcs):  # registers only: the common case, keyed by their count
+        key = (len(srcs), *attrs)
+        factory = _FACTORIES.get(key)
+        if factory is None:
+            factory = _FACTORIES[key] = _make_factory((True,) * len(srcs), tuple(attrs))
+        return factory(kernel, *srcs, *attrs.values())
     pattern = (tuple(isinstance(s, int) for s in srcs), tuple(attrs))
     factory = _FACTORIES.get(pattern)
     if factory is None:
@@ -184,10 +288,12 @@ class _FunctionLowering:
         self.check = check
         self.splits = False  # whether a kernel of this function splits its work over threads
         self.template: list = []
-        self.label_of: dict[int, str] = {}
+        self.labels = Labels(name, [None])
         self.shape_regs: list = []
         self.bindable: set[str] = set()
         self.const_roots: set[int] = set()
+        self.limit = allocation_limit()
+        self.callees: set[str] = set()
 
     # -- errors -------------------------------------------------------------
     def error(self, message, span=None, cls=UnsupportedError):
@@ -205,10 +311,10 @@ class _FunctionLowering:
             data.flags.writeable = False
             self.template[reg] = data
             self.const_roots.add(id(root_of(data)))
-            self.label_of[reg] = "const"
+            self.labels.consts[reg] = "const"
         elif isinstance(expr, PrimValue | StringImm):
             self.template[reg] = prim_scalar(expr)
-            self.label_of[reg] = repr(expr.value)
+            self.labels.consts[reg] = repr(expr.value)
         else:
             self._shape_reg(reg, expr)
 
@@ -225,20 +331,12 @@ class _FunctionLowering:
                 )
             fns = tuple(compile_dim(v) for v in expr.values)
             self.shape_regs.append((reg, lambda env, fns=fns: tuple(f(env) for f in fns)))
-        self.label_of[reg] = f"R.shape({list(expr.values)})"
-
-    def describe_src(self, src) -> str:
-        if isinstance(src, int):
-            return self.label_of.get(src, f"%{src}")
-        return render(src, self._src_parts)
-
-    def _src_parts(self, src) -> list:
-        if isinstance(src, int):
-            return [self.label_of.get(src, f"%{src}")]
-        return ["(", *joined(src), ",)" if len(src) == 1 else ")"]
+        self.labels.consts[reg] = f"R.shape({list(expr.values)})"
 
     # -- functions ----------------------------------------------------------
-    def lower(self, prog: Program) -> None:
+    def param_checkers(self) -> list:
+        """A checker for each parameter; errors for parameters without struct info or with dims the
+        arguments cannot bind."""
         func = self.func
         for p in func.params:
             if p.struct_info is None:
@@ -251,105 +349,112 @@ class _FunctionLowering:
                     f"parameter '{p.name_hint}': symbolic dim(s) {', '.join(unbound)} cannot be bound from the arguments",
                     p.span,
                 )
+        return [compile_checker(p.struct_info, p.name_hint, self.error) for p in func.params]
+
+    def lower(self, prog: Program) -> set[str]:
+        """Fill `prog`; the names of the functions it calls."""
+        func = self.func
+        checkers = self.param_checkers()
         plan = plan_function(self.name, func, self.programs)
         self.template = [None] * plan.nregs
-        self.label_of = {reg: n for reg, n in enumerate(plan.reg_names) if n is not None}
+        self.labels = Labels(self.name, plan.reg_names)
         for reg, expr in plan.consts.items():
             self.const_value(reg, expr)
-        params = tuple((reg, compile_checker(p.struct_info, p.name_hint, self.error)) for reg, p in plan.params)
-        prog.name = self.name
-        prog.nparams = len(params)
-        prog.param_names = tuple(p.name_hint for p in func.params)
-        prog.params = params
+        prog.params = tuple((reg, check) for (reg, _), check in zip(plan.params, checkers))
         prog.symbolic = bool(self.bindable) or any(all_dim_names(p.struct_info) for p in func.params)
-        prog.block = self.bind(plan.block)
+        block = self.bind(plan.block)
         prog.template = self.template
         prog.shape_regs = tuple(self.shape_regs)
         prog.const_roots = self.const_roots
         prog.splits = self.splits
+        prog.block = block  # last: a program is lowered once it has a block
+        return self.callees
 
     def bind(self, blk) -> Block:
         """The block's code: each instruction's kernel (or call, branch, item), its register, its frees."""
         code = []
-        meta = []
-        for ins in blk.ins:
-            var, kind = ins.var, ins.kind
-            pair_cost, moves = 0.0, False
+        costs: dict[int, float] = {}  # instruction -> pair cost, for the threaded ops (runtime/pairs.py)
+        check = self.check
+        labels = self.labels
+        for i, ins in enumerate(blk.ins):
+            kind = ins.kind
             if kind == "op":
-                fn, info, pair_cost, moves = self._op(ins)
+                fn, info, cost = self._op(ins)
+                if cost:
+                    costs[i] = cost
                 special = False
             elif kind == "item":
                 src, index = ins.srcs[0], ins.index
-                info = Info(self.name, var.name_hint, f"{self.describe_src(src)}[{index}]", [("tuple", itemgetter(src))],
-                            ins.span, "TupleGetItem")
+                info = Site(labels, ins.var, index, ins.srcs, ins.span, "TupleGetItem")
                 fn, special = _item(src, index), False
             elif kind == "call":
                 fn, info = self._call(ins)
+                info.sinfo = ins.var.struct_info
                 special = True
             else:
-                cond = ins.srcs[0]
-                info = Info(self.name, var.name_hint, "If", [("condition", itemgetter(cond))], ins.span, "If")
+                var, cond = ins.var, ins.srcs[0]
+                info = Info(self.name, var.name_hint, "If", [("condition", itemgetter(cond))], ins.span, "If", var.struct_info)
                 fn = make_if(itemgetter(cond), self.bind(ins.branches[0]), self.bind(ins.branches[1]), info)
                 special = True
-            info.sinfo = var.struct_info
-            if self.check and not special and var.struct_info is not None:
-                fn = _checked(fn, var)
+            if check and not special and info.sinfo is not None:
+                fn = _checked(fn, ins.var)
             code.append((fn, ins.out, ins.frees, special, info))
-            meta.append(_Pairable(ins.out, ins.reads, special, pair_cost, moves))
-        if self.splits:  # BLAS held to one thread while the function runs: a kernel thread can take one
+        if self.splits and len(costs) > 1:  # BLAS held to one thread while the function runs: a kernel thread can take one
+            meta = [_pairable(ins, costs.get(i, 0.0), code[i][3]) for i, ins in enumerate(blk.ins)]
             for i, j in pairs.partners(meta).items():
                 fork, take = pairs.make_pair(code[i][0], code[j][0], self.new_reg(), tuple(sorted(meta[j].reads)))
                 code[i] = (fork,) + code[i][1:]
                 code[j] = (take,) + code[j][1:]
         return Block(tuple(code), blk.prefree, blk.endfree, reader(blk.result))
 
-    def _arg_info(self, srcs):
-        labels = [self.describe_src(s) for s in srcs]
-        return labels, [(lab, reader(s)) for lab, s in zip(labels, srcs)]
-
     def _call(self, ins):
-        labels, arg_info = self._arg_info(ins.srcs)
-        info = Info(self.name, ins.var.name_hint, f"{ins.callee}({', '.join(labels)})", arg_info, ins.span, f"call {ins.callee}")
+        self.callees.add(ins.callee)
+        arg_info = self.labels.arg_info(ins.srcs)
+        labels = ", ".join(label for label, _ in arg_info)
+        info = Info(self.name, ins.var.name_hint, f"{ins.callee}({labels})", arg_info, ins.span, f"call {ins.callee}")
         return make_call(self.programs[ins.callee], tuple(reader(s) for s in ins.srcs), info), info
 
     def _op(self, ins):
-        """(kernel, info, pair cost, may move) of an op instruction: its kernel with the attributes bound,
-        split over the threads or computed into a dying argument where the plan and the runtime allow."""
+        """(kernel, info, pair cost) of an op instruction: its kernel with the attributes bound, split
+        over the threads or computed into a dying argument where the plan and the runtime allow."""
         var, call, op, srcs = ins.var, ins.call, ins.op, ins.srcs
-        name = var.name_hint
-        script = getattr(op, "script_name", getattr(op, "name", "?"))
         kernel = getattr(op, "kernel", None)
+        script = getattr(op, "script_name", getattr(op, "name", "?"))
         if kernel is None:
-            raise self.error(f"op {script} has no kernel (binding '{name}')", ins.span)
-        labels, arg_info = self._arg_info(srcs)
-        attr_text = ", ".join(f"{k}={_fmt_attr(v)}" for k, v in call.attrs.items())
-        label = f"{script}({', '.join(labels + ([attr_text] if attr_text else []))})"
-        info = Info(self.name, name, label, arg_info, ins.span, script)
-        try:  # bfloat16 / float8: computed in float32, rounded to the storage dtype
-            bound = for_storage(op, var.struct_info, [a.struct_info for a in call.args])
-        except UnsupportedError as err:
-            raise self.error(f"binding '{name}': {err.message}", ins.span) from None
-        storage = bound is not kernel  # computed on float32 copies: not split (nor written in place: liveness)
-        kernel = bound
+            raise self.error(f"op {script} has no kernel (binding '{var.name_hint}')", ins.span)
+        info = Site(self.labels, var, call, srcs, ins.span, script)
+        sinfo = var.struct_info
+        arg_sinfos = [a.struct_info for a in call.args]
+        if storage_of(op, sinfo, arg_sinfos) is not None:  # bfloat16 / float8: computed in float32, rounded to the storage dtype
+            try:
+                kernel = for_storage(op, sinfo, arg_sinfos)
+            except UnsupportedError as err:
+                raise self.error(f"binding '{var.name_hint}': {err.message}", ins.span) from None
+            storage = True  # computed on float32 copies: not split (nor written in place: liveness)
+        else:
+            storage = False
         fn = _kernel_fn(kernel, call.attrs, srcs)
-        if op.threaded:  # a function with a threaded kernel holds BLAS to one thread while it runs
+        threaded = op.threaded
+        if threaded:  # a function with a threaded kernel holds BLAS to one thread while it runs
             self.splits = True
-        nbytes = static_nbytes(var.struct_info)
+        nbytes = static_nbytes(sinfo)
         into = op.inplace
-        if into is not None and not self.check and not storage and split.splittable([a.struct_info for a in call.args], var.struct_info, nbytes):
-            sinfo = var.struct_info
+        if into is not None and not self.check and not storage and split.splittable(arg_sinfos, sinfo, nbytes):
             fn = split.make(into, [reader(s) for s in srcs], tuple(sinfo.shape), sinfo.dtype)
             self.splits = True
             into = split.split_into(into)
-        if nbytes is not None and nbytes > allocation_limit():
-            return _refuse(nbytes), info, 0.0, False  # fails when reached (an untaken branch may hold it)
+        if nbytes is not None and nbytes > self.limit:
+            return _refuse(nbytes), info, 0.0  # fails when reached (an untaken branch may hold it)
         if self.check:
-            return fn, info, 0.0, False
+            return fn, info, 0.0
         if ins.target is not None:
             fn = make_inplace(into, srcs, ins.target, fn)
-        cost = pairs.pair_cost(op, call, var.struct_info)
-        moves = bool(cost) and op.pure and not inplace_positions(call, srcs, var.struct_info)
-        return fn, info, cost, moves
+        return fn, info, pairs.pair_cost(op, call, sinfo) if threaded else 0.0
+
+
+def _pairable(ins, cost: float, special: bool) -> "_Pairable":
+    moves = bool(cost) and ins.op.pure and not inplace_positions(ins.call, ins.srcs, ins.var.struct_info)
+    return _Pairable(ins.out, ins.reads, special, cost, moves)
 
 
 # Results beyond this many bytes are refused before their kernel runs (NumPy would try, or raise
@@ -376,13 +481,20 @@ def _nbytes_of(sinfo, sizes) -> int | None:
         return None if any(s is None for s in sizes) else sum(sizes)
     if not isinstance(sinfo, TensorStructInfo) or sinfo.shape is None or not sinfo.dtype:
         return None
-    if not all(isinstance(d, int) for d in sinfo.shape):
-        return None
-    try:
-        size = itemsize(sinfo.dtype)
-    except TypeError:
-        return None
-    return int(np.prod(sinfo.shape, dtype=object)) * size
+    n = _ITEMSIZE.get(sinfo.dtype)
+    if n is None:
+        try:
+            n = _ITEMSIZE[sinfo.dtype] = itemsize(sinfo.dtype)
+        except TypeError:
+            return None
+    for d in sinfo.shape:
+        if not isinstance(d, int):
+            return None
+        n *= d
+    return n
+
+
+_ITEMSIZE: dict[str, int] = {}  # dtype name -> bytes: asked for every binding of a function
 
 
 def _item(src: int, index: int):
@@ -418,4 +530,4 @@ def _checked(fn, var):
     return run_checked
 
 
-__all__ = ["Block", "Info", "Program", "lower_module", "Mismatch"]
+__all__ = ["Block", "Info", "Labels", "Program", "Site", "lower_from", "module_programs", "Mismatch"]
