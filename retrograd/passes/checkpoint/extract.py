@@ -118,6 +118,7 @@ def extract(func: Function) -> Extraction:
     recomputable, kinds, fields, field = [True] * n, ["view"] * n, [()] * n, [None] * n
     layouts: dict = {}  # register -> Layout (a tuple of them for a tuple; None: not an array)
     owns = [False] * n  # node's value is a buffer of its own that may be written over
+    candidates: dict = {}
 
     def layout_of(src):
         if type(src) is not int:
@@ -156,7 +157,7 @@ def extract(func: Function) -> Extraction:
                 root = node_of.get(ins.srcs[0]) if type(ins.srcs[0]) is int else None
                 part = None if root is None else field[root]
             else:
-                inplace[i] = _inplace(ins, deps[i], node_of, plan, owns)
+                inplace[i] = _inplace(ins, deps[i], node_of, plan, owns, candidates)
         else:
             rec = False  # an If, a call of another function
         sizes[i], costs[i], recomputable[i], alias_of[i], kinds[i], field[i] = size, cost, rec, root, kind, part
@@ -199,10 +200,19 @@ def _shared_layouts(call, out_sinfo, args):
     return outs if isinstance(out_sinfo, TupleStructInfo) else outs[0]
 
 
-def _inplace(ins, deps: tuple, node_of: dict, plan: Plan, owns: list) -> tuple:
-    """Positions in deps whose buffer the executor may reuse for the result (see runtime/inplace.py)."""
+def _inplace(ins, deps: tuple, node_of: dict, plan: Plan, owns: list, memo: dict) -> tuple:
+    """Positions in deps whose buffer the executor may reuse for the result (see runtime/inplace.py).
+    `memo`: the op's candidates by struct infos, for this function (a long adjoint repeats a few)."""
+    call = ins.call
+    key = (call.op, tuple(getattr(a, "struct_info", None) for a in call.args), ins.var.struct_info)
+    if all(type(s) is int for s in ins.srcs) and key in memo:
+        positions = memo[key]
+    else:
+        positions = inplace_positions(call, ins.srcs, ins.var.struct_info)
+        if all(type(s) is int for s in ins.srcs):
+            memo[key] = positions
     out = []
-    for p in inplace_positions(ins.call, ins.srcs, ins.var.struct_info):
+    for p in positions:
         r = ins.srcs[p]
         node = node_of.get(r)
         if node is not None and owns[node]:
