@@ -50,6 +50,7 @@ class Extraction:
     block_of: tuple
     node_of: dict
     transparent: frozenset
+    params: dict  # register -> parameter Var
 
     @property
     def opaque(self) -> bool:
@@ -78,10 +79,6 @@ class Extraction:
             return Tuple(kids, TupleStructInfo(tuple(k.struct_info for k in kids)))
 
         return leaf(src) if type(src) is int else fold(src, _parts, step, shared=False)
-
-    @property
-    def params(self) -> dict:
-        return {reg: p for reg, p in self.plan.params}
 
 
 def _parts(src) -> tuple:
@@ -174,7 +171,7 @@ def extract(func: Function) -> Extraction:
         field=field,
     )
     transparent = frozenset(set(range(n)) - {ins.binding for ins in plan.block.ins})
-    return Extraction(problem, func, plan, tuple(bindings), tuple(block_of), node_of, transparent)
+    return Extraction(problem, func, plan, tuple(bindings), tuple(block_of), node_of, transparent, dict(plan.params))
 
 
 def _fresh_layout(sinfo):
