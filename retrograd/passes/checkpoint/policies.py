@@ -189,8 +189,10 @@ def least_plan(problem: Problem) -> tuple[int, Schedule | None]:
     best = [low]
     if use_exact(problem) and lower_bound(problem) < low:
         least = exact.exact_least_peak(problem)
+        if least is not None and all(a is None for a in problem.alias_of):
+            return least  # the model's memory is the simulator's: the least peak, and its plan
         if least is not None:
-            best.append(least[0] if all(a is None for a in problem.alias_of) else simulate(problem, least[1]).peak_bytes)
+            best.append(simulate(problem, least[1]).peak_bytes)
     found = chain.detect(problem)
     if found is not None and found.uniform(problem):
         best.append(simulate(problem, chain.chain_schedule(problem, found, 1)).peak_bytes)
