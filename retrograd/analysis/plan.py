@@ -14,8 +14,6 @@ aliases and constants cost no instruction, uses read their sources directly.
 
 from __future__ import annotations
 
-# c_layout lives in analysis/layout.py; named here for passes/checkpoint/extract.py until it builds from the Plan.
-from retrograd.analysis.layout import c_layout  # noqa: F401
 from retrograd.analysis.liveness import flat_registers, inplace_positions, release_points
 from retrograd.errors import NameError_, UnsupportedError
 from retrograd.ir.expr import (
@@ -90,9 +88,10 @@ class Plan:
     StringImm or ShapeExpr} (never freed, filled by each consumer its own way); nregs: the number of
     registers; fixed: the registers never freed (0 and the constants); block: the body; names: the
     top-level bindings' names (Ins.binding indexes them); reg_names: the variable each register was
-    bound to, by name (None for register 0 and constants)."""
+    bound to, by name (None for register 0 and constants); sources: the source each variable stands for
+    (parameters, bindings and branch bindings alike)."""
 
-    __slots__ = ("name", "func", "params", "consts", "nregs", "fixed", "block", "names", "reg_names")
+    __slots__ = ("name", "func", "params", "consts", "nregs", "fixed", "block", "names", "reg_names", "sources")
 
     def instructions(self):
         """Every instruction, branches' included, in program order (an If before its branches' code)."""
@@ -166,7 +165,7 @@ class _Planner:
         body = self.seq(self.func.body)
         self.assign(body, {reg for reg, _ in params} | body.defined)
         plan.params, plan.consts, plan.nregs, plan.fixed = params, self.consts, self.nregs, frozenset(self.fixed)
-        plan.block, plan.reg_names = body, self.reg_names
+        plan.block, plan.reg_names, plan.sources = body, self.reg_names, self.src_of
         return plan
 
     def source(self, expr, span=None):

@@ -11,6 +11,7 @@ budget is found by simulating the plans (the backward's own working set is whate
 
 from __future__ import annotations
 
+from functools import lru_cache
 from math import comb
 
 import attrs
@@ -19,6 +20,7 @@ from retrograd.passes.checkpoint.problem import Problem, Schedule
 from retrograd.passes.checkpoint.simulate import simulate
 
 
+@lru_cache(maxsize=1 << 16)  # keyed on two ints: the binary searches of _split ask the same few again and again
 def revolve_steps(l: int, s: int) -> int:
     """Least forward steps to reverse l steps with the segment's input stored and s free slots."""
     if l <= 1:
@@ -150,11 +152,12 @@ def revolve(problem: Problem, budget: int) -> Schedule | None:
     if chain is None or not chain.uniform(problem):
         return None
     L = chain.last + 2
-    peak = {}
+    peak, plans = {}, {}
 
     def fits(c):
         if c not in peak:
-            peak[c] = simulate(problem, chain_schedule(problem, chain, c)).peak_bytes
+            plans[c] = chain_schedule(problem, chain, c)
+            peak[c] = simulate(problem, plans[c], check=False).peak_bytes
         return peak[c] <= budget
 
     # The largest c that fits (peaks grow with c); small c are the long plans, so search from above.
@@ -188,4 +191,4 @@ def revolve(problem: Problem, budget: int) -> Schedule | None:
     c = lo
     while c > 1 and revolve_steps(L, c - 2) == steps:
         c -= 1
-    return chain_schedule(problem, chain, c)
+    return plans[c] if c in plans else chain_schedule(problem, chain, c)

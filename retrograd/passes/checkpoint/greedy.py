@@ -201,6 +201,12 @@ def descend(problem: Problem, budget: int, light):
     if pl.sim.peak_bytes > budget:
         return None
     if problem.n <= BATCH_NODES:
+        # Ties go to the lower peak: steps that add no cost are taken while they lower it.
+        best = (pl.dropped, pl.schedule, pl.sim)
+        while pl.step() and pl.sim.extra_cost <= best[2].extra_cost:
+            if pl.sim.peak_bytes < best[2].peak_bytes:
+                best = (pl.dropped, pl.schedule, pl.sim)
+        pl.dropped, pl.schedule, pl.sim = best
         pl.prune(pl.sim.peak_bytes)
     return pl.schedule, pl.sim
 
@@ -225,3 +231,16 @@ def least_peak(problem: Problem, allowed=None, single: bool = False) -> tuple[Sc
         if pl.sim.peak_bytes < best[0]:
             best = (pl.sim.peak_bytes, pl.schedule, pl.sim)
     return best[1], best[2]
+
+
+def idle_across_peak(pl: Planner) -> list[tuple[int, int]]:
+    """(value, gap) of the recomputable values idle across the unplanned plan's peak, in program order,
+    each recomputable alone (not reading a value that cannot be)."""
+    t, p = pl.sim.peak_stage, pl.p
+    out = []
+    for v in range(max(t, 0)):
+        k = pl.gap(v, t)
+        if k and pl.points[v][k - 1] < t < pl.points[v][k] != p.n and p.recomputable[v]:
+            if pl.closure(v, pl.points[v][k], {(v, k)}, set(), []):
+                out.append((v, k))
+    return out

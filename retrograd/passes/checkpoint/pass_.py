@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from retrograd.analysis import peak_memory
 from retrograd.errors import PassError, did_you_mean
 from retrograd.gc_pause import collector_paused
@@ -13,13 +15,15 @@ from retrograd.passes.checkpoint.problem import InfeasibleBudget, Schedule
 from retrograd.passes.checkpoint.report import PlanReport
 from retrograd.passes.checkpoint.rewrite import rewrite
 from retrograd.passes.checkpoint.simulate import simulate
-from retrograd.passes.checkpoint.policies import POLICIES, solve
+from retrograd.passes.checkpoint.policies import POLICIES, least_feasible, solve
 from retrograd.passes.infra import OptionError, module_pass
 from retrograd.passes.infra.context import hook
 
 # Re-plans with a tighter budget when a function with Ifs or calls peaks above its plan (the Problem
-# leaves out what they hold inside them); a handful always sufficed in tests.
+# leaves out what they hold inside them); a handful always sufficed in tests. Steps of the search for the
+# least feasible budget (one or two always sufficed).
 _MAX_REPLANS = 4
+_MAX_SEARCH = 8
 
 
 class InfeasibleBudgetError(PassError):
@@ -91,33 +95,68 @@ def _checked(mod: IRModule, func_name: str, parsed, policy: str) -> tuple[IRModu
 def _plan(mod: IRModule, func: Function, func_name: str, parsed, policy: str) -> tuple[IRModule, PlanReport]:
     ex = extract(func)
     problem = ex.problem
-    store_all = simulate(problem, None).check().peak_bytes
-    unplanned = _measure(mod, func_name, ex, func, store_all)
+    unplanned = _measure(mod, func_name, ex, func, simulate(problem, None).check().peak_bytes)
     target = parsed.resolve(unplanned, problem.pinned_bytes) if parsed is not None else None
-    # A budget the function meets as it is needs no plan (the Problem may count more than the executor).
-    goal = None if target is not None and target >= unplanned else target
+    if policy != "budget" or target is None or target >= unplanned:
+        # A budget the function meets as it is needs no plan (the Problem may count more than the executor).
+        schedule = solve(problem, None, policy)
+        new_func = rewrite(ex, schedule.recompute)
+        fit = _Fit(schedule, new_func, _measure(mod, func_name, ex, new_func, simulate(problem, schedule).peak_bytes), 0)
+    else:
+        fit = _fit(mod, func_name, ex, target)
+        if fit is None or fit.peak > target:
+            raise _infeasible(mod, func_name, ex, target, _least(mod, func_name, ex, unplanned), unplanned)
+    report = _report(ex, fit.schedule, func_name, policy, target, unplanned, fit.peak, fit.replans)
+    return (mod if fit.func is func else mod.with_function(func_name, fit.func)), report
+
+
+class _Fit(NamedTuple):
+    schedule: Schedule
+    func: Function
+    peak: int  # measured: the exact memory model's
+    replans: int
+
+
+def _fit(mod: IRModule, func_name: str, ex, target: int) -> _Fit | None:
+    """The plan for `target`, re-planned a few times with less when the function peaks above its plan
+    (the Problem leaves out what an If or a called function holds inside); None when refused."""
+    goal, fit = target, None
     for replans in range(_MAX_REPLANS + 1):
         try:
-            schedule = solve(problem, goal, policy)
-        except InfeasibleBudget as err:
-            if goal != target:
-                break  # tightened past what can be met: reported below as a mismatch
-            raise _infeasible(mod, func_name, ex, target, err.least_feasible, unplanned) from None
-        new_func = rewrite(ex, schedule.recompute)
-        planned = simulate(problem, schedule).check().peak_bytes
-        peak = _measure(mod, func_name, ex, new_func, planned)
-        if target is None or peak <= target or policy != "budget":
+            schedule = solve(ex.problem, goal)
+        except InfeasibleBudget:
             break
-        # The program peaks higher than its plan said: plan for less by the difference, a few times.
-        goal -= peak - target
-    if target is not None and policy == "budget" and peak > target:
-        raise _infeasible(mod, func_name, ex, target, peak, unplanned)
-    report = _report(ex, schedule, func_name, policy, target, unplanned, peak, replans)
-    return (mod if new_func is func else mod.with_function(func_name, new_func)), report
+        new_func = rewrite(ex, schedule.recompute)
+        planned = simulate(ex.problem, schedule).check().peak_bytes
+        fit = _Fit(schedule, new_func, _measure(mod, func_name, ex, new_func, planned), replans)
+        if fit.peak <= target:
+            break
+        goal -= fit.peak - target
+    return fit
+
+
+def _least(mod: IRModule, func_name: str, ex, unplanned: int) -> int:
+    """The least budget the pass meets, searched from the Problem's least feasible budget: it is met, its
+    plan measures exactly it, and a budget one byte under it is refused. Planning is deterministic."""
+    b, met = least_feasible(ex.problem), unplanned
+    for _ in range(_MAX_SEARCH):
+        if b >= met:
+            break
+        fit = _fit(mod, func_name, ex, b)
+        if fit is None or fit.peak > b:
+            b = fit.peak if fit is not None and fit.peak > b else b + 1  # the plan peaks higher: try that
+        elif fit.peak < b:
+            b = fit.peak  # its plan peaks lower: plan for that
+        else:
+            met = b
+            below = _fit(mod, func_name, ex, b - 1)
+            if below is None or below.peak > b - 1:
+                break
+            b = below.peak
+    return met
 
 
 def _infeasible(mod: IRModule, func_name: str, ex, target: int, least: int, unplanned: int) -> InfeasibleBudgetError:
-    least = _least_met(mod, func_name, ex, least, unplanned)
     pinned = ex.problem.pinned_bytes
     return InfeasibleBudgetError(
         f"checkpoint: the budget of {target} bytes for '{func_name}' cannot be met: the least feasible "
@@ -125,24 +164,6 @@ def _infeasible(mod: IRModule, func_name: str, ex, target: int, least: int, unpl
         f"(parameters alone: {pinned} bytes; unplanned peak: {unplanned} bytes)",
         least,
     ).about_option("budget")
-
-
-def _least_met(mod: IRModule, func_name: str, ex, least: int, unplanned: int) -> int:
-    """The least budget a plan really meets: the Problem's least feasible budget, raised to the peak the
-    exact memory model gives its plan while that is higher (the Problem leaves out what an If's branches
-    or a called function hold inside them). Planning is deterministic: this budget gets this plan again."""
-    for _ in range(_MAX_REPLANS + 1):
-        if least >= unplanned:
-            break
-        try:
-            schedule = solve(ex.problem, least, "budget")
-        except InfeasibleBudget:
-            break
-        peak = _measure(mod, func_name, ex, rewrite(ex, schedule.recompute), least)
-        if peak <= least:
-            return least
-        least = peak
-    return unplanned
 
 
 def _measure(mod: IRModule, func_name: str, ex, new_func: Function, planned: int) -> int:

@@ -4,32 +4,32 @@ A solver is `(Problem, budget) -> Schedule | None`: a plan whose simulated peak 
 Policy "budget" takes the least recomputation cost within the budget, ties broken by the lower peak
 (a plan recomputing a matmul, conv or pool ranks after every plan that does not). Its solvers, each
 the only one to find the best plan somewhere (tests/passes/checkpoint):
-- revolve (chain.py): Revolve's optimum on uniform chain adjoints; taken as soon as it fits;
+- revolve (chain.py): Revolve's optimum on uniform chain adjoints, of any length; taken as soon as it fits;
 - exact (exact.py): the MILP, on problems of up to EXACT_NODES nodes when scipy is importable; taken
   as soon as it fits when its memory is the simulator's (no aliases);
 - chain_dp (rotor.py): the heterogeneous-chain DP, on other chain adjoints;
-- heuristic: the greedy descent (greedy.py) and Chen-style segmentations of SEGMENTS' lengths (sqrt.py),
-  each with recomputations shared between close uses (share.py), the best that fits.
+- heuristic: the greedy descent (greedy.py), its recomputations shared between close uses (share.py).
 Every limit is a count (nodes, trials, levels), never wall-clock time: a plan depends on its input only.
-Policies "sqrt" (Chen et al.'s segmentation) and "cheap" (recompute only the nodes `cheap` allows, each
-from values live where it is needed, to the least peak that gives) take no budget.
+Policies "sqrt" and "cheap" take no budget. Like JAX's `save_*` checkpoint policies they are predicates
+over the problem: `sqrt_saved` (Chen et al.'s segmentation) says which values idle across the peak are
+saved, the others recomputed together right before their first later use (`remat`); `cheap` says which
+nodes may be recomputed, each from values live where it is needed, to the least peak that gives.
 """
 
 from __future__ import annotations
 
+from math import isqrt
 from typing import Callable
 
 from retrograd.passes.checkpoint import chain, exact, greedy, rotor
 from retrograd.passes.checkpoint.problem import CHEAP_KINDS, HEAVY_KINDS, InfeasibleBudget, Problem, Schedule
 from retrograd.passes.checkpoint.share import share
 from retrograd.passes.checkpoint.simulate import simulate
-from retrograd.passes.checkpoint.sqrt import segment_schedule, sqrt_schedule
 
 Solver = Callable[[Problem, int], "Schedule | None"]
 
 EXACT_NODES = 32
 CHAIN_EXACT_NODES = 16
-SEGMENTS = (2, 3, 4, 6, 8, 16, 32)
 
 
 def cheap(problem: Problem) -> tuple[bool, ...]:
@@ -42,9 +42,59 @@ def light(problem: Problem) -> tuple[bool, ...]:
     return tuple(r and k not in HEAVY_KINDS for r, k in zip(problem.recomputable, problem.kinds))
 
 
+def sqrt_saved(problem: Problem) -> tuple[bool, ...]:
+    """The "sqrt" policy's predicate (Chen et al. 2016, Training Deep Nets with Sublinear Memory Cost):
+    of the values idle across the unplanned peak (in an adjoint: the forward values kept for the
+    backward), in program order, the last of each segment of about sqrt(k) is saved, segments ending at
+    articulation points of the program where there are some (no dependency jumps over them)."""
+    pl = greedy.Planner(problem)
+    across = greedy.idle_across_peak(pl)
+    save = [True] * problem.n
+    if len(across) < 3:
+        return tuple(save)
+    t, reach, cut = pl.sim.peak_stage, 0, set()
+    for v in range(t + 1):
+        if reach <= v:
+            cut.add(v)
+        reach = max([reach] + [j for j in pl.points[v][1:] if j <= t])
+    size = max(2, isqrt(len(across) - 1) + 1)
+    run = 0
+    for idx, (v, _) in enumerate(across[:-1]):
+        run += 1
+        if run >= size and (v in cut or not any(w in cut for w, _ in across[idx + 1 : idx + size])):
+            run = 0  # v ends its segment: saved
+        else:
+            save[v] = False
+    return tuple(save)
+
+
+def remat(problem: Problem, save) -> Schedule:
+    """Apply a save predicate: the values idle across the peak that it does not save are freed after
+    their uses before it and recomputed, each run of them between two saved values together, right before
+    the first later use of any (from saved values, recursively recomputing what is not live)."""
+    pl = greedy.Planner(problem)
+    runs, run = [], []
+    for v, k in greedy.idle_across_peak(pl):
+        if save[v]:
+            runs.append(run)
+            run = []
+        else:
+            run.append((v, k))
+    runs.append(run)
+    dropped = {g for r in runs for g in r}
+    per_stage: dict[int, tuple[set, list]] = {}
+    for r in filter(None, runs):
+        b = min(pl.points[v][k] for v, k in r)
+        have, out = per_stage.setdefault(b, (set(), []))
+        for v, _ in r:
+            if not pl.closure(v, b, dropped, have, out):
+                return Schedule()
+    return Schedule.from_lists(problem.n, {b: out for b, (_, out) in per_stage.items()})
+
+
 POLICIES = {
     "budget": None,
-    "sqrt": sqrt_schedule,
+    "sqrt": lambda problem: remat(problem, sqrt_saved(problem)),
     "cheap": lambda problem: greedy.least_peak(problem, cheap(problem), single=True)[0],
 }
 
@@ -59,7 +109,11 @@ def solve(problem: Problem, budget: int | None = None, policy: str = "budget") -
         return Schedule()
     plan = plan_budget(problem, int(budget))
     if plan is None:
-        raise InfeasibleBudget(int(budget), least_feasible(problem))
+        # A heuristic's plan for a budget may peak lower than any plan it finds for less: the plan of the
+        # least feasible budget is taken when it fits, so that every budget from it up is met.
+        least, plan = least_plan(problem)
+        if plan is None or least > budget:
+            raise InfeasibleBudget(int(budget), least)
     return plan
 
 
@@ -86,7 +140,7 @@ def solvers(problem: Problem) -> list[tuple[Solver, bool]]:
 
 
 def plan_budget(problem: Problem, budget: int) -> Schedule | None:
-    """The "budget" policy's plan, or None when no solver finds one within the budget."""
+    """The "budget" policy's solvers' plan, or None when none finds one within the budget."""
     if budget < lower_bound(problem):
         return None
     found = []
@@ -100,18 +154,9 @@ def plan_budget(problem: Problem, budget: int) -> Schedule | None:
 
 
 def heuristic(problem: Problem, budget: int) -> Schedule | None:
-    """The scalable solver: the greedy descent's plan (light kinds first), then, past the exact solver's
-    size, segmentations that fit and cost no more than the descent's plan; each shared (share.py)."""
-    plans = []
+    """The scalable solver: the greedy descent's plan (light kinds first), shared (share.py)."""
     descent = greedy.descend(problem, budget, light(problem))
-    if descent is not None:
-        plans.append(shared(problem, descent[0]))
-    if not use_exact(problem):
-        bound = min((rank(problem, s, sim)[:2] for s, sim in plans), default=None) if problem.n > greedy.BATCH_NODES else None
-        for s, sim in segment_plans(problem, bound):
-            if sim.peak_bytes <= budget:
-                plans.append(shared(problem, s))
-    return min(plans, key=lambda ps: rank(problem, *ps))[0] if plans else None
+    return None if descent is None else shared(problem, descent[0])[0]
 
 
 def shared(problem: Problem, schedule: Schedule):
@@ -125,24 +170,6 @@ def shared(problem: Problem, schedule: Schedule):
     return share(problem, schedule, sim.peak_bytes, sim)
 
 
-def segment_plans(problem: Problem, bound: tuple | None = None) -> list:
-    """(plan, simulation) of each Chen-style segmentation of SEGMENTS' lengths that recomputes something,
-    leaving out those whose (heavy, extra cost) rank below `bound` (not chosen anyway). Bounded, a
-    segmentation whose recomputations reach back through the earlier segments (O(n^2) of them) stops
-    being built once it costs more than the bound."""
-    worse = None
-    if bound is not None:
-        heavy_b, extra_b = bound
-        extra_b *= 1 + 1e-9  # sums in another order: a tie must not count as worse
-
-        def worse(heavy, extra):
-            return (heavy and not heavy_b) or (heavy == heavy_b and extra > extra_b)
-
-    base = greedy.Planner(problem)
-    plans = (segment_schedule(problem, size, base, worse) for size in SEGMENTS)
-    return [(s, simulate(problem, s, check=False)) for s in plans if s is not None and s.recompute]
-
-
 def rank(problem: Problem, schedule: Schedule, sim=None):
     sim = sim or simulate(problem, schedule, check=False)
     heavy = sum(problem.costs[v] for st in schedule.recompute for v in st if problem.kinds[v] in HEAVY_KINDS)
@@ -150,22 +177,27 @@ def rank(problem: Problem, schedule: Schedule, sim=None):
 
 
 def least_feasible(problem: Problem) -> int:
-    """The least budget `solve` meets: exact (MILP) on small problems without aliases (or when the
-    descent reaches the lower bound), otherwise the lowest peak of the plans tried (an upper bound)."""
+    """The least budget `solve` meets (the least peak of the plans it finds): least_plan's."""
+    return least_plan(problem)[0]
+
+
+def least_plan(problem: Problem) -> tuple[int, Schedule | None]:
+    """(least peak, a plan reaching it): exact (MILP) on small problems without aliases (or when the
+    descent reaches the lower bound), otherwise the peak of the plan for the lowest peak of the plans
+    tried (an upper bound of the least)."""
     low = greedy.lowest(problem, light(problem))
-    best = []
+    best = [low]
     if use_exact(problem) and lower_bound(problem) < low:
         least = exact.exact_least_peak(problem)
+        if least is not None and all(a is None for a in problem.alias_of):
+            return least  # the model's memory is the simulator's: the least peak, and its plan
         if least is not None:
-            if all(a is None for a in problem.alias_of):
-                return least[0]
             best.append(simulate(problem, least[1]).peak_bytes)
     found = chain.detect(problem)
     if found is not None and found.uniform(problem):
         best.append(simulate(problem, chain.chain_schedule(problem, found, 1)).peak_bytes)
-    if not use_exact(problem):
-        best.extend(sim.peak_bytes for _, sim in segment_plans(problem))
-    return min(best + [low])
+    plan = plan_budget(problem, min(best))
+    return (min(best), None) if plan is None else (simulate(problem, plan, check=False).peak_bytes, plan)
 
 
 def lower_bound(problem: Problem) -> int:

@@ -14,11 +14,10 @@ from __future__ import annotations
 
 from retrograd.ir.block import DataflowBlock, VarBinding
 from retrograd.ir.builder import BlockBuilder
-from retrograd.ir.expr import DataflowVar, Function, SeqExpr, Tuple, Var
-from retrograd.ir.nested import fold
-from retrograd.ir.struct_info import TupleStructInfo
+from retrograd.ir.expr import DataflowVar, Function, SeqExpr, Var
+from retrograd.ir.nested import tuple_leaves
 from retrograd.passes.barriers import emit_recomputation
-from retrograd.passes.checkpoint.extract import Extraction, struct_nodes_of, struct_fields
+from retrograd.passes.checkpoint.extract import Extraction
 from retrograd.passes.checkpoint.problem import Schedule
 from retrograd.passes.checkpoint.simulate import events
 from retrograd.ir.vars import read_vars
@@ -30,7 +29,8 @@ def rewrite(ex: Extraction, recompute) -> Function:
     if not any(recompute):
         return func
     problem = ex.problem
-    latest: dict[int, Var] = {i: var for var, i in ex.node_of.items()}
+    sources = ex.plan.sources
+    latest: dict[int, Var] = {i: b.var for i, b in enumerate(ex.bindings) if i not in ex.transparent}
     ev = events(problem, Schedule(tuple(recompute)))
     if isinstance(ev, str):
         raise ValueError(f"invalid schedule: {ev}")
@@ -47,30 +47,10 @@ def rewrite(ex: Extraction, recompute) -> Function:
     dataflow = [isinstance(blk, DataflowBlock) for blk in func.body.blocks]
     emitted: list[list[VarBinding]] = [[] for _ in func.body.blocks]
 
-    def expr_of(struct, node_var):
-        # Bottom-up with a stack (structures nest as deep as tuples do), each occurrence on its own.
-        return fold(struct, struct_fields, lambda s, fields: _expr_step(s, fields, node_var), shared=False)
-
-    def struct_of(var):
-        node = ex.node_of.get(var)
-        if node is not None:
-            return node
-        return ex.expand.get(var, var)
-
     def substituted(value, node_var, param_var=None):
         read: list = []
         read_vars(value, read)
-        vmap = {}
-        for v in read:
-            s = struct_of(v)
-            if param_var is not None and s is v:
-                vmap[v] = param_var(v)
-            else:
-                vmap[v] = expr_of(s, node_var)
-        return copy_expr(value, vmap)
-
-    def new_var(name, sinfo, bi):
-        return (DataflowVar if dataflow[bi] else Var)(name, sinfo)
+        return copy_expr(value, {v: ex.expr(sources[v], node_var, param_var) for v in read})
 
     for t, binding in enumerate(ex.bindings):
         bi = ex.block_of[t]
@@ -79,19 +59,21 @@ def rewrite(ex: Extraction, recompute) -> Function:
         if group:
             members = set(group)
             inputs: dict = {}
+            params = ex.params
             for v in group:
                 read: list = []
                 read_vars(ex.bindings[v].value, read)
                 for r in read:
-                    s = struct_of(r)
-                    if s is r:
-                        inputs.setdefault(r, r)  # a parameter
-                    for u in struct_nodes_of(s, []):
+                    src = sources[r]
+                    for reg in (src,) if type(src) is int else tuple_leaves(src):
+                        if reg in params:
+                            inputs.setdefault(params[reg], params[reg])
+                    for u in ex.nodes(src):
                         if u not in members:
                             inputs.setdefault(u, latest[u])
 
             def emit(name, value, out=out, bi=bi):
-                var = new_var(name, value.struct_info, bi)
+                var = (DataflowVar if dataflow[bi] else Var)(name, value.struct_info)
                 out.append(VarBinding(var, value))
                 return var
 
@@ -107,7 +89,7 @@ def rewrite(ex: Extraction, recompute) -> Function:
             )
             latest.update(handed)
         if t in ex.transparent:
-            value = expr_of(struct_of(binding.var), latest.__getitem__)
+            value = ex.expr(sources[binding.var], latest.__getitem__)
         else:
             value = substituted(binding.value, latest.__getitem__)
         out.append(binding if value is binding.value else VarBinding(binding.var, value, span=binding.span))
@@ -149,14 +131,3 @@ def _assemble(func: Function, emitted, body) -> Function:
     return Function(
         func.params, seq, func.ret_struct_info, func.is_pure, func.private, dict(func.attrs), span=func.span
     )
-
-
-__all__ = ["rewrite"]
-
-
-def _expr_step(struct, fields, node_var):
-    if isinstance(struct, int):
-        return node_var(struct)
-    if isinstance(struct, tuple):
-        return Tuple(fields, TupleStructInfo(tuple(f.struct_info for f in fields)))
-    return struct  # a parameter or a leaf

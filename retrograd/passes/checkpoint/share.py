@@ -17,16 +17,22 @@ MAX_TRIALS = 600
 
 
 def _drop_unread(problem: Problem, groups: list[list[int]]) -> None:
-    """Remove, in place, the recomputations whose instance nothing reads (repeatedly: their inputs may follow)."""
+    """Remove, in place, the recomputations whose instance nothing reads, and then those only they read
+    (one pass with reader counts: removing an unread instance changes no other read)."""
     outputs = set(problem.outputs)
-    while True:
-        ev = events(problem, Schedule(tuple(tuple(g) for g in groups)), check=False)
-        nodes, stages, _, last_use = ev
-        dead = [(stages[e], nodes[e]) for e in range(len(nodes)) if last_use[e] == e and stages[e] != nodes[e] and nodes[e] not in outputs]
-        if not dead:
-            return
-        for t, v in dead:
-            groups[t].remove(v)
+    nodes, stages, reads, last_use = events(problem, Schedule(tuple(tuple(g) for g in groups)), check=False)
+    readers = [0] * len(nodes)
+    for r in reads:
+        for i in r:
+            readers[i] += 1
+    stack = [e for e in range(len(nodes)) if last_use[e] == e and stages[e] != nodes[e] and nodes[e] not in outputs]
+    while stack:
+        e = stack.pop()
+        groups[stages[e]].remove(nodes[e])
+        for i in reads[e]:
+            readers[i] -= 1
+            if readers[i] == 0 and stages[i] != nodes[i] and nodes[i] not in outputs:
+                stack.append(i)
 
 
 def _exclusive_cost(problem: Problem, groups: list[list[int]], t: int, v: int) -> float:

@@ -274,3 +274,27 @@ def random_extracted_schedule(ex, rng: random.Random, p_stage: float = 0.3, p_no
         cand = [v for v in range(t) if problem.recomputable[v] and v not in ex.transparent]
         rec.append(tuple(v for v in cand if rng.random() < p_node))
     return Schedule(tuple(rec))
+
+
+def corpus_functions(path) -> list:
+    """(module, name) of each function of the corpus file at `path` and of its adjoint where Gradient
+    applies; the test is skipped when the file is not a module the executor runs."""
+    import pytest
+
+    from retrograd.errors import DiagnosticError
+    from retrograd.ir.expr import Function
+    from retrograd.parser.parse import parse_path
+
+    try:
+        mod = parse_path(path)
+    except DiagnosticError:
+        pytest.skip("not a module the executor runs")
+    out = [(mod, name) for name, f in mod.items() if isinstance(f, Function)]
+    for name, f in list(mod.items()):
+        if isinstance(f, Function) and f.params:
+            try:
+                adj = Gradient(name)(mod)
+            except DiagnosticError:
+                continue
+            out.append((adj, f"{name}_adjoint"))
+    return out

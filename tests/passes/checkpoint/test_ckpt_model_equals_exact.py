@@ -10,34 +10,18 @@ import random
 from pathlib import Path
 
 import pytest
-from passes.checkpoint.helpers import adjoint_module, models, random_extracted_schedule
+from passes.checkpoint.helpers import adjoint_module, corpus_functions, models, random_extracted_schedule
 
 from retrograd.analysis import peak_memory
 from retrograd.errors import DiagnosticError
-from retrograd.ir.expr import Function
-from retrograd.parser.parse import parse_path
-from retrograd.passes import Gradient
 from retrograd.passes.checkpoint import InfeasibleBudget, least_feasible, simulate, solve
 from retrograd.passes.checkpoint.extract import extract
 from retrograd.passes.checkpoint.rewrite import rewrite
 
 ROOT = Path(__file__).resolve().parents[3]
-import bench_checkpoint_scale as scale  # noqa: E402
+import bench_checkpoint_scale as scale
 
 CORPUS = sorted((ROOT / "tests" / "corpus").glob("c*.py"))
-
-
-def _functions(mod):
-    """(module, name) of each function of `mod` and of its adjoint where Gradient applies."""
-    out = [(mod, name) for name, f in mod.items() if isinstance(f, Function)]
-    for name, f in list(mod.items()):
-        if isinstance(f, Function) and f.params:
-            try:
-                adj = Gradient(name)(mod)
-            except DiagnosticError:
-                continue
-            out.append((adj, f"{name}_adjoint"))
-    return out
 
 
 def _check(mod, name, seed: int):
@@ -67,11 +51,7 @@ def _check(mod, name, seed: int):
 
 @pytest.mark.parametrize("path", CORPUS, ids=lambda p: p.stem)
 def test_corpus(path):
-    try:
-        mod = parse_path(path)
-    except DiagnosticError:
-        pytest.skip("not a module the executor runs")
-    for k, (m, name) in enumerate(_functions(mod)):
+    for k, (m, name) in enumerate(corpus_functions(path)):
         _check(m, name, k)
 
 
