@@ -3,7 +3,7 @@ cannot run still fails to build, with the planner's and the lowering's own messa
 
 import numpy as np
 import pytest
-from runtime_helpers import T, function, module, signature
+from runtime.helpers import T, function, module, signature
 
 import retrograd
 from retrograd.errors import DiagnosticError
