@@ -30,14 +30,21 @@ def _pads(attrs, spatial, kernel, strides, dilations, in_shape):
     return tuple(begin + end)
 
 
-@converter("Conv")
-def _conv(g, node, inputs, attrs):
+def _conv_operands(inputs, attrs):
+    """Conv's and ConvTranspose's shared reading: data, weight, optional bias, the spatial rank, kernel,
+    strides and dilations."""
     x, w = inputs[0], inputs[1]
     b = inputs[2] if len(inputs) > 2 else None
     spatial = ndim_of(x) - 2
     kernel = attrs.get("kernel_shape") or static_shape(w)[2:]
     strides = tuple(attrs.get("strides", [1] * spatial))
     dil = tuple(attrs.get("dilations", [1] * spatial))
+    return x, w, b, spatial, kernel, strides, dil
+
+
+@converter("Conv")
+def _conv(g, node, inputs, attrs):
+    x, w, b, spatial, kernel, strides, dil = _conv_operands(inputs, attrs)
     pads = _pads(attrs, spatial, kernel, strides, dil, static_shape(x))
     fn = {1: R.nn.conv1d, 2: R.nn.conv2d, 3: R.nn.conv3d}.get(spatial)
     if fn is None:
@@ -50,12 +57,7 @@ def _conv(g, node, inputs, attrs):
 
 @converter("ConvTranspose")
 def _conv_transpose(g, node, inputs, attrs):
-    x, w = inputs[0], inputs[1]
-    b = inputs[2] if len(inputs) > 2 else None
-    spatial = ndim_of(x) - 2
-    kernel = attrs.get("kernel_shape") or static_shape(w)[2:]
-    strides = tuple(attrs.get("strides", [1] * spatial))
-    dil = tuple(attrs.get("dilations", [1] * spatial))
+    x, w, b, spatial, kernel, strides, dil = _conv_operands(inputs, attrs)
     outpad = list(attrs.get("output_padding", [0] * spatial))
     in_shape = static_shape(x)
     if "output_shape" in attrs:
