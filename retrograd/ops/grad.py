@@ -13,8 +13,8 @@ from retrograd.ops.kernels import loss as loss_kernels
 from retrograd.ops.kernels import pool as pool_kernels
 from retrograd.ops.kernels import window_gather
 from retrograd.ops.kernels.window import Window2d, to_layout
-from retrograd.ops.nn_loss import NLL_ATTRS, nll_output
-from retrograd.ops.nn_pool import POOL_ATTRS, POOL_POSITIONAL, canonical_pool_attrs, pool_attrs, pool_output
+from retrograd.ops.nn.loss import NLL_ATTRS, nll_output
+from retrograd.ops.nn.pool import POOL_ATTRS, POOL_POSITIONAL, canonical_pool_attrs, pool_attrs, pool_output
 from retrograd.ops.cost import ELEMENTWISE, POOL_BACKWARD, REDUCE, VIEW
 from retrograd.ops import views
 from retrograd.ops.registry import Arg, Attr, InferCtx, no_gradient, register

@@ -1,4 +1,4 @@
-"""Torch kernels of image.* and their backward ops (ops/nn_image.py, ops/nn_sampling.py): resize as each
+"""Torch kernels of image.* and their backward ops (ops/image/resize.py, ops/image/sampling.py): resize as each
 axis's interpolation matrix (built on the host from the attributes, kernels/resample.py), grid sampling
 by the same four taps as kernels/sampling.py, gathered and scattered on the device."""
 

@@ -13,7 +13,7 @@ from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
 from retrograd.ops.kernels import adaptive
-from retrograd.ops.nn_shape import from_layout, to_layout
+from retrograd.ops.nn.shape import from_layout, to_layout
 from retrograd.ops.registry import Attr, InferCtx, register
 
 SPATIAL = {1: "W", 2: "HW", 3: "DHW"}

@@ -6,7 +6,7 @@ from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
 from retrograd.ops.kernels import pool as pool_kernels
-from retrograd.ops.nn_shape import check_4d, from_layout, to_layout, window_count
+from retrograd.ops.nn.shape import check_4d, from_layout, to_layout, window_count
 from retrograd.ops.cost import POOL
 from retrograd.ops.registry import Attr, InferCtx, register
 

@@ -6,7 +6,7 @@ from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
 from retrograd.ops.kernels import pad as pad_kernels
-from retrograd.ops.nn_shape import affine
+from retrograd.ops.nn.shape import affine
 from retrograd.ops.registry import Attr, InferCtx, register
 
 PAD_ATTRS = (

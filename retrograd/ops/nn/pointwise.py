@@ -10,7 +10,7 @@ from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
 from retrograd.ops.kernels import pointwise as pw
-from retrograd.ops.nn_activation import infer_float
+from retrograd.ops.nn.activation import infer_float
 from retrograd.ops.registry import Attr, InferCtx, register
 from retrograd.ops.shape_utils import normalize_axis
 

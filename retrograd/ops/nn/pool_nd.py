@@ -14,9 +14,9 @@ from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
 from retrograd.ops.kernels import pool_nd
 from retrograd.ops.kernels.conv_nd import with_h_axis
-from retrograd.ops.nn_conv_nd import SPATIAL, n_ints, n_pads
-from retrograd.ops.nn_pool import canonical_pool_attrs
-from retrograd.ops.nn_shape import from_layout, to_layout, window_count
+from retrograd.ops.nn.conv_nd import SPATIAL, n_ints, n_pads
+from retrograd.ops.nn.pool import canonical_pool_attrs
+from retrograd.ops.nn.shape import from_layout, to_layout, window_count
 from retrograd.ops.cost import POOL, POOL_BACKWARD
 from retrograd.ops.registry import Attr, InferCtx, get, register
 

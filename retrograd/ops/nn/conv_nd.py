@@ -11,8 +11,8 @@ from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
 from retrograd.ops.kernels import conv_nd
-from retrograd.ops.nn_conv import SPATIAL, canonical_conv_attrs, permute_layout, static_dims, weight_grad
-from retrograd.ops.nn_shape import from_layout, to_layout, transposed_size, window_count
+from retrograd.ops.nn.conv import SPATIAL, canonical_conv_attrs, permute_layout, static_dims, weight_grad
+from retrograd.ops.nn.shape import from_layout, to_layout, transposed_size, window_count
 from retrograd.ops.cost import CONV, CONV_TRANSPOSE
 from retrograd.ops.registry import Attr, InferCtx, register
 from retrograd.ops.shape_utils import same_dtype

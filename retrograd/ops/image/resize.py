@@ -14,8 +14,8 @@ from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
 from retrograd.ops.create import shape_arg
 from retrograd.ops.kernels import resample
-from retrograd.ops.nn_adaptive import SPATIAL
-from retrograd.ops.nn_shape import from_layout, to_layout
+from retrograd.ops.nn.adaptive import SPATIAL
+from retrograd.ops.nn.shape import from_layout, to_layout
 from retrograd.ops.registry import Arg, Attr, InferCtx, register
 
 

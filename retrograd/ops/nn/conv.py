@@ -8,7 +8,7 @@ from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
 from retrograd.ops.kernels import conv as conv_kernels
-from retrograd.ops.nn_shape import check_4d, from_layout, to_layout, transposed_size, window_count
+from retrograd.ops.nn.shape import check_4d, from_layout, to_layout, transposed_size, window_count
 from retrograd.ops.cost import CONV, CONV_TRANSPOSE
 from retrograd.ops.registry import Attr, InferCtx, register
 from retrograd.ops.runtime_dims import axis_positions
