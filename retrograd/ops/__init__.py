@@ -1,9 +1,13 @@
 """The operator set: importing this package registers every op."""
 
 from retrograd.ops import binary, logical, ternary, unary  # noqa: F401  (registers the elementwise ops)
-from retrograd.ops import gather_scatter, stack_repeat  # noqa: F401  (registers ops)
-from retrograd.ops import index_put, search, sorting  # noqa: F401  (registers ops)
-from retrograd.ops import create, indexing, linear_algebra, manipulate, statistical  # noqa: F401  (registers the core families)
+from retrograd.ops.index import gather_scatter  # noqa: F401  (gather_*, scatter_*)
+from retrograd.ops import stack_repeat  # noqa: F401  (registers ops)
+from retrograd.ops.index import advanced  # noqa: F401  (index_tensor, index_put, slice_scatter, dynamic_strided_slice)
+from retrograd.ops import search, sorting  # noqa: F401  (registers ops)
+from retrograd.ops import create  # noqa: F401  (registers ops)
+from retrograd.ops.index import take_slice  # noqa: F401  (strided_slice, take)
+from retrograd.ops import linear_algebra, manipulate, statistical  # noqa: F401  (registers the core families)
 from retrograd.ops.nn import activation, adaptive, conv, conv_nd, loss, pool, pool_nd  # noqa: F401  (nn.*)
 from retrograd.ops.nn import attention, norm, pad, pointwise  # noqa: F401  (norms, attention, dropout, pad, activations)
 from retrograd.ops.image import resize  # noqa: F401  (image.resize2d/3d)

@@ -15,7 +15,7 @@ from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
 from retrograd.ops.attr_types import to_dtype, to_opt_dtype
 from retrograd.ops.cost import ELEMENTWISE
-from retrograd.ops.gather_scatter import index_tensor
+from retrograd.ops.index.gather_scatter import index_tensor
 from retrograd.ops.registry import Arg, Attr, InferCtx, no_gradient, register
 
 

@@ -1,7 +1,7 @@
 """Shape manipulation: permute/concat/split/reshape/broadcast/collapse_sum/astype/triu/tril.
 
 triu/tril's `k` is an attribute printed positionally, as TVM does (`R.triu(x, 0)`): the op lists it in
-`print_positional`. Indexing ops (strided_slice, take, where) live in indexing.py.
+`print_positional`. Indexing ops (strided_slice, take) live in ops/index/, where in search.py.
 """
 
 from __future__ import annotations

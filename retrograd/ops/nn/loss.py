@@ -8,7 +8,7 @@ from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
 from retrograd.ops.kernels import activation as act_kernels
 from retrograd.ops.kernels import loss as loss_kernels
-from retrograd.ops.indexing import in_range_indices
+from retrograd.ops.index.take_slice import in_range_indices
 from retrograd.ops.cost import REDUCE, Cost, input_elements, times
 from retrograd.ops.registry import Arg, Attr, InferCtx, register
 from retrograd.ops.runtime_dims import axis_length

@@ -1,5 +1,5 @@
 """Torch kernels of the layout family: views, concatenation, products, casts (ops/manipulate.py,
-ops/stack_repeat.py, ops/indexing.py's slices, ops/linear_algebra.py einsum, ops/nn/reshape.py, identity markers).
+ops/stack_repeat.py, ops/index/take_slice.py's slices, ops/linear_algebra.py einsum, ops/nn/reshape.py, identity markers).
 
 Where the NumPy kernel returns a view (ops list it in `aliases`), so does this one, so that the memory
 meter counts the same buffers on both backends."""
