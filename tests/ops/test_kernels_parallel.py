@@ -311,7 +311,7 @@ class M:
 
 @pytest.mark.parametrize("shape,to", [((7, 5, 3, 4), (1, 5, 1, 1)), ((7, 5, 3), (5, 3)), ((6, 4), (1,)), ((0, 3), (3,)), ((5,), ())])
 def test_collapse_sum_splits_the_batch(threads, shape, to):
-    from retrograd.ops.manipulate import collapse_sum
+    from retrograd.ops.manipulate.shape import collapse_sum
 
     x = _rand(shape, 9)
     lead = len(shape) - len(to)

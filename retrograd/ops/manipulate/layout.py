@@ -1,6 +1,6 @@
 """TVM 0.27's layout_transform: out[index_map(i)] = x[i], the positions no input reaches holding pad_value.
 
-The map is an IndexMap (ops/index_map.py), printed as TVM prints it, `T.index_map(lambda i0, i1: ...)`.
+The map is an IndexMap (ops/manipulate/index_map.py), printed as TVM prints it, `T.index_map(lambda i0, i1: ...)`.
 The output shape is each result's range over the input's index box (TVM's inference for static shapes;
 for symbolic dims, a result that is one parameter keeps that dim, others leave the shape unknown). The
 transform is linear and injective: its gradient gathers the output gradient at each input's position.
@@ -14,7 +14,7 @@ from retrograd.errors import GradientError, KernelError
 from retrograd.ir.expr import const, shape_expr
 from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops.api import R
-from retrograd.ops.index_map import IndexMap
+from retrograd.ops.manipulate.index_map import IndexMap
 from retrograd.ops.registry import REQUIRED, Attr, InferCtx, register
 
 
