@@ -1,6 +1,6 @@
 """The executable program: each function's Plan (analysis/plan.py) becomes code over register slots, a
 kernel bound to each instruction, with the plan's frees, in-place targets, splits and pairs
-(`module_programs` / `lower_from`; `lower/` is the other way to read a plan, as Python source)."""
+(`module_programs` / `lower_from`; `codegen/` is the other way to read a plan, as Python source)."""
 
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ from retrograd.analysis.plan import plan_function
 from retrograd.ir.functor import if_depth
 from retrograd.ir.nested import depth, fold, joined, render
 from retrograd.ir.struct_info import ShapeStructInfo, TensorStructInfo, TupleStructInfo
-from retrograd.lower.kernel_refs import kernel_import, kernel_ref, literal, safe_name
+from retrograd.codegen.kernel_refs import kernel_import, kernel_ref, literal, safe_name
 from retrograd.ops.storage import in_storage, result_dtypes
 
 _INLINE_CONST = 32  # constants with more elements are written as their bytes

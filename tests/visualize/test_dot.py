@@ -12,9 +12,9 @@ import pytest
 
 import retrograd
 from retrograd.cli import main
-from retrograd.lower import dot as dot_module
+from retrograd.visualize import dot as dot_module
 from retrograd.passes import Gradient
-from lower.helpers import CHECKPOINTED
+from codegen.helpers import CHECKPOINTED
 
 ROOT = Path(__file__).resolve().parents[2]
 MLP = ROOT / "examples" / "mlp.py"

@@ -16,7 +16,7 @@ import pytest
 import retrograd
 from retrograd.ir.expr import Function
 from retrograd.runtime import interp
-from lower.helpers import make_inputs
+from codegen.helpers import make_inputs
 
 ROOT = Path(__file__).resolve().parents[2]
 

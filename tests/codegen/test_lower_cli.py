@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 import retrograd
-from lower.helpers import assert_same, load_source
+from codegen.helpers import assert_same, load_source
 
 ROOT = Path(__file__).resolve().parents[2]
 MLP = ROOT / "examples" / "mlp.py"

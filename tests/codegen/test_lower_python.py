@@ -12,7 +12,7 @@ import retrograd
 from retrograd.errors import DiagnosticError
 from retrograd.ir.expr import Function
 from retrograd.passes import Gradient
-from lower.helpers import CHECKPOINTED, assert_same, load_source, make_inputs
+from codegen.helpers import CHECKPOINTED, assert_same, load_source, make_inputs
 
 ROOT = Path(__file__).resolve().parents[2]
 FILES = sorted((ROOT / "tests" / "corpus").glob("c*.py")) + sorted((ROOT / "examples").glob("*.py"))
@@ -100,7 +100,7 @@ def test_lowered_source_imports_every_kernel_from_the_public_namespace():
 def test_the_kernel_import_binds_every_registered_kernel():
     """The one import line, wrapped when long, binds each alias to the kernel the executor runs."""
     from retrograd.kernels import kernels
-    from retrograd.lower.kernel_refs import kernel_import
+    from retrograd.codegen.kernel_refs import kernel_import
 
     ops = kernels()
     names = {name: f"{name}_alias" if i % 2 else name for i, name in enumerate(ops)}

@@ -10,7 +10,7 @@ from retrograd.ir.expr import Call, Constant, Function, If, PrimValue, SeqExpr, 
 from retrograd.ir.nested import preorder
 from retrograd.ir.text import format_sinfo, format_sinfo_shared, op_script_name
 from retrograd.ir.nested import trampoline
-from retrograd.lower.python import walk
+from retrograd.codegen.python import walk
 from retrograd.passes.barriers import END, OUT, START
 from retrograd.passes.barriers import RECOMPUTED as RECOMPUTED_SUFFIX
 

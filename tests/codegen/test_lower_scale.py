@@ -10,7 +10,7 @@ from retrograd.errors import UnsupportedError
 from retrograd.ir import BlockBuilder, Function, If, IRModule, Var
 from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops.api import R
-from lower.helpers import assert_same, load_source
+from codegen.helpers import assert_same, load_source
 
 
 def nested_ifs(depth: int) -> IRModule:

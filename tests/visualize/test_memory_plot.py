@@ -58,7 +58,7 @@ def test_live_at_peak_adds_up_to_the_peak_the_executor_measures(adjoint):
 
 def test_the_figure_plots_the_memory_model_unplanned_and_planned(adjoint):
     need("matplotlib")
-    from retrograd.lower.memory_plot import memory_figure
+    from retrograd.visualize.memory_plot import memory_figure
 
     unplanned = memory_timeline(adjoint, FUNC)
     budget = unplanned.peak * 9 // 10
@@ -88,7 +88,7 @@ def test_the_figure_plots_the_memory_model_unplanned_and_planned(adjoint):
 
 def test_a_percent_budget_and_no_budget(adjoint):
     need("matplotlib")
-    from retrograd.lower.memory_plot import memory_curves, memory_figure
+    from retrograd.visualize.memory_plot import memory_curves, memory_figure
 
     data = memory_curves(adjoint, FUNC, "90%")
     assert data.budget == int(memory_timeline(adjoint, FUNC).peak * 0.9)
@@ -142,7 +142,7 @@ def test_cli_usage_errors(adjoint, tmp_path, capsys, argv, fragment):
 
 def test_an_infeasible_budget_is_the_checkpoint_pass_error(adjoint):
     need("matplotlib")
-    from retrograd.lower.memory_plot import memory_figure
+    from retrograd.visualize.memory_plot import memory_figure
 
     with pytest.raises(DiagnosticError, match="least feasible"):
         memory_figure(adjoint, FUNC, budget=16)
@@ -150,7 +150,7 @@ def test_an_infeasible_budget_is_the_checkpoint_pass_error(adjoint):
 
 @pytest.mark.parametrize("module, call", [("matplotlib", "memory_figure"), ("plotly", "memory_html")])
 def test_without_the_package_the_error_says_what_to_install(adjoint, monkeypatch, module, call):
-    from retrograd.lower import memory_plot
+    from retrograd.visualize import memory_plot
 
     for name in list(sys.modules):
         if name == module or name.startswith(module + "."):
