@@ -1,7 +1,6 @@
-"""Shape manipulation: permute/concat/split/reshape/broadcast/collapse_sum/astype/triu/tril.
+"""Shape manipulation: permute/concat/split/reshape/broadcast/collapse_sum (astype is datatype.py, triu/tril create.py).
 
-triu/tril's `k` is an attribute printed positionally, as TVM does (`R.triu(x, 0)`): the op lists it in
-`print_positional`. Indexing ops (strided_slice, take) live in ops/index/, where in search.py.
+Indexing ops (strided_slice, take) live in ops/index/, where in search.py.
 """
 
 from __future__ import annotations
@@ -12,10 +11,10 @@ import numpy as np
 
 from retrograd.errors import GradientError, KernelError
 from retrograd.ir.expr import Tuple, TupleGetItem
-from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, is_float_dtype
+from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo
 from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
-from retrograd.ops.create import np_dtype, shape_arg
+from retrograd.ops.create import shape_arg
 from retrograd.ops.rule_helpers import shape_of
 from retrograd.ops.kernels import parallel
 from retrograd.ops.cost import ELEMENTWISE, REDUCE, VIEW
@@ -513,63 +512,3 @@ collapse_sum_like = register(
     aliases=(0,), view=views.same_if_unchanged,
     cost=REDUCE,
 )
-
-# -- astype, triu, tril -------------------------------------------------------------------------
-
-
-def _astype_grad(call, out, g):
-    x = call.args[0]
-    if not (is_float_dtype(x.struct_info.dtype) and is_float_dtype(out.struct_info.dtype)):
-        return [None]
-    return [R.astype(g, x.struct_info.dtype)]
-
-
-def astype_kernel(x, dtype):
-    # The input itself when the dtype is unchanged; otherwise a C-order copy (NumPy's keeps the layout).
-    dt = np_dtype(dtype, "R.astype")
-    return x if x.dtype == dt else np.asarray(x.astype(dt, order="C"))
-
-
-astype = register(
-    "relax.astype",
-    ("x",),
-    (Attr("dtype", at.to_dtype),),
-    infer=lambda ctx: TensorStructInfo(ctx.tensor(0).shape, ctx.attrs["dtype"], ctx.tensor(0).ndim),
-    kernel=astype_kernel,
-    grad=_astype_grad,
-    aliases=(0,), view=views.astype,  # x itself when the dtype is unchanged
-    cost=ELEMENTWISE,
-)
-
-
-def _infer_tri(ctx: InferCtx) -> TensorStructInfo:
-    x = ctx.tensor(0)
-    if x.ndim != -1 and x.ndim < 2:
-        raise ctx.error(f"expects a tensor of at least two dimensions, got ndim {x.ndim}", 0)
-    return x
-
-
-def tri_kernel(fn):
-    """np.triu / np.tril under TVM's keyword `k`, the result in C order."""
-
-    def kernel(x, k=0):
-        return np.asarray(fn(x, k), order="C")
-
-    return kernel
-
-
-def _tri(name, fn):
-    return register(
-        f"relax.{name}",
-        ("x",),
-        (Attr("k", at.to_int, 0),),
-        infer=_infer_tri,
-        kernel=tri_kernel(fn),
-        grad=lambda call, out, g: [getattr(R, name)(g, k=call.attrs["k"])],
-        print_positional=("k",),
-        cost=ELEMENTWISE,
-    )
-
-
-triu = _tri("triu", np.triu)
-tril = _tri("tril", np.tril)

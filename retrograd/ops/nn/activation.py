@@ -1,4 +1,4 @@
-"""Activation ops: nn.relu, nn.silu, nn.gelu, nn.softmax, nn.log_softmax, and erf (which gelu's gradient needs)."""
+"""Activation ops: nn.relu, nn.silu, nn.gelu, nn.softmax, nn.log_softmax."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from retrograd.ir.struct_info import TensorStructInfo, is_float_dtype
 from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
 from retrograd.ops.kernels import activation as act_kernels
-from retrograd.ops.kernels import special
 from retrograd.ops.cost import ELEMENTWISE, Cost, times
 from retrograd.ops.registry import Attr, InferCtx, register
 from retrograd.ops.shape_utils import normalize_axis
@@ -69,7 +68,7 @@ def _silu_grad(call, out, g):
 
 def _gelu_grad(call, out, g):
     # gelu = x * Phi(x): d/dx = Phi(x) + x * phi(x), with Phi(x) = (1 + erf(x / sqrt 2)) / 2 and
-    # phi(x) = exp(-x^2 / 2) / sqrt(2 pi). TVM has no rule; this needs erf, registered below.
+    # phi(x) = exp(-x^2 / 2) / sqrt(2 pi). TVM has no rule; this needs erf (unary.py).
     x = call.args[0]
     cdf = R.multiply(_c(0.5, x), R.add(_c(1, x), R.erf(R.multiply(x, _c(1 / math.sqrt(2), x)))))
     pdf = R.multiply(R.exp(R.multiply(R.multiply(x, x), _c(-0.5, x))), _c(1 / math.sqrt(2 * math.pi), x))
@@ -86,12 +85,6 @@ def _log_softmax_grad(call, out, g):
     # g - exp(y) * sum(g, axis, keepdims), with y the log_softmax itself (TVM's rule).
     axis = call.attrs["axis"]
     return [R.subtract(g, R.multiply(R.sum(g, axis=[axis], keepdims=True), R.exp(out)))]
-
-
-def _erf_grad(call, out, g):
-    # d erf(x) / dx = 2 / sqrt(pi) * exp(-x^2).
-    x = call.args[0]
-    return [R.multiply(g, R.multiply(R.exp(R.negative(R.multiply(x, x))), _c(2 / math.sqrt(math.pi), x)))]
 
 
 relu = register("relax.nn.relu", ("data",), infer=_infer_any, kernel=relu_kernel, grad=_relu_grad, inplace=_relu_into, cost=ELEMENTWISE)
@@ -115,5 +108,3 @@ log_softmax = register(
     grad=_log_softmax_grad,
     cost=Cost("reduce", times(5.0)),
 )
-# erf is elementwise, but lives here because only gelu's gradient emits it (TVM spells it R.erf).
-erf = register("relax.erf", ("x",), infer=infer_float, kernel=special.erf, grad=_erf_grad, cost=ELEMENTWISE)
