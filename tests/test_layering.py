@@ -15,7 +15,7 @@ PACKAGE = Path(retrograd.__file__).resolve().parent
 # Rank of each top-level part of the package; a module may import parts of lower or equal rank,
 # except that the parts of rank 4 are siblings and may not import each other.
 RANK = {
-    "errors": 0, "gc_pause": 0,
+    "errors": 0, "gc_pause": 0, "tuning": 0,  # tuning: the parallelism thresholds, read by kernels and runtime
     "ir": 1,
     "ops": 2,
     "kernels": 2.5,  # the public kernel namespace: every op's kernel under its name (reads the registry)

@@ -9,6 +9,7 @@ import math
 
 import numpy as np
 
+import retrograd.tuning as tuning
 from retrograd.errors import GradientError, KernelError
 from retrograd.ir.expr import Tuple, TupleGetItem
 from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo
@@ -440,7 +441,7 @@ def _sum_by_parts(x, axes):
     parts of the batch computed on the kernel threads."""
     if axes[0] != 0 or x.ndim == 0:
         return _sum(x, axes)
-    return parallel.run_sum(lambda sl: _sum(x[sl], axes), x.shape[0], x.nbytes / parallel.COPY_BYTES_PER_NS)
+    return parallel.run_sum(lambda sl: _sum(x[sl], axes), x.shape[0], x.nbytes / tuning.COPY_BYTES_PER_NS)
 
 
 def _sum(x, axes):
