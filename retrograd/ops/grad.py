@@ -42,25 +42,16 @@ no_grad = register(
     aliases=(0,), view=views.same,
     cost=VIEW,
 )
-start_checkpoint = register(
-    "relax.grad.start_checkpoint",
-    (Arg("input", "any"),),
-    infer=_identity_infer,
-    kernel=identity_kernel,
+
+
+def _checkpoint_marker(name):
     # Markers are identities at run time; Gradient recomputes the values of a segment for the backward part.
-    grad=lambda call, out, g: [g],
-    aliases=(0,), view=views.same,
-    cost=VIEW,
-)
-end_checkpoint = register(
-    "relax.grad.end_checkpoint",
-    (Arg("input", "any"),),
-    infer=_identity_infer,
-    kernel=identity_kernel,
-    grad=lambda call, out, g: [g],
-    aliases=(0,), view=views.same,
-    cost=VIEW,
-)
+    return register(f"relax.grad.{name}", (Arg("input", "any"),), infer=_identity_infer, kernel=identity_kernel,
+                    grad=lambda call, out, g: [g], aliases=(0,), view=views.same, cost=VIEW)
+
+
+start_checkpoint = _checkpoint_marker("start_checkpoint")
+end_checkpoint = _checkpoint_marker("end_checkpoint")
 
 # -- shared checks --------------------------------------------------------------
 

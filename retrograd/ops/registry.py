@@ -70,6 +70,13 @@ class InferCtx:
             raise self.error(f"expected a tensor, got {format_sinfo(s, brief=True)}", i)
         return s
 
+    def float_tensor(self, i: int) -> TensorStructInfo:
+        """Argument i, a tensor of a float dtype (or of a dtype not known yet)."""
+        s = self.tensor(i)
+        if s.dtype and not is_float_dtype(s.dtype):
+            raise self.error(f"requires a float tensor, got dtype {s.dtype}", i)
+        return s
+
     def tuple(self, i: int) -> TupleStructInfo:
         s = self.sinfo[i]
         if not isinstance(s, TupleStructInfo):

@@ -21,10 +21,8 @@ from retrograd.ops.registry import Arg, Attr, InferCtx, register
 
 
 def _infer_affine_grid(ctx: InferCtx) -> TensorStructInfo:
-    theta = ctx.tensor(0)
+    theta = ctx.float_tensor(0)
     size = shape_arg(ctx, 1)
-    if theta.dtype and not is_float_dtype(theta.dtype):
-        raise ctx.error(f"requires a float tensor, got dtype {theta.dtype}", 0)
     if size.ndim not in (-1, 2, 3):
         raise ctx.error(f"size must have 2 (H, W) or 3 (D, H, W) entries, got {size.ndim}", 1)
     if theta.ndim not in (-1, 3):

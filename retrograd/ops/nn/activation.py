@@ -6,34 +6,19 @@ import math
 
 import numpy as np
 
-from retrograd.ir.expr import const
-from retrograd.ir.struct_info import TensorStructInfo, is_float_dtype
+from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
 from retrograd.ops.kernels import activation as act_kernels
 from retrograd.ops.cost import ELEMENTWISE, Cost, times
+from retrograd.ops.elementwise import infer_float_unary, infer_unary
 from retrograd.ops.registry import Attr, InferCtx, register
+from retrograd.ops.rule_helpers import scalar
 from retrograd.ops.shape_utils import normalize_axis
 
 
-def _c(value: float, like) -> object:
-    # Rules must not mix dtypes (binary ops refuse): constants take the argument's dtype.
-    return const(value, like.struct_info.dtype)
-
-
-def _infer_any(ctx: InferCtx) -> TensorStructInfo:
-    return ctx.tensor(0)
-
-
-def infer_float(ctx: InferCtx) -> TensorStructInfo:
-    x = ctx.tensor(0)
-    if x.dtype and not is_float_dtype(x.dtype):
-        raise ctx.error(f"requires a float tensor, got dtype {x.dtype}", 0)
-    return x
-
-
 def _infer_softmax(ctx: InferCtx) -> TensorStructInfo:
-    x = infer_float(ctx)
+    x = infer_float_unary(ctx)
     axis = ctx.attrs["axis"]
     if x.ndim == 0 or (x.ndim != -1 and normalize_axis(axis, x.ndim) is None):
         raise ctx.error(f"axis {axis} out of range for a {x.ndim}-D tensor", 0)
@@ -55,7 +40,7 @@ def _relu_grad(call, out, g):
     # g where x > 0, else 0: PyTorch's convention at x == 0 (TVM passes g through at 0). Read from the
     # result (relu(x) > 0 exactly where x > 0, NaN included) so the input can die at the relu, which
     # then overwrites it: a store-all adjoint keeps one activation per layer, not two.
-    zero = _c(0, out)
+    zero = scalar(0, out)
     return [R.where(R.greater(out, zero), g, zero)]
 
 
@@ -63,15 +48,15 @@ def _silu_grad(call, out, g):
     # silu = x * s with s = sigmoid(x): d/dx = s + x * s * (1 - s) = s + y * (1 - s) (TVM's rule).
     x = call.args[0]
     s = R.sigmoid(x)
-    return [R.multiply(g, R.add(s, R.multiply(out, R.subtract(_c(1, x), s))))]
+    return [R.multiply(g, R.add(s, R.multiply(out, R.subtract(scalar(1, x), s))))]
 
 
 def _gelu_grad(call, out, g):
     # gelu = x * Phi(x): d/dx = Phi(x) + x * phi(x), with Phi(x) = (1 + erf(x / sqrt 2)) / 2 and
     # phi(x) = exp(-x^2 / 2) / sqrt(2 pi). TVM has no rule; this needs erf (unary.py).
     x = call.args[0]
-    cdf = R.multiply(_c(0.5, x), R.add(_c(1, x), R.erf(R.multiply(x, _c(1 / math.sqrt(2), x)))))
-    pdf = R.multiply(R.exp(R.multiply(R.multiply(x, x), _c(-0.5, x))), _c(1 / math.sqrt(2 * math.pi), x))
+    cdf = R.multiply(scalar(0.5, x), R.add(scalar(1, x), R.erf(R.multiply(x, scalar(1 / math.sqrt(2), x)))))
+    pdf = R.multiply(R.exp(R.multiply(R.multiply(x, x), scalar(-0.5, x))), scalar(1 / math.sqrt(2 * math.pi), x))
     return [R.multiply(g, R.add(cdf, R.multiply(x, pdf)))]
 
 
@@ -87,9 +72,9 @@ def _log_softmax_grad(call, out, g):
     return [R.subtract(g, R.multiply(R.sum(g, axis=[axis], keepdims=True), R.exp(out)))]
 
 
-relu = register("relax.nn.relu", ("data",), infer=_infer_any, kernel=relu_kernel, grad=_relu_grad, inplace=_relu_into, cost=ELEMENTWISE)
-silu = register("relax.nn.silu", ("data",), infer=infer_float, kernel=act_kernels.silu, grad=_silu_grad, cost=ELEMENTWISE)
-gelu = register("relax.nn.gelu", ("data",), infer=infer_float, kernel=act_kernels.gelu, grad=_gelu_grad, cost=ELEMENTWISE)
+relu = register("relax.nn.relu", ("data",), infer=infer_unary, kernel=relu_kernel, grad=_relu_grad, inplace=_relu_into, cost=ELEMENTWISE)
+silu = register("relax.nn.silu", ("data",), infer=infer_float_unary, kernel=act_kernels.silu, grad=_silu_grad, cost=ELEMENTWISE)
+gelu = register("relax.nn.gelu", ("data",), infer=infer_float_unary, kernel=act_kernels.gelu, grad=_gelu_grad, cost=ELEMENTWISE)
 softmax = register(
     "relax.nn.softmax",
     ("data",),

@@ -181,9 +181,7 @@ def _to_rate(v):
 
 
 def _infer_dropout(ctx: InferCtx) -> TupleStructInfo:
-    x = ctx.tensor(0)
-    if x.dtype and not is_float_dtype(x.dtype):
-        raise ctx.error(f"requires a float tensor, got dtype {x.dtype}", 0)
+    x = ctx.float_tensor(0)
     if len(ctx.sinfo) > 1:
         key = ctx.tensor(1)
         if key.dtype and not is_int_dtype(key.dtype):

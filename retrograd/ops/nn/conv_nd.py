@@ -6,7 +6,6 @@
 
 from __future__ import annotations
 
-from retrograd.ir.expr import shape_expr
 from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops import attr_types as at
 from retrograd.ops.api import R

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from retrograd.errors import GradientError
 from retrograd.ir.expr import Tuple, TupleGetItem, const, shape_expr
-from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, is_float_dtype
+from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo
 from retrograd.ir.text import format_sinfo
 from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
@@ -43,13 +43,6 @@ BATCH_NORM_ATTRS = (
 # -- inference -------------------------------------------------------------------------------
 
 
-def _data(ctx: InferCtx, i: int = 0) -> TensorStructInfo:
-    x = ctx.tensor(i)
-    if x.dtype and not is_float_dtype(x.dtype):
-        raise ctx.error(f"requires a float tensor, got dtype {x.dtype}", i)
-    return x
-
-
 def _param(ctx: InferCtx, i: int, x: TensorStructInfo, dims, what: str) -> TensorStructInfo:
     """Argument i must be a tensor of x's dtype with the given dims (None: unknown)."""
     p = ctx.tensor(i)
@@ -71,7 +64,7 @@ def _dims_at(x: TensorStructInfo, axes):
 
 
 def _infer_layer_norm(ctx: InferCtx) -> TensorStructInfo:
-    x = _data(ctx)
+    x = ctx.float_tensor(0)
     if x.ndim == -1:
         for i in range(1, len(ctx.sinfo)):
             _param(ctx, i, x, None, "")
@@ -88,7 +81,7 @@ def _channel_dim(ctx: InferCtx, x: TensorStructInfo, channel_axis: int):
 
 
 def _infer_group_norm(ctx: InferCtx) -> TensorStructInfo:
-    x = _data(ctx)
+    x = ctx.float_tensor(0)
     if x.ndim == -1:
         for i in range(1, len(ctx.sinfo)):
             _param(ctx, i, x, None, "")
@@ -110,7 +103,7 @@ def _infer_group_norm(ctx: InferCtx) -> TensorStructInfo:
 
 
 def _infer_batch_norm(ctx: InferCtx) -> TupleStructInfo:
-    x = _data(ctx)
+    x = ctx.float_tensor(0)
     if x.ndim == -1:
         for i in range(1, 5):
             _param(ctx, i, x, None, "")
@@ -253,6 +246,9 @@ class _Shifted:
     def tensor(self, i: int) -> TensorStructInfo:
         return self._ctx.tensor(i + self._k)
 
+    def float_tensor(self, i: int) -> TensorStructInfo:
+        return self._ctx.float_tensor(i + self._k)
+
     def error(self, message: str, arg: int | None = None):
         return self._ctx.error(message, None if arg is None else arg + self._k)
 
@@ -357,7 +353,7 @@ group_norm_backward = _norm_backward(
 
 
 def _infer_batch_norm_backward(ctx: InferCtx) -> TupleStructInfo:
-    x = _data(ctx, 3)
+    x = ctx.float_tensor(3)
     c = None
     if x.ndim != -1:
         c = x.shape[axes_of(ctx, (ctx.attrs["axis"],), x.ndim, 3, "axis")[0]] if x.shape is not None else None

@@ -5,22 +5,19 @@
 
 from __future__ import annotations
 
-from retrograd.ir.expr import const, shape_expr
+from retrograd.ir.expr import shape_expr
 from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
 from retrograd.ops.kernels import pointwise as pw
-from retrograd.ops.nn.activation import infer_float
+from retrograd.ops.elementwise import infer_float_unary
+from retrograd.ops.rule_helpers import scalar
 from retrograd.ops.registry import Attr, InferCtx, register
 from retrograd.ops.shape_utils import normalize_axis
 
 
-def _c(value: float, like):
-    return const(value, like.struct_info.dtype)
-
-
 def _positive(x):
-    return R.greater(x, _c(0, x))
+    return R.greater(x, scalar(0, x))
 
 
 def _gelu_tanh_grad(call, out, g):
@@ -28,21 +25,21 @@ def _gelu_tanh_grad(call, out, g):
     # dy/dx = 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 a x^2).
     x = call.args[0]
     x2 = R.multiply(x, x)
-    u = R.multiply(R.multiply(x, _c(pw.GELU_TANH_C, x)), R.add(_c(1, x), R.multiply(x2, _c(pw.GELU_TANH_A, x))))
+    u = R.multiply(R.multiply(x, scalar(pw.GELU_TANH_C, x)), R.add(scalar(1, x), R.multiply(x2, scalar(pw.GELU_TANH_A, x))))
     t = R.tanh(u)
-    du = R.multiply(_c(pw.GELU_TANH_C, x), R.add(_c(1, x), R.multiply(x2, _c(3 * pw.GELU_TANH_A, x))))
-    left = R.multiply(_c(0.5, x), R.add(_c(1, x), t))
-    right = R.multiply(R.multiply(R.multiply(_c(0.5, x), x), R.subtract(_c(1, x), R.multiply(t, t))), du)
+    du = R.multiply(scalar(pw.GELU_TANH_C, x), R.add(scalar(1, x), R.multiply(x2, scalar(3 * pw.GELU_TANH_A, x))))
+    left = R.multiply(scalar(0.5, x), R.add(scalar(1, x), t))
+    right = R.multiply(R.multiply(R.multiply(scalar(0.5, x), x), R.subtract(scalar(1, x), R.multiply(t, t))), du)
     return [R.multiply(g, R.add(left, right))]
 
 
 def _leakyrelu_grad(call, out, g):
     x = call.args[0]
-    return [R.where(_positive(x), g, R.multiply(g, _c(call.attrs["alpha"], x)))]
+    return [R.where(_positive(x), g, R.multiply(g, scalar(call.attrs["alpha"], x)))]
 
 
 def _infer_prelu(ctx: InferCtx) -> TensorStructInfo:
-    x = infer_float(ctx)
+    x = infer_float_unary(ctx)
     alpha = ctx.tensor(1)
     if alpha.dtype and x.dtype and alpha.dtype != x.dtype:
         raise ctx.error(f"alpha must have the data's dtype {x.dtype}, got {alpha.dtype}", 1)
@@ -72,7 +69,7 @@ def _prelu_grad(call, out, g):
     alpha_b = R.reshape(alpha, shape_expr(shape))
     pos = _positive(x)
     dx = R.where(pos, g, R.multiply(g, alpha_b))
-    neg_part = R.where(pos, _c(0, x), R.multiply(x, g))
+    neg_part = R.where(pos, scalar(0, x), R.multiply(x, g))
     others = [i for i in range(xs.ndim) if i != axis or a == 1]
     da = R.sum(neg_part, axis=others)
     if a == 1:
@@ -83,24 +80,24 @@ def _prelu_grad(call, out, g):
 def _selu_grad(call, out, g):
     # scale where x > 0, else scale * alpha * exp(x) = y + scale * alpha.
     x = call.args[0]
-    neg = R.add(out, _c(pw.SELU_SCALE * pw.SELU_ALPHA, x))
-    return [R.multiply(g, R.where(_positive(x), _c(pw.SELU_SCALE, x), neg))]
+    neg = R.add(out, scalar(pw.SELU_SCALE * pw.SELU_ALPHA, x))
+    return [R.multiply(g, R.where(_positive(x), scalar(pw.SELU_SCALE, x), neg))]
 
 
 def _softplus_grad(call, out, g):
     # sigmoid(beta x), and 1 where beta x > threshold (the identity branch).
     x = call.args[0]
-    bx = R.multiply(x, _c(call.attrs["beta"], x))
-    slope = R.where(R.greater(bx, _c(call.attrs["threshold"], x)), _c(1, x), R.sigmoid(bx))
+    bx = R.multiply(x, scalar(call.attrs["beta"], x))
+    slope = R.where(R.greater(bx, scalar(call.attrs["threshold"], x)), scalar(1, x), R.sigmoid(bx))
     return [R.multiply(g, slope)]
 
 
-gelu_tanh = register("relax.nn.gelu_tanh", ("data",), infer=infer_float, kernel=pw.gelu_tanh, grad=_gelu_tanh_grad)
+gelu_tanh = register("relax.nn.gelu_tanh", ("data",), infer=infer_float_unary, kernel=pw.gelu_tanh, grad=_gelu_tanh_grad)
 leakyrelu = register(
     "relax.nn.leakyrelu",
     ("data",),
     (Attr("alpha", at.to_float, 0.01),),
-    infer=infer_float,
+    infer=infer_float_unary,
     kernel=pw.leakyrelu,
     grad=_leakyrelu_grad,
 )
@@ -112,12 +109,12 @@ prelu = register(
     kernel=pw.prelu,
     grad=_prelu_grad,
 )
-selu = register("relax.nn.selu", ("data",), infer=infer_float, kernel=pw.selu, grad=_selu_grad)
+selu = register("relax.nn.selu", ("data",), infer=infer_float_unary, kernel=pw.selu, grad=_selu_grad)
 softplus = register(
     "relax.nn.softplus",
     ("data",),
     (Attr("beta", at.to_float, 1.0), Attr("threshold", at.to_float, 20.0)),
-    infer=infer_float,
+    infer=infer_float_unary,
     kernel=pw.softplus,
     grad=_softplus_grad,
 )
