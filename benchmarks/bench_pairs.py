@@ -3,7 +3,7 @@ rotating), the median of per-round ratios on/off (machine drift cancels).
 
 Run by hand: ``python benchmarks/bench_pairs.py [digits|mnist] [rounds]`` (BLAS and kernels at two
 threads). Models as benchmarks/bench_training.py builds them (digits CNN at batch 32, MNIST net at 64).
-Pairing stays only while it pays on both (runtime/tuning.py records the figures).
+Pairing stays only while it pays on both (retrograd/tuning.py records the figures).
 """
 import os
 import statistics

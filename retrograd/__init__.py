@@ -49,14 +49,14 @@ def build(mod: IRModule, **options):
 
 def lower_to_python(mod: IRModule, source_name: str = "module") -> str:
     """The module as readable standalone Python calling the executor's kernels, one statement per binding."""
-    from retrograd.lower import lower_to_python as _lower
+    from retrograd.codegen import lower_to_python as _lower
 
     return _lower(mod, source_name)
 
 
 def to_dot(mod: IRModule, func: str | None = None) -> str:
     """Graphviz DOT of a function's dataflow (every function when `func` is None)."""
-    from retrograd.lower import to_dot as _to_dot
+    from retrograd.visualize import to_dot as _to_dot
 
     return _to_dot(mod, func)
 

@@ -1,4 +1,4 @@
-"""Layering `ir <- ops <- analysis <- parser/passes/runtime <- lower/frontend <- cli`: no module imports upward or sideways,
+"""Layering `ir <- ops <- analysis <- parser/passes/runtime <- codegen/visualize/frontend <- cli`: no module imports upward or sideways,
 function-level (lazy) imports included; read from the source with `ast`, so nothing is executed."""
 
 from __future__ import annotations
@@ -15,15 +15,15 @@ PACKAGE = Path(retrograd.__file__).resolve().parent
 # Rank of each top-level part of the package; a module may import parts of lower or equal rank,
 # except that the parts of rank 4 are siblings and may not import each other.
 RANK = {
-    "errors": 0, "gc_pause": 0,
+    "errors": 0, "gc_pause": 0, "tuning": 0,  # tuning: the parallelism thresholds, read by kernels and runtime
     "ir": 1,
     "ops": 2,
     "kernels": 2.5,  # the public kernel namespace: every op's kernel under its name (reads the registry)
     "analysis": 3,  # may not exist yet
     "parser": 4, "passes": 4, "runtime": 4,
-    "lower": 5,
+    "codegen": 5, "visualize": 5,  # source code generation (retrograd lower) and pictures (dot, memory plots)
     "frontend": 5,  # TVM interop: builds IR with the ops, prints with the parser's printer
-    "training": 5,  # above passes and runtime, beside lower, below cli
+    "training": 5,  # above passes and runtime, beside codegen, below cli
     "distributed": 5.25,  # data-parallel training: a pass over training's train step, its trainer
     "examples": 5.5,  # runnable examples built on training; cli starts them
     "cli": 6, "testing": 6, "__init__": 6, "__main__": 6,

@@ -20,7 +20,7 @@ def cmd_memory(args) -> int:
     if not args.html and ext not in FORMATS:
         raise UsageError(f"-o {args.output}: the picture is written as {', '.join(FORMATS)} (by its extension); "
                          "--html writes an interactive page")
-    from retrograd.lower.memory_plot import memory_curves, memory_figure, memory_html
+    from retrograd.visualize.memory_plot import memory_curves, memory_figure, memory_html
 
     mod = load_verified(args.file)
     function_named(mod, args.func, args.file)

@@ -105,7 +105,7 @@ class PlanReports:
 
 
 def cmd_lower(args) -> int:
-    from retrograd.lower import lower_to_python
+    from retrograd.codegen import lower_to_python
 
     mod = load_verified(args.file)
     if args.func is not None:
@@ -126,7 +126,7 @@ def cmd_lower(args) -> int:
 
 
 def cmd_dot(args) -> int:
-    from retrograd.lower import render, to_dot
+    from retrograd.visualize import render, to_dot
 
     mod = load_verified(args.file)
     text = to_dot(mod, args.func)

@@ -360,64 +360,19 @@ broadcast_from_worker0 = register(
     pure=False,
 )
 
+_PARTS = (Attr("num_workers", _workers), Attr("axis", at.to_int, 0))  # a tensor in parts along an axis
 scatter_from_worker0 = register(
     "relax.ccl.scatter_from_worker0",
     ("x",),
-    (Attr("num_workers", _workers), Attr("axis", at.to_int, 0)),
+    _PARTS,
     infer=_split_infer,
     kernel=scatter_kernel,
     # Worker r's output is part r of worker 0's input: worker 0 receives every part's cotangent.
-    grad=lambda call, out, g: [R.ccl.gather_to_worker0(g, num_workers=call.attrs["num_workers"], axis=call.attrs["axis"])],
+    grad=lambda call, out, g: [R.ccl.gather_to_worker0(g, **call.attrs)],
     pure=False,
     # TVM's inference indexes the shape with the axis as given: a negative one makes its module ill-formed.
     tvm_note=lambda a: (f"R.ccl.scatter_from_worker0(axis={a['axis']}): TVM takes no negative axis"
                         if a["axis"] < 0 else None),
-)
-
-reduce_to_worker0 = register(
-    "relax.ccl.reduce_to_worker0",
-    ("x",),
-    (Attr("op_type", lambda v: _sum_only(v), "sum"),),
-    infer=_same_infer,
-    kernel=reduce_to_worker0_kernel,
-    grad=lambda call, out, g: [R.ccl.broadcast_from_worker0(g)],
-    pure=False,
-    tvm_note=lambda a: _own("reduce_to_worker0"),
-)
-
-gather_to_worker0 = register(
-    "relax.ccl.gather_to_worker0",
-    ("x",),
-    (Attr("num_workers", _workers), Attr("axis", at.to_int, 0)),
-    infer=_join_infer,
-    kernel=gather_to_worker0_kernel,
-    grad=lambda call, out, g: [R.ccl.scatter_from_worker0(g, num_workers=call.attrs["num_workers"], axis=call.attrs["axis"])],
-    pure=False,
-    tvm_note=lambda a: _own("gather_to_worker0"),
-)
-
-# This worker's part of a tensor every worker holds, and its adjoint (the part placed in zeros):
-# no communication, but the value depends on which worker runs it, so they are impure too.
-local_slice = register(
-    "relax.ccl.local_slice",
-    ("x",),
-    (Attr("num_workers", _workers), Attr("axis", at.to_int, 0)),
-    infer=_split_infer,
-    kernel=local_slice_kernel,
-    grad=lambda call, out, g: [R.ccl.local_embed(g, num_workers=call.attrs["num_workers"], axis=call.attrs["axis"])],
-    pure=False,
-    tvm_note=lambda a: _own("local_slice"),
-)
-
-local_embed = register(
-    "relax.ccl.local_embed",
-    ("x",),
-    (Attr("num_workers", _workers), Attr("axis", at.to_int, 0)),
-    infer=_join_infer,
-    kernel=local_embed_kernel,
-    grad=lambda call, out, g: [R.ccl.local_slice(g, num_workers=call.attrs["num_workers"], axis=call.attrs["axis"])],
-    pure=False,
-    tvm_note=lambda a: _own("local_embed"),
 )
 
 
@@ -426,3 +381,31 @@ def _sum_only(v) -> str:
     if v != "sum":
         raise ValueError("only 'sum' (the adjoint of a broadcast)")
     return v
+
+
+def _own_collective(name, attrs_schema, infer, kernel, adjoint):
+    """One of retrograd's own collectives (a gradient of TVM's, which TVM lacks), on one tensor `x`;
+    impure, as every collective (its value depends on the worker running it). `adjoint(g, attrs)` builds
+    its gradient: the collective that undoes its data movement."""
+    return register(
+        f"relax.ccl.{name}",
+        ("x",),
+        attrs_schema,
+        infer=infer,
+        kernel=kernel,
+        grad=lambda call, out, g: [adjoint(g, call.attrs)],
+        pure=False,
+        tvm_note=lambda a: _own(name),
+    )
+
+
+reduce_to_worker0 = _own_collective("reduce_to_worker0", (Attr("op_type", _sum_only, "sum"),), _same_infer,
+                                    reduce_to_worker0_kernel, lambda g, attrs: R.ccl.broadcast_from_worker0(g))
+gather_to_worker0 = _own_collective("gather_to_worker0", _PARTS, _join_infer, gather_to_worker0_kernel,
+                                    lambda g, attrs: R.ccl.scatter_from_worker0(g, **attrs))
+# This worker's part of a tensor every worker holds, and its adjoint (the part placed in zeros): no
+# communication.
+local_slice = _own_collective("local_slice", _PARTS, _split_infer, local_slice_kernel,
+                              lambda g, attrs: R.ccl.local_embed(g, **attrs))
+local_embed = _own_collective("local_embed", _PARTS, _join_infer, local_embed_kernel,
+                              lambda g, attrs: R.ccl.local_slice(g, **attrs))

@@ -1,5 +1,6 @@
 """Tensor creation (TVM's create.py): zeros, ones, full from a shape; zeros_like, ones_like, full_like from a
-tensor; arange, eye, eye_like, hamming_window, meshgrid, one_hot from prim values and index tensors."""
+tensor; arange, eye, eye_like, hamming_window, meshgrid, one_hot from prim values and index tensors; triu /
+tril, whose `k` is an attribute printed positionally as TVM does (`R.triu(x, 0)`: `print_positional`)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
 from retrograd.ops.attr_types import to_dtype, to_opt_dtype
 from retrograd.ops.cost import ELEMENTWISE
-from retrograd.ops.gather_scatter import index_tensor
+from retrograd.ops.index.gather_scatter import index_tensor
 from retrograd.ops.registry import Arg, Attr, InferCtx, no_gradient, register
 
 
@@ -360,3 +361,39 @@ one_hot = register(
     kernel=one_hot_kernel,
     grad=no_gradient,
 )
+
+
+# -- triu, tril: a tensor's upper / lower triangle (TVM's create.py) ---------------------------------
+
+
+def _infer_tri(ctx: InferCtx) -> TensorStructInfo:
+    x = ctx.tensor(0)
+    if x.ndim != -1 and x.ndim < 2:
+        raise ctx.error(f"expects a tensor of at least two dimensions, got ndim {x.ndim}", 0)
+    return x
+
+
+def tri_kernel(fn):
+    """np.triu / np.tril under TVM's keyword `k`, the result in C order."""
+
+    def kernel(x, k=0):
+        return np.asarray(fn(x, k), order="C")
+
+    return kernel
+
+
+def _tri(name, fn):
+    return register(
+        f"relax.{name}",
+        ("x",),
+        (Attr("k", at.to_int, 0),),
+        infer=_infer_tri,
+        kernel=tri_kernel(fn),
+        grad=lambda call, out, g: [getattr(R, name)(g, k=call.attrs["k"])],
+        print_positional=("k",),
+        cost=ELEMENTWISE,
+    )
+
+
+triu = _tri("triu", np.triu)
+tril = _tri("tril", np.tril)

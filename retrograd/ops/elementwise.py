@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from retrograd.errors import KernelError
-from retrograd.ir.struct_info import TensorStructInfo, is_float_dtype
+from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops.cost import ELEMENTWISE
 from retrograd.ops.registry import InferCtx, no_gradient, register
 from retrograd.ops.shape_utils import broadcast_shapes, same_dtype
@@ -40,11 +40,8 @@ def infer_unary(ctx: InferCtx) -> TensorStructInfo:
 
 
 def infer_float_unary(ctx: InferCtx) -> TensorStructInfo:
-    x = ctx.tensor(0)
     # TVM: transcendental ops require a float input (an int tensor would silently truncate).
-    if x.dtype and not is_float_dtype(x.dtype):
-        raise ctx.error(f"expects a float tensor, got dtype {x.dtype}", 0)
-    return x
+    return ctx.float_tensor(0)
 
 
 # -- kernels ------------------------------------------------------------------------------------

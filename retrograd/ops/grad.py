@@ -13,8 +13,8 @@ from retrograd.ops.kernels import loss as loss_kernels
 from retrograd.ops.kernels import pool as pool_kernels
 from retrograd.ops.kernels import window_gather
 from retrograd.ops.kernels.window import Window2d, to_layout
-from retrograd.ops.nn_loss import NLL_ATTRS, nll_output
-from retrograd.ops.nn_pool import POOL_ATTRS, POOL_POSITIONAL, canonical_pool_attrs, pool_attrs, pool_output
+from retrograd.ops.nn.loss import NLL_ATTRS, nll_output
+from retrograd.ops.nn.pool import POOL_ATTRS, POOL_POSITIONAL, canonical_pool_attrs, pool_attrs, pool_output
 from retrograd.ops.cost import ELEMENTWISE, POOL_BACKWARD, REDUCE, VIEW
 from retrograd.ops import views
 from retrograd.ops.registry import Arg, Attr, InferCtx, no_gradient, register
@@ -42,25 +42,16 @@ no_grad = register(
     aliases=(0,), view=views.same,
     cost=VIEW,
 )
-start_checkpoint = register(
-    "relax.grad.start_checkpoint",
-    (Arg("input", "any"),),
-    infer=_identity_infer,
-    kernel=identity_kernel,
+
+
+def _checkpoint_marker(name):
     # Markers are identities at run time; Gradient recomputes the values of a segment for the backward part.
-    grad=lambda call, out, g: [g],
-    aliases=(0,), view=views.same,
-    cost=VIEW,
-)
-end_checkpoint = register(
-    "relax.grad.end_checkpoint",
-    (Arg("input", "any"),),
-    infer=_identity_infer,
-    kernel=identity_kernel,
-    grad=lambda call, out, g: [g],
-    aliases=(0,), view=views.same,
-    cost=VIEW,
-)
+    return register(f"relax.grad.{name}", (Arg("input", "any"),), infer=_identity_infer, kernel=identity_kernel,
+                    grad=lambda call, out, g: [g], aliases=(0,), view=views.same, cost=VIEW)
+
+
+start_checkpoint = _checkpoint_marker("start_checkpoint")
+end_checkpoint = _checkpoint_marker("end_checkpoint")
 
 # -- shared checks --------------------------------------------------------------
 

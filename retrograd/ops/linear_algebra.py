@@ -14,7 +14,7 @@ from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
 from retrograd.ops.attr_types import to_opt_dtype
 from retrograd.ops.cost import ELEMENTWISE, MATMUL, Cost, elements
-from retrograd.ops.kernels.matmul import matmul as matmul_kernel
+from retrograd.ops.kernels.matmul import matmul as matmul_kernel, matmul_parts
 from retrograd.ops.registry import Attr, InferCtx, register
 from retrograd.ops.shape_utils import broadcast_shapes, same_dtype
 
@@ -89,6 +89,7 @@ matmul = register(
     kernel=matmul_kernel,
     grad=_matmul_grad,
     cost=MATMUL,
+    split_kernel=matmul_parts,  # large products in parts while an executor call holds BLAS to one thread
 )
 
 

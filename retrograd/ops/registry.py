@@ -70,6 +70,13 @@ class InferCtx:
             raise self.error(f"expected a tensor, got {format_sinfo(s, brief=True)}", i)
         return s
 
+    def float_tensor(self, i: int) -> TensorStructInfo:
+        """Argument i, a tensor of a float dtype (or of a dtype not known yet)."""
+        s = self.tensor(i)
+        if s.dtype and not is_float_dtype(s.dtype):
+            raise self.error(f"requires a float tensor, got dtype {s.dtype}", i)
+        return s
+
     def tuple(self, i: int) -> TupleStructInfo:
         s = self.sinfo[i]
         if not isinstance(s, TupleStructInfo):
@@ -116,9 +123,12 @@ class OpDef(Op):
     - `cost`: a `Cost(kind, flops)` (ops/cost.py): the op's class for the checkpoint planner and what
       computing a call once costs, from static struct info; default: kind "other", one unit per output
       element;
-    - `threaded`: the kernel may split its work over the kernel threads (ops/kernels/parallel.py). It
-      allows, the runtime decides: runtime/threading.py holds BLAS to one thread while such a function
-      runs and may run two such kernels at once (runtime/pairs.py).
+    - `threaded`: the kernel splits its batch over the kernel threads (ops/kernels/parallel.py). It
+      allows, the runtime decides: an executor call of a module with such kernels holds BLAS to one
+      thread (runtime/threads.py), and two such kernels may run at once (runtime/pairs.py);
+    - `split_kernel`: the kernel's form that computes a large result in parts on the kernel threads
+      (matmul's), with the kernel's signature and results; the runtime binds it in executor calls that
+      hold BLAS to one thread, and `kernel` elsewhere (where BLAS threads the work itself).
     """
 
     name: str
@@ -138,6 +148,7 @@ class OpDef(Op):
     cost: Cost = DEFAULT_COST
     view: Callable | None = None
     threaded: bool = False
+    split_kernel: Callable | None = None
     _attr_index: Mapping[str, Attr] = attrs.field(init=False)
 
     def __attrs_post_init__(self):
@@ -323,6 +334,7 @@ def register(
     cost: Cost = DEFAULT_COST,
     view: Callable | None = None,
     threaded: bool = False,
+    split_kernel: Callable | None = None,
 ) -> OpDef:
     """Register an op; `args` items are names or Arg. Registering a name twice is an error.
 
@@ -349,6 +361,7 @@ def register(
         cost=cost,
         view=view,
         threaded=threaded,
+        split_kernel=split_kernel,
     )
     _REGISTRY[name] = op
     return op

@@ -51,14 +51,15 @@ def in_storage(op, out_sinfo, arg_sinfos) -> str | None:
     return storage_dtype(out_sinfo, arg_sinfos)
 
 
-def for_storage(op, out_sinfo, arg_sinfos):
-    """`op.kernel`, or when the call involves a storage dtype, a kernel computing in float32 on widened
-    operands whose results are rounded to the dtypes `out_sinfo` gives them."""
+def for_storage(op, out_sinfo, arg_sinfos, kernel=None):
+    """`kernel` (default `op.kernel`), or when the call involves a storage dtype, a kernel computing it in
+    float32 on widened operands whose results are rounded to the dtypes `out_sinfo` gives them."""
+    kernel = op.kernel if kernel is None else kernel
     dtype = in_storage(op, out_sinfo, arg_sinfos)
     if dtype is None:
-        return op.kernel
+        return kernel
     require_extension(dtype)
-    return in_float32(op.kernel, result_dtypes(out_sinfo))
+    return in_float32(kernel, result_dtypes(out_sinfo))
 
 
 def result_dtypes(sinfo):

@@ -1,13 +1,16 @@
-"""Unary elementwise ops: abs, negation, trigonometry, exp / log / sqrt, sigmoid, clip, rounding, sign,
+"""Unary elementwise ops: abs, negation, trigonometry, exp / log / sqrt, erf, sigmoid, clip, rounding, sign,
 finiteness checks (TVM's unary.py; logical_not and bitwise_not are in logical.py)."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
 from retrograd.ir.struct_info import PrimStructInfo, TensorStructInfo
 from retrograd.ops.api import R
 from retrograd.ops.cost import ELEMENTWISE
+from retrograd.ops.kernels import special
 from retrograd.ops.elementwise import infer_unary, keep_dtype, quiet_ufunc_kernel, register_unary, ufunc_kernel
 from retrograd.ops.registry import Arg, InferCtx, no_gradient, register
 from retrograd.ops.rule_helpers import scalar
@@ -105,6 +108,11 @@ atanh = register_unary(
 cosh = register_unary("cosh", quiet_ufunc_kernel(np.cosh), lambda c, o, g: [R.multiply(g, R.sinh(c.args[0]))])
 sinh = register_unary("sinh", quiet_ufunc_kernel(np.sinh), lambda c, o, g: [R.multiply(g, R.cosh(c.args[0]))])
 tan = register_unary("tan", ufunc_kernel(np.tan), lambda c, o, g: [R.multiply(g, R.add(_one(o), R.multiply(o, o)))])
+# d erf(x) / dx = 2 / sqrt(pi) * exp(-x^2) (gelu's gradient emits erf).
+erf = register_unary(
+    "erf", special.erf,
+    lambda c, o, g: [R.multiply(g, R.multiply(R.exp(R.negative(R.multiply(c.args[0], c.args[0]))), scalar(2 / math.sqrt(math.pi), o)))],
+)
 
 
 def rsqrt_kernel(x):

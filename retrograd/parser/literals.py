@@ -18,7 +18,7 @@ from retrograd.ir.struct_info import (
 )
 from retrograd.ir.dtypes import float_max, numpy_dtype
 from retrograd.ops.attr_types import DTYPES, UNSUPPORTED_DTYPES
-from retrograd.ops.index_map import IndexMap
+from retrograd.ops.manipulate.index_map import IndexMap
 from retrograd.parser.syntax import (
     K_ARITH,
     K_CALL,

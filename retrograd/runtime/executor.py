@@ -8,10 +8,10 @@ import numpy as np
 
 from retrograd.errors import ExecutionError, UnsupportedError
 from retrograd.ir.functor import module_if_depth, stack_room
-from retrograd.ops.kernels import parallel
 from retrograd.runtime.interp import Meter, invoke, run_code, run_code_profiled
 from retrograd.runtime.program import lower_from, module_programs
 from retrograd.runtime.stats import RunStats, format_profile
+from retrograd.runtime.threads import call_scope
 
 
 class FunctionTable:
@@ -52,7 +52,7 @@ class Executable(FunctionTable):
         self._check = check
         self._lock = threading.Lock()
         self._skip: set[int] = set()  # the lowered functions' constant buffers (see Meter)
-        self._splitting = False  # a lowered function splits its work: see parallel.run_scope
+        self._splitting = False  # a lowered function splits its work: see runtime/threads.py
         for prog in self._programs.values():
             if prog.block is not None:
                 self._lowered(prog)
@@ -121,7 +121,7 @@ class BuiltFunction:
         try:
             # inf and nan are results here (IEEE, as in TVM), not warnings: whether a kernel wrote in
             # place (runtime/inplace.py) or not, one errstate per call keeps NumPy quiet about them.
-            with np.errstate(all="ignore"), parallel.run_scope(exe._splitting), stack_room(exe._if_levels):
+            with np.errstate(all="ignore"), call_scope(exe._splitting), stack_room(exe._if_levels):
                 result = invoke(self.prog, args, m, True)
         except RecursionError:
             raise ExecutionError(

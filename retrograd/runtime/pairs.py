@@ -3,7 +3,7 @@ where the earlier one runs.
 
 A convolution's two gradients (data and weight) read the same output gradient and neither needs the
 other. Split over the kernel threads one after the other, each pays the hand-offs of a split twice;
-run side by side, each on one thread, they pay one (figures and thresholds: runtime/tuning.py).
+run side by side, each on one thread, they pay one (figures and thresholds: retrograd/tuning.py).
 Candidates are the ops declaring `threaded=True`.
 
 Nothing else changes: the later kernel's value is handed on, and counted by the memory meter, at its
@@ -17,7 +17,7 @@ from __future__ import annotations
 from retrograd.ir.expr import Call, Var
 from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops.kernels import parallel
-from retrograd.runtime.tuning import NOMINAL_DIM, PAIR_MIN_BYTES, PAIR_MIN_COST, PAIR_RATIO, PAIR_WINDOW
+from retrograd.tuning import NOMINAL_DIM, PAIR_MIN_BYTES, PAIR_MIN_COST, PAIR_RATIO, PAIR_WINDOW
 
 
 def pair_cost(op, call, out_sinfo) -> float:

@@ -1,6 +1,6 @@
 """The executable program: each function's Plan (analysis/plan.py) becomes code over register slots, a
 kernel bound to each instruction, with the plan's frees, in-place targets, splits and pairs
-(`module_programs` / `lower_from`; `lower/` is the other way to read a plan, as Python source)."""
+(`module_programs` / `lower_from`; `codegen/` is the other way to read a plan, as Python source)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from retrograd.ir.struct_info import (
 )
 from retrograd.ir.text import format_sinfo
 from retrograd.ops.storage import for_storage
-from retrograd.runtime import pairs, split
+from retrograd.runtime import pairs, split, threads
 from retrograd.runtime.inplace import make as make_inplace
 from retrograd.runtime.precheck import lowers_plainly
 from retrograd.runtime.interp import make_call, make_if, root_of
@@ -425,9 +425,12 @@ class _FunctionLowering:
         info = Site(self.labels, var, call, srcs, ins.span, script)
         sinfo = var.struct_info
         arg_sinfos = [a.struct_info for a in call.args]
+        split_kernel = getattr(op, "split_kernel", None)
+        if split_kernel is not None:  # the split form while the call holds BLAS (runtime/threads.py)
+            kernel = threads.when_held(split_kernel, kernel)
         if storage_of(op, sinfo, arg_sinfos) is not None:  # bfloat16 / float8: computed in float32, rounded to the storage dtype
             try:
-                kernel = for_storage(op, sinfo, arg_sinfos)
+                kernel = for_storage(op, sinfo, arg_sinfos, kernel)
             except UnsupportedError as err:
                 raise self.error(f"binding '{var.name_hint}': {err.message}", ins.span) from None
             storage = True  # computed on float32 copies: not split (nor written in place: liveness)

@@ -12,7 +12,7 @@ import numpy as np
 
 from retrograd.ir.struct_info import TensorStructInfo, is_float_dtype
 from retrograd.ops.kernels import parallel
-from retrograd.runtime.tuning import SPLIT_BYTES
+from retrograd.tuning import COPY_BYTES_PER_NS, SPLIT_BYTES
 
 
 
@@ -38,7 +38,7 @@ def split_into(into):
         def part(sl):
             into(*[a[sl] if s else a for a, s in zip(arrays, spans)], out=out[sl])
 
-        parallel.run_parts(part, n, out.nbytes * (len(arrays) + 1) / parallel.COPY_BYTES_PER_NS)
+        parallel.run_parts(part, n, out.nbytes * (len(arrays) + 1) / COPY_BYTES_PER_NS)
         return out
 
     return run

@@ -324,6 +324,7 @@ def _chain(n, bad_at=None):
     return mod(main=fn([x], [DataflowBlock(bindings)], prev))
 
 
+@pytest.mark.slow  # 20,000 bindings: twenty recursion limits
 def test_long_chain_without_recursion_error():
     n = 20_000
     assert well_formed(_chain(n)) == []

@@ -7,7 +7,7 @@ import numpy as np
 
 from ops.op_case import OpCase, P, T
 
-from retrograd.ops.index_map import IndexMap
+from retrograd.ops.manipulate.index_map import IndexMap
 
 _F = np.float32
 _DUPS = np.array([3.0, 1.0, 3.0, -2.0, 1.0, 0.5, 3.0], _F)

@@ -195,7 +195,7 @@ def main(x: R.Tensor((3, 4), dtype="float32")):
 
 def test_layout_transform_gradient_gathers_by_hand():
     from retrograd.passes import Gradient
-    from retrograd.ops.index_map import IndexMap
+    from retrograd.ops.manipulate.index_map import IndexMap
 
     case = OpCase("relax.layout_transform", [T(3, 4)], {"index_map": IndexMap.make(["i", "j"], ["i", ("//", "j", 3), ("%", "j", 3)]),
                                                         "pad_value": 9.0})

@@ -11,8 +11,8 @@ import pytest
 from ops.ref_nn import naive_avg_backward, naive_conv2d, naive_conv2d_transpose, naive_max, naive_max_backward, naive_weight_grad, tvm_weight_grad
 
 import retrograd
+import retrograd.tuning as tuning
 from retrograd.ops.kernels import conv, parallel, pool
-from retrograd.ops.kernels import matmul as matmul_kernels
 from retrograd.runtime import split
 from optional import need  # noqa: E402
 
@@ -20,14 +20,13 @@ from optional import need  # noqa: E402
 @pytest.fixture(params=[1, 2, 3])
 def threads(request, monkeypatch):
     """Kernels on 1-3 threads, splitting even the smallest work."""
-    monkeypatch.setattr(parallel, "MIN_PART_NS", 0)
-    monkeypatch.setattr(parallel, "WAKE_NS", 0)
-    monkeypatch.setattr(matmul_kernels, "MIN_PART_NS", 0)
+    monkeypatch.setattr(tuning, "MIN_PART_NS", 0)
+    monkeypatch.setattr(tuning, "WAKE_NS", 0)
+    monkeypatch.setattr(tuning, "MATMUL_MIN_PART_NS", 0)
     # BLAS work splits only when BLAS can be held to one thread: say it can (threadpoolctl may be absent).
     monkeypatch.setattr(parallel, "_blas_single_by_env", lambda: True)
     parallel.set_num_threads(request.param)
-    with parallel._Held():  # as inside an executor call that holds BLAS: matmuls split too
-        yield request.param
+    yield request.param
     parallel.set_num_threads(None)
 
 
@@ -51,8 +50,8 @@ def test_conv2d_and_gradients_split_over_images(threads, s, p, d):
 
 def test_split_results_do_not_depend_on_the_thread_count(monkeypatch):
     x, w = _rand((7, 4, 10, 10), 3).astype(np.float32), _rand((6, 4, 3, 3), 4).astype(np.float32)
-    monkeypatch.setattr(parallel, "MIN_PART_NS", 0)
-    monkeypatch.setattr(parallel, "WAKE_NS", 0)
+    monkeypatch.setattr(tuning, "MIN_PART_NS", 0)
+    monkeypatch.setattr(tuning, "WAKE_NS", 0)
     monkeypatch.setattr(parallel, "_blas_single_by_env", lambda: True)
     outs = []
     for t in (1, 2, 4):
@@ -128,8 +127,8 @@ def test_small_and_mixed_results_are_not_split():
 
 
 def test_a_failing_part_raises_after_every_part_finished(monkeypatch):
-    monkeypatch.setattr(parallel, "MIN_PART_NS", 0)
-    monkeypatch.setattr(parallel, "WAKE_NS", 0)
+    monkeypatch.setattr(tuning, "MIN_PART_NS", 0)
+    monkeypatch.setattr(tuning, "WAKE_NS", 0)
     parallel.set_num_threads(3)
     done = []
 
@@ -148,8 +147,8 @@ def test_a_failing_part_raises_after_every_part_finished(monkeypatch):
 
 
 def test_parts_cover_the_range_and_nested_calls_run_inline(monkeypatch):
-    monkeypatch.setattr(parallel, "MIN_PART_NS", 0)
-    monkeypatch.setattr(parallel, "WAKE_NS", 0)
+    monkeypatch.setattr(tuning, "MIN_PART_NS", 0)
+    monkeypatch.setattr(tuning, "WAKE_NS", 0)
     parallel.set_num_threads(4)
     try:
         seen = []
@@ -209,7 +208,7 @@ def test_thread_settings(monkeypatch):
                                    ((2, 3, 4, 5), (2, 1, 5, 6)), ((1, 4, 5), (3, 5, 2)), ((5,), (5, 4)), ((7, 5), (5,)),
                                    ((0, 5), (5, 3)), ((4, 0), (0, 3)), ((2, 3, 4), (2, 4, 0)), ((2, 0, 4), (2, 4, 3))])
 def test_split_matmul_equals_a_naive_product(threads, sa, sb):
-    from retrograd.ops.kernels.matmul import matmul
+    from retrograd.ops.kernels.matmul import matmul_parts as matmul
 
     rng = np.random.default_rng(8)
     a, b = rng.standard_normal(sa), rng.standard_normal(sb)
@@ -250,9 +249,9 @@ class M:
 def test_an_interrupted_wait_retires_the_workers(monkeypatch):
     import time
 
-    monkeypatch.setattr(parallel, "MIN_PART_NS", 0)
+    monkeypatch.setattr(tuning, "MIN_PART_NS", 0)
 
-    monkeypatch.setattr(parallel, "WAKE_NS", 0)
+    monkeypatch.setattr(tuning, "WAKE_NS", 0)
     parallel.set_num_threads(2)
     try:
         parallel.run_parts(lambda sl: sl, 4, 1.0)  # the worker exists
@@ -267,51 +266,21 @@ def test_an_interrupted_wait_retires_the_workers(monkeypatch):
         assert worker not in parallel._workers
         monkeypatch.undo()
         parallel.set_num_threads(2)
-        monkeypatch.setattr(parallel, "MIN_PART_NS", 0)
-        monkeypatch.setattr(parallel, "WAKE_NS", 0)
+        monkeypatch.setattr(tuning, "MIN_PART_NS", 0)
+        monkeypatch.setattr(tuning, "WAKE_NS", 0)
         got = parallel.run_parts(lambda sl: (sl.start, sl.stop), 4, 1.0)  # a fresh worker, right results
         assert got == [(0, 2), (2, 4)]
     finally:
         parallel.set_num_threads(None)
 
 
-def test_modules_with_splitting_kernels_hold_blas_and_others_do_not():
-    conv_mod = retrograd.parse("""
-@I.ir_module
-class M:
-    @R.function
-    def main(x: R.Tensor((2, 3, 8, 8), dtype="float32"), w: R.Tensor((4, 3, 3, 3), dtype="float32")):
-        with R.dataflow():
-            y = R.nn.conv2d(x, w)
-            R.output(y)
-        return y
-""")
-    mlp_mod = retrograd.parse("""
-@I.ir_module
-class M:
-    @R.function
-    def main(x: R.Tensor((4, 8), dtype="float32"), w: R.Tensor((8, 8), dtype="float32")):
-        with R.dataflow():
-            y = R.nn.relu(R.matmul(x, w))
-            R.output(y)
-        return y
-""")
-    assert retrograd.build(conv_mod)._splits and not retrograd.build(mlp_mod)._splits
+def test_large_elementwise_results_make_a_module_split():
     assert retrograd.build(retrograd.parse(SPLIT_MODULE))._splits  # large elementwise results split
-    parallel.set_num_threads(2)
-    try:
-        assert isinstance(parallel.run_scope(True), parallel._Held) == bool(parallel._blas_controllers())
-        assert parallel.run_scope(False) is parallel._NO_SCOPE
-        with parallel.run_scope(True):
-            assert parallel.blas_held() == bool(parallel._blas_controllers())
-        assert not parallel.blas_held()
-    finally:
-        parallel.set_num_threads(None)
 
 
 @pytest.mark.parametrize("shape,to", [((7, 5, 3, 4), (1, 5, 1, 1)), ((7, 5, 3), (5, 3)), ((6, 4), (1,)), ((0, 3), (3,)), ((5,), ())])
 def test_collapse_sum_splits_the_batch(threads, shape, to):
-    from retrograd.ops.manipulate import collapse_sum
+    from retrograd.ops.manipulate.shape import collapse_sum
 
     x = _rand(shape, 9)
     lead = len(shape) - len(to)
@@ -326,8 +295,8 @@ def test_collapse_sum_splits_the_batch(threads, shape, to):
 def test_the_callers_part_is_larger_by_the_workers_wake_up(monkeypatch):
     """A worker starts WAKE_NS after the caller's own part: the caller takes that much more work, and
     a split must leave each worker at least MIN_PART_NS."""
-    monkeypatch.setattr(parallel, "MIN_PART_NS", 50)
-    monkeypatch.setattr(parallel, "WAKE_NS", 100)
+    monkeypatch.setattr(tuning, "MIN_PART_NS", 50)
+    monkeypatch.setattr(tuning, "WAKE_NS", 100)
     parallel.set_num_threads(2)
     try:
         assert parallel.parts_for(1000, 149) == 1  # (149 - 100) / 50 < 1: the worker's share is too small

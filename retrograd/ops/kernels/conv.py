@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+import retrograd.tuning as tuning
 from retrograd.errors import KernelError
 from retrograd.ops.kernels import conv_gather, parallel, window_gather
 from retrograd.ops.kernels.window import Window2d, check_float, padding4, pair, plane_chunks, to_layout
@@ -162,7 +163,7 @@ def _images_per_chunk(n: int, per_image: int) -> int:
 
 
 def _gemm_ns(flops: float) -> float:
-    return flops / parallel.GEMM_FLOPS_PER_NS
+    return flops / tuning.GEMM_FLOPS_PER_NS
 
 
 def _image_chunks(x, win, cols_bytes_per_image):

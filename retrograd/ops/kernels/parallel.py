@@ -1,4 +1,4 @@
-"""Kernels split over threads: contiguous parts of a batch run at once, BLAS kept to one thread inside.
+"""The kernel threads: contiguous parts of a batch run at once, BLAS kept to one thread inside.
 
 NumPy releases the GIL in its copies, ufunc loops and BLAS calls, so the big kernels (convolutions,
 pooling) run their batch in parts on a small thread pool. Inside such a part BLAS must not start
@@ -7,7 +7,9 @@ threads of its own: two Python threads each calling a two-thread OpenBLAS measur
 against 15.4 ms sequential. BLAS's thread count is set through threadpoolctl (optional: the `train`
 extra); without it a part that calls BLAS runs sequentially unless the environment already keeps BLAS
 to one thread. The thread count is `set_num_threads(n)`, else RETROGRAD_NUM_THREADS, else
-OMP_NUM_THREADS, else the CPUs this process may use.
+OMP_NUM_THREADS, else the CPUs this process may use. This is the mechanism; whether an executor call
+holds BLAS, splits a product or pairs two kernels is the runtime's decision (runtime/threads.py), and the
+thresholds live in retrograd/tuning.py.
 """
 
 from __future__ import annotations
@@ -17,11 +19,7 @@ import contextvars
 import os
 import threading
 
-# Handing a part to a worker costs ~10-20 µs (two lock hand-offs): a part must carry several times that.
-MIN_PART_NS = 60_000
-# Rough speeds that turn a kernel's size into nanoseconds of work (single core, float32).
-GEMM_FLOPS_PER_NS = 60.0
-COPY_BYTES_PER_NS = 4.0
+import retrograd.tuning as tuning
 
 _state = threading.local()  # .inside: this thread is running a part (no nested splits)
 _lock = threading.Lock()
@@ -60,7 +58,8 @@ def set_num_threads(n: int | None) -> None:
     _threads = n if n is not None else _env_threads()
 
 
-def _blas_controllers():
+def blas_controllers() -> list:
+    """threadpoolctl's controllers of the BLAS libraries loaded ([] without threadpoolctl: BLAS cannot be held)."""
     global _blas
     if _blas is None:
         try:
@@ -72,17 +71,22 @@ def _blas_controllers():
     return _blas
 
 
+def in_part() -> bool:
+    """Whether this thread is running a part of a split (work started here runs unsplit)."""
+    return getattr(_state, "inside", False)
+
+
 def _blas_single_by_env() -> bool:
     return any(os.environ.get(v, "").strip() == "1" for v in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"))
 
 
-class _OneBlasThread:
+class OneBlasThread:
     """BLAS limited to one thread for the duration (a no-op when it cannot be controlled)."""
 
     __slots__ = ("saved",)
 
     def __enter__(self):
-        self.saved = [(c, c.get_num_threads()) for c in _blas_controllers()]
+        self.saved = [(c, c.get_num_threads()) for c in blas_controllers()]
         for c, n in self.saved:
             if n != 1:
                 c.set_num_threads(1)
@@ -93,53 +97,15 @@ class _OneBlasThread:
                 c.set_num_threads(n)
 
 
-# A call of the executor that runs kernels splitting their work (convolutions, pooling, large
-# elementwise results) holds BLAS to one thread throughout: OpenBLAS's threads spin for a while after
-# each threaded call, and spinning threads took the cores from the kernel threads (MNIST-net step at
-# two threads: 135 ms with BLAS threading its matmuls, 40 ms with BLAS held). Large matmuls are then
-# split by the kernels (kernels/matmul.py). A call without such kernels (an MLP) leaves BLAS to thread
-# its matmuls, which it does with less overhead than a split here (0.69 vs 1.15 ms a step).
-
-
-class _Held(_OneBlasThread):
-    __slots__ = ()
-
-    def __enter__(self):
-        super().__enter__()
-        _state.held = True
-
-    def __exit__(self, *exc):
-        _state.held = False
-        super().__exit__(*exc)
-
-
-def run_scope(splits: bool):
-    """The context of one executor call; `splits`: the module runs kernels that split their work."""
-    if splits and get_num_threads() > 1 and not getattr(_state, "inside", False) and _blas_controllers():
-        return _Held()
-    return _NO_SCOPE
-
-
-def blas_held() -> bool:
-    """Whether this thread runs an executor call that holds BLAS to one thread (matmuls split here)."""
-    return getattr(_state, "held", False)
-
-
 _NO_SCOPE = contextlib.nullcontext()  # reusable: entering it does nothing
-
-
-# A worker handed a part starts WAKE_NS later than the caller's own part: ~30 µs when it has just
-# run one, ~120 µs when it has slept for a millisecond (its idle vCPU halts on this VM). The caller's
-# part is made larger by that much, and a worker's part must still be worth MIN_PART_NS.
-WAKE_NS = 100_000
 
 
 def parts_for(n: int, work_ns: float, min_part_ns: float | None = None) -> int:
     """How many parts a batch of n items carrying `work_ns` of work is worth splitting into."""
     if n < 2 or getattr(_state, "inside", False):
         return 1
-    least = MIN_PART_NS if min_part_ns is None else min_part_ns
-    worth = (work_ns - WAKE_NS) // least if least > 0 else n
+    least = tuning.MIN_PART_NS if min_part_ns is None else min_part_ns
+    worth = (work_ns - tuning.WAKE_NS) // least if least > 0 else n
     return int(max(1, min(get_num_threads(), n, worth)))
 
 
@@ -212,7 +178,7 @@ def _run_part(fn, sl):
 def _claim(blas: bool) -> bool:
     """Whether this thread may hand work to the kernel threads now; if so it holds `_busy` until it
     releases it. `blas`: the work calls BLAS, which must then be kept to one thread inside it."""
-    if blas and not _blas_controllers() and not _blas_single_by_env():
+    if blas and not blas_controllers() and not _blas_single_by_env():
         return False  # BLAS would start threads inside each part: leave the threading to BLAS
     return _busy.acquire(blocking=False)  # else another thread's split holds the workers
 
@@ -239,20 +205,20 @@ def _at_once(fn, arg, asides: list) -> tuple:
 
 def run_parts(fn, n: int, work_ns: float, blas: bool = False, min_part_ns: float | None = None) -> list:
     """[fn(slice) for the parts of range(n)], the parts run at once on the kernel threads when the
-    work is worth it (at least `min_part_ns` a part, default MIN_PART_NS). `blas`: fn calls BLAS, which
+    work is worth it (at least `min_part_ns` a part, default tuning.MIN_PART_NS). `blas`: fn calls BLAS, which
     then runs single-threaded inside the parts; small work also runs with one BLAS thread (waking
     BLAS's threads costs more than it saves there)."""
     parts = parts_for(n, work_ns, min_part_ns)
     if parts > 1 and not _claim(blas):
         parts = 1
     if parts == 1:
-        if blas and work_ns < MIN_PART_NS * max(2, get_num_threads()) and _blas_controllers():
-            with _OneBlasThread():
+        if blas and work_ns < tuning.MIN_PART_NS * max(2, get_num_threads()) and blas_controllers():
+            with OneBlasThread():
                 return [fn(slice(0, n))]
         return [fn(slice(0, n))]
     try:
-        with _OneBlasThread() if blas else _NO_SCOPE:
-            slices = split(n, parts, min(WAKE_NS / work_ns, 0.9 / parts) if work_ns > 0 else 0.0)
+        with OneBlasThread() if blas else _NO_SCOPE:
+            slices = split(n, parts, min(tuning.WAKE_NS / work_ns, 0.9 / parts) if work_ns > 0 else 0.0)
             first, error, joined = _at_once(fn, slices[0], [(fn, sl) for sl in slices[1:]])
     finally:
         _busy.release()
@@ -270,7 +236,7 @@ def run_pair(here, aside):
     if get_num_threads() < 2 or getattr(_state, "inside", False) or not _claim(blas=True):
         return None
     try:
-        with _OneBlasThread():
+        with OneBlasThread():
             value, error, [outcome] = _at_once(lambda _: here(), None, [(lambda _: aside(), None)])
     finally:
         _busy.release()

@@ -6,6 +6,7 @@ import functools
 
 import numpy as np
 
+import retrograd.tuning as tuning
 from retrograd.errors import KernelError
 from retrograd.ops.kernels import parallel, window_gather
 from retrograd.ops.kernels.phase import PhaseGrid
@@ -57,7 +58,7 @@ class _Setup:
 
 
 def _pool_ns(s) -> float:
-    return s.planes.nbytes * len(s.grid.taps) / parallel.COPY_BYTES_PER_NS
+    return s.planes.nbytes * len(s.grid.taps) / tuning.COPY_BYTES_PER_NS
 
 
 def _pool(s, fill, ufunc, scale=None):

@@ -34,45 +34,50 @@ def affine_grid(data, size, *, align_corners=True):
     return (theta @ basis.reshape(nd + 1, -1)).reshape(theta.shape[0], nd, *size)
 
 
-def _unnormalize(coord, size, align_corners):
+def unnormalize(coord, size, align_corners):
+    """(pixel coordinate, d coordinate / d normalized one) of normalized coordinates along an axis of `size`."""
     if align_corners:
         return (coord + 1) * ((size - 1) / 2), (size - 1) / 2
     return ((coord + 1) * size - 1) / 2, size / 2
 
 
-def _prepare(op, data, grid, method, padding_mode, layout):
-    x, gr = np.asarray(data), np.asarray(grid)
-    check_float(op, "data", x)
-    check_float(op, "grid", gr)
+def check_sampling(op, x_shape, grid_shape, method, padding_mode, layout) -> None:
+    """grid_sample's attributes and operand shapes, as both backends accept them (dtypes checked apart)."""
     if layout != "NCHW":
         raise KernelError(f"{op}: only the NCHW layout is supported, got {layout!r}")
     if method not in ("bilinear", "nearest"):
         raise KernelError(f"{op}: method {method!r} is not supported (bilinear, nearest)")
     if padding_mode not in ("zeros", "border"):
         raise KernelError(f"{op}: padding_mode {padding_mode!r} is not supported (zeros, border)")
-    if x.ndim != 4 or gr.ndim != 4 or gr.shape[1] != 2 or gr.shape[0] != x.shape[0]:
-        raise KernelError(f"{op}: expected data (N, C, H, W) and grid (N, 2, H_out, W_out), got {x.shape}, {gr.shape}")
+    if len(x_shape) != 4 or len(grid_shape) != 4 or grid_shape[1] != 2 or grid_shape[0] != x_shape[0]:
+        raise KernelError(f"{op}: expected data (N, C, H, W) and grid (N, 2, H_out, W_out), got {tuple(x_shape)}, {tuple(grid_shape)}")
+
+
+def _prepare(op, data, grid, method, padding_mode, layout):
+    x, gr = np.asarray(data), np.asarray(grid)
+    check_float(op, "data", x)
+    check_float(op, "grid", gr)
+    check_sampling(op, x.shape, gr.shape, method, padding_mode, layout)
     return x, gr.astype(x.dtype, copy=False)
 
 
-def _taps(x, gr, method, padding_mode, align_corners):
-    """[(flat index into each image's H*W, weight, d weight / d ix, d weight / d iy)] plus the
-    coordinate scales: every sample is a weighted sum of up to 4 taps."""
-    n, c, h, w = x.shape
-    ix, sx = _unnormalize(gr[:, 0], w, align_corners)
-    iy, sy = _unnormalize(gr[:, 1], h, align_corners)
-    border = padding_mode == "border"
-    if border:
+def grid_taps(gr, h, w, method, padding_mode, align_corners, xp):
+    """[(flat position into each image's H*W, as floats; weight; d weight / d ix; d weight / d iy)]:
+    every sample of an (h, w) image at the grid's positions is a weighted sum of up to 4 taps. `xp` is
+    the array module (numpy or torch): its floor, clip, ones_like and zeros_like are used."""
+    ix, sx = unnormalize(gr[:, 0], w, align_corners)
+    iy, sy = unnormalize(gr[:, 1], h, align_corners)
+    if padding_mode == "border":
         # Clipped coordinates: no gradient flows through the clip where it binds.
         cx = (ix >= 0) & (ix <= w - 1)
         cy = (iy >= 0) & (iy <= h - 1)
-        ix, iy = np.clip(ix, 0, w - 1), np.clip(iy, 0, h - 1)
+        ix, iy = xp.clip(ix, 0, w - 1), xp.clip(iy, 0, h - 1)
         sx, sy = sx * cx, sy * cy
     if method == "nearest":
-        rx, ry = np.floor(ix + 0.5), np.floor(iy + 0.5)  # round half up
-        taps = [(rx, ry, np.ones_like(ix), np.zeros_like(ix), np.zeros_like(ix))]
+        rx, ry = xp.floor(ix + 0.5), xp.floor(iy + 0.5)  # round half up
+        taps = [(rx, ry, xp.ones_like(ix), xp.zeros_like(ix), xp.zeros_like(ix))]
     else:
-        x0, y0 = np.floor(ix), np.floor(iy)
+        x0, y0 = xp.floor(ix), xp.floor(iy)
         tx, ty = ix - x0, iy - y0
         taps = [
             (x0, y0, (1 - tx) * (1 - ty), -(1 - ty), -(1 - tx)),
@@ -83,9 +88,14 @@ def _taps(x, gr, method, padding_mode, align_corners):
     out = []
     for px, py, wt, dwx, dwy in taps:
         inside = (px >= 0) & (px <= w - 1) & (py >= 0) & (py <= h - 1)
-        flat = (np.clip(py, 0, h - 1) * w + np.clip(px, 0, w - 1)).astype(np.int64)
+        flat = xp.clip(py, 0, h - 1) * w + xp.clip(px, 0, w - 1)
         out.append((flat, wt * inside, dwx * inside * sx, dwy * inside * sy))
     return out
+
+
+def _taps(x, gr, method, padding_mode, align_corners):
+    return [(flat.astype(np.int64), wt, dwx, dwy)
+            for flat, wt, dwx, dwy in grid_taps(gr, x.shape[2], x.shape[3], method, padding_mode, align_corners, np)]
 
 
 def _gather(x, flat):

@@ -1,4 +1,4 @@
-"""Torch kernels of convolutions, 1-3 spatial dims, plain and transposed (ops/nn_conv.py, ops/nn_conv_nd.py):
+"""Torch kernels of convolutions, 1-3 spatial dims, plain and transposed (ops/nn/conv.py, ops/nn/conv_nd.py):
 aten.convolution on the NC... / OI... layouts, with asymmetric padding done around it."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Torch kernels of ops/data_dependent.py (nonzero, unique), ops/quantize.py (quantize, dequantize,
-multinomial_from_uniform) and ops/layout.py (layout_transform), with the NumPy kernels' semantics."""
+multinomial_from_uniform) and ops/manipulate/layout.py (layout_transform), with the NumPy kernels' semantics."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import numpy as np
 import torch
 
 from retrograd.errors import KernelError
-from retrograd.ops.layout import positions
+from retrograd.ops.manipulate.layout import positions
 from retrograd.ops.torch_kernels import tdtype
 
 _FLOAT16_MAX = 65504.0

@@ -1,4 +1,4 @@
-"""Torch kernels of attention and its fused backward (ops/nn_attention.py, grad.attention_backward): the
+"""Torch kernels of attention and its fused backward (ops/nn/attention.py, grad.attention_backward): the
 formulas of ops/kernels/attention.py (grouped-query heads, TVM's causal offsets, optional bias)."""
 
 from __future__ import annotations

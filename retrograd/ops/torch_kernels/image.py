@@ -1,6 +1,6 @@
-"""Torch kernels of image.* and their backward ops (ops/nn_image.py, ops/nn_sampling.py): resize as each
+"""Torch kernels of image.* and their backward ops (ops/image/resize.py, ops/image/sampling.py): resize as each
 axis's interpolation matrix (built on the host from the attributes, kernels/resample.py), grid sampling
-by the same four taps as kernels/sampling.py, gathered and scattered on the device."""
+by kernels/sampling.py's taps (`grid_taps` on tensors), gathered and scattered on the device."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import torch
 
 from retrograd.errors import KernelError
 from retrograd.ops.kernels.resample import resize_matrix
-from retrograd.ops.kernels.sampling import grid_basis
+from retrograd.ops.kernels.sampling import check_sampling, grid_basis, grid_taps
 from retrograd.ops.torch_kernels import tdtype
 from retrograd.ops.torch_kernels.conv import to_layout
 from retrograd.ops.torch_kernels.nn import check_float
@@ -84,47 +84,13 @@ def affine_grid(data, size, align_corners=True):
 def _prepare(op, x, gr, method, padding_mode, layout):
     check_float(op, "data", x)
     check_float(op, "grid", gr)
-    if layout != "NCHW":
-        raise KernelError(f"{op}: only the NCHW layout is supported, got {layout!r}")
-    if method not in ("bilinear", "nearest"):
-        raise KernelError(f"{op}: method {method!r} is not supported (bilinear, nearest)")
-    if padding_mode not in ("zeros", "border"):
-        raise KernelError(f"{op}: padding_mode {padding_mode!r} is not supported (zeros, border)")
-    if x.ndim != 4 or gr.ndim != 4 or gr.shape[1] != 2 or gr.shape[0] != x.shape[0]:
-        raise KernelError(f"{op}: expected data (N, C, H, W) and grid (N, 2, H_out, W_out), got {tuple(x.shape)}, {tuple(gr.shape)}")
+    check_sampling(op, x.shape, gr.shape, method, padding_mode, layout)
     return gr.to(x.dtype)
 
 
-def _unnormalize(coord, size, align_corners):
-    if align_corners:
-        return (coord + 1) * ((size - 1) / 2), (size - 1) / 2
-    return ((coord + 1) * size - 1) / 2, size / 2
-
-
 def _taps(x, gr, method, padding_mode, align_corners):
-    n, c, h, w = x.shape
-    ix, sx = _unnormalize(gr[:, 0], w, align_corners)
-    iy, sy = _unnormalize(gr[:, 1], h, align_corners)
-    sx, sy = torch.full_like(ix, sx), torch.full_like(iy, sy)
-    if padding_mode == "border":
-        cx = (ix >= 0) & (ix <= w - 1)
-        cy = (iy >= 0) & (iy <= h - 1)
-        ix, iy = torch.clamp(ix, 0, w - 1), torch.clamp(iy, 0, h - 1)
-        sx, sy = sx * cx, sy * cy
-    zeros, ones = torch.zeros_like(ix), torch.ones_like(ix)
-    if method == "nearest":
-        taps = [(torch.floor(ix + 0.5), torch.floor(iy + 0.5), ones, zeros, zeros)]
-    else:
-        x0, y0 = torch.floor(ix), torch.floor(iy)
-        tx, ty = ix - x0, iy - y0
-        taps = [(x0, y0, (1 - tx) * (1 - ty), -(1 - ty), -(1 - tx)), (x0 + 1, y0, tx * (1 - ty), 1 - ty, -tx),
-                (x0, y0 + 1, (1 - tx) * ty, -ty, 1 - tx), (x0 + 1, y0 + 1, tx * ty, ty, tx)]
-    out = []
-    for px, py, wt, dwx, dwy in taps:
-        inside = (px >= 0) & (px <= w - 1) & (py >= 0) & (py <= h - 1)
-        flat = (torch.clamp(py, 0, h - 1) * w + torch.clamp(px, 0, w - 1)).to(torch.int64)
-        out.append((flat, wt * inside, dwx * inside * sx, dwy * inside * sy))
-    return out
+    return [(flat.to(torch.int64), wt, dwx, dwy)
+            for flat, wt, dwx, dwy in grid_taps(gr, x.shape[2], x.shape[3], method, padding_mode, align_corners, torch)]
 
 
 def _gather(x, flat):

@@ -1,5 +1,5 @@
-"""Torch kernels of gathers, scatters and indexing (ops/indexing.py take, ops/search.py where, ops/gather_scatter.py,
-ops/index_put.py, grad.take_backward, grad.merge_sparse_rows). Duplicate targets are settled as the
+"""Torch kernels of gathers, scatters and indexing (ops/index/take_slice.py take, ops/search.py where, ops/index/gather_scatter.py,
+ops/index/advanced.py, grad.take_backward, grad.merge_sparse_rows). Duplicate targets are settled as the
 NumPy kernels settle them (the last write wins, sums in index order), never left to the device."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Torch kernels of activations, soft-max, losses, dropout and pad (ops/nn_activation.py,
-ops/nn_pointwise.py, ops/nn_loss.py, ops/nn_pad.py, R.erf)."""
+"""Torch kernels of activations, soft-max, losses, dropout and pad (ops/nn/activation.py,
+ops/nn/pointwise.py, ops/nn/loss.py, ops/nn/pad.py, R.erf)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Torch kernels of the normalizations and their fused backward ops (ops/nn_norm.py, grad.*_norm_backward):
+"""Torch kernels of the normalizations and their fused backward ops (ops/nn/norm.py, grad.*_norm_backward):
 the formulas of ops/kernels/norm.py, statistics accumulated in float64 as there."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""Torch kernels of pooling, 1-3 spatial dims, and the pooling backward ops (ops/nn_pool*.py,
-ops/nn_adaptive.py, grad.max_pool*/avg_pool*). Windows are index maps built on the host from the
+"""Torch kernels of pooling, 1-3 spatial dims, and the pooling backward ops (ops/nn/pool*.py,
+ops/nn/adaptive.py, grad.max_pool*/avg_pool*). Windows are index maps built on the host from the
 attributes (output positions x taps, independent of batch and channels), gathered on the device: any
 padding, dilation and ceil_mode, with TVM's and PyTorch's output sizes and divisors."""
 

@@ -1,5 +1,5 @@
-"""Torch kernels of the layout family: views, concatenation, products, casts (ops/manipulate.py,
-ops/stack_repeat.py, ops/indexing.py's slices, ops/linear_algebra.py einsum, ops/nn_reshape.py, identity markers).
+"""Torch kernels of the layout family: views, concatenation, products, casts (ops/manipulate/shape.py,
+ops/manipulate/replicate.py, ops/index/take_slice.py's slices, ops/linear_algebra.py einsum, ops/nn/reshape.py, identity markers).
 
 Where the NumPy kernel returns a view (ops list it in `aliases`), so does this one, so that the memory
 meter counts the same buffers on both backends."""
@@ -11,7 +11,7 @@ import math
 import torch
 
 from retrograd.errors import KernelError
-from retrograd.ops.manipulate import split_points
+from retrograd.ops.manipulate.shape import split_points
 from retrograd.ops.torch_kernels import fresh, meta_array, tdtype
 
 

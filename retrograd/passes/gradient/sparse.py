@@ -8,7 +8,7 @@ from retrograd.ir.vars import read_vars
 from retrograd.ir.expr import Call, Tuple, Var, shape_expr
 from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops.grad_sparse import densify_sparse_grad, merge_sparse_grad, merge_sparse_rows
-from retrograd.ops.indexing import in_range_indices
+from retrograd.ops.index.take_slice import in_range_indices
 from retrograd.ops.registry import get as get_op
 from retrograd.ops.shape_utils import dim_mul
 from retrograd.passes.gradient.spec import GradientSpec
