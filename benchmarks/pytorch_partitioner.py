@@ -73,14 +73,24 @@ def _tensors(val) -> list:
 
 
 def _alias_arg(node):
-    """The argument node the result views, or None (a fresh result)."""
+    """The argument node whose buffer the result is (a view), or None (a fresh result): the op's schema
+    says so, or the traced value shares an argument's storage (`_unsafe_view` of a matmul result)."""
+    import torch
+    from torch.multiprocessing.reductions import StorageWeakRef
+
     schema = getattr(node.target, "_schema", None)
-    if schema is None or len(schema.returns) != 1 or schema.returns[0].alias_info is None:
-        return None
-    sets = schema.returns[0].alias_info.before_set
-    for a, value in zip(schema.arguments, node.args):
-        if a.alias_info is not None and a.alias_info.before_set & sets and hasattr(value, "op"):
-            return value
+    if schema is not None and len(schema.returns) == 1 and schema.returns[0].alias_info is not None:
+        sets = schema.returns[0].alias_info.before_set
+        for a, value in zip(schema.arguments, node.args):
+            if a.alias_info is not None and a.alias_info.before_set & sets and hasattr(value, "op"):
+                return value
+    val = node.meta.get("val")
+    if isinstance(val, torch.Tensor):
+        storage = StorageWeakRef(val.untyped_storage())
+        for a in node.all_input_nodes:
+            aval = a.meta.get("val")
+            if isinstance(aval, torch.Tensor) and StorageWeakRef(aval.untyped_storage()) == storage:
+                return a
     return None
 
 
@@ -119,7 +129,7 @@ class _Meter:
             del self.holders[buf]
 
 
-def _run(meter: _Meter, graph, keep: set, held: dict) -> None:
+def _run(meter: _Meter, graph, keep: set, held: set, inplace: bool) -> None:
     """Replay one graph's nodes on the meter. `keep`: values never released here; `held`: placeholders
     already on the meter (saved forward values, tangents); other placeholders are new buffers."""
     import torch
@@ -150,7 +160,7 @@ def _run(meter: _Meter, graph, keep: set, held: dict) -> None:
                         meter.hold(user, meter.buf_of[(node, k)])
         else:
             buf = None
-            if torch.Tag.pointwise in getattr(node.target, "tags", ()):
+            if inplace and torch.Tag.pointwise in getattr(node.target, "tags", ()):
                 buf = next((meter.buf_of[a] for a in node.all_input_nodes if _reusable(meter, a, val, i, last, keep)), None)
             if buf is not None:
                 meter.hold(node, buf)
@@ -180,8 +190,9 @@ def _reusable(meter: _Meter, a, val, i: int, last: dict, keep: set) -> bool:
     )
 
 
-def step_peak(fw, bw) -> int:
-    """The peak live bytes of forward then backward, by the executor's rule (module docstring)."""
+def step_peak(fw, bw, inplace: bool = True) -> int:
+    """The peak live bytes of forward then backward, by the executor's rule (module docstring).
+    inplace=False: without the executor's in-place reuse (what running the graphs in PyTorch stores)."""
     fw_out = list(list(fw.graph.nodes)[-1].args[0])
     bw_places = [n for n in bw.graph.nodes if n.op == "placeholder"]
     tangents = [n for n in bw_places if n.name.startswith("tangents")]
@@ -191,7 +202,7 @@ def step_peak(fw, bw) -> int:
     for t in tangents:  # the cotangent is the adjoint's parameter: live from the start
         meter.new(t, _nbytes(t.meta.get("val")))
     fw_places = {n for n in fw.graph.nodes if n.op == "placeholder"}
-    _run(meter, fw.graph, keep=fw_places | {v for v in fw_out if hasattr(v, "op")}, held={})
+    _run(meter, fw.graph, keep=fw_places | {v for v in fw_out if hasattr(v, "op")}, held=set(), inplace=inplace)
     held = set(tangents)
     for place, value in zip(saved_places, saved):
         if hasattr(value, "op") and value in meter.buf_of:
@@ -202,7 +213,7 @@ def step_peak(fw, bw) -> int:
         if hasattr(value, "op"):
             meter.release(value)  # from here the backward's placeholder holds it
     bw_out = {a for a in list(bw.graph.nodes)[-1].args[0] if hasattr(a, "op")}
-    _run(meter, bw.graph, keep=set(tangents) | bw_out, held=held)
+    _run(meter, bw.graph, keep=set(tangents) | bw_out, held=held, inplace=inplace)
     return meter.peak
 
 
