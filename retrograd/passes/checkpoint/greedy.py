@@ -18,6 +18,7 @@ from retrograd.passes.checkpoint.simulate import Simulation, simulate
 
 BATCH_NODES = 400
 BATCH_FRACTION = 12
+TRIES = 4
 
 
 class _Plus:
@@ -117,26 +118,47 @@ class Planner:
                 continue
             by_root.setdefault(r, []).append((v, k))
         out = []
+        reads = self.reads_at(self.schedule)
         for r, gaps in by_root.items():
             size = p.sizes[r]
             if r in blocked or size <= 0:
                 continue
-            cost = self._cost(gaps, _Plus(self.dropped, gaps))
+            cost = self._cost(gaps, _Plus(self.dropped, gaps), reads)
             if cost is not None:
                 out.append((cost / size, -size, r, gaps))
         out.sort(key=lambda c: c[:3])
         return out
 
-    def _cost(self, gaps, dropped) -> float | None:
-        """Cost of recomputing the values of `gaps` at their gaps' ends, given the dropped gaps."""
+    def _cost(self, gaps, dropped, reads=None, lists=None) -> float | None:
+        """Cost of recomputing the values of `gaps` at their gaps' ends, given the dropped gaps. With
+        `reads` (reads_at of the plan they are dropped from), a value that recomputations inside its gap
+        read counts once more per such stage: dropped, it is recomputed there too. `lists` collects
+        (stage, recomputed nodes) per gap."""
         cost = 0.0
         for v, k in gaps:
             have: set = set()
             lst: list = []
             if not self.closure(v, self.points[v][k], dropped, have, lst):
                 return None
-            cost += sum(self.p.costs[x] for x in lst)
+            lo, hi = self.points[v][k - 1], self.points[v][k]
+            again = sum(1 for b in reads.get(v, ()) if lo < b < hi) if reads else 0
+            cost += sum(self.p.costs[x] for x in lst) * (1 + again)
+            if lists is not None:
+                lists.append((hi, lst))
         return cost
+
+    def reads_at(self, schedule: Schedule) -> dict:
+        """value -> the stages where a recomputation of `schedule` reads it."""
+        out: dict = {}
+        for t, nodes in enumerate(schedule.recompute):
+            self.note_reads(out, t, nodes)
+        return out
+
+    def note_reads(self, reads: dict, t: int, nodes) -> None:
+        deps = self.p.deps
+        for x in nodes:
+            for d in deps[x]:
+                reads.setdefault(d, set()).add(t)
 
     def step(self) -> bool:
         """Drop the best candidates across the current peak; False when there are none.
@@ -150,22 +172,42 @@ class Planner:
         cands = self.candidates(t)
         want = (self.sim.peak_bytes - self.p.pinned_bytes) // BATCH_FRACTION if self.p.n > BATCH_NODES else 0
         if want > 0:
-            trial, freed = set(self.dropped), 0
+            trial, freed, reads = set(self.dropped), 0, self.reads_at(self.schedule)
             for score, neg, _, gaps in cands:
-                # Skip a candidate that earlier ones made dearer (a longer chain to recompute).
-                cost = self._cost(gaps, _Plus(trial, gaps))
+                # Skip a candidate that earlier ones made dearer (a longer chain to recompute, or
+                # recomputations of theirs that read it).
+                lists: list = []
+                cost = self._cost(gaps, _Plus(trial, gaps), reads, lists)
                 if cost is None or cost > -score * neg * (1 + 1e-9):
                     continue
                 trial.update(gaps)
+                for t_, lst in lists:
+                    self.note_reads(reads, t_, lst)
                 freed -= neg
                 if freed >= want:
                     break
+            before = (self.dropped, self.schedule, self.sim)
             if len(trial) > len(self.dropped) and self._accept(trial):
-                return True
+                if self.sim.peak_bytes < before[2].peak_bytes:
+                    return True
+                self.dropped, self.schedule, self.sim = before  # a batch that does not lower the peak
+        # The cheapest candidate whose drop does not raise the peak, among the first TRIES that can be
+        # built; else the cheapest of them (recomputations can hold more than a drop frees).
+        before, first, tries = (self.dropped, self.schedule, self.sim), None, 0
         for _, _, _, gaps in cands:
-            if self._accept(self.dropped | set(gaps)):
+            if not self._accept(self.dropped | set(gaps)):
+                continue
+            if self.sim.peak_bytes <= before[2].peak_bytes:
                 return True
-        return False
+            first = first or (self.dropped, self.schedule, self.sim)
+            self.dropped, self.schedule, self.sim = before
+            tries += 1
+            if tries == TRIES:
+                break
+        if first is None:
+            return False
+        self.dropped, self.schedule, self.sim = first
+        return True
 
     def prune(self, budget: int) -> None:
         """Keep again, dearest first, each dropped gap whose recomputation the budget does not need
