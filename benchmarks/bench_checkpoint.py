@@ -369,7 +369,9 @@ def s5(batch: int) -> None:
         adj, _ = torch_adjoint(ep, module)
         full = peak_memory(adj, FN)
         least = least_feasible(adj)
-        print(f"  {label}: retrograd unplanned {full / mib:.2f}, least feasible {least / mib:.2f}; {confirm_model(module, args)}")
+        pinned = memory_timeline(adj, FN).param_bytes
+        print(f"  {label}: parameters, inputs and cotangent {pinned / mib:.2f}; retrograd unplanned {full / mib:.2f}, "
+              f"least feasible {least / mib:.2f}; {confirm_model(module, args)}")
         print(f"    {'budget':<6} {'PyTorch peak':>12} {'recomp.':>8} {'retrograd peak':>14} {'recomp.':>8}  meets")
         for k in range(10, 0, -1):
             fw, bw = partition(ep.module(), args, k / 10)

@@ -4,7 +4,8 @@ A value's uses (its readers' stages, and the end for an output) split its life i
 gap frees the value after the gap's first end and recomputes it right before the second, from the
 values live there (recursively recomputing those that are not). Starting from the unplanned program,
 each step drops the gap(s) of the buffer with the least recompute cost per byte among those live but
-unread across the current peak. The sequence of plans does not depend on the budget, and the plan
+unread across the current peak (of the first few, the cheapest whose drop does not raise the peak: a
+recomputation can hold more across the peak than the drop frees). The sequence of plans does not depend on the budget, and the plan
 for a budget is the first one that fits: a lower budget never gets a higher peak.
 """
 
@@ -118,47 +119,26 @@ class Planner:
                 continue
             by_root.setdefault(r, []).append((v, k))
         out = []
-        reads = self.reads_at(self.schedule)
         for r, gaps in by_root.items():
             size = p.sizes[r]
             if r in blocked or size <= 0:
                 continue
-            cost = self._cost(gaps, _Plus(self.dropped, gaps), reads)
+            cost = self._cost(gaps, _Plus(self.dropped, gaps))
             if cost is not None:
                 out.append((cost / size, -size, r, gaps))
         out.sort(key=lambda c: c[:3])
         return out
 
-    def _cost(self, gaps, dropped, reads=None, lists=None) -> float | None:
-        """Cost of recomputing the values of `gaps` at their gaps' ends, given the dropped gaps. With
-        `reads` (reads_at of the plan they are dropped from), a value that recomputations inside its gap
-        read counts once more per such stage: dropped, it is recomputed there too. `lists` collects
-        (stage, recomputed nodes) per gap."""
+    def _cost(self, gaps, dropped) -> float | None:
+        """Cost of recomputing the values of `gaps` at their gaps' ends, given the dropped gaps."""
         cost = 0.0
         for v, k in gaps:
             have: set = set()
             lst: list = []
             if not self.closure(v, self.points[v][k], dropped, have, lst):
                 return None
-            lo, hi = self.points[v][k - 1], self.points[v][k]
-            again = sum(1 for b in reads.get(v, ()) if lo < b < hi) if reads else 0
-            cost += sum(self.p.costs[x] for x in lst) * (1 + again)
-            if lists is not None:
-                lists.append((hi, lst))
+            cost += sum(self.p.costs[x] for x in lst)
         return cost
-
-    def reads_at(self, schedule: Schedule) -> dict:
-        """value -> the stages where a recomputation of `schedule` reads it."""
-        out: dict = {}
-        for t, nodes in enumerate(schedule.recompute):
-            self.note_reads(out, t, nodes)
-        return out
-
-    def note_reads(self, reads: dict, t: int, nodes) -> None:
-        deps = self.p.deps
-        for x in nodes:
-            for d in deps[x]:
-                reads.setdefault(d, set()).add(t)
 
     def step(self) -> bool:
         """Drop the best candidates across the current peak; False when there are none.
@@ -172,17 +152,13 @@ class Planner:
         cands = self.candidates(t)
         want = (self.sim.peak_bytes - self.p.pinned_bytes) // BATCH_FRACTION if self.p.n > BATCH_NODES else 0
         if want > 0:
-            trial, freed, reads = set(self.dropped), 0, self.reads_at(self.schedule)
+            trial, freed = set(self.dropped), 0
             for score, neg, _, gaps in cands:
-                # Skip a candidate that earlier ones made dearer (a longer chain to recompute, or
-                # recomputations of theirs that read it).
-                lists: list = []
-                cost = self._cost(gaps, _Plus(trial, gaps), reads, lists)
+                # Skip a candidate that earlier ones made dearer (a longer chain to recompute).
+                cost = self._cost(gaps, _Plus(trial, gaps))
                 if cost is None or cost > -score * neg * (1 + 1e-9):
                     continue
                 trial.update(gaps)
-                for t_, lst in lists:
-                    self.note_reads(reads, t_, lst)
                 freed -= neg
                 if freed >= want:
                     break

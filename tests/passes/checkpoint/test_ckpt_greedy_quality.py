@@ -1,12 +1,13 @@
-"""The greedy descent on a real CNN: a drop must not make the recomputations already planned dearer
-unseen, nor raise the peak when another candidate lowers it.
+"""The greedy descent on a real CNN: a step must not take a drop that raises the peak when one of the
+next cheapest candidates does not.
 
 ResNet-18 (train mode, 3x64x64, batch 64) below the least peak of plans that recompute no convolution:
 the descent dropped max_pool2d (cheap alone, but its recomputation rebuilds the 16 MiB stem
-activations, so the peak rose) and then the stem convolution, recomputed at every one of those places
-though scored as recomputed once: its plan recomputed 13.4 GFLOP of convolutions where a plan
-recomputing the stem convolution once (1.23 GFLOP) peaks lower. That plan is built here (PyTorch's kind: keep convolutions, recompute the rest where the
-backward reads it, and the stem convolution once) and measured with helpers.naive_peak's brute force.
+activations, so the peak rose) and then the stem convolution, recomputed at every one of those places:
+its plan recomputed 13.4 GFLOP of convolutions where a plan recomputing the stem convolution once
+(1.23 GFLOP) peaks lower. That plan is built here (PyTorch's kind: keep convolutions, recompute the
+rest where the backward reads it, and the stem convolution once) and measured with
+helpers.naive_peak's brute force.
 """
 
 from __future__ import annotations

@@ -18,10 +18,10 @@ def _measured_step(fw, bw) -> int:
     """Run forward then backward on real tensors under a dispatch mode that meters every op result's
     storage: the most bytes of storages alive at once (parameters, inputs and tangents included)."""
     torch = need("torch")
-    from torch.fx import Interpreter
-    from torch.multiprocessing.reductions import StorageWeakRef
-    from torch.utils._python_dispatch import TorchDispatchMode
-    from torch.utils._pytree import tree_leaves
+    Interpreter = need("torch.fx").Interpreter
+    StorageWeakRef = need("torch.multiprocessing.reductions").StorageWeakRef
+    TorchDispatchMode = need("torch.utils._python_dispatch").TorchDispatchMode
+    tree_leaves = need("torch.utils._pytree").tree_leaves
 
     live: dict = {}  # storage cdata -> (weak reference, bytes)
     peak = [0]
