@@ -110,9 +110,7 @@ class _Meter:
         self.size[self.next] = nbytes
         self.holders[self.next] = 0
         self.cur += nbytes
-        if self.cur > self.peak:
-            self.peak = self.cur
-            self.at = value
+        self.peak = max(self.peak, self.cur)
         self.hold(value, self.next)
 
     def hold(self, value, buf: int) -> None:
