@@ -13,6 +13,14 @@ Run by hand:  python benchmarks/bench_checkpoint.py [--quick] [--repeat 5]
 (S3) a ResNet-like CNN (3 stages of 8 blocks) at 1/3 of the unplanned activation peak: least feasible
      share, extra FLOPs, time overhead (target <= 20%).
 (S4) planning time of a 10,000-binding adjoint (target < 2 s).
+(S5) torch, torchvision and transformers installed: the same torch.export graphs of a torchvision ResNet-18
+     (train mode, 3x64x64 images) and a small Hugging Face GPT-2 (the tests' config: 2 layers, 16 wide,
+     vocabulary 50, 16 tokens; eval mode, so no dropout) at batch 64, against PyTorch's own partitioner
+     (min_cut_rematerialization_partition under activation_memory_budget 1.0 .. 0.1): PyTorch's step
+     peak counted by our executor's rule and its recomputed matmul/conv FLOPs (pytorch_partitioner.py
+     says how), then retrograd's Gradient + checkpoint planned to that peak: its peak (the memory
+     model, exact for the executor; checked against the executor at batch 2) and recomputed matmul/conv
+     FLOPs. Planned and counted statically: batch 64 is not executed.
 Peaks are the executor's `peak_live_bytes`. Times alternate the compared functions run by run and report
 the median ratio. OPENBLAS_CORETYPE is set on this machine (printed below): matmul speed depends on it.
 On a machine busier than its cores, OpenBLAS threads spin at every call's sync points and a single run
@@ -28,6 +36,7 @@ import re
 import statistics
 import sys
 import time
+import types
 from pathlib import Path
 
 import numpy as np
@@ -36,7 +45,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import retrograd  # noqa: E402
-from retrograd.analysis import memory_timeline  # noqa: E402
+from retrograd.analysis import memory_timeline, peak_memory  # noqa: E402
 from retrograd.ir.vars import read_vars  # noqa: E402
 from retrograd.ir.expr import Call  # noqa: E402
 from retrograd.passes import Gradient  # noqa: E402
@@ -288,11 +297,102 @@ def s4(bindings: int) -> None:
         print(f"  {layers} transformer-like blocks, {n} bindings, budget {budget}: {dt:.2f} s (target < 2 s); {what}")
 
 
+def torch_models(batch: int):
+    """[(label, torch module, example args)] or None when torch, torchvision or transformers is missing."""
+    try:
+        import torch
+
+        # torchvision's wheel here is built against a CUDA torch: skip its C ops' fake registrations
+        # (tests/optional.need_torchvision does the same).
+        sys.modules.setdefault("torchvision._meta_registrations", types.ModuleType("torchvision._meta_registrations"))
+        import torchvision
+        import transformers
+    except ImportError as err:
+        print(f"\n(S5) skipped: {err} (pip install torch torchvision transformers)")
+        return None
+    torch.manual_seed(0)
+    resnet = torchvision.models.resnet18(num_classes=10).train()
+    cfg = transformers.GPT2Config(n_layer=2, n_embd=16, n_head=2, vocab_size=50, n_positions=16, use_cache=False,
+                                  bos_token_id=0, eos_token_id=0)
+    gpt2 = transformers.GPT2LMHeadModel(cfg).eval()
+    return [
+        ("ResNet-18 3x64x64", resnet, (torch.randn(batch, 3, 64, 64),)),
+        ("GPT-2 2x16, 16 tokens", gpt2, (torch.randint(0, 50, (batch, 16)),)),
+    ]
+
+
+def torch_adjoint(ep, module):
+    """retrograd's adjoint of an exported program: the first output's vjp over the float parameters."""
+    from retrograd.frontend import from_exported_program
+
+    mod, params = from_exported_program(ep)
+    func = mod["main"]
+    inputs = len(func.params) - len(params)
+    by_name = dict(module.named_parameters())
+    ir = {k: p.name_hint for k, p in zip(params, func.params[inputs:])}
+    wrt = [ir[k] for k in params if k in by_name and by_name[k].requires_grad]
+    return Gradient("main", wrt, 0, seeds="param")(mod), params
+
+
+def confirm_model(module, args) -> str:
+    """At batch 2: the executor's measured peak equals the memory model's, unplanned and planned."""
+    import torch
+
+    small = tuple(a[:2] for a in args)
+    ep = torch.export.export(module, small, strict=False)
+    adj, params = torch_adjoint(ep, module)
+    func = adj[FN]
+    rng = np.random.default_rng(0)
+    values = [a.numpy() for a in small] + list(params.values())
+    out = func.ret_struct_info.fields[0].fields[0]
+    values.append(rng.standard_normal([int(d) for d in out.shape]).astype(out.dtype))
+    full = peak_memory(adj, FN)
+    least = least_feasible(adj)
+    planned, _ = plan_checkpoint(adj, FN, (least + full) // 2)
+    got = [measure(m, values) for m in (adj, planned)]
+    want = [full, peak_memory(planned, FN)]
+    return f"batch 2: executor {got} B, model {want} B ({'equal' if got == want else 'DIFFERENT'})"
+
+
+def s5(batch: int) -> None:
+    import torch
+
+    from pytorch_partitioner import partition, recomputed_flops, step_peak
+
+    models = torch_models(batch)
+    if models is None:
+        return
+    mib = 2**20
+    print(f"\n(S5) against PyTorch's min-cut partitioner at batch {batch} (MiB of the whole step; GFLOPs recomputed in matmul/conv)")
+    for label, module, args in models:
+        ep = torch.export.export(module, args, strict=False)
+        adj, _ = torch_adjoint(ep, module)
+        full = peak_memory(adj, FN)
+        least = least_feasible(adj)
+        pinned = memory_timeline(adj, FN).param_bytes
+        print(f"  {label}: parameters, inputs and cotangent {pinned / mib:.2f}; retrograd unplanned {full / mib:.2f}, "
+              f"least feasible {least / mib:.2f}; {confirm_model(module, args)}")
+        print(f"    {'budget':<6} {'PyTorch peak':>12} {'recomp.':>8} {'retrograd peak':>14} {'recomp.':>8}  meets")
+        for k in range(10, 0, -1):
+            fw, bw = partition(ep.module(), args, k / 10)
+            theirs, their_flops = step_peak(fw, bw), recomputed_flops(bw)
+            try:
+                planned, report = plan_checkpoint(adj, FN, theirs)
+                ours, our_flops = peak_memory(planned, FN), report.extra_matmul_cost
+            except InfeasibleBudgetError:
+                ours, our_flops = None, None
+            ok = ours is not None and ours <= theirs and our_flops <= their_flops
+            shown = "infeasible" if ours is None else f"{ours / mib:.2f}"
+            flops = "-" if our_flops is None else f"{our_flops / 1e9:.4f}"
+            print(f"    {k / 10:<6} {theirs / mib:>12.2f} {their_flops / 1e9:>8.4f} {shown:>14} {flops:>8}  {'yes' if ok else 'NO'}")
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smaller models (a smoke run)")
     ap.add_argument("--repeat", type=int, default=7)
-    ap.add_argument("--only", nargs="*", default=["S1", "S2", "S3", "S4"])
+    ap.add_argument("--only", nargs="*", default=["S1", "S2", "S3", "S4", "S5"])
+    ap.add_argument("--batch", type=int, default=64, help="S5's batch")
     args = ap.parse_args(argv)
     env = "  ".join(f"{k}={os.environ.get(k, '(unset)')}" for k in ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS"))
     print(f"{env}  numpy {np.__version__}")
@@ -304,6 +404,8 @@ def main(argv=None) -> None:
         s3(args.repeat)
     if "S4" in args.only:
         s4(1000 if args.quick else 10000)
+    if "S5" in args.only:
+        s5(args.batch)
 
 
 if __name__ == "__main__":

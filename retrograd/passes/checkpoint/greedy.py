@@ -4,7 +4,8 @@ A value's uses (its readers' stages, and the end for an output) split its life i
 gap frees the value after the gap's first end and recomputes it right before the second, from the
 values live there (recursively recomputing those that are not). Starting from the unplanned program,
 each step drops the gap(s) of the buffer with the least recompute cost per byte among those live but
-unread across the current peak. The sequence of plans does not depend on the budget, and the plan
+unread across the current peak (of the first few, the cheapest whose drop does not raise the peak: a
+recomputation can hold more across the peak than the drop frees). The sequence of plans does not depend on the budget, and the plan
 for a budget is the first one that fits: a lower budget never gets a higher peak.
 """
 
@@ -18,6 +19,7 @@ from retrograd.passes.checkpoint.simulate import Simulation, simulate
 
 BATCH_NODES = 400
 BATCH_FRACTION = 12
+TRIES = 4
 
 
 class _Plus:
@@ -160,12 +162,28 @@ class Planner:
                 freed -= neg
                 if freed >= want:
                     break
+            before = (self.dropped, self.schedule, self.sim)
             if len(trial) > len(self.dropped) and self._accept(trial):
-                return True
+                if self.sim.peak_bytes < before[2].peak_bytes:
+                    return True
+                self.dropped, self.schedule, self.sim = before  # a batch that does not lower the peak
+        # The cheapest candidate whose drop does not raise the peak, among the first TRIES that can be
+        # built; else the cheapest of them (recomputations can hold more than a drop frees).
+        before, first, tries = (self.dropped, self.schedule, self.sim), None, 0
         for _, _, _, gaps in cands:
-            if self._accept(self.dropped | set(gaps)):
+            if not self._accept(self.dropped | set(gaps)):
+                continue
+            if self.sim.peak_bytes <= before[2].peak_bytes:
                 return True
-        return False
+            first = first or (self.dropped, self.schedule, self.sim)
+            self.dropped, self.schedule, self.sim = before
+            tries += 1
+            if tries == TRIES:
+                break
+        if first is None:
+            return False
+        self.dropped, self.schedule, self.sim = first
+        return True
 
     def prune(self, budget: int) -> None:
         """Keep again, dearest first, each dropped gap whose recomputation the budget does not need
