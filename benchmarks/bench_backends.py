@@ -3,7 +3,7 @@ models, same weights and data) on (a) NumPy, (b) the torch backend eager, (c) th
 (torch.compile of the lowered source), (d) PyTorch eager written by hand; GPU rows when CUDA is present.
 
 Run by hand: ``python benchmarks/bench_backends.py [--rounds 3] [--steps 20] [--threads 2] [--models mlp,mnist,digits]
-[--device cpu] [--no-compiled] [--gpt2]``. Each system runs in its own process (fresh interpreter, BLAS and
+[--device cpu] [--no-compiled] [--gpt2] [--clock cpu]``. Each system runs in its own process (fresh interpreter, BLAS and
 torch limited to --threads), the systems alternate over --rounds rounds (the order rotates), and each round
 reports the median step time of --steps steps after a warm-up; the table gives the median over rounds
 and each system's ratio to (d). CPU targets (issue 23): (b) within 1.1x of (d), (c) at most (d) on the
@@ -85,13 +85,14 @@ def worker(system, name, data_path, steps, device):
     for _ in range(2):
         step()
     sync = (lambda: __import__("torch").cuda.synchronize()) if device.startswith("cuda") else (lambda: None)
+    clock = time.process_time if os.environ.get("BENCH_CLOCK") == "cpu" else time.perf_counter
     times = []
     for _ in range(steps):
         sync()
-        t0 = time.perf_counter()
+        t0 = clock()
         step()
         sync()
-        times.append(time.perf_counter() - t0)
+        times.append(clock() - t0)
     return {"median_s": statistics.median(times), "loss0": loss0}
 
 
@@ -108,7 +109,7 @@ def run_model(name, tmp, args):
     bt = _training()
     data = os.path.join(tmp, f"{name}.npz")
     bt._data(name, data)  # noqa: SLF001 - the training benchmark's own data maker: the same weights and batch
-    env = bt._env(args.threads)  # noqa: SLF001
+    env = bt._env(args.threads, clock=args.clock)  # noqa: SLF001
     systems = [s for s in SYSTEMS if not (s == "torch_compiled" and args.no_compiled)]
     times = {s: [] for s in systems}
     loss0, errors = {}, {}
@@ -224,13 +225,15 @@ def main():
     ap.add_argument("--gpt2", action="store_true")
     ap.add_argument("--gpt2-blocks", type=int, default=12)
     ap.add_argument("--gpt2-seq", type=int, default=1024)
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="cpu: process CPU time per step (time.process_time), steadier than wall time on a loaded machine")
     ap.add_argument("--worker")
     ap.add_argument("--data")
     args = ap.parse_args()
     if args.worker:
         print(json.dumps(worker(args.worker, args.models, args.data, args.steps, args.device)))
         return
-    print(f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}")
+    print(f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}, clock={args.clock}")
     print("| model | device | threads | " + " | ".join(f"{s} ms (/ hand)" for s in SYSTEMS if not (s == "torch_compiled" and args.no_compiled))
           + " | first loss |")
     print("|---|---|---|" + "---|" * (len(SYSTEMS) - args.no_compiled) + "---|")
