@@ -321,3 +321,45 @@ def test_compiled_forms_of_the_fast_paths_equal_numpy(monkeypatch):
                 np.testing.assert_array_equal(o, w)
             else:
                 assert np.array_equal(o, w, equal_nan=True) and np.array_equal(np.signbit(o), np.signbit(w)), k
+
+
+SELECTS = """
+@R.function
+def main(x: R.Tensor((6, 9), "DT"), y: R.Tensor((6, 9), "DT"), a: R.Tensor((9,), "DT"), c: R.Tensor((6, 9), "bool")):
+    s1 = R.maximum(x, y)
+    s2 = R.minimum(x, y)
+    s3 = R.nn.leakyrelu(x, alpha=0.3)
+    s4 = R.nn.prelu(x, a, axis=1)
+    s5 = R.clip(x, -1.0, 1.0)
+    s6 = R.nn.selu(x)
+    s7 = R.nn.softplus(x, beta=2.0, threshold=1.0)
+    s8 = R.sign(x)
+    s9 = R.where(c, x, y)
+    s10 = R.where(c, x, R.const(-0.0, "DT"))
+    return (s1, s2, s3, s4, s5, s6, s7, s8, s9, s10)
+"""
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_select_kernels_equal_numpy_at_special_values(dtype):
+    """The kernels that select without torch.where on CPU (a bit blend, ATen's leaky_relu) against the NumPy
+    executor bit for bit: NaN in either operand, ties of +0 and -0, infinities, ties of equal values."""
+    need("torch")
+    rng = np.random.default_rng(7)
+    pool = np.array([0.0, -0.0, np.nan, np.inf, -np.inf, 1.0, -1.0, 0.5, -2.5, 3.0], dtype)
+    x, y = rng.choice(pool, (6, 9)), rng.choice(pool, (6, 9))
+    x[0, :], y[0, :] = pool[:9], pool[:9]  # every value against itself
+    x[1, :], y[1, :] = pool[:9], pool[::-1][:9]
+    a = rng.choice(np.array([0.25, -0.5, 0.0, -0.0, np.nan], dtype), 9)
+    c = rng.random((6, 9)) < 0.5
+    mod = retrograd.parse(SELECTS.replace("DT", dtype))
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = retrograd.build(mod)["main"](x, y, a, c)
+    got = retrograd.build(mod, backend="torch", numpy_outputs=True)["main"](x, y, a, c)
+    for name, w, o in zip(("maximum", "minimum", "leakyrelu", "prelu", "clip", "selu", "softplus", "sign", "where",
+                           "where -0"), want, got):
+        assert w.dtype == o.dtype and w.shape == o.shape, name
+        if name in ("selu", "softplus"):  # exp and log: within 2 ulps (the selects around them are exact)
+            np.testing.assert_allclose(o, w, rtol=2 * np.finfo(dtype).eps, atol=0, equal_nan=True, err_msg=name)
+        else:
+            assert np.array_equal(o, w, equal_nan=True) and np.array_equal(np.signbit(o), np.signbit(w)), (name, o, w)
