@@ -133,11 +133,11 @@ class _Pool:
         return all(dd == 1 and ss >= kk for dd, ss, kk in zip(self.d, self.s, self.k))
 
     def tiled_max_backward(self, g):
-        """strided_max_backward for tiled windows in the form torch.compile fuses into one vectorized loop (its
+        """strided_max_backward for tiled windows in a form torch.compile fuses well (its
         slice-scatters of the tap views become nests of scalar selects): the padded input as (N, C, o1, s1, o2,
         s2, ...) blocks, each window's first maximum by argmax over its taps (the first of equal values; a NaN
         window, whose maximum is NaN, sends none), the gradient times the hit mask (the same -0 and NaN as NumPy's
-        product), blocks padded to the stride and put back. Bitwise equal to strided_max_backward."""
+        product) in the blocks' order, which is the padded input's. Bitwise equal to strided_max_backward."""
         n, c = self.x.shape[:2]
         xp = self.x
         want = [o * ss for o, ss in zip(self.out_shape, self.s)]
@@ -152,13 +152,16 @@ class _Pool:
         taps = blocks[(slice(None), slice(None)) + tuple(v for kk in self.k for v in (slice(None), slice(0, kk)))]
         order = (0, 1) + tuple(2 + 2 * a for a in range(nd)) + tuple(3 + 2 * a for a in range(nd))
         taps = taps.permute(order).reshape((n, c) + self.out_shape + (-1,))
-        first = taps.argmax(-1, keepdim=True)
-        m = taps.amax(-1, keepdim=True)
-        hit = (torch.arange(taps.shape[-1], device=taps.device) == first) & ~torch.isnan(m)
-        gt = (g.reshape((n, c) + self.out_shape + (1,)) * hit).reshape((n, c) + self.out_shape + tuple(self.k))
-        gt = F.pad(gt, [q for kk, ss in zip(reversed(self.k), reversed(self.s)) for q in (0, ss - kk)])
-        back = tuple(v for a in range(nd) for v in (2 + a, 2 + nd + a))
-        gp = gt.permute((0, 1) + back).reshape((n, c) + tuple(want))
+        # The hit mask and product in the blocks' own order (a view of the padded input, no permute back):
+        # each cell reads its window's first-maximum tap and gradient, nothing of its neighbours.
+        spread = (slice(None), slice(None)) + (slice(None), None) * nd
+        first = taps.argmax(-1)[spread]
+        sends = ~torch.isnan(taps.amax(-1))[spread]
+        tap = torch.arange(math.prod(self.k), device=taps.device).reshape(self.k)
+        tap = tap[(None, None) + tuple(v for a in range(nd) for v in (None, slice(None)))]
+        gt = g[spread] * ((tap == first) & sends)
+        gt = F.pad(gt, [q for kk, ss in zip(reversed(self.k), reversed(self.s)) for q in (0, ss - kk, 0, 0)])  # +0 off the taps
+        gp = gt.reshape((n, c) + tuple(want))
         if tuple(gp.shape) != tuple(full):
             gp = F.pad(gp, [q for w, size in zip(reversed(want), reversed(full[2:])) for q in (0, size - w)])
         return self.crop(gp)
