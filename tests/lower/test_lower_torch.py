@@ -118,7 +118,7 @@ def test_compiled_adjoint_of_a_cnn_is_one_graph():
 
     if compile_available(torch) is not None:
         pytest.skip(compile_available(torch))
-    import torch._dynamo.utils as dynamo_utils
+    dynamo_utils = need("torch._dynamo.utils")
 
     adj = Gradient("main", seeds="ones")(retrograd.parse((CORPUS / "c30_conv_pool.py").read_text()))
     rng = np.random.default_rng(3)
