@@ -3,7 +3,7 @@ models, same weights and data) on (a) NumPy, (b) the torch backend eager, (c) th
 (torch.compile of the lowered source), (d) PyTorch eager written by hand; GPU rows when CUDA is present.
 
 Run by hand: ``python benchmarks/bench_backends.py [--rounds 3] [--steps 20] [--threads 2] [--models mlp,mnist,digits]
-[--device cpu] [--no-compiled] [--gpt2]``. Each system runs in its own process (fresh interpreter, BLAS and
+[--device cpu] [--no-compiled] [--gpt2] [--clock cpu]``. Each system runs in its own process (fresh interpreter, BLAS and
 torch limited to --threads), the systems alternate over --rounds rounds (the order rotates), and each round
 reports the median step time of --steps steps after a warm-up; the table gives the median over rounds
 and each system's ratio to (d). CPU targets (issue 23): (b) within 1.1x of (d), (c) at most (d) on the
@@ -85,13 +85,14 @@ def worker(system, name, data_path, steps, device):
     for _ in range(2):
         step()
     sync = (lambda: __import__("torch").cuda.synchronize()) if device.startswith("cuda") else (lambda: None)
+    clock = time.process_time if os.environ.get("BENCH_CLOCK") == "cpu" else time.perf_counter
     times = []
     for _ in range(steps):
         sync()
-        t0 = time.perf_counter()
+        t0 = clock()
         step()
         sync()
-        times.append(time.perf_counter() - t0)
+        times.append(clock() - t0)
     return {"median_s": statistics.median(times), "loss0": loss0}
 
 
@@ -108,7 +109,7 @@ def run_model(name, tmp, args):
     bt = _training()
     data = os.path.join(tmp, f"{name}.npz")
     bt._data(name, data)  # noqa: SLF001 - the training benchmark's own data maker: the same weights and batch
-    env = bt._env(args.threads)  # noqa: SLF001
+    env = bt._env(args.threads, clock=args.clock)  # noqa: SLF001
     systems = [s for s in SYSTEMS if not (s == "torch_compiled" and args.no_compiled)]
     times = {s: [] for s in systems}
     loss0, errors = {}, {}
@@ -139,51 +140,70 @@ def gpt2_rows(args):
     import numpy as np
     import torch
 
-    if not torch.cuda.is_available():
+    dev = args.gpt2_device
+    cuda = dev.startswith("cuda")
+    if cuda and not torch.cuda.is_available():
         print("| gpt2 block stack | cuda | skipped: no CUDA device |")
         return
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
     sys.path.insert(0, HERE)
     import retrograd
     from models import transformer_text
     from retrograd.passes import plan_checkpoint
+    from retrograd.passes.checkpoint import InfeasibleBudgetError
     from retrograd.passes.gradient import Gradient
 
-    mod = retrograd.parse(transformer_text(args.gpt2_blocks, seq=args.gpt2_seq, d=768))
+    mod = retrograd.parse(transformer_text(args.gpt2_blocks, seq=args.gpt2_seq, d=args.gpt2_d))
     adj = Gradient("main", None, None)(mod)
     rng = np.random.default_rng(0)
     func = adj["main_adjoint"]
-    feeds = [torch.tensor(rng.standard_normal(tuple(p.struct_info.shape)).astype("float32") * 0.02, device="cuda")
+    feeds = [torch.tensor(rng.standard_normal(tuple(p.struct_info.shape)).astype("float32") * 0.02, device=dev)
              for p in func.params]
 
     def timed(m):
-        ex = retrograd.build(m, backend="torch", device="cuda")
-        ex["main_adjoint"](*feeds)
+        ex = retrograd.build(m, backend="torch", device=dev)
+        out = ex["main_adjoint"](*feeds)
         ts = []
         for _ in range(args.steps):
-            torch.cuda.synchronize()
+            sync()
             t0 = time.perf_counter()
             ex["main_adjoint"](*feeds)
-            torch.cuda.synchronize()
+            sync()
             ts.append(time.perf_counter() - t0)
-        return statistics.median(ts), ex.stats
+        return statistics.median(ts), ex.stats, out
 
-    t_hand, loss_hand = _gpt2_hand(feeds, args.gpt2_blocks, 768, args.steps)
-    t_full, s_full = timed(adj)
+    t_hand, hand_grads = _gpt2_hand(feeds, args.gpt2_blocks, args.gpt2_d, args.steps, sync)
+    t_full, s_full, out = timed(adj)
+    grads = out[1] if isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], tuple) else out
+    gerr = max(float((a - b).abs().max() / (b.abs().max() + 1e-30)) for a, b in zip(grads, hand_grads))
     params = s_full.param_bytes
     budget = params + (s_full.peak_live_bytes - params) // 2
-    planned, _ = plan_checkpoint(adj, "main_adjoint", budget)
-    t_plan, s_plan = timed(planned)
-    print(f"| gpt2 stack x{args.gpt2_blocks} | cuda | PyTorch eager by hand: step {t_hand * 1e3:.1f} ms | torch backend: "
-          f"step {t_full * 1e3:.1f} ms ({t_full / t_hand:.2f}x, target <= 1.15x), peak {s_full.peak_live_bytes / 2**20:.0f} MiB, "
-          f"allocated {s_full.device_max_allocated_bytes / 2**20:.0f} MiB | planned at half the activations: step "
-          f"{t_plan * 1e3:.1f} ms, peak {s_plan.peak_live_bytes / 2**20:.0f} MiB, allocated "
-          f"{s_plan.device_max_allocated_bytes / 2**20:.0f} MiB ({s_plan.device_max_allocated_bytes / s_full.device_max_allocated_bytes:.2f}x, "
-          f"target <= 0.6x) |")
+    t0 = time.perf_counter()
+    try:
+        planned, _ = plan_checkpoint(adj, "main_adjoint", budget)
+    except InfeasibleBudgetError as err:  # small stacks: half the activations is below the least feasible budget
+        print(f"(half the activations, {budget} bytes, is infeasible: planned at the least feasible {err.least_feasible})")
+        budget = err.least_feasible
+        planned, _ = plan_checkpoint(adj, "main_adjoint", budget)
+    t_planning = time.perf_counter() - t0
+    t_plan, s_plan, _ = timed(planned)
+
+    def alloc(s):
+        return f"{s.device_max_allocated_bytes / 2**20:.0f} MiB" if s.device_max_allocated_bytes is not None else "-"
+
+    ratio = (f"{s_plan.device_max_allocated_bytes / s_full.device_max_allocated_bytes:.2f}x"
+             if s_full.device_max_allocated_bytes else "-")
+    print(f"| gpt2 stack x{args.gpt2_blocks} d={args.gpt2_d} seq={args.gpt2_seq} | {dev} | PyTorch eager by hand: step "
+          f"{t_hand * 1e3:.1f} ms | torch backend: step {t_full * 1e3:.1f} ms ({t_full / t_hand:.2f}x, target <= 1.15x), "
+          f"gradients within {gerr:.1e} of the hand-written ones (max-relative), peak {s_full.peak_live_bytes / 2**20:.0f} MiB, "
+          f"allocated {alloc(s_full)} | planned at half the activations (planning {t_planning:.1f} s): step "
+          f"{t_plan * 1e3:.1f} ms, peak {s_plan.peak_live_bytes / 2**20:.0f} MiB (budget {budget / 2**20:.0f} MiB), "
+          f"allocated {alloc(s_plan)} ({ratio}, target <= 0.6x) |", flush=True)
 
 
-def _gpt2_hand(feeds, blocks, d, steps):
+def _gpt2_hand(feeds, blocks, d, steps, sync):
     """models.transformer_text's block stack written in PyTorch (autograd, the gradient of every input
-    as the adjoint returns them): median step seconds and the loss."""
+    as the adjoint returns them): median step seconds and the gradients."""
     import torch
 
     leaves = [f.clone().requires_grad_(True) for f in feeds]
@@ -199,18 +219,17 @@ def _gpt2_hand(feeds, blocks, d, steps):
             g = (h * 0.5) * (torch.tanh((h + h * h * h * 0.044715) * 0.7978845608) + 1.0)
             x = x1 + g @ w2
         loss = x.sum()
-        torch.autograd.grad(loss, leaves)
-        return float(loss.detach())
+        return torch.autograd.grad(loss, leaves)
 
-    loss = step()
+    grads = step()
     ts = []
     for _ in range(steps):
-        torch.cuda.synchronize()
+        sync()
         t0 = time.perf_counter()
         step()
-        torch.cuda.synchronize()
+        sync()
         ts.append(time.perf_counter() - t0)
-    return statistics.median(ts), loss
+    return statistics.median(ts), grads
 
 
 def main():
@@ -224,13 +243,17 @@ def main():
     ap.add_argument("--gpt2", action="store_true")
     ap.add_argument("--gpt2-blocks", type=int, default=12)
     ap.add_argument("--gpt2-seq", type=int, default=1024)
+    ap.add_argument("--gpt2-d", type=int, default=768)
+    ap.add_argument("--gpt2-device", default="cuda", help="cpu: a dry run of the GPU rows (small --gpt2-blocks/-seq/-d)")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="cpu: process CPU time per step (time.process_time), steadier than wall time on a loaded machine")
     ap.add_argument("--worker")
     ap.add_argument("--data")
     args = ap.parse_args()
     if args.worker:
         print(json.dumps(worker(args.worker, args.models, args.data, args.steps, args.device)))
         return
-    print(f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}")
+    print(f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}, clock={args.clock}")
     print("| model | device | threads | " + " | ".join(f"{s} ms (/ hand)" for s in SYSTEMS if not (s == "torch_compiled" and args.no_compiled))
           + " | first loss |")
     print("|---|---|---|" + "---|" * (len(SYSTEMS) - args.no_compiled) + "---|")

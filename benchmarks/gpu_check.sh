@@ -9,7 +9,7 @@
 set -u
 cd "$(dirname "$0")/.."
 export PYTHONPATH="$PWD"
-out="${1:-/dev/stdout}"
+out="${1:-/dev/null}"  # tee prints to stdout already
 status=0
 run() {  # run <seconds> <label> <command...>
     local limit=$1 label=$2
@@ -26,7 +26,7 @@ python -c "import torch, sys; ok = torch.cuda.is_available(); print(torch.__vers
 echo "OPENBLAS_CORETYPE=${OPENBLAS_CORETYPE:-(unset)}" | tee -a "$out"
 run 150 "CUDA tests" python -m pytest -q -p no:cacheprovider -k cuda \
     tests/runtime/test_torch_backend.py tests/runtime/test_torch_checkpoint.py
-run 90 "training models on CUDA" python benchmarks/bench_backends.py --device cuda --rounds 1 --steps 10 --no-compiled \
+run 130 "training models on CUDA" python benchmarks/bench_backends.py --device cuda --rounds 1 --steps 10 --no-compiled \
     --threads 4
-run 240 "GPT-2-small block stack" python benchmarks/bench_backends.py --models "" --gpt2 --steps 5
+run 200 "GPT-2-small block stack" python benchmarks/bench_backends.py --models "" --gpt2 --steps 5
 exit $status

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 from collections.abc import Callable
 
 import numpy as np
@@ -92,8 +93,15 @@ def training_threads(n: int | None):
         return
     before = parallel.get_num_threads()
     parallel.set_num_threads(n)
+    # The torch backend's kernels: PyTorch's intra-op (OpenMP) threads, when the backend has imported it.
+    torch = sys.modules.get("torch")
+    torch_before = torch.get_num_threads() if torch is not None else None
+    if torch is not None:
+        torch.set_num_threads(n)
     try:
         with threadpool_limits(limits=n, user_api="blas") if threadpool_limits else contextlib.nullcontext():
             yield
     finally:
         parallel.set_num_threads(before)
+        if torch is not None:
+            torch.set_num_threads(torch_before)

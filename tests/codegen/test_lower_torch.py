@@ -107,3 +107,28 @@ def test_lowering_names_a_dim_no_parameter_binds():
         pytest.skip("the parser refuses an unbound dim itself")
     with pytest.raises(UnsupportedError, match="'q'"):
         lower_to_torch(mod, "unbound")
+
+
+def test_compiled_adjoint_of_a_cnn_is_one_graph():
+    """The adjoint of a CNN (conv, relu, max and average pooling) through torch.compile: one graph, no
+    break (the pooling backward's compiled form), and the NumPy executor's gradients."""
+    torch = need("torch")
+    from retrograd.passes.gradient import Gradient
+    from retrograd.runtime.torch_compiled import compile_available
+
+    if compile_available(torch) is not None:
+        pytest.skip(compile_available(torch))
+    dynamo_utils = need("torch._dynamo.utils")
+
+    adj = Gradient("main", seeds="ones")(retrograd.parse((CORPUS / "c30_conv_pool.py").read_text()))
+    rng = np.random.default_rng(3)
+    args = [rng.standard_normal((2, 4, 8, 8)).astype("float32"), rng.standard_normal((6, 2, 3, 3)).astype("float32")]
+    want = retrograd.build(adj)["main_adjoint"](*args)
+    dynamo_utils.counters.clear()
+    ex = retrograd.build(adj, backend="torch", compile=True, numpy_outputs=True)
+    got = ex["main_adjoint"](*args)
+    assert sum(dynamo_utils.counters["graph_break"].values()) == 0, dict(dynamo_utils.counters["graph_break"])
+    assert sum(dynamo_utils.counters["stats"].get(k, 0) for k in ("unique_graphs",)) == 1
+    flat = lambda v: [y for x in v for y in flat(x)] if isinstance(v, tuple) else [v]  # noqa: E731
+    for g, w in zip(flat(got), flat(want)):
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)

@@ -59,3 +59,29 @@ def test_torch_kernel_matches_numpy(case):
     got = op.torch_kernel(*to_torch(torch, tuple(case.kernel_args(values))), **attrs)
     floats = [np.finfo(v.dtype).eps for v in values if v.dtype.kind == "f"]
     assert_matches(got, want, ulps_for(op), case.id, max(floats, default=None))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16", "int8", "int32", "int64", "uint8"])
+def test_select_is_torch_where_bit_for_bit(dtype):
+    """torch_kernels.select (a bit blend on CPU) gives torch.where's bits, broadcasting included: NaN
+    payloads of either sign, signed zeros, infinities, subnormals, 0-d operands."""
+    torch = need("torch")
+    from retrograd.ops.torch_kernels.select import select
+
+    dt = getattr(torch, dtype)
+    bits = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}[torch.empty(0, dtype=dt).element_size()]
+    rng = np.random.default_rng(2)
+    pool = np.array([0.0, -0.0, np.nan, -np.nan, np.inf, -np.inf, 1.0, -1.0, 1e-45, 3.5], np.float32)
+
+    def make(shape):
+        if dt.is_floating_point:
+            return torch.from_numpy(np.asarray(rng.choice(pool, shape), np.float32)).to(dt)
+        return torch.from_numpy(np.asarray(rng.integers(-100, 100, shape))).to(dt)
+
+    for sa, sb, sc in [((5, 4), (5, 4), (5, 4)), ((), (5, 4), (5, 4)), ((5, 4), (), (5, 4)), ((), (), (5, 4)),
+                       ((5, 1), (1, 4), (5, 4)), ((5, 4), (5, 4), (1, 4)), ((5, 4), (4,), ()), ((2, 5, 4), (5, 4), (5, 1))]:
+        a, b = make(sa), make(sb)
+        c = torch.from_numpy(np.asarray(rng.random(sc) < 0.5))
+        want, got = torch.where(c, a, b), select(c, a, b)
+        assert got.shape == want.shape and got.dtype == want.dtype
+        assert torch.equal(got.view(bits), want.view(bits)), (sa, sb, sc)

@@ -272,3 +272,94 @@ def test_fast_cpu_paths_equal_numpy_at_special_values():
         assert w.dtype == o.dtype and w.shape == o.shape
         np.testing.assert_array_equal(o, w)
         assert np.array_equal(np.signbit(o[~np.isnan(o)]), np.signbit(w[~np.isnan(w)])), name
+
+
+TILED_POOLS = """
+@R.function
+def main(x: R.Tensor((2, 3, 7, 9), "float32"), g1: R.Tensor((2, 3, 4, 5), "float32"), g2: R.Tensor((2, 3, 3, 3), "float32"),
+         g3: R.Tensor((2, 3, 3, 4), "float32"), v: R.Tensor((2, 3, 5, 6, 7), "float32"), g4: R.Tensor((2, 3, 3, 3, 4), "float32")):
+    q1 = R.grad.max_pool2d_backward(g1, x, pool_size=[2, 2], strides=[2, 2], padding=[0, 0, 1, 1], ceil_mode=True)
+    q2 = R.grad.max_pool2d_backward(g2, x, pool_size=[3, 3], strides=[3, 3], padding=[1, 1, 1, 1])
+    q3 = R.grad.max_pool2d_backward(g3, x, pool_size=[2, 2], strides=[2, 2])
+    q4 = R.grad.max_pool3d_backward(g4, v, pool_size=[2, 2, 2], strides=[2, 2, 2], padding=[1, 1, 1, 0, 0, 0])
+    return (q1, q2, q3, q4)
+"""
+
+
+def _same_bits(a, b) -> bool:
+    return a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a.view(np.uint8), b.view(np.uint8))
+
+
+def test_compiled_forms_of_the_fast_paths_equal_numpy(monkeypatch):
+    """The forms the CPU kernels take under torch.compile (plain selects, the max pooling backward over
+    window blocks), run eagerly with torch.compiler.is_compiling forced on: bit for bit the eager kernels'
+    results, and the NumPy executor's at the special values of test_fast_cpu_paths_equal_numpy_at_special_values
+    (the 3-D pooling backward's NumPy kernel sums per-depth parts: there the values, zeros of either sign)."""
+    torch = need("torch")
+    rng = np.random.default_rng(6)
+
+    def special(shape, kind):
+        a = (rng.integers(-2, 3, shape) if kind == "x" else rng.standard_normal(shape)).astype("float32")
+        a.flat[0], a.flat[5], a.flat[9] = (np.nan, -0.0, np.inf) if kind == "x" else (np.inf, np.nan, -0.0)
+        return a
+
+    cases = [(FAST_PATHS, [special((2, 3, 7, 9), "x"), special((2, 3, 4, 5), "g"),
+                           np.array([0.0, -0.0, 1.0], np.float32).reshape(1, 3, 1, 1)]),
+             (TILED_POOLS, [special((2, 3, 7, 9), "x"), special((2, 3, 4, 5), "g"), special((2, 3, 3, 3), "g"),
+                            special((2, 3, 3, 4), "g"), special((2, 3, 5, 6, 7), "x"), special((2, 3, 3, 3, 4), "g")])]
+    for text, args in cases:
+        mod = retrograd.parse(text)
+        with np.errstate(invalid="ignore"):
+            want = retrograd.build(mod)["main"](*args)
+        eager = retrograd.build(mod, backend="torch", numpy_outputs=True)["main"](*args)
+        with monkeypatch.context() as m:
+            m.setattr(torch.compiler, "is_compiling", lambda: True)
+            got = retrograd.build(mod, backend="torch", numpy_outputs=True)["main"](*args)
+        for k, (w, e, o) in enumerate(zip(want, eager, got)):
+            assert _same_bits(o, e), k
+            if o.ndim == 5:
+                np.testing.assert_array_equal(o, w)
+            else:
+                assert np.array_equal(o, w, equal_nan=True) and np.array_equal(np.signbit(o), np.signbit(w)), k
+
+
+SELECTS = """
+@R.function
+def main(x: R.Tensor((6, 9), "DT"), y: R.Tensor((6, 9), "DT"), a: R.Tensor((9,), "DT"), c: R.Tensor((6, 9), "bool")):
+    s1 = R.maximum(x, y)
+    s2 = R.minimum(x, y)
+    s3 = R.nn.leakyrelu(x, alpha=0.3)
+    s4 = R.nn.prelu(x, a, axis=1)
+    s5 = R.clip(x, -1.0, 1.0)
+    s6 = R.nn.selu(x)
+    s7 = R.nn.softplus(x, beta=2.0, threshold=1.0)
+    s8 = R.sign(x)
+    s9 = R.where(c, x, y)
+    s10 = R.where(c, x, R.const(-0.0, "DT"))
+    return (s1, s2, s3, s4, s5, s6, s7, s8, s9, s10)
+"""
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+def test_select_kernels_equal_numpy_at_special_values(dtype):
+    """The kernels that select without torch.where on CPU (a bit blend, ATen's leaky_relu) against the NumPy
+    executor bit for bit: NaN in either operand, ties of +0 and -0, infinities, ties of equal values."""
+    need("torch")
+    rng = np.random.default_rng(7)
+    pool = np.array([0.0, -0.0, np.nan, np.inf, -np.inf, 1.0, -1.0, 0.5, -2.5, 3.0], dtype)
+    x, y = rng.choice(pool, (6, 9)), rng.choice(pool, (6, 9))
+    x[0, :], y[0, :] = pool[:9], pool[:9]  # every value against itself
+    x[1, :], y[1, :] = pool[:9], pool[::-1][:9]
+    a = rng.choice(np.array([0.25, -0.5, 0.0, -0.0, np.nan], dtype), 9)
+    c = rng.random((6, 9)) < 0.5
+    mod = retrograd.parse(SELECTS.replace("DT", dtype))
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = retrograd.build(mod)["main"](x, y, a, c)
+    got = retrograd.build(mod, backend="torch", numpy_outputs=True)["main"](x, y, a, c)
+    for name, w, o in zip(("maximum", "minimum", "leakyrelu", "prelu", "clip", "selu", "softplus", "sign", "where",
+                           "where -0"), want, got):
+        assert w.dtype == o.dtype and w.shape == o.shape, name
+        if name in ("selu", "softplus"):  # exp and log: within 2 ulps (the selects around them are exact)
+            np.testing.assert_allclose(o, w, rtol=2 * np.finfo(dtype).eps, atol=0, equal_nan=True, err_msg=name)
+        else:
+            assert np.array_equal(o, w, equal_nan=True) and np.array_equal(np.signbit(o), np.signbit(w)), (name, o, w)

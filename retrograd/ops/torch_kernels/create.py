@@ -7,6 +7,7 @@ import math
 import torch
 
 from retrograd.ops.torch_kernels import device, tdtype
+from retrograd.ops.torch_kernels.select import select
 
 
 def _dev(*tensors):
@@ -88,7 +89,7 @@ def one_hot(indices, on_value, off_value, depth, axis=-1):
     dt = _prim_dtype(on_value)
     on = torch.tensor(on_value.item() if hasattr(on_value, "item") else on_value, dtype=dt, device=indices.device)
     off = torch.tensor(off_value.item() if hasattr(off_value, "item") else off_value, device=indices.device).to(dt)
-    return torch.where(hot, on, off)
+    return select(hot, on, off)
 
 
 KERNELS = {

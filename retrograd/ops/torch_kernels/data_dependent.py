@@ -9,6 +9,7 @@ import torch
 from retrograd.errors import KernelError
 from retrograd.ops.manipulate.layout import positions
 from retrograd.ops.torch_kernels import tdtype
+from retrograd.ops.torch_kernels.select import select
 
 _FLOAT16_MAX = 65504.0
 
@@ -74,8 +75,8 @@ def quantize(data, scale, zero_point, out_dtype="int8", axis=-1):
     info = torch.finfo(target) if target.is_floating_point else torch.iinfo(target)
     hi = torch.tensor(info.max, dtype=v.dtype, device=v.device)
     lo = torch.tensor(info.min, dtype=v.dtype, device=v.device)
-    v = torch.where(v < hi, v, hi)  # NaN goes to the top, as TVM's min-then-max selects
-    v = torch.where(v > lo, v, lo)
+    v = select(v < hi, v, hi)  # NaN goes to the top, as TVM's min-then-max selects
+    v = select(v > lo, v, lo)
     return v.to(target).contiguous()
 
 

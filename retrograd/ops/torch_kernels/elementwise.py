@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from retrograd.errors import KernelError
+from retrograd.ops.torch_kernels.select import select
 
 _INT_KINDS = (torch.int8, torch.int16, torch.int32, torch.int64, torch.uint8, torch.uint16, torch.uint32, torch.uint64)
 
@@ -56,13 +57,13 @@ def power(a, b):
 def maximum(a, b):
     # One comparison and a select, as TVM lowers it: a NaN in x1 gives x2 (see ops/elementwise.py).
     if is_float(a):
-        return torch.where(a > b, a, b).contiguous()
+        return select(a > b, a, b).contiguous()
     return torch.maximum(a, b)
 
 
 def minimum(a, b):
     if is_float(a):
-        return torch.where(a < b, a, b).contiguous()
+        return select(a < b, a, b).contiguous()
     return torch.minimum(a, b)
 
 
@@ -84,7 +85,7 @@ def sign(x):
         return x.clone()
     out = torch.sign(x)
     if is_float(x):
-        out = torch.where(torch.isnan(x), torch.zeros((), dtype=x.dtype, device=x.device), out)
+        out = out.nan_to_num_(nan=0.0, posinf=1.0, neginf=-1.0)  # NaN gives 0 (TVM's sign); no infinities here
     return out
 
 

@@ -9,6 +9,7 @@ import torch
 
 from retrograd.errors import KernelError
 from retrograd.ops.torch_kernels.nn import check_float
+from retrograd.ops.torch_kernels.select import select
 
 
 def _inputs(op, q, k, v, bias):
@@ -51,7 +52,7 @@ def _probabilities(q, k, v, bias, scale, causal_mask, window_size):
         skv = k.shape[1]
         offset = 0 if causal_mask == "TopLeft" else abs(s - skv)
         keep = torch.arange(skv, device=q.device)[None, :] <= torch.arange(s, device=q.device)[:, None] + offset
-        p = torch.where(keep, p, torch.tensor(-math.inf, dtype=dtype, device=q.device))
+        p = select(keep, p, torch.tensor(-math.inf, dtype=dtype, device=q.device))
     if p.shape[-1]:
         p = p - p.amax(dim=-1, keepdim=True)
     p = torch.exp(p)

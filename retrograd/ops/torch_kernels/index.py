@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 
 from retrograd.errors import KernelError
+from retrograd.ops.torch_kernels.select import keep, select
 
 _MODES = ("fast", "clip", "wrap", "nan")
 
@@ -26,11 +27,11 @@ def checked_indices(op, idx, size, mode, axis):
         return torch.remainder(idx, max(size, 1)), None
     if mode == "nan":
         bad = (idx < 0) | (idx >= size)
-        return torch.where(bad, 0, idx), bad
+        return select(bad, torch.zeros((), dtype=idx.dtype, device=idx.device), idx), bad
     bad = (idx < -size) | (idx >= size)
     if bool(bad.any()):
         raise KernelError(f"{op}: index {int(idx[bad][0])} out of range for axis {axis} of size {size}")
-    return torch.where(idx < 0, idx + size, idx), None
+    return select(idx < 0, idx + size, idx), None
 
 
 def _source(op, x, axis):
@@ -49,7 +50,7 @@ def take(x, indices, axis=None, mode="fast"):
         if not src.dtype.is_floating_point:
             raise KernelError(f"take: mode 'nan' needs a float array, got {src.dtype}")
         mask = dropped.reshape((1,) * ax + idx.shape + (1,) * (src.ndim - ax - 1))
-        out = torch.where(mask, torch.nan, out)
+        out = select(mask, torch.tensor(torch.nan, dtype=out.dtype, device=out.device), out)
     return out
 
 
@@ -65,8 +66,8 @@ def take_backward(output_grad, x, indices, axis=None, mode=""):
     g = output_grad.to(x.dtype).reshape(src.shape[:ax] + (idx.numel(),) + src.shape[ax + 1:])
     rows = idx.reshape(-1)
     if dropped is not None:
-        keep = ~dropped.reshape(-1)
-        rows, g = rows[keep], g.index_select(ax, keep.nonzero().reshape(-1))
+        kept = ~dropped.reshape(-1)
+        rows, g = rows[kept], g.index_select(ax, kept.nonzero().reshape(-1))
     dx = torch.zeros(src.shape, dtype=x.dtype, device=x.device)
     dx.index_add_(ax, rows, g)
     return dx.reshape(x.shape)
@@ -76,23 +77,16 @@ def where(condition, x1, x2):
     c = condition.to(torch.bool) if condition.dtype != torch.bool else condition
     if (isinstance(x1, torch.Tensor) and isinstance(x2, torch.Tensor) and c.device.type == "cpu" and x1.dtype == x2.dtype
             and x1.dtype.is_floating_point and not torch.compiler.is_compiling()):  # compiled code fuses its own select
-        # A float select against a +0 scalar (a relu's or a where's gradient) as one
-        # aten.threshold_backward over the condition's bytes: torch.where is not vectorized on CPU,
-        # tens of times slower. threshold_backward gives +0 where the uint8 view is 0, else the value itself.
+        # A select against a +0 scalar (a relu's or a where's gradient) as one threshold_backward pass.
         if _plus_zero(x2):
-            return _keep(c, x1)
+            return keep(c, x1)
         if _plus_zero(x1):
-            return _keep(torch.logical_not(c), x2)
-    return torch.where(c, x1, x2)
+            return keep(torch.logical_not(c), x2)
+    return select(c, x1, x2)
 
 
 def _plus_zero(t) -> bool:
     return t.ndim == 0 and t.device.type == "cpu" and bool(t == 0) and not bool(torch.signbit(t))
-
-
-def _keep(c, x):
-    """x where c, else +0: where(c, x, 0) for a 0-d +0 (the result broadcast from c and x)."""
-    return torch.ops.aten.threshold_backward(x, c.view(torch.uint8), 0)
 
 
 def _element_coords(op, data, indices, axis):
@@ -245,7 +239,7 @@ def merge_sparse_rows(indices, values, num_rows):
     bad = (idx < -num_rows) | (idx >= num_rows)
     if bool(bad.any()):
         raise KernelError(f"merge_sparse_grad: index {int(idx[bad][0])} out of range for {num_rows} rows")
-    idx = torch.where(idx < 0, idx + num_rows, idx)
+    idx = select(idx < 0, idx + num_rows, idx)
     vals = values.reshape((idx.shape[0],) + tuple(values.shape[indices.ndim:]))
     unique, inverse = torch.unique(idx, sorted=True, return_inverse=True)
     merged = torch.zeros((unique.shape[0],) + tuple(vals.shape[1:]), dtype=vals.dtype, device=vals.device)

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from retrograd.errors import KernelError
 from retrograd.ops.kernels.pad import source_index
 from retrograd.ops.kernels.pointwise import GELU_TANH_A, GELU_TANH_C, SELU_ALPHA, SELU_SCALE
+from retrograd.ops.torch_kernels.select import keep, select
 
 
 def check_float(op, name, x):
@@ -122,7 +123,7 @@ class _Nll:
 def nll_loss(predictions, targets, weights=None, reduction="mean", ignore_index=-100):
     s = _Nll("nll_loss", predictions, targets, weights, reduction, ignore_index)
     picked = torch.gather(s.pred, 1, s.t[:, None, :])[:, 0, :]
-    losses = -s.w * torch.where(s.valid, picked, 0)
+    losses = -s.w * keep(s.valid, picked)
     if reduction == "none":
         return losses.reshape(s.tshape)
     total = losses.sum(dtype=s.dtype)
@@ -177,7 +178,11 @@ def gelu_tanh(data):
 
 def leakyrelu(data, alpha=0.01):
     x = check_float("leakyrelu", "data", data)
-    return torch.where(x > 0, x, x * torch.tensor(alpha, dtype=x.dtype, device=x.device))
+    if x.dtype in (torch.float32, torch.float64):
+        # ATen's leaky_relu is the same select, x > 0 ? x : x * alpha, alpha rounded to x's dtype; for float16
+        # and bfloat16 it multiplies in float32 by an unrounded alpha, NumPy in the dtype.
+        return F.leaky_relu(x, alpha)
+    return select(x > 0, x, x * torch.tensor(alpha, dtype=x.dtype, device=x.device))
 
 
 def prelu(data, alpha, axis=1):
@@ -190,20 +195,21 @@ def prelu(data, alpha, axis=1):
         raise KernelError(f"prelu: alpha must have shape ({c},) or (1,), got {tuple(alpha.shape)}")
     shape = [1] * x.ndim
     shape[axis] = alpha.shape[0]
-    return torch.where(x > 0, x, x * alpha.reshape(shape).to(x.dtype))
+    return select(x > 0, x, x * alpha.reshape(shape).to(x.dtype))
 
 
 def selu(data):
     x = check_float("selu", "data", data)
-    neg = torch.expm1(torch.clamp(x, max=0)) * torch.tensor(SELU_ALPHA, dtype=x.dtype, device=x.device)
-    return torch.where(x > 0, x, neg) * torch.tensor(SELU_SCALE, dtype=x.dtype, device=x.device)
+    # np.minimum(x, 0): NaN stays, -0 gives +0 (the tie goes to the 0), which adding +0 makes of clamp's -0.
+    neg = torch.expm1(torch.clamp(x, max=0).add_(0.0)) * torch.tensor(SELU_ALPHA, dtype=x.dtype, device=x.device)
+    return select(x > 0, x, neg) * torch.tensor(SELU_SCALE, dtype=x.dtype, device=x.device)
 
 
 def softplus(data, beta=1.0, threshold=20.0):
     x = check_float("softplus", "data", data)
     bx = x * torch.tensor(beta, dtype=x.dtype, device=x.device)
     soft = torch.logaddexp(torch.zeros((), dtype=x.dtype, device=x.device), bx) / torch.tensor(beta, dtype=x.dtype, device=x.device)
-    return torch.where(bx > threshold, x, soft)
+    return select(bx > threshold, x, soft)
 
 
 def _widths(op, ndim, pad_width):
@@ -224,7 +230,7 @@ def pad(data, pad_width, pad_value=0.0, pad_mode="constant"):
         if pad_mode == "constant":
             taken = out.index_select(axis, idx.clamp(min=0)) if n else out.new_zeros(out.shape[:axis] + (idx.numel(),) + out.shape[axis + 1:])
             mask = (idx >= 0).reshape((-1,) + (1,) * (data.ndim - axis - 1))
-            out = torch.where(mask, taken, torch.tensor(pad_value, device=data.device).to(data.dtype))
+            out = select(mask, taken, torch.tensor(pad_value, device=data.device).to(data.dtype))
         else:
             out = out.index_select(axis, idx)
     return out.contiguous() if out is not data else data.clone()

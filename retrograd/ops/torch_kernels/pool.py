@@ -114,12 +114,57 @@ class _Pool:
                 hit &= free
                 if k < last:
                     free ^= hit
-            if apart:
+            if apart and torch.compiler.is_compiling():  # dynamo splits the graph at an `out=` view
+                gp[v] = g * hit
+            elif apart:
                 torch.mul(g, hit, out=gp[v])  # as NumPy writes it: a negative gradient off the maximum gives -0
             else:
                 gp[v].add_(g * hit)  # on the view: `gp[v] += ...` would copy the view back over itself
+        return self.crop(gp)
+
+    def crop(self, xp):
+        """The input's cells of a tensor over the padded input."""
         crop = (slice(None), slice(None)) + tuple(slice(b, b + n) for b, n in zip(self.pad, self.x.shape[2:]))
-        return gp if gp.shape == self.x.shape else gp[crop]
+        return xp if xp.shape == self.x.shape else xp[crop]
+
+    @property
+    def tiled(self) -> bool:
+        """Windows that tile the padded input (no dilation, stride at least the window): each cell in one window."""
+        return all(dd == 1 and ss >= kk for dd, ss, kk in zip(self.d, self.s, self.k))
+
+    def tiled_max_backward(self, g):
+        """strided_max_backward for tiled windows in a form torch.compile fuses well (its
+        slice-scatters of the tap views become nests of scalar selects): the padded input as (N, C, o1, s1, o2,
+        s2, ...) blocks, each window's first maximum by argmax over its taps (the first of equal values; a NaN
+        window, whose maximum is NaN, sends none), the gradient times the hit mask (the same -0 and NaN as NumPy's
+        product) in the blocks' order, which is the padded input's. Bitwise equal to strided_max_backward."""
+        n, c = self.x.shape[:2]
+        xp = self.x
+        want = [o * ss for o, ss in zip(self.out_shape, self.s)]
+        # Pad by the window padding, then to whole blocks (or cut cells past the last block: no window reads them).
+        grow = [(b, max(0, w - b - size)) for b, w, size in zip(self.pad, want, xp.shape[2:])]
+        if any(b or e for b, e in grow):
+            xp = F.pad(xp, [q for b, e in reversed(grow) for q in (b, e)], value=-math.inf)
+        full = xp.shape
+        xp = xp[(slice(None), slice(None)) + tuple(slice(0, w) for w in want)]
+        blocks = xp.reshape((n, c) + tuple(v for o, ss in zip(self.out_shape, self.s) for v in (o, ss)))
+        nd = len(self.k)
+        taps = blocks[(slice(None), slice(None)) + tuple(v for kk in self.k for v in (slice(None), slice(0, kk)))]
+        order = (0, 1) + tuple(2 + 2 * a for a in range(nd)) + tuple(3 + 2 * a for a in range(nd))
+        taps = taps.permute(order).reshape((n, c) + self.out_shape + (-1,))
+        # The hit mask and product in the blocks' own order (a view of the padded input, no permute back):
+        # each cell reads its window's first-maximum tap and gradient, nothing of its neighbours.
+        spread = (slice(None), slice(None)) + (slice(None), None) * nd
+        first = taps.argmax(-1)[spread]
+        sends = ~torch.isnan(taps.amax(-1))[spread]
+        tap = torch.arange(math.prod(self.k), device=taps.device).reshape(self.k)
+        tap = tap[(None, None) + tuple(v for a in range(nd) for v in (None, slice(None)))]
+        gt = g[spread] * ((tap == first) & sends)
+        gt = F.pad(gt, [q for kk, ss in zip(reversed(self.k), reversed(self.s)) for q in (0, ss - kk, 0, 0)])  # +0 off the taps
+        gp = gt.reshape((n, c) + tuple(want))
+        if tuple(gp.shape) != tuple(full):
+            gp = F.pad(gp, [q for w, size in zip(reversed(want), reversed(full[2:])) for q in (0, size - w)])
+        return self.crop(gp)
 
     def taps(self, x, fill):
         """(N, C, outputs, taps) of x's values, `fill` at padding."""
@@ -184,6 +229,9 @@ def _max_backward(n):
         layout = layout or "NC" + _SPATIAL[n]
         p = _Pool(f"max_pool{n}d_backward", n, data, pool_size, strides, padding, dilation, ceil_mode, layout)
         g = p.grad_in(output_grad, out_layout or layout)
+        if p.strided and p.tiled and torch.compiler.is_compiling():
+            gx = p.tiled_max_backward(g.reshape(g.shape[:2] + p.out_shape))
+            return to_layout(p.op, gx, p.canon, layout).contiguous()
         if p.strided:
             gx = p.strided_max_backward(g.reshape(g.shape[:2] + p.out_shape))
             return fresh(to_layout(p.op, gx, p.canon, layout).contiguous())
