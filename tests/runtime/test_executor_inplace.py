@@ -123,3 +123,25 @@ class Module:
 '''), profile=profile)
     x = np.array([0.0, 1.0, 2.0], "float32")
     np.testing.assert_allclose(ex["main"](x), np.zeros(3), atol=1e-6)
+
+
+@pytest.mark.parametrize("rows,cols,dtype", [(3, 4, "float32"), (5, 4, "int32"), (3, 8, "float64"), (2, 3, "float32")])
+def test_negating_a_column_view_in_place_reads_the_column(rows, cols, dtype):
+    """negative over a dying column of a split (a strided view, written in place): NumPy 2.4's own in-place
+    negative reads such an input wrongly, the executor's result must still be the column negated."""
+    mod = retrograd.parse(f'''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor(({rows}, {cols}), dtype="{dtype}")) -> R.Tensor(({rows}, 1), dtype="{dtype}"):
+        s: R.Tensor(({rows}, {cols}), dtype="{dtype}") = R.add(x, x)
+        parts: R.Tuple(R.Tensor(({rows}, 1), dtype="{dtype}"), R.Tensor(({rows}, {cols - 1}), dtype="{dtype}")) = R.split(s, indices_or_sections=[1], axis=1)
+        col: R.Tensor(({rows}, 1), dtype="{dtype}") = parts[0]
+        y: R.Tensor(({rows}, 1), dtype="{dtype}") = R.negative(col)
+        return y
+''')
+    x = (np.arange(rows * cols) % 7 + 1).astype(dtype).reshape(rows, cols)
+    want = [-2 * x[i, 0] for i in range(rows)]  # naive: row by row
+    got = retrograd.build(mod)["main"](x.copy())
+    np.testing.assert_array_equal(got.ravel(), np.array(want, dtype))
+    np.testing.assert_array_equal(retrograd.build(mod, check=True)["main"](x.copy()), got)
