@@ -11,6 +11,7 @@ from retrograd.ir.struct_info import PrimStructInfo, TensorStructInfo
 from retrograd.ops.api import R
 from retrograd.ops.cost import ELEMENTWISE
 from retrograd.ops.kernels import special
+from retrograd.ops.kernels.index import negative_into
 from retrograd.ops.elementwise import infer_unary, keep_dtype, quiet_ufunc_kernel, register_unary, ufunc_kernel
 from retrograd.ops.registry import Arg, InferCtx, no_gradient, register
 from retrograd.ops.rule_helpers import scalar
@@ -29,16 +30,6 @@ abs = register_unary(
     infer=infer_unary,
     inplace=np.absolute,
 )
-def negative_into(x, out):
-    """np.negative written over `out`. NumPy 2.4's negative loop reads a strided input wrongly when it writes
-    over that input (a column of a float32 (n, 4) or float64 (n, 8) array, negated in place, gets values
-    from the first row): such an input is negated aside, then copied over."""
-    if not (x.flags.c_contiguous or x.flags.f_contiguous) and np.may_share_memory(x, out):
-        np.copyto(out, np.negative(x))
-        return out
-    return np.negative(x, out=out)
-
-
 negative = register_unary("negative", ufunc_kernel(np.negative), lambda c, o, g: [R.negative(g)], infer=infer_unary, inplace=negative_into)
 cos = register_unary("cos", ufunc_kernel(np.cos), lambda c, o, g: [R.negative(R.multiply(g, R.sin(c.args[0])))], inplace=np.cos)
 sin = register_unary("sin", ufunc_kernel(np.sin), lambda c, o, g: [R.multiply(g, R.cos(c.args[0]))], inplace=np.sin)

@@ -137,6 +137,16 @@ def where(condition, x1, x2):
     return where_into(c, a, b, out=np.empty(np.broadcast_shapes(c.shape, a.shape, b.shape), a.dtype))
 
 
+def negative_into(x, out):
+    """np.negative written over `out`. NumPy 2.4's negative loop reads a strided input wrongly when it writes
+    over that input (a column of a float32 (n, 4) or float64 (n, 8) array, negated in place, gets values
+    from the first row): such an input is negated aside, then copied over."""
+    if not (x.flags.c_contiguous or x.flags.f_contiguous) and np.may_share_memory(x, out):
+        np.copyto(out, np.negative(x))
+        return out
+    return np.negative(x, out=out)
+
+
 def where_into(condition, x1, x2, out):
     """x2 ^ ((x1 ^ x2) & mask) into `out` (a bool condition, x1, x2 and out of one dtype): a
     data-dependent condition (a relu's mask) makes np.where's per-element branch mispredict, which
@@ -148,7 +158,7 @@ def where_into(condition, x1, x2, out):
     # straight from int8 into the wider type runs NumPy's buffered casting loop (28 vs 15 µs a where
     # on 65k float32).
     np.copyto(o, c.view(np.int8), casting="unsafe")
-    np.negative(o, out=o)
+    negative_into(o, out=o)
     if b.ndim == 0 and not bi.any():  # a +0 else-branch (a relu backward): one pass fewer
         np.bitwise_and(o, ai, out=o)
         return out
