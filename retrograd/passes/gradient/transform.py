@@ -23,6 +23,7 @@ from retrograd.passes.gradient.markers import Recompute, collect_checkpoints, ma
 from retrograd.passes.gradient.sparse import SparseGrads
 from retrograd.passes.gradient.spec import GradientSpec, resolve_spec, return_fields, vjp_spec
 from retrograd.passes.gradient.sweep import Sweep
+from retrograd.passes.gradient.templates import RuleTemplates
 from retrograd.passes.infra import module_pass
 
 
@@ -209,7 +210,7 @@ class FunctionAD:
             kept = {vmap[v] for v in checkpoints[0]} | {vmap[m] for m, v in marks.items() if v in checkpoints[0]}
             self.recompute = Recompute(bb, forward, kept)
 
-        sweep = Sweep(self, bb, compute_active(forward, required))
+        sweep = Sweep(self, bb, compute_active(forward, required), RuleTemplates() if self.recompute is None else None)
         seed_params = self._seed(sweep, bb, ret)
         sweep.run(forward)
 
