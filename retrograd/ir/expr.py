@@ -251,7 +251,7 @@ def const(value, dtype: str | None = None) -> Constant:
     constant is made once and shared (constants are immutable leaves): gradient rules ask for the same
     zeros and ones at every binding."""
     cls = value.__class__
-    if cls is float or cls is int or cls is bool:
+    if (cls is float or cls is int or cls is bool) and (dtype is None or dtype.__class__ is str):
         # repr tells -0.0 from 0.0 (equal keys otherwise) and makes NaN a key equal to itself.
         key = (cls, repr(value), dtype)
         hit = _CONSTANTS.get(key)

@@ -318,9 +318,12 @@ def attrs_key(given: dict):
     """A hashable key of given attribute values and their types, or None (an unhashable value)."""
     parts = []
     for k, v in given.items():
-        if v.__class__ is list:
+        cls = v.__class__
+        if cls is list:
             v = ("list", *v)
-        parts.append((k, v.__class__, v))
+        elif cls is float:
+            v = repr(v)  # -0.0 and 0.0 are equal keys otherwise
+        parts.append((k, cls, v))
     key = tuple(parts)
     try:
         hash(key)
