@@ -242,8 +242,28 @@ def map_tuple_nest(expr: Expr, leaf, rebuild, memo: dict | None = None) -> Expr:
     return fold(expr, tuple_parts, combine, memo=memo)
 
 
+_CONSTANTS: dict = {}  # see const
+_CONSTANTS_SIZE = 4096
+
+
 def const(value, dtype: str | None = None) -> Constant:
-    """A constant with struct info; scalars default to int32 / float32 like R.const."""
+    """A constant with struct info; scalars default to int32 / float32 like R.const. A Python scalar's
+    constant is made once and shared (constants are immutable leaves): gradient rules ask for the same
+    zeros and ones at every binding."""
+    cls = value.__class__
+    if (cls is float or cls is int or cls is bool) and (dtype is None or dtype.__class__ is str):
+        # repr tells -0.0 from 0.0 (equal keys otherwise) and makes NaN a key equal to itself.
+        key = (cls, repr(value), dtype)
+        hit = _CONSTANTS.get(key)
+        if hit is None:
+            if len(_CONSTANTS) >= _CONSTANTS_SIZE:
+                _CONSTANTS.clear()
+            hit = _CONSTANTS[key] = _new_const(value, dtype)
+        return hit
+    return _new_const(value, dtype)
+
+
+def _new_const(value, dtype: str | None) -> Constant:
     if dtype is None:
         if isinstance(value, bool):
             dtype = "bool"

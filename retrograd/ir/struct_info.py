@@ -38,7 +38,7 @@ class ObjectStructInfo(StructInfo):
     """Any value: the top of the struct-info lattice."""
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)  # hashed by every inference memo lookup
 class PrimStructInfo(StructInfo):
     """A scalar of a primitive dtype, optionally with a known value."""
 
@@ -46,7 +46,7 @@ class PrimStructInfo(StructInfo):
     value: int | float | None = None
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)  # hashed by every inference memo lookup
 class ShapeStructInfo(StructInfo):
     """A shape value; `values` known or only `ndim` (-1: unknown)."""
 
@@ -58,7 +58,7 @@ class ShapeStructInfo(StructInfo):
             object.__setattr__(self, "ndim", len(self.values))
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)  # hashed by every inference memo lookup
 class TensorStructInfo(StructInfo):
     """A tensor: shape known (dims static or symbolic), or only ndim (-1: unknown); dtype "" if unknown."""
 

@@ -150,10 +150,12 @@ class OpDef(Op):
     threaded: bool = False
     split_kernel: Callable | None = None
     _attr_index: Mapping[str, Attr] = attrs.field(init=False)
+    _attr_memo: dict = attrs.field(init=False)
 
     def __attrs_post_init__(self):
         # Derived once at construction (frozen afterwards).
         object.__setattr__(self, "_attr_index", {a.name: a for a in self.attrs_schema})
+        object.__setattr__(self, "_attr_memo", {})
         names = self.positional_attrs or (a.name for a in self.attrs_schema)
         object.__setattr__(self, "positional_attrs", tuple(names))
         if any(not 0 <= i < len(self.args) for i in self.aliases):
@@ -198,7 +200,22 @@ class OpDef(Op):
 
     # -- building calls -----------------------------------------------------
     def normalize_attrs(self, given: dict, span=None) -> dict:
-        """Check names and values, fill defaults; keys come out in schema order."""
+        """Check names and values, fill defaults; keys come out in schema order. Results are remembered
+        by the given values (with their types: 1, 1.0 and True may convert differently): gradient rules
+        build the same calls again and again."""
+        key = attrs_key(given)
+        memo = self._attr_memo
+        hit = memo.get(key) if key is not None else None
+        if hit is not None:
+            return dict(hit)
+        out = self._normalize_attrs(given, span)
+        if key is not None:
+            if len(memo) >= _ATTR_MEMO_SIZE:
+                memo.clear()
+            memo[key] = dict(out)
+        return out
+
+    def _normalize_attrs(self, given: dict, span) -> dict:
         for key in given:
             if key not in self._attr_index:
                 known = ", ".join(a.name for a in self.attrs_schema) or "none"
@@ -305,6 +322,25 @@ class OpDef(Op):
 
 
 _MAX_DIM = 2**63 - 1
+_ATTR_MEMO_SIZE = 4096
+
+
+def attrs_key(given: dict):
+    """A hashable key of given attribute values and their types, or None (an unhashable value)."""
+    parts = []
+    for k, v in given.items():
+        cls = v.__class__
+        if cls is list:
+            v = ("list", *v)
+        elif cls is float:
+            v = repr(v)  # -0.0 and 0.0 are equal keys otherwise
+        parts.append((k, cls, v))
+    key = tuple(parts)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 def _beyond_int64(shape: tuple) -> bool:

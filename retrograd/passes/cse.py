@@ -53,7 +53,7 @@ def _arg_key(arg: Expr):
     return ("id", id(arg))
 
 
-def _value_key(value: Expr):
+def value_key(value: Expr):
     """A hashable key equal for two values that compute the same thing, or None if not eligible."""
     if isinstance(value, Call):
         op = value.op
@@ -103,7 +103,7 @@ class _Eliminator(ExprMutator):
     def visit_binding(self, binding: VarBinding) -> bool:
         # One method per binding (the mutator's rewrite, the lookup, the emission): this is the hot path.
         value = self.rewrite_binding(binding)
-        key = _value_key(value)
+        key = value_key(value)
         var = binding.var
         if key is not None:
             first = self._find(key)

@@ -50,47 +50,49 @@ class _Folder(ExprMutator):
         # Substitution keeps each call's struct info: a folded argument never retypes its user.
         value = substitute(value, self.var_remap) if self.var_remap else value
         if isinstance(value, Call):
-            value = self.fold(value) or value
+            value = fold_call(value, self.grow) or value
         if isinstance(value, Constant):
             self.var_remap[binding.var] = value
             return None
         return value
 
-    def fold(self, call: Call) -> Constant | None:
-        op = call.op
-        if isinstance(op, GlobalVar) or not getattr(op, "pure", False) or getattr(op, "kernel", None) is None:
+
+def fold_call(call: Call, grow: bool = False) -> Constant | None:
+    """The constant a pure op call on constants evaluates to (None: not folded; see fold_constants)."""
+    if any(isinstance(a, Var) for a in call.args):  # the common case, first
+        return None
+    op = call.op
+    if isinstance(op, GlobalVar) or not getattr(op, "pure", False) or getattr(op, "kernel", None) is None:
+        return None
+    if is_barrier(call):  # a checkpoint marker on constants is still a recomputation boundary
+        return None
+    out_numel = _static_numel(call.struct_info)
+    if out_numel is None:
+        return None
+    args = []
+    largest = 1
+    for a in call.args:
+        value = _constant_value(a)
+        if value is _NOT_CONSTANT:
             return None
-        if is_barrier(call):  # a checkpoint marker on constants is still a recomputation boundary
-            return None
-        if any(isinstance(a, Var) for a in call.args):
-            return None
-        out_numel = _static_numel(call.struct_info)
-        if out_numel is None:
-            return None
-        args = []
-        largest = 1
-        for a in call.args:
-            value = _constant_value(a)
-            if value is _NOT_CONSTANT:
-                return None
-            if isinstance(a, Constant):
-                largest = max(largest, a.data.size)
-            args.append(value)
-        # Folding must not turn a small computation into large constant data (ones(shape) stays a call).
-        if not self.grow and out_numel > largest:
-            return None
-        try:
-            with np.errstate(all="ignore"):
-                kernel = for_storage(op, call.struct_info, [a.struct_info for a in call.args])
-                result = np.asarray(kernel(*args, **call.attrs))
-        except Exception:  # noqa: BLE001 - a kernel refusing its input leaves the call for run time
-            return None
-        sinfo = call.struct_info
-        if tuple(result.shape) != tuple(sinfo.shape) or str(result.dtype) != sinfo.dtype:
-            return None
-        result = result.copy()
-        result.setflags(write=False)
-        return Constant(result, sinfo, span=call.span)
+        if isinstance(a, Constant):
+            largest = max(largest, a.data.size)
+        args.append(value)
+    # Folding must not turn a small computation into large constant data (ones(shape) stays a call).
+    if not grow and out_numel > largest:
+        return None
+    try:
+        with np.errstate(all="ignore"):
+            kernel = for_storage(op, call.struct_info, [a.struct_info for a in call.args])
+            result = np.asarray(kernel(*args, **call.attrs))
+    except Exception:  # noqa: BLE001 - a kernel refusing its input leaves the call for run time
+        return None
+    sinfo = call.struct_info
+    if tuple(result.shape) != tuple(sinfo.shape) or str(result.dtype) != sinfo.dtype:
+        return None
+    result = result.copy()
+    result.setflags(write=False)
+    return Constant(result, sinfo, span=call.span)
 
 
 _NOT_CONSTANT = object()
@@ -137,4 +139,4 @@ class FoldConstant:
     def transform_function(self, func: Function, mod: IRModule, ctx) -> Function:
         return fold_constants(func, self.grow)
 
-__all__ = ["FoldConstant", "fold_constants"]
+__all__ = ["FoldConstant", "fold_call", "fold_constants"]

@@ -48,7 +48,7 @@ def _swaps_last_two(axes: tuple | None) -> bool:
     return axes == tuple(range(n - 2)) + (n - 1, n - 2)
 
 
-class _Simplifier(ExprMutator):
+class Simplifier(ExprMutator):
     """One forward sweep. `var_remap` replaces removed variables by what they alias; `defs` gives the
     (rewritten) value of each remaining variable, for pattern matching."""
 
@@ -213,7 +213,7 @@ def _reads_any(value, names: dict) -> bool:
     return any(v in names for v in reads)
 
 
-def _demotable(seq: SeqExpr) -> dict:
+def demotable_outputs(seq: SeqExpr) -> dict:
     """Block outputs that nothing after their dataflow block reads -> dataflow vars to bind instead."""
     later = used_vars(seq.body)
     reads: list = []
@@ -255,8 +255,8 @@ class _Demoter(ExprMutator):
 def simplify_function(func: Function) -> Function:
     """`func` with trivial bindings removed, transpose patterns simplified, and block outputs nothing
     reads after their block turned back into dataflow vars (run DCE afterwards)."""
-    func = _Simplifier(func).visit_expr(func)
-    demoted = _demotable(func.body)
+    func = Simplifier(func).visit_expr(func)
+    demoted = demotable_outputs(func.body)
     return _Demoter(demoted).visit_expr(func) if demoted else func
 
 

@@ -16,6 +16,7 @@ from retrograd.ops.composed import ComposedVjp
 from retrograd.ops.registry import get as get_op
 from retrograd.ops.shape_utils import broadcast_shapes
 from retrograd.passes.gradient.activity import compute_active
+from retrograd.passes.gradient.templates import RuleTemplates
 
 _NO_GRAD = "relax.grad.no_grad"
 
@@ -45,11 +46,14 @@ class Sweep:
     an expression (a leaf, or a var holding a tuple), a Python tuple of per-field adjoints, or
     absent (zero). Zeros are only materialized when a whole value is needed."""
 
-    def __init__(self, host: SweepHost, bb, active: set):
+    def __init__(self, host: SweepHost, bb, active: set, templates: RuleTemplates | None = None):
         self.host = host
         self.bb = bb
         self.active = active
         self.adj: dict = {}
+        # Rule templates (templates.py): only where the backward part reads forward values as they are
+        # (no recomputation emitted by restore).
+        self.templates = templates
         self._active_tuples: dict = {}  # id -> (tuple, is_active), see is_active
 
     # -- adjoint algebra ------------------------------------------------------
@@ -271,7 +275,15 @@ class Sweep:
             g = self.as_tuple(adj, var.struct_info, var)
         else:
             g = self.materialize(adj, var.struct_info, var)
+        templates = self.templates
+        key = None if templates is None else templates.key(call, var, g, self.active, self.adj, self.bb.in_dataflow)
         try:
+            template = None if key is None else templates.get(key)
+            if template is not None:
+                block = self.bb.current_bindings()
+                for index, value in templates.bindings(template, call, var, g, lambda i: self._hint(call.args[i]), block):
+                    self.add(call.args[index], value)
+                return
             partials = rule(call, var, g)
             if isinstance(partials, ComposedVjp):
                 self._composed(call, partials, g)
@@ -281,12 +293,19 @@ class Sweep:
                 raise self.host.error(
                     f"the gradient rule of {op.script_name} returned {count} for {len(call.args)} arguments", binding
                 )
-            for arg, part in zip(call.args, partials):
+            segments = []
+            for index, (arg, part) in enumerate(zip(call.args, partials)):
                 if part is None or _is_no_grad(part) or not self.is_active(arg):
                     continue
-                hint = f"{arg.name_hint}_adjoint" if isinstance(arg, Var) and arg not in self.adj else "lv"
+                hint = self._hint(arg)
+                block = self.bb.current_bindings()
+                start = len(block)
                 # The forward values a partial reads, as the backward part has them: kept, or recomputed here.
-                self.add(arg, self.fit(self.host.restore(part), arg.struct_info, arg, hint))
+                value = self.fit(self.host.restore(part), arg.struct_info, arg, hint)
+                segments.append((index, hint, tuple(block[start:]), value))
+                self.add(arg, value)
+            if key is not None:
+                templates.store(key, call, var, g, segments)
         except GradientError as err:
             if err.span is not None or err.message.startswith("in function"):
                 raise
@@ -294,6 +313,10 @@ class Sweep:
             raise self.host.error(err.message, binding) from err
         except DiagnosticError as err:
             raise self.host.error(f"the gradient rule of {op.script_name} failed: {err.message}", binding) from err
+
+    def _hint(self, arg) -> str:
+        """The name of an argument's partial: its adjoint's name when it is the first."""
+        return f"{arg.name_hint}_adjoint" if isinstance(arg, Var) and arg not in self.adj else "lv"
 
     def _composed(self, call: Call, vjp: ComposedVjp, g) -> None:
         """Backward of a fused backward op: emit its forward computation F, sweep F once (the op's

@@ -16,16 +16,15 @@ from retrograd.ir.nested import fold
 from retrograd.ir.struct_info import FuncStructInfo, TensorStructInfo, TupleStructInfo, annotation_form, tuple_fields
 from retrograd.ir.text import format_sinfo
 from retrograd.ops.registry import get as get_op
-from retrograd.passes.cse import eliminate_common_subexpressions
-from retrograd.passes.dce import eliminate_dead_code, is_pure
-from retrograd.passes.fold_constant import fold_constants
+from retrograd.passes.cleanup import cleanup_function
+from retrograd.passes.dce import is_pure
 from retrograd.passes.gradient.activity import all_float, compute_active
 from retrograd.passes.gradient.markers import Recompute, collect_checkpoints, marker_kind
 from retrograd.passes.gradient.sparse import SparseGrads
 from retrograd.passes.gradient.spec import GradientSpec, resolve_spec, return_fields, vjp_spec
 from retrograd.passes.gradient.sweep import Sweep
+from retrograd.passes.gradient.templates import RuleTemplates
 from retrograd.passes.infra import module_pass
-from retrograd.passes.simplify import simplify_function
 
 
 @module_pass(name="gradient", aliases={"func": "func_name"})
@@ -84,14 +83,6 @@ class Gradient:
         with collector_paused():
             return ModuleAD(mod, self).run()
 
-
-
-def cleanup_function(func: Function) -> Function:
-    """The clean-up run on every function the Gradient pass creates."""
-    func = fold_constants(func)
-    func = simplify_function(func)
-    func = eliminate_common_subexpressions(func)
-    return eliminate_dead_code(func)
 
 
 class ModuleAD:
@@ -219,7 +210,7 @@ class FunctionAD:
             kept = {vmap[v] for v in checkpoints[0]} | {vmap[m] for m, v in marks.items() if v in checkpoints[0]}
             self.recompute = Recompute(bb, forward, kept)
 
-        sweep = Sweep(self, bb, compute_active(forward, required))
+        sweep = Sweep(self, bb, compute_active(forward, required), RuleTemplates() if self.recompute is None else None)
         seed_params = self._seed(sweep, bb, ret)
         sweep.run(forward)
 

@@ -1,0 +1,231 @@
+"""The clean-up of generated functions: constant folding, simplification, CSE and dead code removal.
+
+`cleanup_function` is the four passes in a row. A straight-line function of one dataflow block (what
+the Gradient pass builds from a dataflow function) is cleaned in one forward walk instead, each binding
+folded, simplified and looked up for an equal earlier computation in turn, then one backward walk for
+dead code: the four walks and three intermediate functions cost twice the pass that generated them.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from retrograd.ir.block import DataflowBlock, VarBinding
+from retrograd.ir.builder import BlockBuilder
+from retrograd.ir.copy import substitute
+from retrograd.ir.expr import LEAF_TYPES, Call, Constant, DataflowVar, Function, Op, SeqExpr, Tuple, TupleGetItem, Var, is_leaf
+from retrograd.ir.vars import read_vars
+from retrograd.passes.cse import eliminate_common_subexpressions, value_key
+from retrograd.passes.dce import eliminate_dead_code
+from retrograd.passes.fold_constant import fold_call, fold_constants
+from retrograd.passes.simplify import Simplifier, demotable_outputs, simplify_function
+
+
+def cleanup_function(func: Function) -> Function:
+    """`func` folded, simplified, with repeated computations bound once and dead bindings removed."""
+    fast = _one_walk(func)
+    if fast is not None:
+        return fast
+    func = fold_constants(func)
+    func = simplify_function(func)
+    func = eliminate_common_subexpressions(func)
+    return eliminate_dead_code(func)
+
+
+def _is_flat(value) -> bool:
+    """A binding value the one-walk clean-up takes: an op call, tuple or projection reading leaves."""
+    cls = value.__class__
+    if cls is Call:
+        if not isinstance(value.op, Op):
+            return False
+        for a in value.args:
+            if a.__class__ is Tuple:
+                if not all(isinstance(f, LEAF_TYPES) for f in a.fields):
+                    return False
+            elif not isinstance(a, LEAF_TYPES):
+                return False
+        return True
+    if cls is Tuple:
+        return all(isinstance(f, LEAF_TYPES) for f in value.fields)
+    if cls is TupleGetItem:
+        return isinstance(value.tuple_value, Var)
+    return isinstance(value, LEAF_TYPES)
+
+
+def _one_walk(func: Function) -> Function | None:
+    """The clean-up of a function whose body is one dataflow block of flat bindings, or None when the
+    function is not of that form (or needs block outputs demoted): the passes run instead."""
+    seq = func.body
+    if len(seq.blocks) != 1 or not isinstance(seq.blocks[0], DataflowBlock):
+        return None
+    bindings = seq.blocks[0].bindings
+    uses: dict = {}
+    get = uses.get
+    promoted: set = set()  # dataflow vars an output var will take the binding of (see _OneWalk.outlives)
+    for b in bindings:
+        value = b.value
+        if not _is_flat(value):
+            return None
+        if value.__class__ is DataflowVar and b.var.__class__ is Var:
+            promoted.add(value)
+        if value.__class__ is Call:
+            for a in value.args:
+                if a.__class__ is Var or a.__class__ is DataflowVar:
+                    uses[a] = get(a, 0) + 1
+                elif a.__class__ is Tuple:
+                    for f in a.fields:
+                        if isinstance(f, Var):
+                            uses[f] = get(f, 0) + 1
+        else:
+            reads: list = []
+            read_vars(value, reads)
+            for v in reads:
+                uses[v] = get(v, 0) + 1
+    reads = []
+    read_vars(seq.body, reads)
+    for v in reads:
+        uses[v] = get(v, 0) + 1
+    walk = _OneWalk(uses, promoted)
+    out = walk.run(bindings)
+    body = walk.resolve(seq.body)
+    reads.clear()
+    read_vars(body, reads)
+    live = set(reads)
+    if any(b.var.__class__ is Var and b.var not in live for b in out):
+        return None  # the passes demote such outputs to dataflow vars before CSE, which may then merge them
+    out = _live_bindings(out, live)
+    if not walk.changed and len(out) == len(bindings):
+        return func
+    new_seq = SeqExpr((DataflowBlock(tuple(out)),) if out else (), body, body.struct_info)
+    return attrs.evolve(func, body=new_seq, attrs=dict(func.attrs))
+
+
+def _live_bindings(bindings: list, live: set) -> list:
+    """Dead code elimination of flat bindings: one backward walk; `live` starts as what the result reads."""
+    kept = []
+    reads: list = []
+    for b in reversed(bindings):
+        value = b.value
+        if value.__class__ is Call:
+            if b.var not in live and getattr(value.op, "pure", True):
+                continue
+            for a in value.args:
+                if a.__class__ is Tuple:
+                    live.update(f for f in a.fields if isinstance(f, Var))
+                elif isinstance(a, Var):
+                    live.add(a)
+        else:
+            if b.var not in live:
+                continue
+            reads.clear()
+            read_vars(value, reads)
+            live.update(reads)
+        kept.append(b)
+    kept.reverse()
+    return kept
+
+
+class _OneWalk(Simplifier):
+    """fold_constants, simplify and CSE applied to each binding in turn. One table of replacements
+    (`var_remap`) serves all three: each pass would substitute the earlier ones' anyway."""
+
+    def __init__(self, uses: dict, promoted: set):
+        # The simplifier's state without its use count walk (the caller counted while checking).
+        self.var_remap = {}
+        self.defs = {}
+        self.uses = uses
+        self.position = {}
+        self.promoted = {}
+        self._resolved = {}
+        self._memo_size = 0
+        self.out: list = []
+        self.table: dict = {}  # value key -> the var bound to it
+        self.key_of: dict = {}  # var -> its value key
+        self._normalizer = BlockBuilder()
+        self.will_promote = promoted
+
+    def run(self, bindings) -> list:
+        changed = False
+        for b in bindings:
+            changed |= self.visit_binding(b)
+        self.changed = self.finish_block() or changed
+        return self.out
+
+    @property
+    def builder(self):
+        return self  # the simplifier reads `builder.current_bindings()` and `builder.in_dataflow`
+
+    def current_bindings(self) -> list:
+        return self.out
+
+    def normalize(self, expr):
+        return self._normalizer.normalize(expr)
+
+    in_dataflow = True
+
+    def visit_binding(self, b: VarBinding) -> bool:
+        var, old = b.var, b.value
+        value = self.resolve(old)
+        # fold_constants
+        if value.__class__ is Call:
+            folded = fold_call(value)
+            if folded is not None:
+                self.var_remap[var] = folded
+                return True
+        elif value.__class__ is Constant:
+            self.var_remap[var] = value
+            return True
+        # simplify
+        value = self.rewrite(var, value)
+        if value.__class__ is not Tuple and is_leaf(value) and self.alias(var, value):
+            self._promoted_key(value, var)
+            return True
+        # CSE
+        key = value_key(value)
+        if key is not None:
+            first = self.table.get(key)
+            if first is not None and (not self.outlives(var) or self.outlives(first)):
+                if first.struct_info == var.struct_info:
+                    self.var_remap[var] = first
+                    return True
+        self.emit(b if value is old else VarBinding(var, value, span=b.span))
+        if key is not None:
+            known = self.table.get(key)
+            if known is None or (not self.outlives(known) and self.outlives(var)):
+                self.table[key] = var
+                self.key_of[var] = key
+        return value is not old
+
+    def outlives(self, var) -> bool:
+        """An output var, or a dataflow var an output var takes the binding of later in the block: CSE
+        runs after simplify's promotions in the passes, and sees these as output vars."""
+        return var.__class__ is not DataflowVar or var in self.will_promote
+
+    def _promoted_key(self, target, var) -> None:
+        """After an output var took the binding of the dataflow var `target`: it represents its value."""
+        if self.promoted.get(target) is var:
+            key = self.key_of.pop(target, None)
+            if key is not None and self.table.get(key) is target:
+                self.table[key] = var
+                self.key_of[var] = key
+
+    def emit_transpose(self, x):
+        var = super().emit_transpose(x)
+        # The passes would look the new transpose up in CSE after simplifying.
+        b = self.out[-1]
+        key = value_key(b.value)
+        first = self.table.get(key) if key is not None else None
+        if first is not None and first.struct_info == var.struct_info:
+            self.out.pop()
+            del self.position[var]
+            del self.defs[var]
+            return first
+        if key is not None:
+            self.table[key] = var
+            self.key_of[var] = key
+        return var
+
+    def resolve(self, expr):
+        if not self.var_remap:
+            return expr
+        return substitute(expr, self.var_remap)

@@ -1,0 +1,102 @@
+"""Rule templates: what a gradient rule emitted for one call, replayed for the next call of the same kind.
+
+Networks repeat their layers: the same op with the same attributes on arguments of the same struct info,
+thousands of times. A rule's partials, normalized, inferred and fitted to the arguments' shapes, depend
+on nothing else (op inference reads struct info and attributes only), so the bindings emitted for the
+first such call are kept with its variables as placeholders, and each later call gets copies over its
+own variables: typed nodes built directly, without the rule, attribute checks, normalization or
+inference.
+"""
+
+from __future__ import annotations
+
+from retrograd.ir.copy import substitute
+from retrograd.ir.expr import Call, DataflowVar, Tuple, Var
+from retrograd.ir.block import VarBinding
+from retrograd.ir.struct_info import TensorStructInfo
+from retrograd.ir.vars import read_vars
+from retrograd.ops.registry import attrs_key
+
+
+class RuleTemplates:
+    """Templates by call kind; `key` says which calls may use one (None: not this call)."""
+
+    def __init__(self):
+        self.memo: dict = {}
+
+    def key(self, call: Call, var: Var, g, active: set, adj: dict, in_dataflow: bool):
+        """What the rule's emitted bindings depend on: the op, its attributes, each argument's class,
+        struct info, activity, whether it has an adjoint yet and which earlier argument it repeats (other
+        leaves by identity), the result's and the adjoint's class and struct info, the block kind."""
+        if (g.__class__ is not Var and g.__class__ is not DataflowVar) or var.struct_info.__class__ is not TensorStructInfo:
+            return None
+        parts = []
+        args = call.args
+        for j, a in enumerate(args):
+            cls = a.__class__
+            if cls is Var or cls is DataflowVar:
+                if a is g:
+                    return None
+                first = j
+                for i in range(j):
+                    if args[i] is a:
+                        first = i
+                        break
+                parts.append((cls, a.struct_info, a in active, a in adj, first))
+            elif cls is Tuple:
+                return None
+            else:
+                parts.append(a)
+        attrs = attrs_key(call.attrs)
+        if attrs is None:
+            return None
+        return (call.op, attrs, tuple(parts), var.__class__, var.struct_info, g.__class__, g.struct_info, in_dataflow)
+
+    def get(self, key):
+        return self.memo.get(key)
+
+    def store(self, key, call: Call, var: Var, g, segments: list) -> None:
+        """Keep `segments` [(argument index, hint, bindings emitted fitting it, the fitted value)] if they
+        read only the call's variables, its result, the adjoint and their own variables."""
+        known = {var, g, *(a for a in call.args if isinstance(a, Var))}
+        reads: list = []
+        for _, _, bindings, fitted in segments:
+            if isinstance(fitted, tuple):
+                return
+            for b in bindings:
+                reads.clear()
+                read_vars(b.value, reads)
+                if any(v not in known for v in reads):
+                    return
+                known.add(b.var)
+            if isinstance(fitted, Var) and fitted not in known:
+                return
+        self.memo[key] = (call.args, var, g, segments)
+
+    @staticmethod
+    def bindings(template, call: Call, var: Var, g, hints: list, block: list):
+        """Yield (argument index, fitted value) per segment after appending its copied bindings to
+        `block`; `hints[k]` is the name segment k's result takes now (the caller's, as it would name it)."""
+        t_args, t_var, t_g, segments = template
+        mapping = {t_var: var, t_g: g}
+        for ta, a in zip(t_args, call.args):
+            if isinstance(ta, Var):
+                mapping[ta] = a
+        get = mapping.get
+        for k, (index, t_hint, bindings, fitted) in enumerate(segments):
+            hint = hints(index)
+            for b in bindings:
+                value = b.value
+                if value.__class__ is Call:
+                    args = tuple(
+                        get(a, a) if a.__class__ is Var or a.__class__ is DataflowVar else substitute(a, mapping) for a in value.args
+                    )
+                    value = Call(value.op, args, value.attrs, value.struct_info)
+                else:
+                    value = substitute(value, mapping)
+                old = b.var
+                name = hint if old.name_hint == t_hint else old.name_hint
+                new = old.__class__(name, old.struct_info)
+                block.append(VarBinding(new, value))
+                mapping[old] = new
+            yield index, get(fitted, fitted) if isinstance(fitted, Var) else fitted
