@@ -326,21 +326,23 @@ _ATTR_MEMO_SIZE = 4096
 
 
 def attrs_key(given: dict):
-    """A hashable key of given attribute values and their types, or None (an unhashable value)."""
-    parts = []
-    for k, v in given.items():
-        cls = v.__class__
-        if cls is list:
-            v = ("list", *v)
-        elif cls is float:
-            v = repr(v)  # -0.0 and 0.0 are equal keys otherwise
-        parts.append((k, cls, v))
-    key = tuple(parts)
+    """A hashable key of given attribute values and their types, nested ones included, or None (an
+    unhashable value): 1, 1.0 and True convert differently, and -0.0 must not find 0.0's entry."""
+    key = tuple((k, typed_key(v)) for k, v in given.items())
     try:
         hash(key)
     except TypeError:
         return None
     return key
+
+
+def typed_key(v):
+    cls = v.__class__
+    if cls is list or cls is tuple:
+        return (cls, *map(typed_key, v))
+    if cls is float:
+        return (cls, repr(v))
+    return (cls, v)
 
 
 def _beyond_int64(shape: tuple) -> bool:

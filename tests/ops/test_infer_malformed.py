@@ -123,3 +123,17 @@ def test_attribute_defaults_and_order_match_tvm(case):
             assert ours[k] == pytest.approx(v, rel=1e-6), f"{case.op}.{k}"
         else:
             assert ours[k] == v, f"{case.op}.{k}: default {ours[k]!r}, TVM's {v!r}"
+
+
+def test_remembered_attributes_keep_nested_types_and_signed_zeros():
+    """normalize_attrs remembers results by the given values: a list that equals an accepted one by value
+    but holds a float where an integer is expected must still be refused, and a nested -0.0 must not be
+    answered with 0.0's entry."""
+    from retrograd.ops.registry import attrs_key, get
+
+    op = get("relax.nn.pad")
+    assert op.normalize_attrs({"pad_width": [0, 0, 1, 1]})["pad_width"] == (0, 0, 1, 1)
+    with pytest.raises(DiagnosticError, match="pad_width"):
+        op.normalize_attrs({"pad_width": [0.0, 0, 1, 1]})
+    assert attrs_key({"v": [0.0]}) != attrs_key({"v": [-0.0]})
+    assert attrs_key({"v": (1,)}) != attrs_key({"v": (True,)}) != attrs_key({"v": [1]})
