@@ -4,10 +4,10 @@ A solver is `(Problem, budget) -> Schedule | None`: a plan whose simulated peak 
 Policy "budget" takes the least recomputation cost within the budget, ties broken by the lower peak
 (a plan recomputing a matmul, conv or pool ranks after every plan that does not). Its solvers, each
 the only one to find the best plan somewhere (tests/passes/checkpoint):
-- revolve (chain.py): Revolve's optimum on uniform chain adjoints, of any length; taken as soon as it fits;
+- chain (chain.py): on chain adjoints, Revolve's optimum on uniform ones, of any length (taken as soon as
+  it fits), the heterogeneous-chain DP on the others;
 - exact (exact.py): the MILP, on problems of up to EXACT_NODES nodes when scipy is importable; taken
   as soon as it fits when its memory is the simulator's (no aliases);
-- chain_dp (rotor.py): the heterogeneous-chain DP, on other chain adjoints;
 - heuristic: the greedy descent (greedy.py), its recomputations shared between close uses (share.py).
 Every limit is a count (nodes, trials, levels), never wall-clock time: a plan depends on its input only.
 Policies "sqrt" and "cheap" take no budget. Like JAX's `save_*` checkpoint policies they are predicates
@@ -21,7 +21,7 @@ from __future__ import annotations
 from math import isqrt
 from typing import Callable
 
-from retrograd.passes.checkpoint import chain, exact, greedy, rotor
+from retrograd.passes.checkpoint import chain, exact, greedy
 from retrograd.passes.checkpoint.problem import CHEAP_KINDS, HEAVY_KINDS, InfeasibleBudget, Problem, Schedule
 from retrograd.passes.checkpoint.share import share
 from retrograd.passes.checkpoint.simulate import simulate
@@ -129,12 +129,12 @@ def solvers(problem: Problem) -> list[tuple[Solver, bool]]:
     """(solver, optimal) for the solvers that apply to `problem`, in the order they are tried; an optimal
     solver's plan is taken as soon as it fits."""
     found = chain.detect(problem)
-    uniform = found is not None and found.uniform(problem)
-    out: list[tuple[Solver, bool]] = [(chain.revolve, True)] if uniform else []
+    out: list[tuple[Solver, bool]] = []
     if use_exact(problem):
         out.append((exact.solve, all(a is None for a in problem.alias_of)))
-    if found is not None and not uniform:
-        out.append((rotor.chain_dp, False))
+    if found is not None:
+        uniform = found.uniform(problem)  # Revolve's optimum: first; the DP's plan is ranked with the others
+        out.insert(0 if uniform else len(out), (chain.solve, uniform))
     out.append((heuristic, False))
     return out
 

@@ -120,26 +120,6 @@ class Problem:
         return out
 
 
-class Builder:
-    """Builds a Problem node by node: `add` returns the new node's index."""
-
-    def __init__(self):
-        self.fields: dict[str, list] = {k: [] for k in ("sizes", "costs", "deps", "recomputable", "alias_of", "inplace", "kinds", "names")}
-        self.outputs: list[int] = []
-
-    def add(self, size, cost, deps=(), kind="other", recomputable=True, output=False, alias_of=None, inplace=(), name=None):
-        f = self.fields
-        i = len(f["sizes"])
-        for key, value in zip(f, (size, cost, tuple(deps), recomputable, alias_of, tuple(inplace), kind, name or f"%{i}")):
-            f[key].append(value)
-        if output:
-            self.outputs.append(i)
-        return i
-
-    def build(self, pinned_bytes: int = 0) -> Problem:
-        return Problem(**self.fields, outputs=tuple(self.outputs), pinned_bytes=pinned_bytes)
-
-
 def _stages(v) -> tuple:
     return tuple(tuple(int(x) for x in s) for s in v)
 
