@@ -54,7 +54,7 @@ class Extraction:
 
     @property
     def opaque(self) -> bool:
-        """An If or a call of another function: the Problem leaves out what they hold inside them."""
+        """An If or a call of another function: what they hold inside is the exact model's (pass_.planning_problem)."""
         return any(ins.kind in ("if", "call") for ins in self.plan.block.ins)
 
     def nodes(self, src) -> list[int]:

@@ -185,7 +185,7 @@ def least_plan(problem: Problem) -> tuple[int, Schedule | None]:
     """(least peak, a plan reaching it): exact (MILP) on small problems without aliases (or when the
     descent reaches the lower bound), otherwise the peak of the plan for the lowest peak of the plans
     tried (an upper bound of the least)."""
-    low = greedy.lowest(problem, light(problem))
+    low = greedy.least_peak(problem, light(problem), then=problem.recomputable)[1].peak_bytes
     best = [low]
     if use_exact(problem) and lower_bound(problem) < low:
         least = exact.exact_least_peak(problem)
@@ -201,8 +201,8 @@ def least_plan(problem: Problem) -> tuple[int, Schedule | None]:
 
 
 def lower_bound(problem: Problem) -> int:
-    """No plan's peak is lower: parameters, plus each node's distinct input buffers and its own
-    (unless it may reuse an input's) while it is computed."""
+    """No plan's peak is lower: parameters, plus each node's distinct input buffers, its own (unless it
+    may reuse an input's) and what it holds inside while it is computed."""
     p = problem
     root = list(range(p.n))
     for v in range(p.n):
@@ -212,5 +212,5 @@ def lower_bound(problem: Problem) -> int:
     for v in range(p.n):
         need = sum(p.sizes[r] for r in {root[d] for d in p.deps[v]})
         own = 0 if p.alias_of[v] is not None or p.inplace[v] else p.sizes[v]
-        best = max(best, need + own)
+        best = max(best, need + own + p.inner[v])
     return p.pinned_bytes + best
