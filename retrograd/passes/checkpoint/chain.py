@@ -73,30 +73,6 @@ def _split(l: int, s: int) -> int:
     return lo
 
 
-def revolve_actions(L: int, c: int) -> list[tuple[int, int]]:
-    """Revolve's plan for L steps and c slots: (0, k) advance to state k; (1, k) reverse step k."""
-    out: list[tuple[int, int]] = []
-    stack = [(0, L, c - 1)]
-    while stack:
-        i, l, s = stack.pop()
-        if l == 1:
-            out.append((1, i + 1))
-        elif s + 2 >= l:
-            # Slots for every state: one sweep, then reverse.
-            out.extend((0, k) for k in range(i + 1, i + l))
-            out.extend((1, k) for k in range(i + l, i, -1))
-        elif s == 0:
-            for k in range(l, 0, -1):
-                out.extend((0, x) for x in range(i + 1, i + k))
-                out.append((1, i + k))
-        else:
-            j = _split(l, s)
-            out.extend((0, x) for x in range(i + 1, i + j + 1))
-            stack.append((i, j, s))
-            stack.append((i + j, l - j, s - 1))
-    return out
-
-
 @attrs.frozen(eq=False)
 class Chain:
     """A chain adjoint: nodes 0..forward-1 form a chain (node k reads only node k-1, node 0 only
@@ -149,35 +125,68 @@ def detect(problem: Problem) -> Chain | None:
 
 
 def chain_schedule(problem: Problem, chain: Chain, c: int) -> Schedule:
-    """Revolve's plan with c slots as recomputations before the backward reads (a uniform chain)."""
+    """Revolve's plan with c slots (a uniform chain of L = last + 2 steps), as recomputations before the
+    backward reads: advancing to state x_k (node k-1) after the first reversal is a recomputation, run
+    before the read reversing the next step. Segments (i, l, s): l steps from state i, s free slots."""
     per_stage: dict[int, list[int]] = {}
     pending: list[int] = []
     started = False
-    for kind, k in revolve_actions(chain.last + 2, c):
-        if kind == 0:
-            if started:
-                pending.append(k - 1)  # state x_k is node k-1
+
+    def advance(states):
+        if started:
+            pending.extend(k - 1 for k in states)
+
+    def reverse(k):
+        nonlocal started, pending
+        started = True
+        if k >= 2 and pending:
+            per_stage.setdefault(chain.need[k - 2], []).extend(pending)
+        pending = []
+
+    stack = [(0, chain.last + 2, c - 1)]
+    while stack:
+        i, l, s = stack.pop()
+        if l == 1:
+            reverse(i + 1)
+        elif s + 2 >= l:  # slots for every state: one sweep, then reverse
+            advance(range(i + 1, i + l))
+            for k in range(i + l, i, -1):
+                reverse(k)
+        elif s == 0:
+            for k in range(l, 0, -1):
+                advance(range(i + 1, i + k))
+                reverse(i + k)
         else:
-            started = True
-            if k >= 2 and pending:
-                per_stage.setdefault(chain.need[k - 2], []).extend(pending)
-            pending = []
+            j = _split(l, s)
+            advance(range(i + 1, i + j + 1))
+            stack.append((i, j, s))
+            stack.append((i + j, l - j, s - 1))
     return Schedule.from_lists(problem.n, per_stage)
 
 
 def revolve(problem: Problem, chain: Chain, budget: int) -> Schedule | None:
     """Revolve's plan with the fewest extra steps whose simulated peak fits `budget` (None if none fits)."""
     L = chain.last + 2
-    plans: dict = {}
+    plans, peak = {}, {}
 
     def fits(c):
-        plans[c] = chain_schedule(problem, chain, c)
-        return simulate(problem, plans[c], check=False).peak_bytes <= budget
+        if c not in peak:
+            plans[c] = chain_schedule(problem, chain, c)
+            peak[c] = simulate(problem, plans[c], check=False).peak_bytes
+        return peak[c] <= budget
 
-    # Peaks grow with c, by about one value per slot: the largest c that fits is at most `hi` - 1. Small
-    # c are the long plans, so the search stays near the answer.
-    size = problem.sizes[0]
-    lo, hi = 0, min(L + 1, (budget - problem.pinned_bytes) // size + 2) if size else L + 1
+    # The largest c that fits (peaks grow with c). A slot holds one value, so the peak of a few slots
+    # places the answer: check around that estimate first, then bisect what is left.
+    lo, hi, size, probe = 0, L + 1, problem.sizes[0], min(L, 4)
+    if size > 0 and fits(probe):
+        lo = probe
+        guess = min(L, probe + (budget - peak[probe]) // size)
+        if guess > lo and fits(guess):
+            lo, hi = guess, (guess + 1 if guess < L and not fits(guess + 1) else hi)
+        elif guess > lo:
+            hi = guess
+    elif size > 0:
+        hi = probe
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if fits(mid) else (lo, mid)

@@ -154,24 +154,18 @@ def plan_budget(problem: Problem, budget: int) -> Schedule | None:
 
 
 def heuristic(problem: Problem, budget: int) -> Schedule | None:
-    """The scalable solver: the greedy descent's plan (light kinds first), shared (share.py)."""
+    """The scalable solver: the greedy descent's plan (light kinds first), its recomputations shared
+    between close uses (share.py) on problems small enough for the descent's pruning. The limit of the
+    sharing is the plan's own peak, not the budget: a plan then depends on the budget only through the
+    descent's first fit, which keeps plans monotone in the budget."""
     descent = greedy.descend(problem, budget, light(problem))
-    return None if descent is None else shared(problem, descent[0])[0]
+    if descent is None or problem.n > greedy.BATCH_NODES:
+        return None if descent is None else descent[0]
+    return share(problem, descent[0], descent[1].peak_bytes, descent[1])[0]
 
 
-def shared(problem: Problem, schedule: Schedule):
-    """(plan, simulation): the plan with recomputations shared between uses where its own peak allows
-    (on problems small enough for the descent's pruning). The limit is the plan's own peak, not the
-    budget: a plan then depends on the budget only through the descent's first fit, which keeps plans
-    monotone in the budget."""
+def rank(problem: Problem, schedule: Schedule):
     sim = simulate(problem, schedule, check=False)
-    if problem.n > greedy.BATCH_NODES:
-        return schedule, sim
-    return share(problem, schedule, sim.peak_bytes, sim)
-
-
-def rank(problem: Problem, schedule: Schedule, sim=None):
-    sim = sim or simulate(problem, schedule, check=False)
     heavy = sum(problem.costs[v] for st in schedule.recompute for v in st if problem.kinds[v] in HEAVY_KINDS)
     return (heavy > 0, sim.extra_cost, sim.peak_bytes)
 
