@@ -318,3 +318,23 @@ def corpus_functions(path) -> list:
                 continue
             out.append((adj, f"{name}_adjoint"))
     return out
+
+
+# An If returning a value it reads (a or b): the Problem counts its result as a buffer of its own, and
+# neither a nor b may then be written over in place.
+ALIASING_IF = """
+@R.function
+def main(x: R.Tensor((8,), "float32"), cond: R.Tensor((), "bool")):
+    a = R.sin(x)
+    b = R.exp(a)
+    c = R.cos(b)
+    if cond:
+        r = a
+    else:
+        r = b
+    d = R.multiply(c, c)
+    e = R.add(d, b)
+    f = R.multiply(e, a)
+    g = R.add(f, r)
+    return g
+"""
