@@ -19,7 +19,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from retrograd.passes.checkpoint import Problem, simulate, solve  # noqa: E402
-from retrograd.passes.checkpoint.problem import Builder  # noqa: E402
 
 D = 4 * 1024 * 256  # one activation: a 1024x256 float32 (a batch of 1024)
 W = 4 * 256 * 256  # a weight or its gradient
@@ -42,19 +41,29 @@ def chain_adjoint(nodes: int) -> Problem:
 
 def mlp_adjoint(nodes: int) -> Problem:
     layers = nodes // 5
-    b = Builder()
     flops = 2 * 1024 * 256 * 256
+    nodes_: list[tuple] = []  # (size, cost, deps, kind, recomputable)
+    outputs = []
+
+    def add(size, cost, deps, kind, recomputable=True, output=False):
+        nodes_.append((size, cost, tuple(deps), kind, recomputable))
+        if output:
+            outputs.append(len(nodes_) - 1)
+        return len(nodes_) - 1
+
     prev, acts = None, []
     for _ in range(layers):
-        z = b.add(D, flops, () if prev is None else (prev,), "matmul")
-        prev = b.add(D, 1024 * 256, (z,), "elementwise")
+        z = add(D, flops, () if prev is None else (prev,), "matmul")
+        prev = add(D, 1024 * 256, (z,), "elementwise")
         acts.append(prev)
     g = None
     for i in range(layers - 1, -1, -1):
-        gz = b.add(D, 1024 * 256, (acts[i],) + (() if g is None else (g,)), "elementwise", False)
-        b.add(W, flops, ((acts[i - 1],) if i else ()) + (gz,), "matmul", False, True)
-        g = b.add(D, flops, (gz,), "matmul", False)
-    return b.build(pinned_bytes=layers * W)
+        gz = add(D, 1024 * 256, (acts[i],) + (() if g is None else (g,)), "elementwise", False)
+        add(W, flops, ((acts[i - 1],) if i else ()) + (gz,), "matmul", False, True)
+        g = add(D, flops, (gz,), "matmul", False)
+    sizes, costs, deps, kinds, rec = zip(*nodes_)
+    return Problem(sizes=sizes, costs=costs, deps=deps, recomputable=rec, outputs=tuple(outputs),
+                   pinned_bytes=layers * W, kinds=kinds)
 
 
 def run(name: str, p: Problem, fractions) -> None:

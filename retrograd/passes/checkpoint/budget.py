@@ -7,21 +7,9 @@ import re
 
 import attrs
 
-_UNITS = {
-    "": 1,
-    "b": 1,
-    "kb": 1000,
-    "mb": 1000**2,
-    "gb": 1000**3,
-    "tb": 1000**4,
-    "kib": 1024,
-    "mib": 1024**2,
-    "gib": 1024**3,
-    "tib": 1024**4,
-    "k": 1024,
-    "m": 1024**2,
-    "g": 1024**3,
-}
+_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+_UNITS.update({p + "b": 1000**e for e, p in enumerate("kmgt", 1)})
+_UNITS.update({p + "ib": 1024**e for e, p in enumerate("kmgt", 1)})
 _QUANTITY = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(%\s*act|%|[A-Za-z]*)\s*", re.IGNORECASE)
 
 

@@ -3,8 +3,8 @@
 Stage t computes node t, preceded by recomputations R[t,k] (k < t, in node order); S[t,k] says that
 node k's value is live entering stage t; FREE[t,i,k] releases i right after event (t,k) when no later
 event of stage t reads it and it is not kept into stage t+1; IP[t,k,d] says event k reuses the
-buffer of its dying in-place dep d. The memory after each event, before its frees, is the
-simulator's; aliases are charged their root's size, so the model's memory is an upper bound of the
+buffer of its dying in-place dep d. The memory after each event, before its frees (with what the
+node holds inside, Problem.inner), is the simulator's; aliases are charged their root's size, so the model's memory is an upper bound of the
 simulated one (exact on problems without aliases). scipy is optional: without it `available()` is
 False and the planner uses its heuristics.
 """
@@ -51,10 +51,11 @@ class _Model:
         n = p.n
         sizes = [p.sizes[i] if p.alias_of[i] is None else p.sizes[self._root(i)] for i in range(n)]
         g = 0
-        for s in sizes:
+        for s in sizes + list(p.inner):
             g = gcd(g, s)
         self.unit = g or 1
         self.size = [s // self.unit for s in sizes]
+        self.inner = [s // self.unit for s in p.inner]
         latest = latest_use(p)
         users = p.users()
         self.nvar = 0
@@ -143,15 +144,11 @@ class _Model:
                     base[self.S[t, i]] = float(self.size[i])
             acc = dict(base)
             for k in events:
-                if self.size[k]:
-                    if ev[k] is None:
-                        const = self.size[k]
-                    else:
-                        acc[ev[k]] = acc.get(ev[k], 0.0) + self.size[k]
-                        const = 0
-                else:
-                    const = 0
-                row = dict(acc)
+                if ev[k] is not None:
+                    acc[ev[k]] = acc.get(ev[k], 0.0) + self.size[k]
+                row, const = dict(acc), (self.size[k] + self.inner[k] if ev[k] is None else 0)
+                if ev[k] is not None:  # what a recomputation holds inside, while it runs
+                    row[ev[k]] += self.inner[k]
                 for ip in self._inplace(k, frees_after[k], rows):
                     row[ip] = -float(self.size[k])
                 self.mem_rows.append((row, const))
@@ -193,8 +190,7 @@ class _Model:
         self.nvar += 1
         return self.nvar - 1
 
-    def solve(self, budget: int | None, max_cost: float | None = None, minimize_peak: bool = False,
-              peak_weight: float = 0.0):
+    def solve(self, budget: int | None, minimize_peak: bool = False, peak_weight: float = 0.0):
         """(schedule, objective) of the best plan, or None when infeasible / not solved within the node limit.
 
         The objective is the extra cost (plus peak_weight times the peak in units), or the peak in
@@ -233,8 +229,6 @@ class _Model:
         cost = np.zeros(nv)
         for (t, k), v in self.R.items():
             cost[v] = p.costs[k]
-        if max_cost is not None:
-            add({v: cost[v] for v in range(nv) if cost[v]}, -float("inf"), max_cost)
         c = np.zeros(nv)
         if minimize_peak:
             c[peak] = 1.0
@@ -267,61 +261,32 @@ def model(problem: Problem) -> _Model:
     return _Model(problem)
 
 
-def _unit_costs(problem: Problem) -> float | None:
-    """A cost unit dividing every recomputable cost exactly (so that a weight below it breaks ties), or None."""
-    g = 0
-    for c, r in zip(problem.costs, problem.recomputable):
-        if r:
-            if c != int(c) or c > 2**52:
-                return None
-            g = gcd(g, int(c))
-    return float(g or 1)
-
-
 def exact_plan(problem: Problem, budget: int) -> Schedule | None:
-    """The least-cost plan within `budget` (ties: the lowest peak), or None when the model has none.
-
-    With integral costs one MILP does both: cost / unit + peak / (peak bound + 1) orders plans by cost,
-    then peak. Otherwise a second MILP minimises the peak among the least-cost plans.
-    """
-    from retrograd.passes.checkpoint.simulate import simulate
-
+    """The least-cost plan within `budget`, or None when the model has none. With costs that are
+    multiples of one unit (FLOP counts are), cost / unit + peak / (peak bound + 1) orders the plans by
+    cost, then by peak: one MILP breaks ties towards the lower peak."""
     m = model(problem)
-    unit = _unit_costs(problem)
+    costs = [c for c, r in zip(problem.costs, problem.recomputable) if r]
+    g = 0
+    for c in costs:
+        g = gcd(g, int(c)) if c == int(c) and c <= 2**52 and g >= 0 else -1
     bound = (budget - problem.pinned_bytes) // m.unit + 1
-    if unit is not None and bound * sum(problem.costs) / unit < 1e9:
-        res = m.solve(budget, peak_weight=unit / bound)
-        return None if res is None else res[0]
-    first = m.solve(budget)
-    if first is None:
-        return None
-    best = first[0]
-    cost = first[1]
-    second = m.solve(budget, max_cost=cost + 1e-7 * max(1.0, abs(cost)), minimize_peak=True)
-    if second is not None:
-        a, b = simulate(problem, first[0]), simulate(problem, second[0])
-        if b.valid and b.peak_bytes <= budget and b.extra_cost <= a.extra_cost + 1e-9 * max(1.0, a.extra_cost):
-            best = second[0]
-    return best
+    weight = (g or 1) / bound if g >= 0 and bound * sum(costs) / (g or 1) < 1e9 else 0.0
+    res = m.solve(budget, peak_weight=weight)
+    return None if res is None else res[0]
 
 
 def exact_least_peak(problem: Problem) -> tuple[int, Schedule] | None:
     """(least peak of the model in bytes, a plan reaching it), or None when not solved within the limits."""
     m = model(problem)
     res = m.solve(None, minimize_peak=True)
-    if res is None:
-        return None
-    return problem.pinned_bytes + round(res[1]) * m.unit, res[0]
+    return None if res is None else (problem.pinned_bytes + round(res[1]) * m.unit, res[0])
 
 
 def solve(problem: Problem, budget: int) -> Schedule | None:
     """The exact solver: the least-cost plan within `budget`, or else the least-peak plan when it fits."""
-    from retrograd.passes.checkpoint.simulate import simulate
-
     plan = exact_plan(problem, budget)
-    if plan is not None:
-        return plan
-    least = exact_least_peak(problem)
-    if least is not None and simulate(problem, least[1]).peak_bytes <= budget:
-        return least[1]
-    return None
+    if plan is None:
+        least = exact_least_peak(problem)
+        plan = least[1] if least is not None and least[0] <= budget else None
+    return plan

@@ -54,7 +54,7 @@ class Extraction:
 
     @property
     def opaque(self) -> bool:
-        """An If or a call of another function: the Problem leaves out what they hold inside them."""
+        """An If or a call of another function: what they hold inside is the exact model's (pass_.planning_problem)."""
         return any(ins.kind in ("if", "call") for ins in self.plan.block.ins)
 
     def nodes(self, src) -> list[int]:
@@ -157,6 +157,8 @@ def extract(func: Function) -> Extraction:
                 inplace[i] = _inplace(ins, deps[i], node_of, plan, owns, candidates)
         else:
             rec = False  # an If, a call of another function
+            for d in deps[i]:
+                owns[d] = False  # its result may be a value it reads (a branch returning it): never written over
         sizes[i], costs[i], recomputable[i], alias_of[i], kinds[i], field[i] = size, cost, rec, root, kind, part
         layouts[ins.out] = layout
         # An op's fresh result may be written over, and so may a view of one (a field of its tuple

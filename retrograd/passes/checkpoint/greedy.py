@@ -59,7 +59,7 @@ class Planner:
                 self.root[v] = self.root[a]
         self.dropped: set[tuple[int, int]] = set()  # (v, index of the gap's second point in points[v])
         self.schedule = Schedule()
-        self.sim = simulate(p, self.schedule, stage_peaks=True, check=False)
+        self.sim = simulate(p, self.schedule, check=False)
         self.cost_cache: dict = {}
 
     # -- plans from dropped gaps ---------------------------------------------
@@ -193,7 +193,7 @@ class Planner:
             sched = self.build(trial)
             if sched is None:
                 continue
-            sim = simulate(self.p, sched, stage_peaks=True, check=False)
+            sim = simulate(self.p, sched, check=False)
             if sim.peak_bytes <= budget and sim.extra_cost < self.sim.extra_cost:
                 self.dropped, self.schedule, self.sim = trial, sched, sim
 
@@ -202,7 +202,7 @@ class Planner:
         if sched is None:
             return False
         self.dropped, self.schedule = trial, sched
-        self.sim = simulate(self.p, sched, stage_peaks=True, check=False)
+        self.sim = simulate(self.p, sched, check=False)
         return True
 
 
@@ -229,26 +229,17 @@ def descend(problem: Problem, budget: int, light):
     return pl.schedule, pl.sim
 
 
-def lowest(problem: Problem, light) -> int:
-    """The lowest peak along the same descent."""
-    pl = Planner(problem, light)
-    low = pl.sim.peak_bytes
-    while pl.step():
-        low = min(low, pl.sim.peak_bytes)
-    pl.allowed = problem.recomputable
-    while pl.step():
-        low = min(low, pl.sim.peak_bytes)
-    return low
-
-
-def least_peak(problem: Problem, allowed=None, single: bool = False) -> tuple[Schedule, Simulation]:
-    """The plan of the descent with the lowest peak (the first one reaching it)."""
+def least_peak(problem: Problem, allowed=None, single: bool = False, then=None) -> tuple[Schedule, Simulation]:
+    """The plan of the descent with the lowest peak (the first one reaching it), recomputing the
+    `allowed` nodes, then the `then` ones."""
     pl = Planner(problem, allowed, single)
-    best = (pl.sim.peak_bytes, pl.schedule, pl.sim)
-    while pl.step():
-        if pl.sim.peak_bytes < best[0]:
-            best = (pl.sim.peak_bytes, pl.schedule, pl.sim)
-    return best[1], best[2]
+    best = (pl.schedule, pl.sim)
+    for allowed_ in (allowed, then)[: 1 + (then is not None)]:
+        pl.allowed = allowed_ if allowed_ is not None else problem.recomputable
+        while pl.step():
+            if pl.sim.peak_bytes < best[1].peak_bytes:
+                best = (pl.schedule, pl.sim)
+    return best
 
 
 def idle_across_peak(pl: Planner) -> list[tuple[int, int]]:

@@ -2,28 +2,22 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+import attrs
 
-from retrograd.analysis import peak_memory
+from retrograd.analysis import memory_timeline, peak_memory
 from retrograd.errors import PassError, did_you_mean
 from retrograd.gc_pause import collector_paused
 from retrograd.ir.expr import Function
 from retrograd.ir.module import IRModule
 from retrograd.passes.checkpoint.budget import both_forms, parse_budget
 from retrograd.passes.checkpoint.extract import extract
-from retrograd.passes.checkpoint.problem import InfeasibleBudget, Schedule
+from retrograd.passes.checkpoint.problem import Problem, Schedule
 from retrograd.passes.checkpoint.report import PlanReport
 from retrograd.passes.checkpoint.rewrite import rewrite
 from retrograd.passes.checkpoint.simulate import simulate
-from retrograd.passes.checkpoint.policies import POLICIES, least_feasible, solve
+from retrograd.passes.checkpoint.policies import POLICIES, least_plan, plan_budget, solve
 from retrograd.passes.infra import OptionError, module_pass
 from retrograd.passes.infra.context import hook
-
-# Re-plans with a tighter budget when a function with Ifs or calls peaks above its plan (the Problem
-# leaves out what they hold inside them); a handful always sufficed in tests. Steps of the search for the
-# least feasible budget (one or two always sufficed).
-_MAX_REPLANS = 4
-_MAX_SEARCH = 8
 
 
 class InfeasibleBudgetError(PassError):
@@ -94,70 +88,56 @@ def _checked(mod: IRModule, func_name: str, parsed, policy: str) -> tuple[IRModu
 
 def _plan(mod: IRModule, func: Function, func_name: str, parsed, policy: str) -> tuple[IRModule, PlanReport]:
     ex = extract(func)
-    problem = ex.problem
+    problem = planning_problem(mod, func_name, ex)
     unplanned = _measure(mod, func_name, ex, func, simulate(problem, None).check().peak_bytes)
     target = parsed.resolve(unplanned, problem.pinned_bytes) if parsed is not None else None
     if policy != "budget" or target is None or target >= unplanned:
         # A budget the function meets as it is needs no plan (the Problem may count more than the executor).
         schedule = solve(problem, None, policy)
-        new_func = rewrite(ex, schedule.recompute)
-        fit = _Fit(schedule, new_func, _measure(mod, func_name, ex, new_func, simulate(problem, schedule).peak_bytes), 0)
     else:
-        fit = _fit(mod, func_name, ex, target)
-        if fit is None or fit.peak > target:
-            raise _infeasible(mod, func_name, ex, target, _least(mod, func_name, ex, unplanned), unplanned)
-    report = _report(ex, fit.schedule, func_name, policy, target, unplanned, fit.peak, fit.replans)
-    return (mod if fit.func is func else mod.with_function(func_name, fit.func)), report
+        schedule = plan_budget(problem, target)
+        if schedule is None:
+            least, schedule = _least(mod, func_name, ex, problem, unplanned)
+            if schedule is None or least > target:
+                raise _infeasible(func_name, problem, target, least, unplanned)
+    new_func = rewrite(ex, schedule.recompute)
+    peak = _measure(mod, func_name, ex, new_func, simulate(problem, schedule).check().peak_bytes)
+    if policy == "budget" and target is not None and peak > target:
+        # Not reached while the Problem is exact or counts more than the executor (tested over the corpus).
+        raise _infeasible(func_name, problem, target, _least(mod, func_name, ex, problem, unplanned)[0], unplanned)
+    report = _report(ex, schedule, func_name, policy, target, unplanned, peak)
+    return (mod if new_func is func else mod.with_function(func_name, new_func)), report
 
 
-class _Fit(NamedTuple):
-    schedule: Schedule
-    func: Function
-    peak: int  # measured: the exact memory model's
-    replans: int
+def planning_problem(mod: IRModule, func_name: str, ex) -> Problem:
+    """The Problem of `ex` with what each If and call of another function holds inside it (Problem.inner):
+    the exact memory model's bytes during it over the Problem's own, on the function as written (the most
+    over the paths through its branches). A plan changes none of what they hold inside, and can only
+    free their inputs earlier: the Problem then counts at least what the executor measures."""
+    p = ex.problem
+    if not ex.opaque:
+        return p
+    during = memory_timeline(mod, func_name).during
+    own = simulate(p, stage_peaks=True).check().stage_peaks
+    inner = [0] * p.n
+    for ins in ex.plan.block.ins:
+        if ins.kind in ("if", "call"):
+            inner[ins.binding] = max(0, during[ins.binding] - own[ins.binding])
+    return attrs.evolve(p, inner=inner)
 
 
-def _fit(mod: IRModule, func_name: str, ex, target: int) -> _Fit | None:
-    """The plan for `target`, re-planned a few times with less when the function peaks above its plan
-    (the Problem leaves out what an If or a called function holds inside); None when refused."""
-    goal, fit = target, None
-    for replans in range(_MAX_REPLANS + 1):
-        try:
-            schedule = solve(ex.problem, goal)
-        except InfeasibleBudget:
-            break
-        new_func = rewrite(ex, schedule.recompute)
-        planned = simulate(ex.problem, schedule).check().peak_bytes
-        fit = _Fit(schedule, new_func, _measure(mod, func_name, ex, new_func, planned), replans)
-        if fit.peak <= target:
-            break
-        goal -= fit.peak - target
-    return fit
+def _least(mod: IRModule, func_name: str, ex, problem: Problem, unplanned: int) -> tuple[int, Schedule | None]:
+    """(the least budget the pass meets, the plan meeting it; None: the function as it is): the measured
+    peak of the plan for the Problem's least peak, or the unplanned peak when that is no higher."""
+    _, plan = least_plan(problem)
+    if plan is None:
+        return unplanned, None
+    peak = _measure(mod, func_name, ex, rewrite(ex, plan.recompute), simulate(problem, plan).peak_bytes)
+    return (unplanned, None) if peak >= unplanned else (peak, plan)
 
 
-def _least(mod: IRModule, func_name: str, ex, unplanned: int) -> int:
-    """The least budget the pass meets, searched from the Problem's least feasible budget: it is met, its
-    plan measures exactly it, and a budget one byte under it is refused. Planning is deterministic."""
-    b, met = least_feasible(ex.problem), unplanned
-    for _ in range(_MAX_SEARCH):
-        if b >= met:
-            break
-        fit = _fit(mod, func_name, ex, b)
-        if fit is None or fit.peak > b:
-            b = fit.peak if fit is not None and fit.peak > b else b + 1  # the plan peaks higher: try that
-        elif fit.peak < b:
-            b = fit.peak  # its plan peaks lower: plan for that
-        else:
-            met = b
-            below = _fit(mod, func_name, ex, b - 1)
-            if below is None or below.peak > b - 1:
-                break
-            b = below.peak
-    return met
-
-
-def _infeasible(mod: IRModule, func_name: str, ex, target: int, least: int, unplanned: int) -> InfeasibleBudgetError:
-    pinned = ex.problem.pinned_bytes
+def _infeasible(func_name: str, problem: Problem, target: int, least: int, unplanned: int) -> InfeasibleBudgetError:
+    pinned = problem.pinned_bytes
     return InfeasibleBudgetError(
         f"checkpoint: the budget of {target} bytes for '{func_name}' cannot be met: the least feasible "
         f"budget is {both_forms(least, unplanned, pinned)}; feasible budgets are those from it up "
@@ -170,13 +150,14 @@ def _measure(mod: IRModule, func_name: str, ex, new_func: Function, planned: int
     """The (rewritten) function's peak by the exact static memory model (what the executor will measure).
     Without an If or a call of another function it is the simulator's, `planned` (proven over the corpus
     and the benchmark functions by tests/passes/checkpoint/test_ckpt_model_equals_exact.py); with them the
-    Problem leaves out what they hold inside, and the exact model measures it (re-planned above if higher)."""
+    Problem may count more than the executor (a branch returning an outer value), and the exact model
+    measures the rewritten function."""
     if not ex.opaque:
         return planned
     return peak_memory(mod.with_function(func_name, new_func), func_name)
 
 
-def _report(ex, schedule: Schedule, func_name, policy, target, unplanned, peak, replans) -> PlanReport:
+def _report(ex, schedule: Schedule, func_name, policy, target, unplanned, peak) -> PlanReport:
     p = ex.problem
     recomputed: set[int] = set()
     chosen = []
@@ -207,5 +188,4 @@ def _report(ex, schedule: Schedule, func_name, policy, target, unplanned, peak, 
         base_cost=float(sum(p.costs)),
         extra_matmul_cost=extra_mm,
         chosen=tuple(chosen),
-        replans=replans,
     )

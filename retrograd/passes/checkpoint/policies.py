@@ -4,10 +4,10 @@ A solver is `(Problem, budget) -> Schedule | None`: a plan whose simulated peak 
 Policy "budget" takes the least recomputation cost within the budget, ties broken by the lower peak
 (a plan recomputing a matmul, conv or pool ranks after every plan that does not). Its solvers, each
 the only one to find the best plan somewhere (tests/passes/checkpoint):
-- revolve (chain.py): Revolve's optimum on uniform chain adjoints, of any length; taken as soon as it fits;
+- chain (chain.py): on chain adjoints, Revolve's optimum on uniform ones, of any length (taken as soon as
+  it fits), the heterogeneous-chain DP on the others;
 - exact (exact.py): the MILP, on problems of up to EXACT_NODES nodes when scipy is importable; taken
   as soon as it fits when its memory is the simulator's (no aliases);
-- chain_dp (rotor.py): the heterogeneous-chain DP, on other chain adjoints;
 - heuristic: the greedy descent (greedy.py), its recomputations shared between close uses (share.py).
 Every limit is a count (nodes, trials, levels), never wall-clock time: a plan depends on its input only.
 Policies "sqrt" and "cheap" take no budget. Like JAX's `save_*` checkpoint policies they are predicates
@@ -21,7 +21,7 @@ from __future__ import annotations
 from math import isqrt
 from typing import Callable
 
-from retrograd.passes.checkpoint import chain, exact, greedy, rotor
+from retrograd.passes.checkpoint import chain, exact, greedy
 from retrograd.passes.checkpoint.problem import CHEAP_KINDS, HEAVY_KINDS, InfeasibleBudget, Problem, Schedule
 from retrograd.passes.checkpoint.share import share
 from retrograd.passes.checkpoint.simulate import simulate
@@ -129,12 +129,12 @@ def solvers(problem: Problem) -> list[tuple[Solver, bool]]:
     """(solver, optimal) for the solvers that apply to `problem`, in the order they are tried; an optimal
     solver's plan is taken as soon as it fits."""
     found = chain.detect(problem)
-    uniform = found is not None and found.uniform(problem)
-    out: list[tuple[Solver, bool]] = [(chain.revolve, True)] if uniform else []
+    out: list[tuple[Solver, bool]] = []
     if use_exact(problem):
         out.append((exact.solve, all(a is None for a in problem.alias_of)))
-    if found is not None and not uniform:
-        out.append((rotor.chain_dp, False))
+    if found is not None:
+        uniform = found.uniform(problem)  # Revolve's optimum: first; the DP's plan is ranked with the others
+        out.insert(0 if uniform else len(out), (chain.solve, uniform))
     out.append((heuristic, False))
     return out
 
@@ -154,24 +154,18 @@ def plan_budget(problem: Problem, budget: int) -> Schedule | None:
 
 
 def heuristic(problem: Problem, budget: int) -> Schedule | None:
-    """The scalable solver: the greedy descent's plan (light kinds first), shared (share.py)."""
+    """The scalable solver: the greedy descent's plan (light kinds first), its recomputations shared
+    between close uses (share.py) on problems small enough for the descent's pruning. The limit of the
+    sharing is the plan's own peak, not the budget: a plan then depends on the budget only through the
+    descent's first fit, which keeps plans monotone in the budget."""
     descent = greedy.descend(problem, budget, light(problem))
-    return None if descent is None else shared(problem, descent[0])[0]
+    if descent is None or problem.n > greedy.BATCH_NODES:
+        return None if descent is None else descent[0]
+    return share(problem, descent[0], descent[1].peak_bytes, descent[1])[0]
 
 
-def shared(problem: Problem, schedule: Schedule):
-    """(plan, simulation): the plan with recomputations shared between uses where its own peak allows
-    (on problems small enough for the descent's pruning). The limit is the plan's own peak, not the
-    budget: a plan then depends on the budget only through the descent's first fit, which keeps plans
-    monotone in the budget."""
+def rank(problem: Problem, schedule: Schedule):
     sim = simulate(problem, schedule, check=False)
-    if problem.n > greedy.BATCH_NODES:
-        return schedule, sim
-    return share(problem, schedule, sim.peak_bytes, sim)
-
-
-def rank(problem: Problem, schedule: Schedule, sim=None):
-    sim = sim or simulate(problem, schedule, check=False)
     heavy = sum(problem.costs[v] for st in schedule.recompute for v in st if problem.kinds[v] in HEAVY_KINDS)
     return (heavy > 0, sim.extra_cost, sim.peak_bytes)
 
@@ -185,7 +179,7 @@ def least_plan(problem: Problem) -> tuple[int, Schedule | None]:
     """(least peak, a plan reaching it): exact (MILP) on small problems without aliases (or when the
     descent reaches the lower bound), otherwise the peak of the plan for the lowest peak of the plans
     tried (an upper bound of the least)."""
-    low = greedy.lowest(problem, light(problem))
+    low = greedy.least_peak(problem, light(problem), then=problem.recomputable)[1].peak_bytes
     best = [low]
     if use_exact(problem) and lower_bound(problem) < low:
         least = exact.exact_least_peak(problem)
@@ -201,8 +195,8 @@ def least_plan(problem: Problem) -> tuple[int, Schedule | None]:
 
 
 def lower_bound(problem: Problem) -> int:
-    """No plan's peak is lower: parameters, plus each node's distinct input buffers and its own
-    (unless it may reuse an input's) while it is computed."""
+    """No plan's peak is lower: parameters, plus each node's distinct input buffers, its own (unless it
+    may reuse an input's) and what it holds inside while it is computed."""
     p = problem
     root = list(range(p.n))
     for v in range(p.n):
@@ -212,5 +206,5 @@ def lower_bound(problem: Problem) -> int:
     for v in range(p.n):
         need = sum(p.sizes[r] for r in {root[d] for d in p.deps[v]})
         own = 0 if p.alias_of[v] is not None or p.inplace[v] else p.sizes[v]
-        best = max(best, need + own)
+        best = max(best, need + own + p.inner[v])
     return p.pinned_bytes + best

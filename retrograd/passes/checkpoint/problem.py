@@ -14,20 +14,16 @@ def _ints(v) -> tuple:
     return tuple(int(x) for x in v)
 
 
-def _floats(v) -> tuple:
-    return tuple(float(x) for x in v)
-
-
 def _deps(v) -> tuple:
     return tuple(tuple(int(d) for d in ds) for ds in v)
 
 
-def _bools(v) -> tuple:
-    return tuple(bool(x) for x in v)
-
-
-def _aliases(v) -> tuple:
+def _optional(v) -> tuple:
     return tuple(None if a is None else int(a) for a in v)
+
+
+# The optional per-node fields, with each node's default when the field is left empty.
+_OPTIONAL = {"alias_of": None, "inplace": (), "kinds": "other", "names": None, "fields": (), "field": None, "inner": 0}
 
 
 @attrs.frozen
@@ -45,47 +41,37 @@ class Problem:
     lowering, list no position after a parameter that could die there). kinds[i]: op class (see KINDS).
     fields[i]: the bytes of each field of node i's own buffer when it is a tuple (empty otherwise): the
     executor holds each field on its own, so a field outlives the tuple while a view of it lives.
-    field[i]: for an alias of such a tuple, the field it holds (None: the whole tuple).
+    field[i]: for an alias of such a tuple, the field it holds (None: the whole tuple). inner[i]: bytes
+    node i holds inside while it runs beyond its result (an If's branch, a called function's body: the
+    exact memory model's, pass_.py), counted at its peak. Empty optional fields take their defaults.
     """
 
     sizes: tuple = attrs.field(converter=_ints)
-    costs: tuple = attrs.field(converter=_floats)
+    costs: tuple = attrs.field(converter=lambda v: tuple(float(x) for x in v))
     deps: tuple = attrs.field(converter=_deps)
-    recomputable: tuple = attrs.field(converter=_bools)
+    recomputable: tuple = attrs.field(converter=lambda v: tuple(bool(x) for x in v))
     outputs: tuple = attrs.field(default=(), converter=_ints)
     pinned_bytes: int = attrs.field(default=0, converter=int)
-    alias_of: tuple = attrs.field(default=(), converter=_aliases)
+    alias_of: tuple = attrs.field(default=(), converter=_optional)
     inplace: tuple = attrs.field(default=(), converter=_deps)
     kinds: tuple = attrs.field(default=(), converter=tuple)
     names: tuple = attrs.field(default=(), converter=tuple)
     fields: tuple = attrs.field(default=(), converter=_deps)
-    field: tuple = attrs.field(default=(), converter=_aliases)
+    field: tuple = attrs.field(default=(), converter=_optional)
+    inner: tuple = attrs.field(default=(), converter=_ints)
 
     def __attrs_post_init__(self):
         n = len(self.sizes)
-        for field in ("costs", "deps", "recomputable"):
-            if len(getattr(self, field)) != n:
-                raise ValueError(f"Problem: {field} has {len(getattr(self, field))} entries for {n} nodes")
-        # Empty optional fields mean "the default for every node".
-        if not self.alias_of:
-            object.__setattr__(self, "alias_of", (None,) * n)
-        if not self.inplace:
-            object.__setattr__(self, "inplace", ((),) * n)
-        if not self.kinds:
-            object.__setattr__(self, "kinds", ("other",) * n)
-        if not self.names:
-            object.__setattr__(self, "names", tuple(f"%{i}" for i in range(n)))
-        if not self.fields:
-            object.__setattr__(self, "fields", ((),) * n)
-        if not self.field:
-            object.__setattr__(self, "field", (None,) * n)
-        for field in ("alias_of", "inplace", "kinds", "names", "fields", "field"):
-            if len(getattr(self, field)) != n:
-                raise ValueError(f"Problem: {field} has {len(getattr(self, field))} entries for {n} nodes")
+        for name in ("costs", "deps", "recomputable", *_OPTIONAL):
+            if name in _OPTIONAL and not getattr(self, name):
+                default = tuple(f"%{i}" for i in range(n)) if name == "names" else (_OPTIONAL[name],) * n
+                object.__setattr__(self, name, default)
+            if len(getattr(self, name)) != n:
+                raise ValueError(f"Problem: {name} has {len(getattr(self, name))} entries for {n} nodes")
         if self.pinned_bytes < 0:
             raise ValueError("Problem: pinned_bytes must be >= 0")
         for i in range(n):
-            if self.sizes[i] < 0 or not self.costs[i] >= 0:
+            if self.sizes[i] < 0 or not self.costs[i] >= 0 or self.inner[i] < 0:
                 raise ValueError(f"Problem: node {self.names[i]} has a negative size or cost")
             ds = self.deps[i]
             for d in ds:
@@ -120,30 +106,6 @@ class Problem:
         return out
 
 
-class Builder:
-    """Builds a Problem node by node: `add` returns the new node's index."""
-
-    def __init__(self):
-        self.fields: dict[str, list] = {k: [] for k in ("sizes", "costs", "deps", "recomputable", "alias_of", "inplace", "kinds", "names")}
-        self.outputs: list[int] = []
-
-    def add(self, size, cost, deps=(), kind="other", recomputable=True, output=False, alias_of=None, inplace=(), name=None):
-        f = self.fields
-        i = len(f["sizes"])
-        for key, value in zip(f, (size, cost, tuple(deps), recomputable, alias_of, tuple(inplace), kind, name or f"%{i}")):
-            f[key].append(value)
-        if output:
-            self.outputs.append(i)
-        return i
-
-    def build(self, pinned_bytes: int = 0) -> Problem:
-        return Problem(**self.fields, outputs=tuple(self.outputs), pinned_bytes=pinned_bytes)
-
-
-def _stages(v) -> tuple:
-    return tuple(tuple(int(x) for x in s) for s in v)
-
-
 @attrs.frozen
 class Schedule:
     """recompute[t]: nodes recomputed just before stage t, in topological order (up to n entries; missing = none).
@@ -152,7 +114,7 @@ class Schedule:
     last use before the next instance of the same node (outputs: to the end).
     """
 
-    recompute: tuple = attrs.field(default=(), converter=_stages)
+    recompute: tuple = attrs.field(default=(), converter=_deps)
 
     @classmethod
     def from_lists(cls, n: int, per_stage: dict) -> Schedule:

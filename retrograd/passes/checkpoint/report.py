@@ -31,7 +31,6 @@ class PlanReport:
     base_cost: float
     extra_matmul_cost: float
     chosen: tuple = ()
-    replans: int = 0
 
     def summary(self) -> str:
         share = f" (+{self.extra_cost / self.base_cost * 100:.1f}%)" if self.base_cost else ""

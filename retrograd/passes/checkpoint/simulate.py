@@ -3,7 +3,7 @@
 The rule is retrograd.runtime.interp's: parameters (pinned_bytes) are live for the whole call; an
 instance is live from its computation to its last use (outputs: to the end; unused: freed right
 after it is computed); the peak is taken after a node's result is stored and before its dying inputs
-are released; an alias counts its root buffer once, for as long as any holder lives; an in-place node
+are released, with what the node holds inside (Problem.inner); an alias counts its root buffer once, for as long as any holder lives; an in-place node
 (runtime/inplace.py) reuses the buffer of the first of its in-place deps that dies there, when that
 dep owns its buffer, of the result's size, and no other live value holds it.
 """
@@ -106,6 +106,7 @@ def simulate(problem: Problem, schedule: Schedule | None = None, stage_peaks: bo
     inplace = p.inplace
     deps = p.deps
     costs = p.costs
+    inner = p.inner
     m = len(nodes)
     group_last = {}  # (stage, instance) -> the last recomputation of that stage's group reading it
     for e in range(m):
@@ -182,13 +183,12 @@ def simulate(problem: Problem, schedule: Schedule | None = None, stage_peaks: bo
             if b in whole:
                 cur += hold(b, fld[e], 1)
         buf[e] = b
-        if cur > peak:
-            peak = cur
+        top = cur + inner[v]
+        if top > peak:
+            peak = top
             peak_stage = stages[e]
-        if per_stage is not None:
-            t = stages[e]
-            if cur > per_stage[t]:
-                per_stage[t] = cur
+        if per_stage is not None and top > per_stage[stages[e]]:
+            per_stage[stages[e]] = top
         if stages[e] != v:
             extra += costs[v]
             n_extra += 1

@@ -14,6 +14,26 @@ from retrograd.passes import Gradient
 from retrograd.passes.checkpoint import Problem, Schedule
 
 
+class Builder:
+    """Builds a Problem node by node: `add` returns the new node's index."""
+
+    def __init__(self):
+        self.fields: dict[str, list] = {k: [] for k in ("sizes", "costs", "deps", "recomputable", "alias_of", "inplace", "kinds", "names")}
+        self.outputs: list[int] = []
+
+    def add(self, size, cost, deps=(), kind="other", recomputable=True, output=False, alias_of=None, inplace=(), name=None):
+        f = self.fields
+        i = len(f["sizes"])
+        for key, value in zip(f, (size, cost, tuple(deps), recomputable, alias_of, tuple(inplace), kind, name or f"%{i}")):
+            f[key].append(value)
+        if output:
+            self.outputs.append(i)
+        return i
+
+    def build(self, pinned_bytes: int = 0) -> Problem:
+        return Problem(**self.fields, outputs=tuple(self.outputs), pinned_bytes=pinned_bytes)
+
+
 def random_problem(rng: random.Random, n: int, *, adjoint: bool | None = None, extras: bool = False) -> Problem:
     """A random DAG of n nodes: mixed costs (cheap pointwise, expensive matmul-like) and sizes.
 
@@ -298,3 +318,23 @@ def corpus_functions(path) -> list:
                 continue
             out.append((adj, f"{name}_adjoint"))
     return out
+
+
+# An If returning a value it reads (a or b): the Problem counts its result as a buffer of its own, and
+# neither a nor b may then be written over in place.
+ALIASING_IF = """
+@R.function
+def main(x: R.Tensor((8,), "float32"), cond: R.Tensor((), "bool")):
+    a = R.sin(x)
+    b = R.exp(a)
+    c = R.cos(b)
+    if cond:
+        r = a
+    else:
+        r = b
+    d = R.multiply(c, c)
+    e = R.add(d, b)
+    f = R.multiply(e, a)
+    g = R.add(f, r)
+    return g
+"""

@@ -6,10 +6,10 @@ import random
 from math import isqrt
 
 import pytest
-from passes.checkpoint.helpers import chain_problem, random_problem
+from passes.checkpoint.helpers import Builder, chain_problem, random_problem
 
 from retrograd.passes.checkpoint import InfeasibleBudget, Problem, Schedule, least_feasible, simulate, solve
-from retrograd.passes.checkpoint.problem import HEAVY_KINDS, Builder
+from retrograd.passes.checkpoint.problem import HEAVY_KINDS
 
 
 def sweep(p: Problem, points: int = 12):

@@ -1,4 +1,4 @@
-"""The heterogeneous-chain DP (rotor.py): against brute force over every plan that recomputes right before
+"""The heterogeneous-chain DP (chain.py): against brute force over every plan that recomputes right before
 the backward reads, Revolve's optimum on uniform chains, and the matmul+relu chain through the pass."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import random
 from passes.checkpoint.helpers import adjoint_module, chain_problem, inputs_for, models, revolve_extra, run
 
 from retrograd.passes import plan_checkpoint
-from retrograd.passes.checkpoint import Problem, Schedule, chain, rotor, simulate
+from retrograd.passes.checkpoint import Problem, Schedule, chain, simulate
 from retrograd.passes.checkpoint.extract import extract
 
 
@@ -64,7 +64,7 @@ def test_dp_matches_brute_force_on_random_heterogeneous_chains():
         for frac in (0, 1, 2, 3, 4):
             budget = low + (high - low) * frac // 4
             ref = brute_force(p, budget, need)
-            plan = rotor.chain_dp(p, budget)
+            plan = chain.chain_dp(p, budget)
             if plan is None:
                 continue
             sim = simulate(p, plan)
@@ -73,7 +73,7 @@ def test_dp_matches_brute_force_on_random_heterogeneous_chains():
             cases += 1
             matched += sim.extra_cost <= ref + 1e-9
         # With room for everything the DP keeps everything.
-        assert simulate(p, rotor.chain_dp(p, high)).extra_cost == 0
+        assert simulate(p, chain.chain_dp(p, high)).extra_cost == 0
     assert cases >= 150
     assert matched >= 0.97 * cases, f"{matched} of {cases}"
 
@@ -88,7 +88,7 @@ def test_dp_finds_revolves_optimum_on_uniform_chains():
             ch = chain.detect(p)
             for c in range(2, 8):
                 budget = simulate(p, chain.chain_schedule(p, ch, c)).peak_bytes
-                sim = simulate(p, rotor.chain_dp(p, budget))
+                sim = simulate(p, chain.chain_dp(p, budget))
                 assert sim.valid and sim.peak_bytes <= budget
                 if inplace:
                     assert sim.extra_cost == revolve_extra(steps, c), (steps, c)
@@ -105,7 +105,7 @@ def test_unread_nodes_no_smaller_than_the_next_read_are_not_checkpoints():
         recomputable=[True] * 4 + [False] * 2,
         outputs=(5,),
     )
-    het = rotor.chain_costs(p, chain.detect(p))
+    het = chain.chain_costs(p, chain.detect(p))
     assert het.reads == [1, 3] and het.cands == [0, 1, 3]
 
 
@@ -116,14 +116,14 @@ def test_matmul_relu_chain_is_planned_by_the_dp_and_measured_within_budget():
     mod = adjoint_module(models.matmul_relu_chain_text(12, width=8, batch=32))
     func = mod["main_adjoint"]
     problem = extract(func).problem
-    het = rotor.chain_costs(problem, chain.detect(problem))
+    het = chain.chain_costs(problem, chain.detect(problem))
     assert het is not None and not chain.detect(problem).uniform(problem)
     args = inputs_for(func)
     _, full = run(mod, "main_adjoint", args)
     pinned = problem.pinned_bytes
     for fraction in (0.9, 0.75, 0.6, 0.5):
         budget = pinned + int((full - pinned) * fraction)
-        dp = rotor.chain_dp(problem, budget)
+        dp = chain.chain_dp(problem, budget)
         planned, report = plan_checkpoint(mod, "main_adjoint", budget)
         _, peak = run(planned, "main_adjoint", args)
         assert peak <= budget and peak == report.predicted_peak
@@ -135,6 +135,6 @@ def test_chains_too_long_for_the_dp_are_left_to_the_other_solvers():
     # 1,000 uneven steps: the DP's table would hold ~10^8 (i, k, read) triples; detect declines at once.
     rng = random.Random(1)
     p = hetero_chain(rng, 1000)
-    assert chain.detect(p) is not None and rotor.chain_costs(p, chain.detect(p)) is None
+    assert chain.detect(p) is not None and chain.chain_costs(p, chain.detect(p)) is None
     q = hetero_chain(rng, 40)
-    assert rotor.chain_costs(q, chain.detect(q)) is not None
+    assert chain.chain_costs(q, chain.detect(q)) is not None

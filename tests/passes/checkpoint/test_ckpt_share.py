@@ -6,14 +6,13 @@ import random
 from itertools import combinations
 
 import pytest
-from passes.checkpoint.helpers import adjoint_module, bitwise_equal, inputs_for, models, naive_peak, random_problem, random_schedule, run
+from passes.checkpoint.helpers import Builder, adjoint_module, bitwise_equal, inputs_for, models, naive_peak, random_problem, random_schedule, run
 
 from retrograd.passes import plan_checkpoint
 from retrograd.passes.checkpoint import Schedule, simulate
 from retrograd.passes.checkpoint.extract import extract
 from retrograd.passes.checkpoint.greedy import descend
 from retrograd.passes.checkpoint.policies import light
-from retrograd.passes.checkpoint.problem import Builder
 from retrograd.passes.checkpoint.share import share
 
 
