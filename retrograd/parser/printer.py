@@ -27,13 +27,13 @@ from retrograd.ir.expr import (
     TupleGetItem,
     Var,
 )
-from retrograd.ir.dtypes import is_float_array_dtype
 from retrograd.ir.functor import if_depth, stack_room
 from retrograd.ir.nested import joined, render
 from retrograd.ir.strings import quote as _quote
 from retrograd.ir.struct_info import FuncStructInfo, StructInfo, TupleStructInfo, all_dim_names, dim_names
 from retrograd.ir.text import format_sinfo, format_sinfo_shared, op_script_name
 from retrograd.ops.index_map import IndexMap
+from retrograd.parser.literal_text import const_text, float_text
 
 __all__ = ["print_module", "print_function", "print_expr", "format_sinfo", "format_value", "METADATA_KEY"]
 
@@ -51,14 +51,6 @@ _RESERVED = frozenset(keyword.kwlist) | {"R", "T", "I", "cls", "metadata", "Modu
 # -- values -----------------------------------------------------------------------------------
 
 
-def _float_text(x: float) -> str:
-    if math.isfinite(x):
-        return repr(float(x))
-    if math.isnan(x):
-        return 'float("nan")'
-    return 'float("inf")' if x > 0 else '-float("inf")'
-
-
 def format_value(v, positional: bool = False) -> str:
     """An attribute or literal value as script text (lists for sequences; tuples when positional)."""
     if v is None:
@@ -68,7 +60,7 @@ def format_value(v, positional: bool = False) -> str:
     if isinstance(v, int | np.integer):
         return str(int(v))
     if isinstance(v, float | np.floating):
-        return _float_text(float(v))
+        return float_text(float(v))
     if isinstance(v, str):
         return _quote(v)
     if isinstance(v, list | tuple | np.ndarray):
@@ -83,48 +75,6 @@ def format_value(v, positional: bool = False) -> str:
     if isinstance(v, IndexMap):
         return v.text()
     raise UnsupportedError(f"cannot print an attribute value of type {type(v).__name__}")
-
-
-def _element_texts(flat: np.ndarray) -> list[str]:
-    """Shortest text per element that reads back to the same value of the array's dtype."""
-    kind = flat.dtype.kind
-    if kind == "b":
-        return ["True" if x else "False" for x in flat.tolist()]
-    if kind in "iu":
-        return [str(x) for x in flat.tolist()]
-    if not is_float_array_dtype(flat.dtype):
-        raise UnsupportedError(f"cannot print a constant of dtype {flat.dtype}")
-    # numpy's str() of a float32/float16 scalar is the shortest text for that precision; reading it
-    # back through float64 may round differently, so check all at once and fall back to the exact text.
-    texts = [str(x) for x in flat] if flat.dtype != np.float64 else [repr(x) for x in flat.tolist()]
-    finite = np.isfinite(flat)
-    if not finite.all():
-        for i in np.flatnonzero(~finite).tolist():
-            texts[i] = _float_text(float(flat[i]))
-    if flat.dtype != np.float64:
-        idx = np.flatnonzero(finite)
-        if idx.size:
-            back = np.array([texts[i] for i in idx.tolist()], dtype=np.float64).astype(flat.dtype)
-            bad = idx[back != flat[idx]]
-            for i in bad.tolist():
-                texts[i] = repr(float(flat[i]))
-    return texts
-
-
-def _nested(texts: list[str], shape: tuple) -> str:
-    if not shape:
-        return texts[0]
-    if len(shape) == 1:
-        return "[" + ", ".join(texts) + "]"
-    step = len(texts) // shape[0] if shape[0] else 0
-    return "[" + ", ".join(_nested(texts[i * step : (i + 1) * step], shape[1:]) for i in range(shape[0])) + "]"
-
-
-def const_text(data: np.ndarray) -> str:
-    """`R.const(value, "dtype")` with nested lists for arrays."""
-    data = np.asarray(data)
-    texts = _element_texts(data.reshape(-1))
-    return f"R.const({_nested(texts, data.shape)}, {_quote(str(data.dtype))})"
 
 
 def _attr_texts(op, attrs: dict) -> tuple:
