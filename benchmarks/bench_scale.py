@@ -10,9 +10,10 @@ Each size runs in a process of its own. Stages: `parse` (text -> module), `gradi
 main, clean-up included), `checkpoint` (the planner on main_adjoint at 50% of its unplanned peak, or at the least feasible
 budget where that is above 50%: the MLP's),
 `print` (the planned module's script), `build` (retrograd.build of the planned module), `run` (one
-call of main_adjoint). For each: wall seconds, microseconds per forward binding, and the peak resident
+call of main_adjoint; the first call lowers it, see runtime/program.py). For each: wall and CPU seconds
+(the machine may be shared: CPU time is the figure to compare), CPU microseconds per forward binding, and the peak resident
 memory above the stage's start (sampled every 2 ms from /proc/self/statm), per forward binding.
-The last column of the summary is the time per binding over that of the smallest size: within 1.5
+The last column of the summary is the CPU time per binding over that of the smallest size: within 1.5
 is the linear-scaling target of issue 25.
 """
 
@@ -91,7 +92,8 @@ def _plan_half(adj, plan_checkpoint):
 
 
 def measure(shape: str, n: int) -> dict:
-    """Every stage of one size, in this process; returns {stage: (seconds, peak bytes above start)}."""
+    """Every stage of one size, in this process; returns {stage: (wall seconds, peak bytes above start,
+    CPU seconds)}."""
     import numpy as np
 
     import retrograd
@@ -104,10 +106,10 @@ def measure(shape: str, n: int) -> dict:
     def stage(name, fn):
         gc.collect()
         with _PeakRss() as mem:
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             value = fn()
-            out[name] = (time.perf_counter() - t, mem)
-        out[name] = (out[name][0], mem.above)
+            secs, cpu = time.perf_counter() - t, time.process_time() - c
+        out[name] = (secs, mem.above, cpu)
         return value
 
     mod = stage("parse", lambda: retrograd.parse(text))
@@ -139,7 +141,7 @@ def main(argv=None) -> None:
     print(f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}; {os.cpu_count()} CPUs")
     for shape in args.shapes:
         first: dict = {}
-        print(f"\n{shape}: forward bindings, then per stage: seconds, us per forward binding, peak MB above the stage's start, bytes per binding, time per binding / smallest size's")
+        print(f"\n{shape}: forward bindings, then per stage: wall seconds, CPU seconds, CPU us per forward binding, peak MB above the stage's start, bytes per binding, CPU time per binding / smallest size's")
         for n in args.bindings:
             proc = subprocess.run(
                 [sys.executable, __file__, "--one", shape, str(n)], capture_output=True, text=True
@@ -150,11 +152,11 @@ def main(argv=None) -> None:
             result = json.loads(proc.stdout.strip().splitlines()[-1])
             fwd = result["forward"]
             for name in STAGES:
-                secs, above = result[name]
-                per = secs / fwd * 1e6
+                secs, above, cpu = result[name]
+                per = cpu / fwd * 1e6
                 first.setdefault(name, per)
                 print(
-                    f"{shape:>6} {fwd:>9} {name:>10} {secs:9.3f} s {per:8.1f} us/b {above / 2**20:9.1f} MB "
+                    f"{shape:>6} {fwd:>9} {name:>10} {secs:9.3f} s {cpu:9.3f} cpu {per:8.1f} us/b {above / 2**20:9.1f} MB "
                     f"{above / fwd:8.0f} B/b {per / first[name]:6.2f}x",
                     flush=True,
                 )

@@ -27,13 +27,17 @@ from retrograd.ir.expr import (
     TupleGetItem,
     Var,
 )
-from retrograd.ir.dtypes import is_float_array_dtype
 from retrograd.ir.functor import if_depth, stack_room
 from retrograd.ir.nested import joined, render
 from retrograd.ir.strings import quote as _quote
 from retrograd.ir.struct_info import FuncStructInfo, StructInfo, TupleStructInfo, all_dim_names, dim_names
 from retrograd.ir.text import format_sinfo, format_sinfo_shared, op_script_name
+<<<<<<< HEAD
 from retrograd.ops.manipulate.index_map import IndexMap
+=======
+from retrograd.ops.index_map import IndexMap
+from retrograd.parser.literal_text import const_text, float_text
+>>>>>>> gscale
 
 __all__ = ["print_module", "print_function", "print_expr", "format_sinfo", "format_value", "METADATA_KEY"]
 
@@ -51,14 +55,6 @@ _RESERVED = frozenset(keyword.kwlist) | {"R", "T", "I", "cls", "metadata", "Modu
 # -- values -----------------------------------------------------------------------------------
 
 
-def _float_text(x: float) -> str:
-    if math.isfinite(x):
-        return repr(float(x))
-    if math.isnan(x):
-        return 'float("nan")'
-    return 'float("inf")' if x > 0 else '-float("inf")'
-
-
 def format_value(v, positional: bool = False) -> str:
     """An attribute or literal value as script text (lists for sequences; tuples when positional)."""
     if v is None:
@@ -68,7 +64,7 @@ def format_value(v, positional: bool = False) -> str:
     if isinstance(v, int | np.integer):
         return str(int(v))
     if isinstance(v, float | np.floating):
-        return _float_text(float(v))
+        return float_text(float(v))
     if isinstance(v, str):
         return _quote(v)
     if isinstance(v, list | tuple | np.ndarray):
@@ -83,48 +79,6 @@ def format_value(v, positional: bool = False) -> str:
     if isinstance(v, IndexMap):
         return v.text()
     raise UnsupportedError(f"cannot print an attribute value of type {type(v).__name__}")
-
-
-def _element_texts(flat: np.ndarray) -> list[str]:
-    """Shortest text per element that reads back to the same value of the array's dtype."""
-    kind = flat.dtype.kind
-    if kind == "b":
-        return ["True" if x else "False" for x in flat.tolist()]
-    if kind in "iu":
-        return [str(x) for x in flat.tolist()]
-    if not is_float_array_dtype(flat.dtype):
-        raise UnsupportedError(f"cannot print a constant of dtype {flat.dtype}")
-    # numpy's str() of a float32/float16 scalar is the shortest text for that precision; reading it
-    # back through float64 may round differently, so check all at once and fall back to the exact text.
-    texts = [str(x) for x in flat] if flat.dtype != np.float64 else [repr(x) for x in flat.tolist()]
-    finite = np.isfinite(flat)
-    if not finite.all():
-        for i in np.flatnonzero(~finite).tolist():
-            texts[i] = _float_text(float(flat[i]))
-    if flat.dtype != np.float64:
-        idx = np.flatnonzero(finite)
-        if idx.size:
-            back = np.array([texts[i] for i in idx.tolist()], dtype=np.float64).astype(flat.dtype)
-            bad = idx[back != flat[idx]]
-            for i in bad.tolist():
-                texts[i] = repr(float(flat[i]))
-    return texts
-
-
-def _nested(texts: list[str], shape: tuple) -> str:
-    if not shape:
-        return texts[0]
-    if len(shape) == 1:
-        return "[" + ", ".join(texts) + "]"
-    step = len(texts) // shape[0] if shape[0] else 0
-    return "[" + ", ".join(_nested(texts[i * step : (i + 1) * step], shape[1:]) for i in range(shape[0])) + "]"
-
-
-def const_text(data: np.ndarray) -> str:
-    """`R.const(value, "dtype")` with nested lists for arrays."""
-    data = np.asarray(data)
-    texts = _element_texts(data.reshape(-1))
-    return f"R.const({_nested(texts, data.shape)}, {_quote(str(data.dtype))})"
 
 
 def _attr_texts(op, attrs: dict) -> tuple:
@@ -163,8 +117,9 @@ class _ModulePrinter:
         self.const_index: dict[int, int] = {}
         self.uses_tir = False
         self.sinfo_memo: dict = {}
-        self.sinfo_by_id: dict = {}  # id -> (struct info, text): bindings share struct info objects
+        self.sinfo_by_id: dict = {}  # id -> (struct info, text, dim names): bindings share struct info objects
         self.param_texts: dict = {}  # id -> (struct info, text), see param_sinfo
+        self.param_memo: dict = {}  # struct info -> text, see param_sinfo
         self.dim_memo: dict = {}  # id -> (struct info, names), see dim_names
         self.sinfo_texts: dict = {}  # id -> text of nested struct infos (see format_sinfo_shared)
         self.op_names: dict = {}
@@ -182,13 +137,16 @@ class _ModulePrinter:
         return f'metadata["{METADATA_KEY}"][{idx}]'
 
     def sinfo(self, s) -> str:
-        # By identity first: hashing a struct info's value costs more than the rest of the lookup.
+        return self.sinfo_entry(s)[1]
+
+    def sinfo_entry(self, s) -> tuple:
+        """(s, its text, the symbolic names it writes bare), by identity first: hashing a struct
+        info's value costs more than the rest of the lookup."""
         hit = self.sinfo_by_id.get(id(s))
-        if hit is not None and hit[0] is s:
-            return hit[1]
-        text = self._sinfo_by_value(s)
-        self.sinfo_by_id[id(s)] = (s, text)  # the entry keeps s alive, so its id stays its own
-        return text
+        if hit is None or hit[0] is not s:
+            # The entry keeps s alive, so its id stays its own.
+            hit = self.sinfo_by_id[id(s)] = (s, self._sinfo_by_value(s), all_dim_names(s))
+        return hit
 
     def _sinfo_by_value(self, s) -> str:
         if s.__class__ is TupleStructInfo or s.__class__ is FuncStructInfo:
@@ -207,7 +165,16 @@ class _ModulePrinter:
         parameters, and networks repeat their shapes."""
         hit = self.param_texts.get(id(s))
         if hit is None or hit[0] is not s:
-            text = format_sinfo(s, quote_names=True)
+            try:  # by value next: each parameter has a struct info object of its own
+                text = self.param_memo.get(s)
+            except TypeError:  # an unhashable field
+                text = None
+            if text is None:
+                text = format_sinfo(s, quote_names=True)
+                try:
+                    self.param_memo[s] = text
+                except TypeError:
+                    pass
             if _needs_tir(text):
                 self.uses_tir = True
             hit = self.param_texts[id(s)] = (s, text)
@@ -247,23 +214,25 @@ class _ModulePrinter:
         return info
 
     def attr_texts(self, op, attrs: dict) -> tuple:
-        """(positional texts, `key=value` texts) of a call's attributes; memoized, since calls of one op
-        mostly repeat the same attributes (the printer's hot path on large functions)."""
+        """(positional texts, `key=value` texts, symbolic names of struct-info attributes) of a call's
+        attributes; memoized, since calls of one op mostly repeat the same attributes (the printer's hot
+        path on large functions)."""
         try:
             key = (op, tuple(attrs.items()))
             hit = self.attr_memo.get(key)
         except TypeError:  # an unhashable value (a dict attribute): not memoized
             key = hit = None
         if hit is None:
-            hit = _attr_texts(op, attrs)
+            dims = set().union(*(all_dim_names(v) for v in attrs.values() if isinstance(v, StructInfo)))
+            hit = (*_attr_texts(op, attrs), dims)
             if key is not None:
                 self.attr_memo[key] = hit
-        positional, named, tir, note = hit
+        positional, named, tir, note, dims = hit
         if tir:
             self.uses_tir = True
         if note:
             self.tvm_notes[note] = None
-        return positional, named
+        return positional, named, dims
 
 
 def print_module(mod) -> str:
@@ -365,6 +334,7 @@ class _FunctionPrinter:
         self.next_suffix: dict[str, int] = {}
         self.hints: dict[Var, str] = {}
         self.uses_cls = False
+        self.body_dims: set[str] = set()  # symbolic names the printed body writes bare (declared first)
 
     # names ------------------------------------------------------------------------------
     def define(self, var: Var) -> str:
@@ -404,6 +374,9 @@ class _FunctionPrinter:
             text = f"R.shape([{', '.join(str(v) for v in e.values)}])"
             if _needs_tir(text):
                 self.mp.uses_tir = True
+            for d in e.values:
+                if d.__class__ is not int:  # static dims name nothing
+                    self.body_dims |= dim_names(d)
             return text
         if t is PrimValue:
             return self.prim(e)
@@ -449,7 +422,9 @@ class _FunctionPrinter:
                         parts.append(arg(a))
             attrs = e.attrs
             if attrs:
-                positional, named = mp.attr_texts(op, attrs)
+                positional, named, dims = mp.attr_texts(op, attrs)
+                if dims:
+                    self.body_dims |= dims
                 parts += positional
                 parts += by_name
                 parts += named
@@ -506,7 +481,7 @@ class _FunctionPrinter:
         body.append(f"{inner}return {self.arg(func.body.body)}")
         if func.attrs:
             out.append(f"{inner}R.func_attr({format_value(dict(func.attrs))})")
-        for name in sorted(_body_dim_names(func.body) - defined):
+        for name in sorted(self.body_dims - defined):
             self.mp.uses_tir = True
             out.append(f"{inner}{name} = T.int64()")
         if self.uses_cls:
@@ -527,22 +502,64 @@ class _FunctionPrinter:
                 self.bindings(block.bindings, ind, out)
 
     def bindings(self, bindings, ind: str, out: list[str]) -> None:
-        sinfo = self.mp.sinfo
+        # The printer's hot loop: the common case (a call of an op on named variables, a fresh name, a
+        # struct info printed before) is inlined here; anything else goes through value / define / sinfo.
+        mp = self.mp
+        sinfo_entry = mp.sinfo_entry
+        by_id = mp.sinfo_by_id
+        body_dims = self.body_dims
+        op_names = mp.op_names
+        attr_texts = mp.attr_texts
+        names = self.names
+        used = self.used
+        arg = self.arg
+        define = self.define
         append = out.append
         for b in bindings:
             value = b.value
-            if type(value) is If:
+            t = type(value)
+            if t is Call and type(value.op) is not GlobalVar:
+                op = value.op
+                info = op_names.get(op)
+                if info is None:
+                    info = mp.op_info(op)
+                if info[1]:  # keyword-only arguments
+                    text = self.value(value)
+                else:
+                    parts = [names.get(a) or arg(a) for a in value.args]
+                    if value.attrs:
+                        positional, named, dims = attr_texts(op, value.attrs)
+                        if dims:
+                            body_dims |= dims
+                        parts += positional
+                        parts += named
+                    text = f"{info[0]}({', '.join(parts)})"
+            elif t is If:
                 self.if_binding(b, ind, out)
                 continue
-            text = self.value(value)
+            else:
+                text = self.value(value)
             var = b.var
-            append(f"{ind}{self.define(var)}: {sinfo(var.struct_info)} = {text}")
+            name = None if self.hints or var in names else _BASES.get(var.name_hint)
+            if name is None or name in used:
+                name = define(var)
+            else:
+                used.add(name)
+                names[var] = name
+            s = var.struct_info
+            hit = by_id.get(id(s))
+            if hit is None or hit[0] is not s:
+                hit = sinfo_entry(s)
+            if hit[2]:
+                body_dims |= hit[2]
+            append(f"{ind}{name}: {hit[1]} = {text}")
 
     def if_binding(self, b, ind: str, out: list[str]) -> None:
         node: If = b.value
         var = b.var
         name = self.define(var)
-        ann = self.mp.sinfo(var.struct_info)
+        _, ann, dims = self.mp.sinfo_entry(var.struct_info)
+        self.body_dims |= dims
         out.append(f"{ind}if {self.arg(node.cond)}:")
         inner = ind + INDENT
         for branch, suffix in ((node.true_branch, "then"), (node.false_branch, "else")):
@@ -553,37 +570,3 @@ class _FunctionPrinter:
                 self.hints[body] = f"{var.name_hint}_{suffix}"
             self.seq(branch, inner, out)
             out.append(f"{inner}{name}: {ann} = {self.arg(body)}")
-
-
-def _body_dim_names(body: SeqExpr) -> set[str]:
-    """Symbolic names the printed body writes bare: in binding annotations, shape values and
-    struct-info attributes (R.match_cast's target)."""
-    out: set[str] = set()
-    stack = [body]
-    seen: set[int] = set()  # ids of the struct infos read (bindings share them; all are alive meanwhile)
-    while stack:
-        seq = stack.pop()
-        for block in seq.blocks:
-            for b in block.bindings:
-                s = b.var.struct_info
-                if id(s) not in seen:
-                    seen.add(id(s))
-                    out |= all_dim_names(s)
-                value = b.value
-                if type(value) is If:
-                    stack += [value.true_branch, value.false_branch]
-                    continue
-                if type(value) is Call:
-                    for a in value.args:
-                        if type(a) is ShapeExpr:
-                            for d in a.values:
-                                if d.__class__ is not int:  # static dims name nothing
-                                    out |= dim_names(d)
-                    if value.attrs:
-                        for v in value.attrs.values():
-                            if isinstance(v, StructInfo):
-                                out |= all_dim_names(v)
-                elif type(value) is ShapeExpr:
-                    for d in value.values:
-                        out |= dim_names(d)
-    return out
