@@ -32,12 +32,8 @@ from retrograd.ir.nested import joined, render
 from retrograd.ir.strings import quote as _quote
 from retrograd.ir.struct_info import FuncStructInfo, StructInfo, TupleStructInfo, all_dim_names, dim_names
 from retrograd.ir.text import format_sinfo, format_sinfo_shared, op_script_name
-<<<<<<< HEAD
 from retrograd.ops.manipulate.index_map import IndexMap
-=======
-from retrograd.ops.index_map import IndexMap
 from retrograd.parser.literal_text import const_text, float_text
->>>>>>> gscale
 
 __all__ = ["print_module", "print_function", "print_expr", "format_sinfo", "format_value", "METADATA_KEY"]
 
