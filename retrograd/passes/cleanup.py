@@ -12,13 +12,12 @@ import attrs
 
 from retrograd.ir.block import DataflowBlock, VarBinding
 from retrograd.ir.builder import BlockBuilder
-from retrograd.ir.copy import substitute
 from retrograd.ir.expr import LEAF_TYPES, Call, Constant, DataflowVar, Function, Op, SeqExpr, Tuple, TupleGetItem, Var, is_leaf
 from retrograd.ir.vars import read_vars
 from retrograd.passes.cse import eliminate_common_subexpressions, value_key
 from retrograd.passes.dce import eliminate_dead_code
 from retrograd.passes.fold_constant import fold_call, fold_constants
-from retrograd.passes.simplify import Simplifier, demotable_outputs, simplify_function
+from retrograd.passes.simplify import Simplifier, simplify_function
 
 
 def cleanup_function(func: Function) -> Function:
@@ -130,14 +129,9 @@ class _OneWalk(Simplifier):
     (`var_remap`) serves all three: each pass would substitute the earlier ones' anyway."""
 
     def __init__(self, uses: dict, promoted: set):
-        # The simplifier's state without its use count walk (the caller counted while checking).
+        # Not ExprMutator's builder (see `builder`); the caller counted the uses while checking.
         self.var_remap = {}
-        self.defs = {}
-        self.uses = uses
-        self.position = {}
-        self.promoted = {}
-        self._resolved = {}
-        self._memo_size = 0
+        self.init_tables(uses)
         self.out: list = []
         self.table: dict = {}  # value key -> the var bound to it
         self.key_of: dict = {}  # var -> its value key
@@ -224,8 +218,3 @@ class _OneWalk(Simplifier):
             self.table[key] = var
             self.key_of[var] = key
         return var
-
-    def resolve(self, expr):
-        if not self.var_remap:
-            return expr
-        return substitute(expr, self.var_remap)

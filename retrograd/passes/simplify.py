@@ -54,8 +54,12 @@ class Simplifier(ExprMutator):
 
     def __init__(self, func: Function):
         super().__init__()
+        self.init_tables(use_counts(func))
+
+    def init_tables(self, uses: dict) -> None:
+        """The sweep's tables; `uses` counts each variable's reads (cleanup's one walk counts them itself)."""
         self.defs: dict = {}
-        self.uses: dict = use_counts(func)
+        self.uses: dict = uses
         self.position: dict = {}  # var -> index in the open block's bindings
         self.promoted: dict = {}  # dataflow var -> the output var now bound in its place
         self._resolved: dict = {}  # see resolve
