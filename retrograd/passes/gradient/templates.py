@@ -74,17 +74,17 @@ class RuleTemplates:
         self.memo[key] = (call.args, var, g, segments)
 
     @staticmethod
-    def bindings(template, call: Call, var: Var, g, hints: list, block: list):
+    def bindings(template, call: Call, var: Var, g, hint_of, block: list):
         """Yield (argument index, fitted value) per segment after appending its copied bindings to
-        `block`; `hints[k]` is the name segment k's result takes now (the caller's, as it would name it)."""
+        `block`; `hint_of(index)` is the name that argument's partial takes now (as the caller names it)."""
         t_args, t_var, t_g, segments = template
         mapping = {t_var: var, t_g: g}
         for ta, a in zip(t_args, call.args):
             if isinstance(ta, Var):
                 mapping[ta] = a
         get = mapping.get
-        for k, (index, t_hint, bindings, fitted) in enumerate(segments):
-            hint = hints(index)
+        for index, t_hint, bindings, fitted in segments:
+            hint = hint_of(index)
             for b in bindings:
                 value = b.value
                 if value.__class__ is Call:
