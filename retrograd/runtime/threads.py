@@ -16,24 +16,23 @@ their kernels (`when_held`), so that large products still use every thread. A ca
 
 from __future__ import annotations
 
-import contextlib
 import threading
 
 from retrograd.ops.kernels import parallel
 
 _state = threading.local()  # .held: this thread runs an executor call that holds BLAS to one thread
-_NO_SCOPE = contextlib.nullcontext()  # reusable: entering it does nothing
 
 
 class _Held(parallel.OneBlasThread):
-    __slots__ = ()
+    __slots__ = ("was_held",)  # an executor called inside another's call gives the outer call its state back
 
     def __enter__(self):
         super().__enter__()
+        self.was_held = blas_held()
         _state.held = True
 
     def __exit__(self, *exc):
-        _state.held = False
+        _state.held = self.was_held
         super().__exit__(*exc)
 
 
@@ -43,7 +42,7 @@ def call_scope(splits: bool):
     a split's part, and BLAS's threads can be set (threadpoolctl)."""
     if splits and parallel.get_num_threads() > 1 and not parallel.in_part() and parallel.blas_controllers():
         return _Held()
-    return _NO_SCOPE
+    return parallel.NO_SCOPE
 
 
 def blas_held() -> bool:

@@ -96,6 +96,19 @@ def test_when_held_picks_the_split_form_inside_a_holding_call(two_threads, monke
     assert pick(3) == ("plain", 3, 0) and fake.threads == 4
 
 
+
+def test_a_call_nested_in_a_holding_call_leaves_the_hold_to_the_outer_call(two_threads, monkeypatch):
+    """An executor called while another executor's call holds BLAS (from a kernel, a callback): when the
+    inner call returns, the outer one still holds BLAS and still runs the split forms."""
+    fake = FakeBlas()
+    monkeypatch.setattr(parallel, "blas_controllers", lambda: [fake])
+    pick = when_held(lambda: "split", lambda: "plain")
+    with call_scope(True):
+        with call_scope(True):
+            assert pick() == "split" and fake.threads == 1
+        assert blas_held() and pick() == "split" and fake.threads == 1
+    assert not blas_held() and pick() == "plain" and fake.threads == 4
+
 def test_matmul_declares_its_split_form_and_both_forms_agree():
     op = get("relax.matmul")
     assert op.kernel is matmul and op.split_kernel is matmul_parts and not op.threaded

@@ -97,7 +97,7 @@ class OneBlasThread:
                 c.set_num_threads(n)
 
 
-_NO_SCOPE = contextlib.nullcontext()  # reusable: entering it does nothing
+NO_SCOPE = contextlib.nullcontext()  # reusable: entering it does nothing
 
 
 def parts_for(n: int, work_ns: float, min_part_ns: float | None = None) -> int:
@@ -217,7 +217,7 @@ def run_parts(fn, n: int, work_ns: float, blas: bool = False, min_part_ns: float
                 return [fn(slice(0, n))]
         return [fn(slice(0, n))]
     try:
-        with OneBlasThread() if blas else _NO_SCOPE:
+        with OneBlasThread() if blas else NO_SCOPE:
             slices = split(n, parts, min(tuning.WAKE_NS / work_ns, 0.9 / parts) if work_ns > 0 else 0.0)
             first, error, joined = _at_once(fn, slices[0], [(fn, sl) for sl in slices[1:]])
     finally:
