@@ -148,7 +148,7 @@ class Model:
             return None
         rows = self.rows + [({**row, peak: -1.0}, -INF, -const) for row, const in self.mem_rows]
         entries = [(r, v, c) for r, (row, _, _) in enumerate(rows) for v, c in row.items() if c]
-        ri, ci, data = zip(*entries)
+        ri, ci, data = np.array(entries, dtype=float).reshape(-1, 3).T
         c = np.zeros(nv)
         for (t, k), v in self.R.items():
             c[v] = 0.0 if minimize_peak else self.p.costs[k]
@@ -157,7 +157,7 @@ class Model:
         ub[peak] = cap if cap != INF else sum(self.size) + 1
         res = milp(
             c,
-            constraints=LinearConstraint(coo_matrix((data, (ri, ci)), shape=(len(rows), nv)).tocsr(), *zip(*((a, b) for _, a, b in rows))),
+            constraints=LinearConstraint(coo_matrix((data, (ri.astype(int), ci.astype(int))), shape=(len(rows), nv)).tocsr(), *zip(*((a, b) for _, a, b in rows))),
             integrality=(np.arange(nv) != peak).astype(int),
             bounds=Bounds(np.zeros(nv), ub),
             options={"node_limit": NODE_LIMIT, "mip_rel_gap": 1e-9, "presolve": True},
