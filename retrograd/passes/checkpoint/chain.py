@@ -1,18 +1,12 @@
-"""Plans for chain adjoints: Revolve's binomial closed form (Griewank & Walther) on uniform chains, of any
-length, and the discretized-memory DP of Herrmann, Shi, Beaumont, Eyraud-Dubois and Pallez (2019),
-"Optimal checkpointing for heterogeneous chains" (docs/checkpoint.md), on the others.
-
-A chain adjoint is a forward prefix (node k reads only node k-1, node 0 only parameters) whose values the
-backward part reads one at a time, in reverse order. Both solvers choose, from a held checkpoint i and
-with m memory units free, the next checkpoint k: advance from i to k (free in the original forward
-sweep), serve the reads after k with m - size(k), serve k, then the reads between i and k with m (or drop
-k after the reads after it and serve it again from i); `replay` turns those choices into recomputations,
-each run right before the first read it serves. Revolve's units are slots (its c counts the input, a
-parameter); the least forward steps for l steps and s free slots are F(l, s) = r*l - C(s+r+1, s+2) for
-the least r with C(s+1+r, s+1) >= l. The DP's C(i, b, m) is the least cost of serving the reads after i up
-to read b; it also fits what the backward part holds while each read is served (measured on the
-store-all plan) and what a recomputation holds while it runs. Both are measured by simulation: the slot
-count, or the DP's memory (its sizes are rounded to its unit), is the largest whose plan fits.
+"""Plans for chain adjoints (a forward chain whose values the backward reads one at a time, in reverse
+order): Revolve's binomial closed form (Griewank & Walther) on uniform chains, of any length, and the
+discretized-memory DP of Herrmann et al. 2019, "Optimal checkpointing for heterogeneous chains"
+(docs/checkpoint.md), on the others. Both choose, from a held checkpoint i with m units free, the next
+checkpoint k: advance to k (free in the original sweep), serve the reads after k with m - size(k), serve
+k, then the reads between i and k with m (or drop k and serve it again from i); `replay` makes the plan.
+Revolve's units are slots; the DP's, bytes rounded to its unit, with what the backward part holds while
+each read is served and what a recomputation holds while it runs. The largest slot count or memory whose
+simulated plan fits the budget is taken.
 """
 
 from __future__ import annotations
@@ -48,10 +42,9 @@ def revolve_steps(l: int, s: int) -> int:
 
 @attrs.frozen(eq=False)
 class Chain:
-    """A chain adjoint: nodes 0..forward-1 form a chain (none an alias); every later node reads at most
-    one of them, in non-increasing order. need[k]: the stage of the first backward read of node k."""
+    """A chain adjoint: a prefix of nodes forms a chain (none an alias); every later node reads at most one
+    of them, in non-increasing order. need[k]: the stage of the first backward read of node k."""
 
-    forward: int
     need: dict
 
     @property
@@ -80,7 +73,7 @@ def detect(problem: Problem) -> Chain | None:
         if fw:
             last = fw.pop()
             need.setdefault(last, t)
-    return Chain(m, need) if need else None
+    return Chain(need) if need else None
 
 
 def replay(problem: Problem, need: dict, reads, m: int, choose, size) -> Schedule:
@@ -166,18 +159,18 @@ def revolve(problem: Problem, chain: Chain, budget: int) -> Schedule | None:
 
 
 def solve(problem: Problem, budget: int) -> Schedule | None:
-    """The chain solver: Revolve's plan on a uniform chain adjoint, the DP's on another one (None when
-    none fits, when the problem is not a chain adjoint, or a chain too long for the DP)."""
+    """Revolve's plan on a uniform chain adjoint, the DP's on another one, or None."""
     found = detect(problem)
     if found is None:
         return None
     return revolve(problem, found, budget) if found.uniform(problem) else chain_dp(problem, budget, found)
 
 
-class ChainCosts:
-    """What the DP needs of a chain adjoint: checkpoint candidates (the reads, and unread nodes smaller
-    than the next read), prefix costs, the backward's own memory per read (_backward_memory), and
-    transient[l], the bytes live while node l is computed from an unheld node l-1 (in place when it may)."""
+class ChainDP:
+    """The DP on a chain adjoint. cands: the reads, and unread nodes smaller than the next read. transient[l]:
+    bytes live while node l is computed from an unheld node l-1. `fill(free)`: cost and choice[sweep, b, i,
+    m] (sweep 1: the free original sweep, at the last read; i: 0 for the parameters, 1 + index in cands; a
+    choice is k's index, plus len(nodes) when k is dropped)."""
 
     def __init__(self, problem: Problem, chain: Chain):
         p, need = problem, chain.need
@@ -195,9 +188,78 @@ class ChainCosts:
             for l in range(1, self.reads[-1] + 1)
         ]
 
-    def triples(self) -> int:
-        nc, nr = len(self.cands) + 1, len(self.reads)
-        return nc * nc * nr // 6 + nc * nr
+    def fill(self, free: int) -> ChainDP:
+        p, reads, cands, prefix, need = self.problem, self.reads, self.cands, self.prefix, self.need
+        # The unit: the gcd of every size added up (exact), or of the checkpoints' alone when that makes
+        # more than MAX_UNITS levels (the backward's memory rounded up: conservative), or coarser still.
+        sizes = [p.sizes[k] for k in cands]
+        for unit in (gcd(*sizes, *self.held.values(), *self.dead.values(), *self.before.values(), *self.transient), gcd(*sizes)):
+            if free // max(unit, 1) <= MAX_UNITS:
+                break
+        else:
+            unit = max(unit, -(-free // MAX_UNITS))
+        self.unit = unit = max(unit, 1)
+        self.M = M = max(free // unit, 0)
+        self.nodes = nodes = [-1] + cands
+        self.index = {k: ii for ii, k in enumerate(nodes)}
+
+        def units(values):
+            return -(-np.array(values, dtype=np.int64) // unit)
+
+        size, pre, trans = units(sizes), units([self.before[r] for r in reads]), units(self.transient)
+        self.size = dict(zip(cands, size.tolist()))
+        is_read = np.array([k in need for k in cands])
+        # Serving k: the backward's memory beside k held, then in k's place once it is dead.
+        held = np.where(is_read, units([self.held.get(k, 0) for k in cands]), -1)
+        dead = np.where(is_read, units([self.dead.get(k, 0) for k in cands]), -1)
+        levels = np.arange(M + 1)
+        shifted = levels[None, :] - size[:, None]
+        ok = (shifted >= 0) & (shifted >= held[:, None]) & (levels[None, :] >= dead[:, None])
+        at = np.maximum(shifted, 0)
+        before = np.searchsorted(reads, cands, side="left") - 1  # the last read before k
+        drop_before = np.where(is_read, before + 1, -2)  # "drop": k served again from i, with the reads before it
+        fa = np.searchsorted(reads, nodes, side="right")  # the first read after each node
+        counts = np.searchsorted(cands, reads, side="right")  # the candidates up to each read
+        nb, nn = len(reads), len(nodes)
+        cost = self.cost = np.zeros((2, nb, nn, M + 1))
+        choice = self.choice = np.full((2, nb, nn, M + 1), -1, dtype=np.int64)
+        for ii in range(nn - 1, -1, -1):
+            i, ks = nodes[ii], np.array(cands[ii:], dtype=np.int64)
+            adv = np.array([prefix[k + 1] - prefix[i + 1] for k in ks])
+            # The most units live while advancing from i to k (i held outside the free memory).
+            peak_to = np.maximum.accumulate(np.concatenate([units([p.sizes[i + 1]]), trans[i + 2 : ks[-1] + 1]])) if len(ks) else ks
+            advance = peak_to[ks - (i + 1)] if len(ks) else ks
+            for b in range(fa[ii], nb):
+                c = counts[b] - ii
+                kk, sl = np.arange(ii + 1, ii + 1 + c), slice(ii, ii + c)
+                live = (b >= fa[kk])[:, None]
+                for sweep in (0, 1) if b == nb - 1 else (0,):
+                    # Recomputations run just before r_b's first read, beside the backward's memory then.
+                    fits = advance[:c, None] + (0 if sweep else pre[b]) <= levels[None, :]
+                    base = np.where(live, cost[sweep, b, kk[:, None], at[sl]], 0.0) + (0.0 if sweep else adv[:c, None])
+                    row, pick = np.full(M + 1, INF), np.full(M + 1, -1, dtype=np.int64)
+                    for drop, bef, good in ((0, before[sl], ok[sl]), (1, drop_before[sl], shifted[sl] >= 0)):
+                        usable = ((bef >= -1) & (bef < b)) if drop else np.ones(c, dtype=bool)
+                        # The reads between i and k (k too, when dropped): C(i, bef, m), same memory.
+                        rest = np.where((bef >= fa[ii])[:, None], cost[0, np.maximum(bef, 0), ii, :], 0.0)
+                        total = np.where(good & fits & usable[:, None], base + rest, INF)
+                        best = total.argmin(axis=0)
+                        value = total[best, levels]
+                        better = value < row
+                        row[better], pick[better] = value[better], kk[best][better] + drop * nn
+                    cost[sweep, b, ii], choice[sweep, b, ii] = row, pick
+        return self
+
+    def plan(self, m: int) -> Schedule | None:
+        """The best plan with m units free (after `fill`), or None when none fits."""
+        if not 0 <= m <= self.M or not np.isfinite(self.cost[1, -1, 0, m]):
+            return None
+
+        def choose(sweep, i, b, m):
+            drop, at = divmod(int(self.choice[sweep, b, self.index[i], m]), len(self.nodes))
+            return self.nodes[at], drop
+
+        return replay(self.problem, self.need, self.reads, m, choose, self.size.get)
 
 
 def _backward_memory(problem: Problem, need: dict, reads: list) -> tuple[dict, dict, dict]:
@@ -227,120 +289,35 @@ def _backward_memory(problem: Problem, need: dict, reads: list) -> tuple[dict, d
         after[v] += p.sizes[v]
         after[min(last[v], p.n)] -= p.sizes[v]
     during, after = list(accumulate(during)), list(accumulate(after))
-    order = reads[::-1]
     held, dead, before = {}, {}, {}
-    for idx, r in enumerate(order):
-        start, end = need[r], (need[order[idx + 1]] if idx + 1 < len(order) else p.n)
+    for r, nxt in zip(reads[::-1], [*reads[-2::-1], None]):
+        start, end = need[r], (p.n if nxt is None else need[nxt])
         held[r] = max(during[start : last[r] + 1])
         dead[r] = max(during[last[r] + 1 : end], default=0)
         before[r] = after[start - 1] if start - 1 >= first else 0
     return held, dead, before
 
 
-def _units(chain: ChainCosts, free: int) -> int:
-    """The DP's memory unit: the gcd of every size it adds up (exact), or of the checkpoints' sizes alone
-    when that makes more than MAX_UNITS levels (the backward's memory rounded up: conservative), or
-    coarser still."""
-    sizes = [chain.problem.sizes[k] for k in chain.cands]
-    for group in (sizes + [*chain.held.values(), *chain.dead.values(), *chain.before.values(), *chain.transient], sizes):
-        unit = max(gcd(*map(int, group)), 1)
-        if free // unit <= MAX_UNITS:
-            return unit
-    return max(unit, -(-free // MAX_UNITS))
-
-
-class Table:
-    """The DP filled once for up to `free` bytes: cost[sweep, b, i, m] and choice[sweep, b, i, m] (sweep 1:
-    the free original sweep, at the last read only; i: 0 for the parameters, 1 + position in chain.cands;
-    a choice is k's index, plus len(nodes) when k is dropped)."""
-
-    def __init__(self, chain: ChainCosts, free: int):
-        self.chain, p = chain, chain.problem
-        self.unit = unit = _units(chain, free)
-        self.M = M = max(free // unit, 0)
-        reads, cands, prefix, need = chain.reads, chain.cands, chain.prefix, chain.need
-        self.nodes = nodes = [-1] + cands
-        self.index = {k: ii for ii, k in enumerate(nodes)}
-
-        def units(values):
-            return -(-np.array(values, dtype=np.int64) // unit)
-
-        size, pre, trans = units([p.sizes[k] for k in cands]), units([chain.before[r] for r in reads]), units(chain.transient)
-        self.size = dict(zip(cands, size.tolist()))
-        is_read = np.array([k in need for k in cands])
-        # Serving k: the backward's memory beside k held, then in k's place once it is dead.
-        held = np.where(is_read, units([chain.held.get(k, 0) for k in cands]), -1)
-        dead = np.where(is_read, units([chain.dead.get(k, 0) for k in cands]), -1)
-        levels = np.arange(M + 1)
-        shifted = levels[None, :] - size[:, None]
-        ok = (shifted >= 0) & (shifted >= held[:, None]) & (levels[None, :] >= dead[:, None])
-        at = np.maximum(shifted, 0)
-        before = np.searchsorted(reads, cands, side="left") - 1  # the last read before k
-        drop_before = np.where(is_read, before + 1, -2)  # "drop": k served again from i, with the reads before it
-        fa = np.searchsorted(reads, nodes, side="right")  # the first read after each node
-        counts = np.searchsorted(cands, reads, side="right")  # the candidates up to each read
-        nb, nn = len(reads), len(nodes)
-        cost = np.zeros((2, nb, nn, M + 1))
-        choice = np.full((2, nb, nn, M + 1), -1, dtype=np.int64)
-        for ii in range(nn - 1, -1, -1):
-            i, ks = nodes[ii], np.array(cands[ii:], dtype=np.int64)
-            adv = np.array([prefix[k + 1] - prefix[i + 1] for k in ks])
-            # The most units live while advancing from i to k (i held outside the free memory).
-            peak_to = np.maximum.accumulate(np.concatenate([units([p.sizes[i + 1]]), trans[i + 2 : ks[-1] + 1]])) if len(ks) else ks
-            advance = peak_to[ks - (i + 1)] if len(ks) else ks
-            for b in range(fa[ii], nb):
-                c = counts[b] - ii
-                kk, sl = np.arange(ii + 1, ii + 1 + c), slice(ii, ii + c)
-                live = (b >= fa[kk])[:, None]
-                for sweep in (0, 1) if b == nb - 1 else (0,):
-                    # Recomputations run just before r_b's first read, beside the backward's memory then.
-                    fits = advance[:c, None] + (0 if sweep else pre[b]) <= levels[None, :]
-                    base = np.where(live, cost[sweep, b, kk[:, None], at[sl]], 0.0) + (0.0 if sweep else adv[:c, None])
-                    row, pick = np.full(M + 1, INF), np.full(M + 1, -1, dtype=np.int64)
-                    for drop, bef, good in ((0, before[sl], ok[sl]), (1, drop_before[sl], shifted[sl] >= 0)):
-                        usable = ((bef >= -1) & (bef < b)) if drop else np.ones(c, dtype=bool)
-                        # The reads between i and k (k too, when dropped): C(i, bef, m), same memory.
-                        rest = np.where((bef >= fa[ii])[:, None], cost[0, np.maximum(bef, 0), ii, :], 0.0)
-                        total = np.where(good & fits & usable[:, None], base + rest, INF)
-                        best = total.argmin(axis=0)
-                        value = total[best, levels]
-                        better = value < row
-                        row[better], pick[better] = value[better], kk[best][better] + drop * nn
-                    cost[sweep, b, ii], choice[sweep, b, ii] = row, pick
-        self.cost, self.choice = cost, choice
-
-    def plan(self, m: int) -> Schedule | None:
-        """The best plan with m units free, or None when none fits."""
-        if not 0 <= m <= self.M or not np.isfinite(self.cost[1, -1, 0, m]):
-            return None
-        nn = len(self.nodes)
-
-        def choose(sweep, i, b, m):
-            drop, at = divmod(int(self.choice[sweep, b, self.index[i], m]), nn)
-            return self.nodes[at], drop
-
-        return replay(self.chain.problem, self.chain.need, self.chain.reads, m, choose, self.size.get)
-
-
-def chain_costs(problem: Problem, chain: Chain | None) -> ChainCosts | None:
-    """The DP's view of a chain, or None (no chain, or too long for the DP)."""
+def chain_costs(problem: Problem, chain: Chain | None) -> ChainDP | None:
+    """The DP of a chain, or None (no chain, or too long for the DP: more than MAX_TRIPLES (i, k, read))."""
     if chain is None or (chain.last + 2) ** 2 * len(chain.need) // 6 > 4 * MAX_TRIPLES:
         return None  # far too long: not even measured
-    costs = ChainCosts(problem, chain)
-    return costs if costs.triples() <= MAX_TRIPLES else None
+    dp = ChainDP(problem, chain)
+    nc = len(dp.cands) + 1
+    return dp if nc * nc * len(dp.reads) // 6 + nc * len(dp.reads) <= MAX_TRIPLES else None
 
 
 def chain_dp(problem: Problem, budget: int, found: Chain | None = None) -> Schedule | None:
     """The DP's plan with the most memory whose simulated peak fits `budget` (None when none fits, or not
     a chain the DP takes)."""
-    chain = chain_costs(problem, found or detect(problem))
-    if chain is None:
+    dp, plans = chain_costs(problem, found or detect(problem)), {}
+    if dp is None:
         return None
-    table, plans = Table(chain, budget - problem.pinned_bytes), {}
+    dp.fill(budget - problem.pinned_bytes)
 
     def fits(m):
-        plans[m] = table.plan(m - 1)
+        plans[m] = dp.plan(m - 1)
         return plans[m] is not None and simulate(problem, plans[m], check=False).peak_bytes <= budget
 
-    m = largest(fits, table.M + 1, table.M + 1)
+    m = largest(fits, dp.M + 1, dp.M + 1)
     return plans[m] if m else None

@@ -25,22 +25,10 @@ INF = float("inf")
 
 def available() -> bool:
     try:
-        import scipy.optimize  # noqa: F401
-        import scipy.sparse  # noqa: F401
+        import scipy.optimize, scipy.sparse  # noqa: F401, E401
     except ImportError:  # pragma: no cover - scipy is in the test extra
         return False
     return True
-
-
-def latest_use(problem: Problem) -> list[int]:
-    """The last stage at which each node's value can be needed (a recomputed reader reads it then at the latest)."""
-    latest = list(range(problem.n))
-    for o in problem.outputs:
-        latest[o] = problem.n - 1
-    for j in range(problem.n - 1, -1, -1):
-        for d in problem.deps[j]:
-            latest[d] = max(latest[d], latest[j] if problem.recomputable[j] else j)
-    return latest
 
 
 class Model:
@@ -54,7 +42,12 @@ class Model:
             root[i] = i if p.alias_of[i] is None else root[p.alias_of[i]]
         self.unit = gcd(*(p.sizes[r] for r in root), *p.inner) or 1
         size = self.size = [p.sizes[r] // self.unit for r in root]
-        latest, users = latest_use(p), p.users()
+        latest, users = list(range(n)), p.users()  # the last stage that may read each value (a recomputed reader, then)
+        for o in p.outputs:
+            latest[o] = n - 1
+        for j in range(n - 1, -1, -1):
+            for d in p.deps[j]:
+                latest[d] = max(latest[d], latest[j] if p.recomputable[j] else j)
         R = self.R = {(t, k): self.new() for t in range(n) for k in range(t) if p.recomputable[k] and latest[k] >= t}
         S = {(t, k): self.new() for t in range(1, n + 1) for k in range(t) if latest[k] >= t or (t == n and k in p.outputs)}
         for o in set(p.outputs):
@@ -171,13 +164,9 @@ class Model:
         return Schedule.from_lists(self.p.n, per_stage), float(res.fun)
 
 
-def model(problem: Problem) -> Model:
-    return Model(problem)
-
-
 def exact_least_peak(problem: Problem) -> tuple[int, Schedule] | None:
     """(least peak of the model in bytes, a plan reaching it), or None when not solved within the limits."""
-    m = model(problem)
+    m = Model(problem)
     res = m.solve(None, minimize_peak=True)
     return None if res is None else (problem.pinned_bytes + round(res[1]) * m.unit, res[0])
 
@@ -186,7 +175,7 @@ def solve(problem: Problem, budget: int) -> Schedule | None:
     """The exact solver: the least-cost plan within `budget`, or else the least-peak plan when it fits.
     With costs that are multiples of one unit (FLOP counts are), cost / unit + peak / (peak bound + 1)
     orders the plans by cost, then by peak: one MILP breaks ties towards the lower peak."""
-    m = model(problem)
+    m = Model(problem)
     costs = [c for c, r in zip(problem.costs, problem.recomputable) if r]
     whole = all(c == int(c) and c <= 2**52 for c in costs)
     g, bound = (gcd(*map(int, costs)) if whole else 0) or 1, (budget - problem.pinned_bytes) // m.unit + 1

@@ -53,10 +53,10 @@ def test_exact_milp_with_in_place_agrees_with_the_dp(steps):
     """A second solver (the planner's MILP, which models in-place reuse) finds the same optimum:
     the budget mapping above leaves no room for a plan better than Revolve's."""
     need("scipy.optimize")
-    from retrograd.passes.checkpoint.exact import model
+    from retrograd.passes.checkpoint.exact import Model
 
     p = chain_problem(steps, size=SIZE, pinned=PINNED)
-    m = model(p)
+    m = Model(p)
     for c in range(2, 5):
         sched, cost = m.solve(chain_budget(c))
         assert round(cost) == revolve_extra(steps, c)
