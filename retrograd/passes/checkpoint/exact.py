@@ -36,7 +36,9 @@ class Model:
 
     def __init__(self, problem: Problem):
         p = self.p = problem
-        n, self.nvar, self.rows, self.mem_rows = p.n, 0, [], []
+        n, self.nvar, self.mem_rows = p.n, 0, []
+        # Rows in groups, in a fixed order (HiGHS's path, and so which optimum it returns, depends on it).
+        dep, out, tight, free = [], [], [], []
         root = list(range(n))
         for i in range(n):
             root[i] = i if p.alias_of[i] is None else root[p.alias_of[i]]
@@ -51,23 +53,23 @@ class Model:
         R = self.R = {(t, k): self.new() for t in range(n) for k in range(t) if p.recomputable[k] and latest[k] >= t}
         S = {(t, k): self.new() for t in range(1, n + 1) for k in range(t) if latest[k] >= t or (t == n and k in p.outputs)}
         for o in set(p.outputs):
-            self.rows.append(({S[n, o]: 1.0}, 1.0, 1.0))
+            out.append(({S[n, o]: 1.0}, 1.0, 1.0))
         for t in range(n):
             ev = {k: R[t, k] for k in range(t) if (t, k) in R}
             ev[t] = None  # node t itself is always computed
             reads: dict[int, list[int]] = {}
             for k, var in ev.items():  # k's inputs are live in stage t: recomputed before it or kept into t
                 for d in set(p.deps[k]):
-                    self.le(0 if var is not None else -1, (1, var), (-1, R.get((t, d))), (-1, S.get((t, d))))
+                    self.le(dep, 0 if var is not None else -1, (1, var), (-1, R.get((t, d))), (-1, S.get((t, d))))
                     reads.setdefault(d, []).append(k)
             for k in range(t):  # kept into t + 1: kept into t or recomputed in t
                 if (t + 1, k) in S:
-                    self.le(0, (1, S[t + 1, k]), (-1, S.get((t, k))), (-1, R.get((t, k))))
+                    self.le(dep, 0, (1, S[t + 1, k]), (-1, S.get((t, k))), (-1, R.get((t, k))))
                 # Tightening (no optimal plan is excluded): a value is recomputed or kept only to be read.
                 if t not in reads.get(k, ()):
                     for var in (R.get((t, k)), S.get((t, k))):
                         if var is not None:
-                            self.le(0, (1, var), (-1, S.get((t + 1, k))), *((-1, R[t, j]) for j in reads.get(k, ())))
+                            self.le(tight, 0, (1, var), *((-1, R[t, j]) for j in reads.get(k, ())), (-1, S.get((t + 1, k))))
             frees: dict[int, list[tuple[int, int]]] = {k: [] for k in ev}  # FREE[t,i,k] after event k
             for i in range(t + 1):
                 if size[i] == 0 or (i != t and (t, i) not in R and (t, i) not in S):
@@ -79,11 +81,11 @@ class Model:
                         continue  # node t (always computed) reads i after k
                     f = self.new()
                     if ev[k] is not None:
-                        self.le(0, (1, f), (-1, ev[k]))
+                        self.le(free, 0, (1, f), (-1, ev[k]))
                     if (t + 1, i) in S:
-                        self.le(1, (1, f), (1, S[t + 1, i]))
+                        self.le(free, 1, (1, f), (1, S[t + 1, i]))
                     for j in later:
-                        self.le(1, (1, f), (1, ev[j]))
+                        self.le(free, 1, (1, f), (1, ev[j]))
                     frees[k].append((f, i))
             acc = {S[t, i]: float(size[i]) for i in range(t) if (t, i) in S and size[i]}
             for k, var in ev.items():
@@ -92,25 +94,26 @@ class Model:
                 if var is not None:  # a recomputation: its result and what it holds inside, while it runs
                     acc[var] = float(size[k])
                     row[var] = float(size[k] + inner)
-                for ip in self.inplace(k, frees[k]):
+                for ip in self.inplace(k, frees[k], free):
                     row[ip] = -float(size[k])
                 self.mem_rows.append((row, size[k] + inner if var is None else 0))
                 for f, i in frees[k]:
                     acc[f] = -float(size[i])
+        self.rows = dep + out + tight + free
 
     def new(self) -> int:
         self.nvar += 1
         return self.nvar - 1
 
-    def le(self, hi: float, *terms) -> None:
+    def le(self, rows: list, hi: float, *terms) -> None:
         """A row sum(coef * var) <= hi over the terms whose var exists."""
         row: dict[int, float] = {}
         for coef, var in terms:
             if var is not None:
                 row[var] = row.get(var, 0.0) + coef
-        self.rows.append((row, -INF, float(hi)))
+        rows.append((row, -INF, float(hi)))
 
-    def inplace(self, k: int, frees: list) -> list[int]:
+    def inplace(self, k: int, frees: list, rows: list) -> list[int]:
         """IP variables: event k writes into the buffer of the in-place dep that dies there (the executor
         tries the first dying candidate only), so it allocates nothing."""
         p, free_of, out = self.p, {i: f for f, i in frees}, []
@@ -120,9 +123,9 @@ class Model:
         for pos, d in enumerate(cands):
             if d in free_of and p.alias_of[d] is None and self.size[d] == self.size[k]:
                 out.append(self.new())
-                self.le(0, (1, out[-1]), (-1, free_of[d]))
+                self.le(rows, 0, (1, out[-1]), (-1, free_of[d]))
                 for e in (e for e in cands[:pos] if e in free_of):
-                    self.le(1, (1, out[-1]), (1, free_of[e]))
+                    self.le(rows, 1, (1, out[-1]), (1, free_of[e]))
         return out
 
     def solve(self, budget: int | None, minimize_peak: bool = False, peak_weight: float = 0.0):
