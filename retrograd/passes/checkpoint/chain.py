@@ -124,8 +124,7 @@ def chain_schedule(problem: Problem, chain: Chain, c: int) -> Schedule:
 
 
 def largest(fits, guess: int, top: int) -> int:
-    """The largest x in 1..top with fits(x), 0 if none, for fits true up to some x: a gallop from
-    `guess`, then a bisection."""
+    """The largest x in 1..top with fits(x) (true up to some x), or 0: a gallop from `guess`, then a bisection."""
     lo, hi, x, step = 0, top + 1, guess, 1
     while hi - lo > 1:
         if not lo < x < hi:
@@ -182,11 +181,41 @@ class ChainDP:
                 cands.append(k)
         self.cands = cands[::-1]
         self.prefix = [0.0, *accumulate(p.costs[: self.reads[-1] + 1])]
-        self.held, self.dead, self.before = _backward_memory(p, need, self.reads)
         self.transient = [p.sizes[0]] + [
             p.sizes[l] + (0 if 0 in p.inplace[l] and p.sizes[l] == p.sizes[l - 1] else p.sizes[l - 1])
             for l in range(1, self.reads[-1] + 1)
         ]
+        # The backward part's memory per read r, in the store-all plan: the most bytes live during a stage
+        # from r's first read to its last one (held), then up to the next read's first one (dead), and
+        # between the stages just before r's first read (before: where the recomputations serving r run).
+        first = self.reads[-1] + 1
+        last = list(range(p.n))  # the stage of each node's last read (outputs: past the end)
+        for t in range(p.n):
+            for d in p.deps[t]:
+                last[d] = t
+        for o in p.outputs:
+            last[o] = p.n
+        during, after = [0] * (p.n + 2), [0] * (p.n + 2)
+        for v in range(first, p.n):
+            start = v
+            for pos in p.inplace[v]:
+                d = p.deps[v][pos]
+                if last[d] == v:  # the executor tries the first dying candidate only
+                    if p.alias_of[d] is None and p.sizes[d] == p.sizes[v]:
+                        start = v + 1  # written over d's buffer, counted during its own stage already
+                    break
+            # difference arrays: += size over [start, last] (during) and [v, last) (after)
+            during[start] += p.sizes[v]
+            during[min(last[v], p.n - 1) + 1] -= p.sizes[v]
+            after[v] += p.sizes[v]
+            after[min(last[v], p.n)] -= p.sizes[v]
+        during, after = list(accumulate(during)), list(accumulate(after))
+        held, dead, before = self.held, self.dead, self.before = {}, {}, {}
+        for r, nxt in zip(self.reads[::-1], [*self.reads[-2::-1], None]):
+            start, end = need[r], (p.n if nxt is None else need[nxt])
+            held[r] = max(during[start : last[r] + 1])
+            dead[r] = max(during[last[r] + 1 : end], default=0)
+            before[r] = after[start - 1] if start - 1 >= first else 0
 
     def fill(self, free: int) -> ChainDP:
         p, reads, cands, prefix, need = self.problem, self.reads, self.cands, self.prefix, self.need
@@ -223,12 +252,11 @@ class ChainDP:
         nb, nn = len(reads), len(nodes)
         cost = self.cost = np.zeros((2, nb, nn, M + 1))
         choice = self.choice = np.full((2, nb, nn, M + 1), -1, dtype=np.int64)
-        for ii in range(nn - 1, -1, -1):
+        for ii in range(nn - 2, -1, -1):  # the last candidate has no read after it
             i, ks = nodes[ii], np.array(cands[ii:], dtype=np.int64)
             adv = np.array([prefix[k + 1] - prefix[i + 1] for k in ks])
             # The most units live while advancing from i to k (i held outside the free memory).
-            peak_to = np.maximum.accumulate(np.concatenate([units([p.sizes[i + 1]]), trans[i + 2 : ks[-1] + 1]])) if len(ks) else ks
-            advance = peak_to[ks - (i + 1)] if len(ks) else ks
+            advance = np.maximum.accumulate(np.concatenate([units([p.sizes[i + 1]]), trans[i + 2 : ks[-1] + 1]]))[ks - (i + 1)]
             for b in range(fa[ii], nb):
                 c = counts[b] - ii
                 kk, sl = np.arange(ii + 1, ii + 1 + c), slice(ii, ii + c)
@@ -260,42 +288,6 @@ class ChainDP:
             return self.nodes[at], drop
 
         return replay(self.problem, self.need, self.reads, m, choose, self.size.get)
-
-
-def _backward_memory(problem: Problem, need: dict, reads: list) -> tuple[dict, dict, dict]:
-    """The memory of the nodes after the chain (the backward part's), per read r, in the store-all plan:
-    (held, dead, before): the most bytes live during a stage from r's first read to its last one (r held),
-    then up to the next smaller read's first one (r dead), and between the stages just before r's first
-    read (where the recomputations serving r run)."""
-    p, first = problem, reads[-1] + 1
-    last = list(range(p.n))  # the stage of each node's last read (outputs: past the end)
-    for t in range(p.n):
-        for d in p.deps[t]:
-            last[d] = t
-    for o in p.outputs:
-        last[o] = p.n
-    during, after = [0] * (p.n + 2), [0] * (p.n + 2)
-    for v in range(first, p.n):
-        start = v
-        for pos in p.inplace[v]:
-            d = p.deps[v][pos]
-            if last[d] == v:  # the executor tries the first dying candidate only
-                if p.alias_of[d] is None and p.sizes[d] == p.sizes[v]:
-                    start = v + 1  # written over d's buffer, counted during its own stage already
-                break
-        # difference arrays: += size over [start, last] (during) and [v, last) (after)
-        during[start] += p.sizes[v]
-        during[min(last[v], p.n - 1) + 1] -= p.sizes[v]
-        after[v] += p.sizes[v]
-        after[min(last[v], p.n)] -= p.sizes[v]
-    during, after = list(accumulate(during)), list(accumulate(after))
-    held, dead, before = {}, {}, {}
-    for r, nxt in zip(reads[::-1], [*reads[-2::-1], None]):
-        start, end = need[r], (p.n if nxt is None else need[nxt])
-        held[r] = max(during[start : last[r] + 1])
-        dead[r] = max(during[last[r] + 1 : end], default=0)
-        before[r] = after[start - 1] if start - 1 >= first else 0
-    return held, dead, before
 
 
 def chain_costs(problem: Problem, chain: Chain | None) -> ChainDP | None:

@@ -1,12 +1,11 @@
-"""Exact plans for small problems: the Checkmate MILP (Jain et al. 2020) with the stage order fixed, via scipy.
+"""Exact plans for small problems: the Checkmate MILP (Jain et al. 2020) with the stage order fixed, via scipy
+(optional: without it `available()` is False and the planner uses its heuristics).
 
-Stage t computes node t, preceded by recomputations R[t,k] (k < t, in node order); S[t,k] says that
-node k's value is live entering stage t; FREE[t,i,k] releases i right after event (t,k) when no later
-event of stage t reads it and it is not kept into stage t+1; IP[t,k,d] says event k reuses the buffer of
-its dying in-place dep d. The memory after each event, before its frees (with what the node holds inside,
-Problem.inner), is the simulator's; aliases are charged their root's size, so the model's memory is an
-upper bound of the simulated one (exact on problems without aliases). scipy is optional: without it
-`available()` is False and the planner uses its heuristics.
+Stage t computes node t, preceded by recomputations R[t,k] (k < t, in node order); S[t,k]: node k's value
+is live entering stage t; FREE[t,i,k] releases i right after event (t,k) when no later event of stage t
+reads it and it is not kept into t+1; IP[t,k,d]: event k reuses the buffer of its dying in-place dep d.
+The memory after each event, before its frees (with Problem.inner), is the simulator's; aliases are
+charged their root's size (an upper bound of the simulated memory, exact without aliases).
 """
 
 from __future__ import annotations

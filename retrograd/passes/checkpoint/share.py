@@ -1,11 +1,7 @@
-"""Share recomputations: keep a recomputed value until its next use instead of recomputing it again, where memory allows.
-
-The greedy descent recomputes, before each later use, the whole chain a dropped value needs, so a chain
-recomputed for one use is often rebuilt for the next use a few stages on. `share` removes
-recomputations from a plan, dearest first: the later use then reads the earlier instance (an original
-or a recomputed one), which lives longer instead; recomputations nothing reads any more go with it. A
-removal is kept when the simulated peak stays within the limit.
-"""
+"""Share recomputations: the greedy descent recomputes, before each later use, the whole chain a dropped
+value needs; `share` removes recomputations, dearest first, so that a later use reads the earlier instance
+(which lives longer instead), with those nothing reads any more, while the simulated peak stays within the
+limit."""
 
 from __future__ import annotations
 
