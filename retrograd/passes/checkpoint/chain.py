@@ -146,11 +146,13 @@ def revolve(problem: Problem, chain: Chain, budget: int) -> Schedule | None:
             peaks[c] = simulate(problem, chain_schedule(problem, chain, c), check=False).peak_bytes
         return peaks[c] <= budget
 
-    if not fits(1):
+    # Peaks grow with c, by about one value a slot: the peak of a few slots (one slot's plan recomputes
+    # L^2/2 steps: slow to simulate) places the answer.
+    probe, size = min(L, 4), problem.sizes[0]
+    guess = probe + (budget - peaks[probe]) // size if fits(probe) and size else probe
+    c = largest(fits, min(L, guess), L)
+    if c == 0:
         return None
-    # Peaks grow with c, by about one value a slot: the peak of one slot places the answer.
-    size = problem.sizes[0]
-    c = largest(fits, min(L, 1 + (budget - peaks[1]) // size) if size else L, L)
     steps = revolve_steps(L, c - 1)
     while c > 1 and revolve_steps(L, c - 2) == steps:
         c -= 1  # the same number of steps with fewer slots has the lower peak
