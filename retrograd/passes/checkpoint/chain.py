@@ -146,11 +146,10 @@ def revolve(problem: Problem, chain: Chain, budget: int) -> Schedule | None:
             peaks[c] = simulate(problem, chain_schedule(problem, chain, c), check=False).peak_bytes
         return peaks[c] <= budget
 
-    # Peaks grow with c, by about one value a slot: the peak of a few slots (one slot's plan recomputes
-    # L^2/2 steps: slow to simulate) places the answer.
-    probe, size = min(L, 4), problem.sizes[0]
-    guess = probe + (budget - peaks[probe]) // size if fits(probe) and size else probe
-    c = largest(fits, min(L, guess), L)
+    # Peaks grow with c, by about one value a slot: start where the budget says, never from a few slots
+    # (a plan of s slots recomputes about L^(1+1/s) steps: on a long chain, too many to simulate).
+    size = problem.sizes[0]
+    c = largest(fits, max(1, min(L, (budget - problem.pinned_bytes) // size - 1)) if size else L, L)
     if c == 0:
         return None
     steps = revolve_steps(L, c - 1)
@@ -309,9 +308,11 @@ def chain_dp(problem: Problem, budget: int, found: Chain | None = None) -> Sched
         return None
     dp.fill(budget - problem.pinned_bytes)
 
-    def fits(m):
-        plans[m] = dp.plan(m - 1)
-        return plans[m] is not None and simulate(problem, plans[m], check=False).peak_bytes <= budget
+    def fits(m):  # only the plans that fit are kept
+        plan = dp.plan(m - 1)
+        if plan is not None and simulate(problem, plan, check=False).peak_bytes <= budget:
+            plans[m] = plan
+        return m in plans
 
     m = largest(fits, dp.M + 1, dp.M + 1)
     return plans[m] if m else None
