@@ -1,14 +1,11 @@
-"""A fast heuristic for large problems: drop, one at a time, the value idle across the peak that is cheapest to recompute.
+"""The scalable heuristic: drop, step by step, the value idle across the peak cheapest to recompute per byte.
 
 A value's uses (its readers' stages, and the end for an output) split its life into gaps; dropping a
-gap frees the value after the gap's first end and recomputes it right before the second, from the
-values live there (recursively recomputing those that are not). Starting from the unplanned program,
-each step drops the gap(s) of the buffer with the least recompute cost per byte among those live but
-unread across the current peak (of the first few, the cheapest whose drop does not raise the peak: a
-recomputation can hold more across the peak than the drop frees). The sequence of plans does not
-depend on the budget, and the plan for a budget is the first one that fits: a lower budget never gets
-a higher peak.
-"""
+gap frees the value after the gap's first end and recomputes it before the second, from the values
+live there (recursively recomputing those that are not). Each step drops, of the first TRIES buffers
+idle across the current peak, the cheapest whose drop does not raise it. The sequence of plans does
+not depend on the budget and the plan for a budget is the first that fits: a lower budget never gets
+a higher peak."""
 
 from __future__ import annotations
 
@@ -52,17 +49,13 @@ class Planner:
         self.single = single  # recompute a value only from values live where it is needed
         self.allowed = allowed if allowed is not None else p.recomputable
         # points[v]: v's stage, its readers' stages (and n for an output)
-        self.points: list[list[int]] = [[v] for v in range(p.n)]
-        for j, ds in enumerate(p.deps):
-            for d in set(ds):
-                self.points[d].append(j)
+        self.points: list[list[int]] = [[v, *users] for v, users in enumerate(p.users())]
         for v in set(p.outputs):
             self.points[v].append(p.n)
         self.root = roots(p)
         self.state = (set(), Schedule(), simulate(p, None, check=False))
 
     dropped = property(lambda self: self.state[0])  # {(v, index of the gap's second point in points[v])}
-    schedule = property(lambda self: self.state[1])
     sim = property(lambda self: self.state[2])
 
     def gap(self, d: int, b: int) -> int:
@@ -204,7 +197,7 @@ def descend(problem: Problem, budget: int, light) -> tuple[Schedule, Simulation]
             best = pl.state if pl.sim.peak_bytes < best[2].peak_bytes else best
         pl.state = best
         pl.prune(pl.sim.peak_bytes)
-    return pl.schedule, pl.sim
+    return pl.state[1:]
 
 
 def least_peak(problem: Problem, allowed, single: bool = False, then=None) -> tuple[Schedule, Simulation]:

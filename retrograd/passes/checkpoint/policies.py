@@ -1,20 +1,15 @@
 """solve(problem, budget, policy): the planner's entry point.
 
-A solver is `(Problem, budget) -> Schedule | None`: a plan whose simulated peak fits the budget, or None.
-Policy "budget" takes the least recomputation cost within the budget, ties broken by the lower peak
-(a plan recomputing a matmul, conv or pool ranks after every plan that does not). Its solvers, each
-the only one to find the best plan somewhere (tests/passes/checkpoint):
-- chain (chain.py): on chain adjoints, Revolve's optimum on uniform ones, of any length (taken as soon as
-  it fits), the heterogeneous-chain DP on the others;
-- exact (exact.py): the MILP, on problems of up to EXACT_NODES nodes when scipy is importable; taken
-  as soon as it fits when its memory is the simulator's (no aliases);
-- heuristic: the greedy descent (greedy.py), its recomputations shared between close uses (share.py).
-Every limit is a count (nodes, trials, levels), never wall-clock time: a plan depends on its input only.
-Policies "sqrt" and "cheap" take no budget. Like JAX's `save_*` checkpoint policies they are predicates
-over the problem: `sqrt_saved` (Chen et al.'s segmentation) says which values idle across the peak are
-saved, the others recomputed together right before their first later use (`remat`); `cheap` says which
-nodes may be recomputed, each from values live where it is needed, to the least peak that gives.
-"""
+A solver is `(Problem, budget) -> Schedule | None`. Policy "budget" takes the least recomputation cost
+within the budget, ties to the lower peak (a plan recomputing a matmul, conv or pool ranks after every
+plan that does not), from the solvers that each alone find the best plan somewhere (tests): chain
+(Revolve's optimum on uniform chain adjoints, taken as soon as it fits; the heterogeneous-chain DP on
+others), exact (the MILP, up to EXACT_NODES nodes when scipy is importable; taken as soon as it fits
+without aliases) and the greedy descent, its recomputations shared between close uses (share.py).
+Every limit is a count, never wall-clock time. Policies "sqrt" and "cheap" take no budget; like JAX's
+`save_*` policies they are predicates over the problem: `sqrt_saved` (Chen et al.'s segments) says
+which values idle across the peak are saved (`remat` recomputes the others), `cheap` which nodes may
+be recomputed, to the least peak that gives."""
 
 from __future__ import annotations
 

@@ -1,16 +1,11 @@
-"""Schedule -> Function: recomputations emitted right before the stage that needs them, behind markers.
-
-A recomputation group (the nodes recomputed before one stage) is emitted by
-`barriers.emit_recomputation`, as Gradient's checkpoint segments are: each input is read through a fresh
-`R.grad.start_checkpoint(v)` (`<v>_ckin`), and each value needed later leaves through
-`R.grad.end_checkpoint(v_cp)` (`<v>_ckout`).
-The markers are identities at run time (the same object, no bytes), but they make every recomputed call
-read variables no other binding reads, so CSE cannot merge a recomputation with the original and undo
-the plan (the role of JAX's optimization_barrier, played here by TVM's own checkpoint markers).
-Recomputed values are named `<v>_cp` (TVM's naming); later uses read the latest instance.
-"""
+"""Schedule -> Function: each recomputation group emitted right before its stage by
+`barriers.emit_recomputation`, behind Gradient's checkpoint markers (identities at run time, but every
+recomputed call reads variables nothing else reads, so CSE cannot merge it with the original: the role
+of JAX's optimization_barrier). Recomputed values are `<v>_cp`; later uses read the latest instance."""
 
 from __future__ import annotations
+
+import attrs
 
 from retrograd.ir.block import DataflowBlock, VarBinding
 from retrograd.ir.builder import BlockBuilder
@@ -85,9 +80,7 @@ def _assemble(func: Function, emitted, body) -> Function:
         for b in bindings:
             read: list = []
             read_vars(b.value, read)
-            for v in read:
-                if isinstance(v, DataflowVar) and home.get(v, bi) != bi:
-                    promote[v] = None
+            promote.update((v, None) for v in read if isinstance(v, DataflowVar) and home.get(v, bi) != bi)
             home[b.var] = bi
     read = []
     read_vars(body, read)
@@ -103,11 +96,8 @@ def _assemble(func: Function, emitted, body) -> Function:
     bb.begin_scope()
     for blk, bindings in zip(func.body.blocks, emitted):
         bb.begin_block(dataflow=isinstance(blk, DataflowBlock))
-        for b in bindings:
-            bb.emit_binding(b)
+        bb.current_bindings().extend(bindings)
         bb.end_block()
     seq = bb.end_scope(body)
     seq = SeqExpr(seq.blocks, seq.body, func.body.struct_info, span=func.body.span)
-    return Function(
-        func.params, seq, func.ret_struct_info, func.is_pure, func.private, dict(func.attrs), span=func.span
-    )
+    return attrs.evolve(func, body=seq, attrs=dict(func.attrs))

@@ -1,14 +1,11 @@
-"""The executor's memory rule applied to a Problem and a Schedule: peak live bytes, extra cost, validity.
+"""The executor's memory rule (runtime/interp.py) on a Problem and a Schedule: peak live bytes, extra cost, validity.
 
-The rule is retrograd.runtime.interp's: parameters (pinned_bytes) are live for the whole call; an
-instance is live from its computation to its last use (outputs: to the end; unused: freed right
-after it is computed); the peak is taken after a node's result is stored and before its dying inputs
-are released, with what the node holds inside (Problem.inner); an alias counts its root buffer once,
-for as long as any holder lives; an in-place node (runtime/inplace.py) reuses the buffer of the first
-of its in-place deps that dies there, when that dep owns its buffer, of the result's size, and no
-other live value holds it. The exact memory model (analysis/memory.py) measures the same on every
-function of the corpus and the benchmarks (tests/passes/checkpoint/test_ckpt_model_equals_exact.py).
-"""
+Parameters (pinned_bytes) live for the whole call; an instance from its computation to its last use
+(outputs: the end); the peak is taken after a node's result is stored and before its dying inputs go,
+with what the node holds inside (Problem.inner); an alias counts its root buffer once; an in-place node
+reuses the buffer of its first in-place dep dying there when nothing else holds it (runtime/inplace.py).
+The exact memory model (analysis/memory.py) measures the same on every corpus and benchmark function
+(tests/passes/checkpoint/test_ckpt_model_equals_exact.py)."""
 
 from __future__ import annotations
 
@@ -103,26 +100,25 @@ def simulate(problem: Problem, schedule: Schedule | None = None, stage_peaks: bo
     buf = [0] * m  # the event whose buffer the instance uses
     refs = [0] * m  # per buffer (indexed by its owning event): live instances holding it
     nbytes = [0] * m
-    # A tuple's buffer: holders of the whole tuple, and of each field; its bytes are its held fields'.
-    whole: dict[int, int] = {}
-    parts: dict[int, list] = {}
+    # A tuple's buffer: per field, the live instances holding it (the whole tuple or that field); its
+    # bytes are its held fields'.
+    held: dict[int, list] = {}
     fld: list = [None] * m  # per instance: the field of a tuple buffer it holds (None: all, or no tuple)
 
     def hold(k, f, d):
         """Bytes newly live (or freed, negative) when a holder of field f (None: all) of tuple buffer k
         comes (d = 1) or goes (d = -1)."""
-        before = sum(sz for sz, c in zip(fields[nodes[k]], parts[k]) if c or whole[k])
-        if f is None:
-            whole[k] += d
-        else:
-            parts[k][f] += d
-        return sum(sz for sz, c in zip(fields[nodes[k]], parts[k]) if c or whole[k]) - before
+        counts, delta = held[k], 0
+        for j in range(len(counts)) if f is None else (f,):
+            counts[j] += d
+            delta += d * fields[nodes[k]][j] if counts[j] == (d > 0) else 0
+        return delta
 
     def release(i) -> int:
         """Bytes freed when instance i dies."""
         k = buf[i]
         refs[k] -= 1
-        if k not in whole:
+        if k not in held:
             return nbytes[k] if refs[k] == 0 else 0
         return -hold(k, fld[i], -1)
 
@@ -143,9 +139,9 @@ def simulate(problem: Problem, schedule: Schedule | None = None, stage_peaks: bo
                 if (group_last[stages[e], i] if outside else last_use[i]) == e:
                     k = buf[i]
                     # Written over when nothing else holds the buffer (a view keeps the whole buffer).
-                    if k in whole:  # a tuple's field
+                    if k in held:  # a tuple's field, held by i alone
                         f = fld[i]
-                        if last_use[i] == e and f is not None and not whole[k] and parts[k][f] == 1 and sizes[v] > 0:
+                        if last_use[i] == e and f is not None and held[k][f] == 1 and sizes[v] > 0:
                             b, fld[e] = k, f
                     elif last_use[i] == e and refs[k] == 1 and sizes[v] > 0 and (alias_of[nodes[i]] is not None or nbytes[k] == sizes[v]):
                         b = k
@@ -154,11 +150,11 @@ def simulate(problem: Problem, schedule: Schedule | None = None, stage_peaks: bo
             nbytes[e] = sizes[v]
             refs[e] = 1
             if fields[v]:
-                whole[e], parts[e] = 1, [0] * len(fields[v])
+                held[e] = [1] * len(fields[v])
             cur += sizes[v]
         else:
             refs[b] += 1
-            if b in whole:
+            if b in held:
                 cur += hold(b, fld[e], 1)
         buf[e] = b
         top = cur + inner[v]
