@@ -28,19 +28,6 @@ def roots(problem: Problem) -> list[int]:
     return root
 
 
-class _Plus:
-    """`base` and `extra` for `in` tests: copying the dropped set for each candidate of a step made a
-    step O(candidates x dropped)."""
-
-    __slots__ = ("base", "extra")
-
-    def __init__(self, base, extra):
-        self.base, self.extra = base, set(extra)
-
-    def __contains__(self, gap) -> bool:
-        return gap in self.extra or gap in self.base
-
-
 class Planner:
     """The state of the descent: `state` = (dropped gaps, the schedule they give, its simulation)."""
 
@@ -115,20 +102,24 @@ class Planner:
                 by_root.setdefault(r, []).append((v, k))
         out = []
         for r, gaps in by_root.items():
-            cost = None if r in blocked or p.sizes[r] <= 0 else self.cost(gaps, _Plus(dropped, gaps))
+            cost = None if r in blocked or p.sizes[r] <= 0 else self.cost(gaps, dropped)
             if cost is not None:
                 out.append((cost / p.sizes[r], -p.sizes[r], r, gaps))
         return sorted(out, key=lambda c: c[:3])
 
-    def cost(self, gaps, dropped) -> float | None:
-        """Cost of recomputing the values of `gaps` at their gaps' ends, given the dropped gaps."""
-        cost = 0.0
-        for v, k in gaps:
-            lst: list = []
-            if not self.closure(v, self.points[v][k], dropped, set(), lst):
+    def cost(self, gaps, dropped: set) -> float | None:
+        """Cost of recomputing the values of `gaps` at their gaps' ends, given the dropped gaps and `gaps`.
+        `gaps` join `dropped` for the closures and leave it after: copying the set for each candidate of
+        a step made a step O(candidates x dropped)."""
+        new = [g for g in gaps if g not in dropped]
+        dropped.update(new)
+        try:
+            lists: list[list] = [[] for _ in gaps]
+            if not all(self.closure(v, self.points[v][k], dropped, set(), lst) for (v, k), lst in zip(gaps, lists)):
                 return None
-            cost += sum(self.p.costs[x] for x in lst)
-        return cost
+            return sum((sum(self.p.costs[x] for x in lst) for lst in lists), 0.0)
+        finally:
+            dropped.difference_update(new)
 
     def step(self) -> bool:
         """Drop the best candidates across the current peak; False when there are none.
@@ -145,7 +136,7 @@ class Planner:
             trial, freed = set(self.dropped), 0
             for score, neg, _, gaps in cands:
                 # Skip a candidate that earlier ones made dearer (a longer chain to recompute).
-                cost = self.cost(gaps, _Plus(trial, gaps))
+                cost = self.cost(gaps, trial)
                 if cost is not None and cost <= -score * neg * (1 + 1e-9):
                     trial.update(gaps)
                     freed -= neg

@@ -134,11 +134,7 @@ def _least(mod: IRModule, func_name: str, ex, problem: Problem, unplanned: int) 
 
 
 def _measure(mod: IRModule, func_name: str, ex, new_func: Function, planned: int) -> int:
-    """The (rewritten) function's peak by the exact static memory model (what the executor will measure).
-    Without an If or a call of another function it is the simulator's, `planned` (proven over the corpus
-    and the benchmark functions by tests/passes/checkpoint/test_ckpt_model_equals_exact.py); with them the
-    Problem may count more than the executor (a branch returning an outer value), and the exact model
-    measures the rewritten function."""
-    if not ex.opaque:
-        return planned
-    return peak_memory(mod.with_function(func_name, new_func), func_name)
+    """The (rewritten) function's peak by the exact memory model (the executor's): without an If or a call
+    it is the simulator's, `planned` (tests/passes/checkpoint/test_ckpt_model_equals_exact.py); with them
+    the Problem may count more (a branch returning an outer value) and the rewritten function is measured."""
+    return peak_memory(mod.with_function(func_name, new_func), func_name) if ex.opaque else planned

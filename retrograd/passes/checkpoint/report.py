@@ -63,6 +63,5 @@ class PlanReport:
         """The summary, then one line per stage with recomputations."""
         return "\n".join([self.summary()] + [f"  before {stage}: recompute {', '.join(names)}" for stage, names in self.chosen])
 
-    def __str__(self) -> str:
-        return self.summary()
+    __str__ = summary
 

@@ -61,7 +61,7 @@ def events(problem: Problem, schedule: Schedule | None, check: bool = True):
     if len(rec) > n:
         return f"the schedule has {len(rec)} stages, the problem {n}"
     deps, cur = p.deps, [-1] * n
-    nodes, stages, reads, last_use = [], [], [], []
+    nodes, stages, reads, last_use, e = [], [], [], [], 0
     for t in range(n):
         extra = rec[t] if t < len(rec) else ()
         if extra and check and (error := _invalid(p, t, extra)):
@@ -69,14 +69,15 @@ def events(problem: Problem, schedule: Schedule | None, check: bool = True):
         for v in extra + (t,) if extra else (t,):
             r = [cur[d] for d in deps[v]]
             for i in r:
-                last_use[i] = len(nodes)
-            cur[v] = len(nodes)
-            last_use.append(len(nodes))
+                last_use[i] = e
             nodes.append(v)
             stages.append(t)
             reads.append(r)
+            last_use.append(e)
+            cur[v] = e
+            e += 1
     for o in p.outputs:
-        last_use[cur[o]] = len(nodes)
+        last_use[cur[o]] = e
     return nodes, stages, reads, last_use
 
 
