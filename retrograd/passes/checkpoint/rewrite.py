@@ -49,11 +49,13 @@ def rewrite(ex: Extraction, recompute) -> Function:
             for v in group:
                 read: list = []
                 read_vars(ex.bindings[v].value, read)
-                for src in (sources[r] for r in read):
+                for src in map(sources.__getitem__, read):
                     for reg in (src,) if type(src) is int else tuple_leaves(src):
                         if reg in params:
                             inputs.setdefault(params[reg], params[reg])
-                    inputs.update((u, latest[u]) for u in ex.nodes(src) if u not in members and u not in inputs)
+                    for u in ex.nodes(src):
+                        if u not in members:
+                            inputs.setdefault(u, latest[u])
             cls = DataflowVar if isinstance(func.body.blocks[ex.block_of[t]], DataflowBlock) else Var
 
             def emit(name, value, out=out, cls=cls):
@@ -80,7 +82,9 @@ def _assemble(func: Function, emitted, body) -> Function:
         for b in bindings:
             read: list = []
             read_vars(b.value, read)
-            promote.update((v, None) for v in read if isinstance(v, DataflowVar) and home.get(v, bi) != bi)
+            for v in read:
+                if isinstance(v, DataflowVar) and home.get(v, bi) != bi:
+                    promote[v] = None
             home[b.var] = bi
     read = []
     read_vars(body, read)
