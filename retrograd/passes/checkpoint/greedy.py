@@ -1,13 +1,11 @@
-"""A fast heuristic for large problems: drop, one at a time, the value idle across the peak that is cheapest to recompute.
+"""The scalable heuristic: drop, step by step, the value idle across the peak cheapest to recompute per byte.
 
 A value's uses (its readers' stages, and the end for an output) split its life into gaps; dropping a
-gap frees the value after the gap's first end and recomputes it right before the second, from the
-values live there (recursively recomputing those that are not). Starting from the unplanned program,
-each step drops the gap(s) of the buffer with the least recompute cost per byte among those live but
-unread across the current peak (of the first few, the cheapest whose drop does not raise the peak: a
-recomputation can hold more across the peak than the drop frees). The sequence of plans does not depend on the budget, and the plan
-for a budget is the first one that fits: a lower budget never gets a higher peak.
-"""
+gap frees the value after the gap's first end and recomputes it before the second, from the values
+live there (recursively recomputing those that are not). Each step drops, of the first TRIES buffers
+idle across the current peak, the cheapest whose drop does not raise it. The sequence of plans does
+not depend on the budget and the plan for a budget is the first that fits: a lower budget never gets
+a higher peak."""
 
 from __future__ import annotations
 
@@ -16,53 +14,37 @@ from bisect import bisect_left
 from retrograd.passes.checkpoint.problem import Problem, Schedule
 from retrograd.passes.checkpoint.simulate import Simulation, simulate
 
-
 BATCH_NODES = 400
 BATCH_FRACTION = 12
 TRIES = 4
 
 
-class _Plus:
-    """The gaps of `base` and of `extra`, for `in` tests: a candidate's cost is asked with its gaps
-    dropped too, for every candidate of a step, and copying the dropped set each time made a step
-    O(candidates x dropped) (quadratic where a plan drops most of a wide function's values)."""
-
-    __slots__ = ("base", "extra")
-
-    def __init__(self, base, extra):
-        self.base, self.extra = base, set(extra)
-
-    def __contains__(self, gap) -> bool:
-        return gap in self.extra or gap in self.base
+def roots(problem: Problem) -> list[int]:
+    """root[v]: the node owning the buffer v holds (v itself unless v is an alias)."""
+    root = list(range(problem.n))
+    for v, a in enumerate(problem.alias_of):
+        if a is not None:
+            root[v] = root[a]
+    return root
 
 
 class Planner:
-    """The state of the descent: dropped gaps, the schedule they give, its simulation."""
+    """The state of the descent: `state` = (dropped gaps, the schedule they give, its simulation)."""
 
     def __init__(self, problem: Problem, allowed=None, single: bool = False):
         p = self.p = problem
         self.single = single  # recompute a value only from values live where it is needed
-        n = p.n
         self.allowed = allowed if allowed is not None else p.recomputable
-        outputs = set(p.outputs)
         # points[v]: v's stage, its readers' stages (and n for an output)
-        self.points: list[list[int]] = [[v] for v in range(n)]
-        for j, ds in enumerate(p.deps):
-            for d in set(ds):
-                self.points[d].append(j)
-        for v in outputs:
-            self.points[v].append(n)
-        self.root = list(range(n))
-        for v in range(n):
-            a = p.alias_of[v]
-            if a is not None:
-                self.root[v] = self.root[a]
-        self.dropped: set[tuple[int, int]] = set()  # (v, index of the gap's second point in points[v])
-        self.schedule = Schedule()
-        self.sim = simulate(p, self.schedule, check=False)
-        self.cost_cache: dict = {}
+        self.points: list[list[int]] = [[v, *users] for v, users in enumerate(p.users())]
+        for v in set(p.outputs):
+            self.points[v].append(p.n)
+        self.root = roots(p)
+        self.state = (set(), Schedule(), simulate(p, None, check=False))
 
-    # -- plans from dropped gaps ---------------------------------------------
+    dropped = property(lambda self: self.state[0])  # {(v, index of the gap's second point in points[v])}
+    sim = property(lambda self: self.state[2])
+
     def gap(self, d: int, b: int) -> int:
         """Index k of d's points with points[k-1] < b <= points[k] (0 when b is outside d's life)."""
         pts = self.points[d]
@@ -84,162 +66,140 @@ class Planner:
                 return False
             stack.append((x, True))
             for d in self.p.deps[x]:
-                if d in have:
-                    continue
-                k = self.gap(d, b)
-                if k and (self.points[d][k] == b or (d, k) not in dropped):
-                    continue  # live at b (or recomputed there for node b itself)
-                stack.append((d, False))
+                if d not in have:
+                    k = self.gap(d, b)  # not live at b (nor recomputed there for node b itself):
+                    if not k or (self.points[d][k] != b and (d, k) in dropped):
+                        stack.append((d, False))
         return True
 
-    def build(self, dropped) -> Schedule | None:
+    def build(self, dropped, at=None) -> Schedule | None:
+        """The schedule recomputing each dropped gap (v, k) before stage at[v, k] (default: its end)."""
         per_stage: dict[int, tuple[set, list]] = {}
         for v, k in sorted(dropped, key=lambda g: (self.points[g[0]][g[1]], g[0])):
-            b = self.points[v][k]
+            b = self.points[v][k] if at is None else at[v, k]
             have, out = per_stage.setdefault(b, (set(), []))
             if not self.closure(v, b, dropped, have, out):
                 return None
         return Schedule.from_lists(self.p.n, {b: out for b, (_, out) in per_stage.items()})
 
-    # -- the descent -----------------------------------------------------------
+    def attempt(self, dropped) -> tuple | None:
+        """The state of dropping `dropped`, or None when it cannot be built."""
+        sched = self.build(dropped)
+        return None if sched is None else (dropped, sched, simulate(self.p, sched, check=False))
+
     def candidates(self, t: int) -> list[tuple[float, int, int, list]]:
         """(cost per byte, -bytes, root, gaps) for each buffer held only by values idle across stage t."""
-        p = self.p
-        by_root: dict[int, list] = {}
-        blocked: set[int] = set()
+        p, dropped, by_root, blocked = self.p, self.dropped, {}, set()
         for v in range(t):
             k = self.gap(v, t)
             if not k:
                 continue
-            pts = self.points[v]
-            r = self.root[v]
-            if pts[k] == t or pts[k - 1] == t or pts[k] == p.n or (v, k) in self.dropped or not self.allowed[v]:
-                if pts[k] != p.n or (v, k) not in self.dropped:
+            pts, r = self.points[v], self.root[v]
+            if pts[k] == t or pts[k - 1] == t or pts[k] == p.n or (v, k) in dropped or not self.allowed[v]:
+                if pts[k] != p.n or (v, k) not in dropped:
                     blocked.add(r)
-                continue
-            by_root.setdefault(r, []).append((v, k))
+            else:
+                by_root.setdefault(r, []).append((v, k))
         out = []
         for r, gaps in by_root.items():
-            size = p.sizes[r]
-            if r in blocked or size <= 0:
-                continue
-            cost = self._cost(gaps, _Plus(self.dropped, gaps))
+            cost = None if r in blocked or p.sizes[r] <= 0 else self.cost(gaps, dropped)
             if cost is not None:
-                out.append((cost / size, -size, r, gaps))
-        out.sort(key=lambda c: c[:3])
-        return out
+                out.append((cost / p.sizes[r], -p.sizes[r], r, gaps))
+        return sorted(out, key=lambda c: c[:3])
 
-    def _cost(self, gaps, dropped) -> float | None:
-        """Cost of recomputing the values of `gaps` at their gaps' ends, given the dropped gaps."""
-        cost = 0.0
-        for v, k in gaps:
-            have: set = set()
-            lst: list = []
-            if not self.closure(v, self.points[v][k], dropped, have, lst):
+    def cost(self, gaps, dropped: set) -> float | None:
+        """Cost of recomputing the values of `gaps` at their gaps' ends, given the dropped gaps and `gaps`.
+        `gaps` join `dropped` for the closures and leave it after: copying the set for each candidate of
+        a step made a step O(candidates x dropped)."""
+        new = [g for g in gaps if g not in dropped]
+        dropped.update(new)
+        try:
+            lists: list[list] = [[] for _ in gaps]
+            if not all(self.closure(v, self.points[v][k], dropped, set(), lst) for (v, k), lst in zip(gaps, lists)):
                 return None
-            cost += sum(self.p.costs[x] for x in lst)
-        return cost
+            return sum((sum(self.p.costs[x] for x in lst) for lst in lists), 0.0)
+        finally:
+            dropped.difference_update(new)
 
     def step(self) -> bool:
         """Drop the best candidates across the current peak; False when there are none.
 
-        On large problems a step drops, in order, candidates freeing a sixteenth of the activation
+        On large problems a step first drops, in order, candidates freeing a twelfth of the activation
         peak (at least one), so that a plan takes tens of simulations, not thousands.
         """
-        t = self.sim.peak_stage
+        t, peak = self.sim.peak_stage, self.sim.peak_bytes
         if t < 0:
             return False
         cands = self.candidates(t)
-        want = (self.sim.peak_bytes - self.p.pinned_bytes) // BATCH_FRACTION if self.p.n > BATCH_NODES else 0
+        want = (peak - self.p.pinned_bytes) // BATCH_FRACTION if self.p.n > BATCH_NODES else 0
         if want > 0:
             trial, freed = set(self.dropped), 0
             for score, neg, _, gaps in cands:
                 # Skip a candidate that earlier ones made dearer (a longer chain to recompute).
-                cost = self._cost(gaps, _Plus(trial, gaps))
-                if cost is None or cost > -score * neg * (1 + 1e-9):
-                    continue
-                trial.update(gaps)
-                freed -= neg
-                if freed >= want:
-                    break
-            before = (self.dropped, self.schedule, self.sim)
-            if len(trial) > len(self.dropped) and self._accept(trial):
-                if self.sim.peak_bytes < before[2].peak_bytes:
-                    return True
-                self.dropped, self.schedule, self.sim = before  # a batch that does not lower the peak
+                cost = self.cost(gaps, trial)
+                if cost is not None and cost <= -score * neg * (1 + 1e-9):
+                    trial.update(gaps)
+                    freed -= neg
+                    if freed >= want:
+                        break
+            new = self.attempt(trial) if len(trial) > len(self.dropped) else None
+            if new is not None and new[2].peak_bytes < peak:  # else a batch that does not lower the peak
+                self.state = new
+                return True
         # The cheapest candidate whose drop does not raise the peak, among the first TRIES that can be
         # built; else the cheapest of them (recomputations can hold more than a drop frees).
-        before, first, tries = (self.dropped, self.schedule, self.sim), None, 0
-        for _, _, _, gaps in cands:
-            if not self._accept(self.dropped | set(gaps)):
-                continue
-            if self.sim.peak_bytes <= before[2].peak_bytes:
-                return True
-            first = first or (self.dropped, self.schedule, self.sim)
-            self.dropped, self.schedule, self.sim = before
-            tries += 1
-            if tries == TRIES:
+        tried = []
+        for *_, gaps in cands:
+            new = self.attempt(self.dropped | set(gaps))
+            if new is not None and new[2].peak_bytes <= peak:
+                tried = [new]
                 break
-        if first is None:
-            return False
-        self.dropped, self.schedule, self.sim = first
-        return True
+            tried += [new] if new is not None else []
+            if len(tried) == TRIES:
+                break
+        if tried:
+            self.state = tried[0]
+        return bool(tried)
 
     def prune(self, budget: int) -> None:
         """Keep again, dearest first, each dropped gap whose recomputation the budget does not need
         (a later step's drop often makes an earlier one unnecessary). One simulation per dropped gap."""
-        for g in sorted(self.dropped, key=lambda g: (-(self._cost([g], self.dropped) or 0), g)):
-            trial = self.dropped - {g}
-            sched = self.build(trial)
-            if sched is None:
-                continue
-            sim = simulate(self.p, sched, check=False)
-            if sim.peak_bytes <= budget and sim.extra_cost < self.sim.extra_cost:
-                self.dropped, self.schedule, self.sim = trial, sched, sim
-
-    def _accept(self, trial) -> bool:
-        sched = self.build(trial)
-        if sched is None:
-            return False
-        self.dropped, self.schedule = trial, sched
-        self.sim = simulate(self.p, sched, check=False)
-        return True
+        for g in sorted(self.dropped, key=lambda g: (-(self.cost([g], self.dropped) or 0), g)):
+            new = self.attempt(self.dropped - {g})
+            if new is not None and new[2].peak_bytes <= budget and new[2].extra_cost < self.sim.extra_cost:
+                self.state = new
 
 
-def descend(problem: Problem, budget: int, light):
+def descend(problem: Problem, budget: int, light) -> tuple[Schedule, Simulation] | None:
     """(schedule, simulation) of the first plan that fits of the descent recomputing the `light` nodes
     first, then every recomputable one; None when none fits."""
     pl = Planner(problem, light)
-    while pl.sim.peak_bytes > budget and pl.step():
-        pass
-    if pl.sim.peak_bytes > budget:
-        pl.allowed = problem.recomputable
-        while pl.sim.peak_bytes > budget and pl.step():
-            pass
+    for allowed in (light, problem.recomputable):
+        if pl.sim.peak_bytes > budget:
+            pl.allowed = allowed
+            while pl.sim.peak_bytes > budget and pl.step():
+                pass
     if pl.sim.peak_bytes > budget:
         return None
     if problem.n <= BATCH_NODES:
         # Ties go to the lower peak: steps that add no cost are taken while they lower it.
-        best = (pl.dropped, pl.schedule, pl.sim)
+        best = pl.state
         while pl.step() and pl.sim.extra_cost <= best[2].extra_cost:
-            if pl.sim.peak_bytes < best[2].peak_bytes:
-                best = (pl.dropped, pl.schedule, pl.sim)
-        pl.dropped, pl.schedule, pl.sim = best
+            best = pl.state if pl.sim.peak_bytes < best[2].peak_bytes else best
+        pl.state = best
         pl.prune(pl.sim.peak_bytes)
-    return pl.schedule, pl.sim
+    return pl.state[1:]
 
 
-def least_peak(problem: Problem, allowed=None, single: bool = False, then=None) -> tuple[Schedule, Simulation]:
+def least_peak(problem: Problem, allowed, single: bool = False, then=None) -> tuple[Schedule, Simulation]:
     """The plan of the descent with the lowest peak (the first one reaching it), recomputing the
     `allowed` nodes, then the `then` ones."""
     pl = Planner(problem, allowed, single)
-    best = (pl.schedule, pl.sim)
-    for allowed_ in (allowed, then)[: 1 + (then is not None)]:
-        pl.allowed = allowed_ if allowed_ is not None else problem.recomputable
+    best = pl.state
+    for pl.allowed in (allowed, then) if then is not None else (allowed,):
         while pl.step():
-            if pl.sim.peak_bytes < best[1].peak_bytes:
-                best = (pl.schedule, pl.sim)
-    return best
+            best = pl.state if pl.sim.peak_bytes < best[2].peak_bytes else best
+    return best[1:]
 
 
 def idle_across_peak(pl: Planner) -> list[tuple[int, int]]:

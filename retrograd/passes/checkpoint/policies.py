@@ -1,20 +1,15 @@
 """solve(problem, budget, policy): the planner's entry point.
 
-A solver is `(Problem, budget) -> Schedule | None`: a plan whose simulated peak fits the budget, or None.
-Policy "budget" takes the least recomputation cost within the budget, ties broken by the lower peak
-(a plan recomputing a matmul, conv or pool ranks after every plan that does not). Its solvers, each
-the only one to find the best plan somewhere (tests/passes/checkpoint):
-- chain (chain.py): on chain adjoints, Revolve's optimum on uniform ones, of any length (taken as soon as
-  it fits), the heterogeneous-chain DP on the others;
-- exact (exact.py): the MILP, on problems of up to EXACT_NODES nodes when scipy is importable; taken
-  as soon as it fits when its memory is the simulator's (no aliases);
-- heuristic: the greedy descent (greedy.py), its recomputations shared between close uses (share.py).
-Every limit is a count (nodes, trials, levels), never wall-clock time: a plan depends on its input only.
-Policies "sqrt" and "cheap" take no budget. Like JAX's `save_*` checkpoint policies they are predicates
-over the problem: `sqrt_saved` (Chen et al.'s segmentation) says which values idle across the peak are
-saved, the others recomputed together right before their first later use (`remat`); `cheap` says which
-nodes may be recomputed, each from values live where it is needed, to the least peak that gives.
-"""
+A solver is `(Problem, budget) -> Schedule | None`. Policy "budget" takes the least recomputation cost
+within the budget, ties to the lower peak (a plan recomputing a matmul, conv or pool ranks after every
+plan that does not), from the solvers that each alone find the best plan somewhere (tests): chain
+(Revolve's optimum on uniform chain adjoints, taken as soon as it fits; the heterogeneous-chain DP on
+others), exact (the MILP, up to EXACT_NODES nodes when scipy is importable; taken as soon as it fits
+without aliases) and the greedy descent, its recomputations shared between close uses (share.py).
+Every limit is a count, never wall-clock time. Policies "sqrt" and "cheap" take no budget; like JAX's
+`save_*` policies they are predicates over the problem: `sqrt_saved` (Chen et al.'s segments) says
+which values idle across the peak are saved (`remat` recomputes the others), `cheap` which nodes may
+be recomputed, to the least peak that gives."""
 
 from __future__ import annotations
 
@@ -52,13 +47,12 @@ def sqrt_saved(problem: Problem) -> tuple[bool, ...]:
     save = [True] * problem.n
     if len(across) < 3:
         return tuple(save)
-    t, reach, cut = pl.sim.peak_stage, 0, set()
+    t, reach, cut, run = pl.sim.peak_stage, 0, set(), 0
     for v in range(t + 1):
         if reach <= v:
             cut.add(v)
         reach = max([reach] + [j for j in pl.points[v][1:] if j <= t])
     size = max(2, isqrt(len(across) - 1) + 1)
-    run = 0
     for idx, (v, _) in enumerate(across[:-1]):
         run += 1
         if run >= size and (v in cut or not any(w in cut for w, _ in across[idx + 1 : idx + size])):
@@ -73,84 +67,65 @@ def remat(problem: Problem, save) -> Schedule:
     their uses before it and recomputed, each run of them between two saved values together, right before
     the first later use of any (from saved values, recursively recomputing what is not live)."""
     pl = greedy.Planner(problem)
-    runs, run = [], []
+    runs: list[list] = [[]]
     for v, k in greedy.idle_across_peak(pl):
         if save[v]:
-            runs.append(run)
-            run = []
+            runs.append([])
         else:
-            run.append((v, k))
-    runs.append(run)
-    dropped = {g for r in runs for g in r}
-    per_stage: dict[int, tuple[set, list]] = {}
-    for r in filter(None, runs):
-        b = min(pl.points[v][k] for v, k in r)
-        have, out = per_stage.setdefault(b, (set(), []))
-        for v, _ in r:
-            if not pl.closure(v, b, dropped, have, out):
-                return Schedule()
-    return Schedule.from_lists(problem.n, {b: out for b, (_, out) in per_stage.items()})
+            runs[-1].append((v, k))
+    at = {g: min(pl.points[v][k] for v, k in r) for r in runs for g in r}
+    return pl.build(set(at), at) or Schedule()
 
 
 POLICIES = {
-    "budget": None,
+    "budget": lambda problem: Schedule(),  # without a budget
     "sqrt": lambda problem: remat(problem, sqrt_saved(problem)),
     "cheap": lambda problem: greedy.least_peak(problem, cheap(problem), single=True)[0],
 }
 
 
-def solve(problem: Problem, budget: int | None = None, policy: str = "budget") -> Schedule:
-    """A Schedule for `problem` (see the module docstring); InfeasibleBudget when no plan fits the budget."""
+def solve(problem: Problem, budget: int | None = None, policy: str = "budget", least=None) -> Schedule:
+    """A Schedule for `problem` (see the module docstring); InfeasibleBudget when no plan fits the budget.
+    `least(problem)`: (the least feasible budget, a plan meeting it), least_plan by default."""
     if policy not in POLICIES:
         raise ValueError(f"unknown checkpoint policy {policy!r} (one of {', '.join(POLICIES)})")
-    if policy != "budget":
+    if policy != "budget" or budget is None:
         return POLICIES[policy](problem)
-    if budget is None:
-        return Schedule()
     plan = plan_budget(problem, int(budget))
     if plan is None:
         # A heuristic's plan for a budget may peak lower than any plan it finds for less: the plan of the
         # least feasible budget is taken when it fits, so that every budget from it up is met.
-        least, plan = least_plan(problem)
+        least, plan = (least or least_plan)(problem)
         if plan is None or least > budget:
             raise InfeasibleBudget(int(budget), least)
     return plan
 
 
-def use_exact(problem: Problem) -> bool:
-    # Past CHAIN_EXACT_NODES a chain is Revolve's or the DP's alone: the MILP's node limit is reached from
-    # 26 nodes on (an 8-layer adjoint); smaller ones, with uneven sizes, the MILP may beat.
-    if problem.n > EXACT_NODES or (problem.n > CHAIN_EXACT_NODES and chain.detect(problem) is not None):
-        return False
-    return exact.available()
-
-
-def solvers(problem: Problem) -> list[tuple[Solver, bool]]:
-    """(solver, optimal) for the solvers that apply to `problem`, in the order they are tried; an optimal
-    solver's plan is taken as soon as it fits."""
-    found = chain.detect(problem)
-    out: list[tuple[Solver, bool]] = []
-    if use_exact(problem):
-        out.append((exact.solve, all(a is None for a in problem.alias_of)))
-    if found is not None:
-        uniform = found.uniform(problem)  # Revolve's optimum: first; the DP's plan is ranked with the others
-        out.insert(0 if uniform else len(out), (chain.solve, uniform))
-    out.append((heuristic, False))
-    return out
+def use_exact(problem: Problem, found) -> bool:
+    # Past CHAIN_EXACT_NODES a chain (`found`) is Revolve's or the DP's alone: the MILP's node limit is
+    # reached from 26 nodes on (an 8-layer adjoint); smaller ones, with uneven sizes, the MILP may beat.
+    return problem.n <= (EXACT_NODES if found is None else CHAIN_EXACT_NODES) and exact.available()
 
 
 def plan_budget(problem: Problem, budget: int) -> Schedule | None:
-    """The "budget" policy's solvers' plan, or None when none finds one within the budget."""
+    """The "budget" policy's plan, or None when no solver finds one within the budget. Solvers are tried
+    in order; an optimal one's plan is taken as soon as it fits."""
     if budget < lower_bound(problem):
         return None
-    found = []
-    for solver, optimal in solvers(problem):
+    found = chain.detect(problem)
+    solvers: list[tuple[Solver, bool]] = []
+    if use_exact(problem, found):
+        solvers.append((exact.solve, all(a is None for a in problem.alias_of)))
+    if found is not None:
+        uniform = found.uniform(problem)  # Revolve's optimum: first; the DP's plan is ranked with the others
+        solvers.insert(0 if uniform else len(solvers), (chain.solve, uniform))
+    plans = []
+    for solver, optimal in solvers + [(heuristic, False)]:
         s = solver(problem, budget)
         if s is not None and optimal:
             return s
-        if s is not None:
-            found.append(s)
-    return min(found, key=lambda s: rank(problem, s)) if found else None
+        plans += [s] if s is not None else []
+    return min(plans, key=lambda s: rank(problem, s)) if plans else None
 
 
 def heuristic(problem: Problem, budget: int) -> Schedule | None:
@@ -179,15 +154,12 @@ def least_plan(problem: Problem) -> tuple[int, Schedule | None]:
     """(least peak, a plan reaching it): exact (MILP) on small problems without aliases (or when the
     descent reaches the lower bound), otherwise the peak of the plan for the lowest peak of the plans
     tried (an upper bound of the least)."""
-    low = greedy.least_peak(problem, light(problem), then=problem.recomputable)[1].peak_bytes
-    best = [low]
-    if use_exact(problem) and lower_bound(problem) < low:
-        least = exact.exact_least_peak(problem)
-        if least is not None and all(a is None for a in problem.alias_of):
-            return least  # the model's memory is the simulator's: the least peak, and its plan
-        if least is not None:
-            best.append(simulate(problem, least[1]).peak_bytes)
     found = chain.detect(problem)
+    best = [greedy.least_peak(problem, light(problem), then=problem.recomputable)[1].peak_bytes]
+    least = exact.exact_least_peak(problem) if use_exact(problem, found) and lower_bound(problem) < best[0] else None
+    if least is not None and all(a is None for a in problem.alias_of):
+        return least  # the model's memory is the simulator's: the least peak, and its plan
+    best += [simulate(problem, least[1]).peak_bytes] if least is not None else []
     if found is not None and found.uniform(problem):
         best.append(simulate(problem, chain.chain_schedule(problem, found, 1)).peak_bytes)
     plan = plan_budget(problem, min(best))
@@ -197,14 +169,8 @@ def least_plan(problem: Problem) -> tuple[int, Schedule | None]:
 def lower_bound(problem: Problem) -> int:
     """No plan's peak is lower: parameters, plus each node's distinct input buffers, its own (unless it
     may reuse an input's) and what it holds inside while it is computed."""
-    p = problem
-    root = list(range(p.n))
-    for v in range(p.n):
-        if p.alias_of[v] is not None:
-            root[v] = root[p.alias_of[v]]
-    best = 0
+    p, root, best = problem, greedy.roots(problem), 0
     for v in range(p.n):
         need = sum(p.sizes[r] for r in {root[d] for d in p.deps[v]})
-        own = 0 if p.alias_of[v] is not None or p.inplace[v] else p.sizes[v]
-        best = max(best, need + own + p.inner[v])
+        best = max(best, need + (0 if p.alias_of[v] is not None or p.inplace[v] else p.sizes[v]) + p.inner[v])
     return p.pinned_bytes + best

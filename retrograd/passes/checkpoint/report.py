@@ -32,8 +32,26 @@ class PlanReport:
     extra_matmul_cost: float
     chosen: tuple = ()
 
+    @classmethod
+    def of(cls, p, schedule, function: str, policy: str, budget, unplanned: int, peak: int) -> PlanReport:
+        """The report of `schedule` for Problem `p`."""
+        stages = [(t, group) for t, group in enumerate(schedule.recompute) if group]
+        every = [v for _, group in stages for v in group]
+        recomputed = set(every)
+        return cls(
+            function, policy, budget, unplanned, peak,
+            kept=sum(1 for i in range(p.n) if p.sizes[i] > 0 and i not in recomputed),
+            recomputed=len(recomputed),
+            recomputations=len(every),
+            extra_cost=sum((p.costs[v] for v in every), 0.0),
+            base_cost=float(sum(p.costs)),
+            extra_matmul_cost=sum((p.costs[v] for v in every if p.kinds[v] in ("matmul", "conv")), 0.0),
+            chosen=tuple((p.names[t], tuple(p.names[v] for v in group)) for t, group in stages),
+        )
+
     def summary(self) -> str:
         share = f" (+{self.extra_cost / self.base_cost * 100:.1f}%)" if self.base_cost else ""
+        _bytes = lambda n: f"{n} B" if human_bytes(n) == f"{n} B" else f"{n} B ({human_bytes(n)})"  # noqa: E731
         budget = _bytes(self.budget) if self.budget is not None else "none"
         return (
             f"checkpoint {self.function} [{self.policy}]: kept {self.kept}, recomputed {self.recomputed} "
@@ -43,16 +61,7 @@ class PlanReport:
 
     def details(self) -> str:
         """The summary, then one line per stage with recomputations."""
-        lines = [self.summary()]
-        for stage, names in self.chosen:
-            lines.append(f"  before {stage}: recompute {', '.join(names)}")
-        return "\n".join(lines)
+        return "\n".join([self.summary()] + [f"  before {stage}: recompute {', '.join(names)}" for stage, names in self.chosen])
 
-    def __str__(self) -> str:
-        return self.summary()
+    __str__ = summary
 
-
-def _bytes(n: int) -> str:
-    """'901120 B (880.0 KiB)'; small counts once."""
-    text = human_bytes(n)
-    return f"{n} B" if text == f"{n} B" else f"{n} B ({text})"
