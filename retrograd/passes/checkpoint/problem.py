@@ -10,12 +10,27 @@ CHEAP_KINDS = frozenset({"elementwise", "view", "reduce"})
 HEAVY_KINDS = frozenset({"matmul", "conv", "pool"})  # recomputed only when nothing else fits
 
 
+def _once(v, item) -> tuple:
+    """tuple(map(item, v)) with equal items held once: a long adjoint repeats a few sizes, costs and
+    in-place positions, each of them an object of its own otherwise (deps, all distinct, are not memoized)."""
+    memo: dict = {}
+    return tuple([memo.setdefault(x, x) for x in map(item, v)])
+
+
 def _ints(v) -> tuple:
-    return tuple(int(x) for x in v)
+    return _once(v, int)
+
+
+def _tuples(ds) -> tuple:
+    return tuple([int(d) for d in ds])
 
 
 def _deps(v) -> tuple:
-    return tuple(tuple(int(d) for d in ds) for ds in v)
+    return tuple(map(_tuples, v))
+
+
+def _positions(v) -> tuple:
+    return _once(v, _tuples)
 
 
 def _optional(v) -> tuple:
@@ -47,16 +62,16 @@ class Problem:
     """
 
     sizes: tuple = attrs.field(converter=_ints)
-    costs: tuple = attrs.field(converter=lambda v: tuple(float(x) for x in v))
+    costs: tuple = attrs.field(converter=lambda v: _once(v, float))
     deps: tuple = attrs.field(converter=_deps)
     recomputable: tuple = attrs.field(converter=lambda v: tuple(bool(x) for x in v))
     outputs: tuple = attrs.field(default=(), converter=_ints)
     pinned_bytes: int = attrs.field(default=0, converter=int)
     alias_of: tuple = attrs.field(default=(), converter=_optional)
-    inplace: tuple = attrs.field(default=(), converter=_deps)
+    inplace: tuple = attrs.field(default=(), converter=_positions)
     kinds: tuple = attrs.field(default=(), converter=tuple)
     names: tuple = attrs.field(default=(), converter=tuple)
-    fields: tuple = attrs.field(default=(), converter=_deps)
+    fields: tuple = attrs.field(default=(), converter=_positions)
     field: tuple = attrs.field(default=(), converter=_optional)
     inner: tuple = attrs.field(default=(), converter=_ints)
 
