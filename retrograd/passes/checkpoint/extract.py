@@ -111,11 +111,11 @@ def extract(func: Function) -> Extraction:
     node_of = [None] * plan.nregs  # by register: a list, not a dict (one entry a binding, held to the end)
     for ins in plan.block.ins:
         node_of[ins.out] = ins.binding
-    sinfo_of = {reg: p.struct_info for reg, p in plan.params}
-    sinfo_of.update((reg, c.struct_info) for reg, c in plan.consts.items())
+    sinfo_of = {reg: x.struct_info for reg, x in [*plan.params, *plan.consts.items()]}
     sizes, costs, deps, alias_of, inplace = [0] * n, [0.0] * n, [()] * n, [None] * n, [()] * n
     recomputable, kinds, fields, field = [True] * n, ["view"] * n, [()] * n, [None] * n
     layouts: dict = {}  # register -> Layout (a tuple of them for a tuple; None: not an array)
+    c_order: dict = {}  # struct info -> its C-ordered layout(s), shared by the nodes of that struct info
     owns = [False] * n  # node's value is a buffer of its own that may be written over
     candidates: dict = {}
     for ins in plan.block.ins:
@@ -123,7 +123,9 @@ def extract(func: Function) -> Extraction:
         b = bindings[i]
         sinfo = var.struct_info
         size = static_bytes(sinfo, f"binding '{var.name_hint}'", b.span)
-        layout, root, part, kind, cost, rec = _fresh_layout(sinfo), None, None, "other", float(size), True
+        if sinfo not in c_order:
+            c_order[sinfo] = _fresh_layout(sinfo)
+        layout, root, part, kind, cost, rec = c_order[sinfo], None, None, "other", float(size), True
         if ins.kind == "if":
             deps[i] = tuple(nodes_of([ins.srcs[0], *sorted(ins.reads)], node_of))
         else:
@@ -161,11 +163,9 @@ def extract(func: Function) -> Extraction:
         owns[i] = fresh or (root is not None and owns[root] and (not isinstance(layout, Layout) or layout.writeable))
         if root is None and size > 0 and isinstance(sinfo, TupleStructInfo):
             fields[i] = tuple(static_bytes(f, f"binding '{var.name_hint}'", b.span) for f in sinfo.fields)
-    problem = Problem(
-        sizes=sizes, costs=costs, deps=deps, recomputable=recomputable, outputs=nodes_of([plan.block.result], node_of),
-        pinned_bytes=pinned, alias_of=alias_of, inplace=inplace, kinds=kinds, names=plan.names, fields=fields,
-        field=field,
-    )
+    problem = Problem(sizes=sizes, costs=costs, deps=deps, recomputable=recomputable, pinned_bytes=pinned, alias_of=alias_of,
+                      outputs=nodes_of([plan.block.result], node_of), inplace=inplace, kinds=kinds, names=plan.names,
+                      fields=fields, field=field)
     transparent = frozenset(set(range(n)) - {ins.binding for ins in plan.block.ins})
     return Extraction(problem, func, plan, tuple(bindings), tuple(block_of), node_of, transparent, dict(plan.params))
 
