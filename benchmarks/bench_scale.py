@@ -13,8 +13,11 @@ budget where that is above 50%: the MLP's),
 call of main_adjoint; the first call lowers it, see runtime/program.py). For each: wall and CPU seconds
 (the machine may be shared: CPU time is the figure to compare), CPU microseconds per forward binding, and the peak resident
 memory above the stage's start (sampled every 2 ms from /proc/self/statm), per forward binding.
-The last column of the summary is the CPU time per binding over that of the smallest size: within 1.5
-is the linear-scaling target of issue 25.
+The summary's CPU time per binding over that of the smallest size: within 1.5 is the linear-scaling
+target of issue 25; its last column, the process's peak resident memory so far (ru_maxrss) per binding.
+On a shared machine, cap a big run's memory (children inherit the limit), e.g.
+`prlimit --as=$((16*1024**3)) python benchmarks/bench_scale.py --bindings 1000000 --shapes chain`:
+a run stopped by the limit still prints the stages it finished, and names the one it failed in.
 """
 
 from __future__ import annotations
@@ -91,9 +94,12 @@ def _plan_half(adj, plan_checkpoint):
         return plan_checkpoint(adj, "main_adjoint", err.least_feasible)[0]
 
 
-def measure(shape: str, n: int) -> dict:
+def measure(shape: str, n: int, emit=None) -> dict:
     """Every stage of one size, in this process; returns {stage: (wall seconds, peak bytes above start,
-    CPU seconds)}."""
+    CPU seconds, the process's peak resident bytes so far)}. `emit(name, figures)` is called as each
+    stage ends (a child prints it at once: a run stopped by a memory limit still reports the stages done)."""
+    import resource
+
     import numpy as np
 
     import retrograd
@@ -109,12 +115,16 @@ def measure(shape: str, n: int) -> dict:
             t, c = time.perf_counter(), time.process_time()
             value = fn()
             secs, cpu = time.perf_counter() - t, time.process_time() - c
-        out[name] = (secs, mem.above, cpu)
+        out[name] = (secs, mem.above, cpu, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+        if emit is not None:
+            emit(name, out[name])
         return value
 
     mod = stage("parse", lambda: retrograd.parse(text))
     del text
     forward = sum(len(b.bindings) for b in mod["main"].body.blocks)
+    if emit is not None:
+        emit("forward", forward)
     adj = stage("gradient", lambda: Gradient("main")(mod))
     planned = stage("checkpoint", lambda: _plan_half(adj, plan_checkpoint))
     stage("print", planned.script)
@@ -135,31 +145,33 @@ def main(argv=None) -> None:
         from retrograd.gc_pause import collector_paused
 
         with collector_paused():
-            result = measure(args.one[0], int(args.one[1]))
-        print(json.dumps(result))
+            measure(args.one[0], int(args.one[1]), lambda name, v: print(json.dumps([name, v]), flush=True))
         return
     print(f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')}; {os.cpu_count()} CPUs")
     for shape in args.shapes:
         first: dict = {}
-        print(f"\n{shape}: forward bindings, then per stage: wall seconds, CPU seconds, CPU us per forward binding, peak MB above the stage's start, bytes per binding, CPU time per binding / smallest size's")
+        print(
+            f"\n{shape}: forward bindings, then per stage: wall seconds, CPU seconds, CPU us per forward binding, "
+            "peak MB above the stage's start, bytes per binding, CPU time per binding / smallest size's, the "
+            "process's peak resident bytes so far per binding"
+        )
         for n in args.bindings:
-            proc = subprocess.run(
-                [sys.executable, __file__, "--one", shape, str(n)], capture_output=True, text=True
-            )
-            if proc.returncode != 0:
-                print(f"{shape} {n}: failed\n{proc.stderr[-2000:]}")
-                break
-            result = json.loads(proc.stdout.strip().splitlines()[-1])
-            fwd = result["forward"]
-            for name in STAGES:
-                secs, above, cpu = result[name]
+            proc = subprocess.run([sys.executable, __file__, "--one", shape, str(n)], capture_output=True, text=True)
+            rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("[")]
+            fwd = dict(rows).get("forward", n)
+            for name, (secs, above, cpu, maxrss) in (r for r in rows if r[0] != "forward"):
                 per = cpu / fwd * 1e6
                 first.setdefault(name, per)
                 print(
                     f"{shape:>6} {fwd:>9} {name:>10} {secs:9.3f} s {cpu:9.3f} cpu {per:8.1f} us/b {above / 2**20:9.1f} MB "
-                    f"{above / fwd:8.0f} B/b {per / first[name]:6.2f}x",
+                    f"{above / fwd:8.0f} B/b {per / first[name]:6.2f}x {maxrss / fwd:8.0f} B/b peak",
                     flush=True,
                 )
+            if proc.returncode != 0:
+                done = [r[0] for r in rows if r[0] in STAGES]
+                after = STAGES[len(done)] if len(done) < len(STAGES) else "the end"
+                print(f"{shape} {n}: failed in {after} (exit status {proc.returncode})\n{proc.stderr[-2000:]}")
+                break
 
 
 if __name__ == "__main__":

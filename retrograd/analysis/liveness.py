@@ -21,7 +21,7 @@ def release_points(reads: list, outs: list, branching: list, result_regs: set, o
     """(frees, dying, prefree, endfree) for a block's instructions.
 
     reads[i]: registers instruction i reads; outs[i]: the one it defines; branching[i]: it is an If.
-    frees[i]: released right after instruction i; dying[i]: last read by If i, so released inside its
+    frees[i]: released right after instruction i; dying[i] (a dict): last read by If i, so released inside its
     branches at their own last use (a branch does not keep alive what only the other one needs);
     prefree: owned but never read, released before the block runs; endfree: the block's result,
     released once the result is read. A register defined but never read dies right after its definition.
@@ -33,7 +33,7 @@ def release_points(reads: list, outs: list, branching: list, result_regs: set, o
             last[r] = i
     defined_at = {out: i for i, out in enumerate(outs)}
     frees: list[list[int]] = [[] for _ in range(n)]
-    dying: list[set[int]] = [set() for _ in range(n)]
+    dying: dict[int, set[int]] = {}  # only Ifs have some: not a set per instruction
     prefree, endfree = [], []
     for r in sorted(owned):
         if r in result_regs:
@@ -44,7 +44,7 @@ def release_points(reads: list, outs: list, branching: list, result_regs: set, o
             d = defined_at.get(r)
             (prefree if d is None else frees[d]).append(r)
         elif branching[i]:
-            dying[i].add(r)
+            dying.setdefault(i, set()).add(r)
         else:
             frees[i].append(r)
     return frees, dying, prefree, endfree

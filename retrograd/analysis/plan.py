@@ -41,12 +41,12 @@ class Ins:
 
     kind: "op" (call of an op; `call`, `op`), "call" (call of the module function `callee`), "if"
     (`branches`: two Blocks; srcs[0] the condition's register) or "item" (field `index` of the tuple in
-    register srcs[0]). srcs: the argument sources; reads: the registers it reads that may be freed (for
-    an If, those its branches read from outside too); out: the register it fills; frees: the registers
-    released right after it; target: the argument position whose dying buffer an op may compute its
-    result into (None: a fresh result); aliases: argument positions whose buffer the result may view
-    (the op's `aliases`); var / binding / span: the bound variable, its position among the top-level
-    bindings (None inside a branch), and where it is written.
+    register srcs[0]). srcs: the argument sources (a tuple); reads: the registers it reads that may be
+    freed (a tuple, each once; for an If, those its branches read from outside too); out: the register
+    it fills; frees: the registers released right after it; target: the argument position whose dying
+    buffer an op may compute its result into (None: a fresh result); aliases: argument positions whose
+    buffer the result may view (the op's `aliases`); var / binding / span: the bound variable, its
+    position among the top-level bindings (None inside a branch), and where it is written.
     """
 
     __slots__ = ("kind", "out", "srcs", "reads", "frees", "var", "binding", "span", "call", "op", "callee",
@@ -78,7 +78,8 @@ class Ins:
 class Block:
     """A function body or If branch: its instructions; `result` (a source) is its value. prefree: owned
     registers never read, released before the instructions run; endfree: the registers of the result,
-    released once it is read. defined / outer_reads: registers it fills / reads from outside."""
+    released once it is read. defined / outer_reads: registers it fills / reads from outside, while it is
+    planned (None after)."""
 
     __slots__ = ("ins", "result", "result_regs", "defined", "outer_reads", "prefree", "endfree")
 
@@ -204,7 +205,7 @@ class _Planner:
         blk.result_regs = flat_registers(blk.result, set()) - self.fixed
         reads = set(blk.result_regs)
         for ins in blk.ins:
-            reads |= ins.reads
+            reads.update(ins.reads)
         blk.outer_reads = reads - blk.defined
         return blk
 
@@ -225,7 +226,7 @@ class _Planner:
                 else:
                     flat_registers(s, reads)
                 srcs.append(s)
-            self.add(blk, Ins("op", self.new_reg(var.name_hint), srcs, reads, var, k, span, call=value))
+            self.add(blk, Ins("op", self.new_reg(var.name_hint), tuple(srcs), reads, var, k, span, call=value))
             return
         if isinstance(value, Var | Constant | PrimValue | StringImm | ShapeExpr | Tuple):
             self.src_of[var] = self.source(value, span)
@@ -235,10 +236,10 @@ class _Planner:
             if not isinstance(src, int):
                 self.src_of[var] = src[value.index]
                 return
-            self.add(blk, Ins("item", self.new_reg(var.name_hint), [src], {src}, var, k, span, index=value.index))
+            self.add(blk, Ins("item", self.new_reg(var.name_hint), (src,), {src}, var, k, span, index=value.index))
             return
         if isinstance(value, Call):
-            srcs = [self.source(a, span) for a in value.args]
+            srcs = tuple([self.source(a, span) for a in value.args])
             reads: set = set()
             for s in srcs:
                 flat_registers(s, reads)
@@ -261,13 +262,14 @@ class _Planner:
                 raise self.error(f"the condition of If binding '{var.name_hint}' is a tuple", span)
             tb, fb = self.seq(value.true_branch), self.seq(value.false_branch)
             reads = {cond} | tb.outer_reads | fb.outer_reads
-            self.add(blk, Ins("if", self.new_reg(var.name_hint), [cond], reads, var, k, span, branches=(tb, fb)))
+            self.add(blk, Ins("if", self.new_reg(var.name_hint), (cond,), reads, var, k, span, branches=(tb, fb)))
             return
         raise self.error(f"binding '{var.name_hint}': cannot execute a {type(value).__name__} value", span)
 
     def add(self, blk: Block, ins: Ins) -> None:
-        if not ins.reads.isdisjoint(self.fixed):  # not `-=`: that walks every constant, for each instruction
-            ins.reads = {r for r in ins.reads if r not in self.fixed}
+        # A tuple, not the set it was gathered in: a few registers, held for as long as the plan.
+        reads = ins.reads  # not `-=` below: that walks every constant, for each instruction
+        ins.reads = tuple(reads) if self.fixed.isdisjoint(reads) else tuple(r for r in reads if r not in self.fixed)
         blk.ins.append(ins)
         blk.defined.add(ins.out)
         self.src_of[ins.var] = ins.out
@@ -283,10 +285,11 @@ class _Planner:
             ins.frees = tuple(frees[i])
             if ins.branches is not None:
                 for b in ins.branches:
-                    self.assign(b, dying[i] | b.defined)
+                    self.assign(b, dying.get(i, set()) | b.defined)
             elif ins.kind == "op" and ins.frees and ins.op.inplace is not None:
                 positions = inplace_positions(ins.call, ins.srcs, ins.var.struct_info)
                 dying_here = [p for p in positions if ins.srcs[p] in frees[i]]
                 if dying_here:
                     ins.target = dying_here[0]
         blk.prefree, blk.endfree = tuple(prefree), tuple(endfree)
+        blk.defined = blk.outer_reads = None  # planning's alone: not held with the plan

@@ -50,7 +50,7 @@ def partners(ins: list) -> dict[int, int]:
         written = {a.out}
         for j in range(i + 1, min(len(ins), i + 1 + PAIR_WINDOW)):
             b = ins[j]
-            if j not in taken and b.pair_cost and b.moves and not b.reads & written \
+            if j not in taken and b.pair_cost and b.moves and written.isdisjoint(b.reads) \
                     and max(a.pair_cost, b.pair_cost) <= PAIR_RATIO * min(a.pair_cost, b.pair_cost):
                 pairs[i] = j
                 taken.update((i, j))

@@ -94,14 +94,14 @@ def test_a_value_read_in_one_branch_is_released_inside_the_other_at_its_start():
     (c, _), (x, _), (y, _) = plan.params
     exp, cond = plan.block.ins
     assert exp.kind == "op" and exp.op.name == "relax.exp" and exp.frees == (y,)
-    assert cond.kind == "if" and cond.frees == () and cond.srcs == [c]
+    assert cond.kind == "if" and cond.frees == () and cond.srcs == (c,)
     true, false = cond.branches
     v = exp.out
     assert set(true.prefree) == {c, v}  # the true branch never reads c again, nor v
     (add,) = true.ins
-    assert add.srcs == [x, x] and add.frees == (x,)
+    assert add.srcs == (x, x) and add.frees == (x,)
     (mul,) = false.ins
-    assert mul.srcs == [v, x] and set(mul.frees) == {v, x}  # t[0] is v's register: a tuple costs nothing
+    assert mul.srcs == (v, x) and set(mul.frees) == {v, x}  # t[0] is v's register: a tuple costs nothing
     assert [i.kind for i in plan.instructions()] == ["op", "if", "op", "op"]
     assert plan.names == ("v", "t", "z")
     assert exp.binding == 0 and cond.binding == 2 and add.binding is None

@@ -40,15 +40,15 @@ class Extraction:
     """The Problem and how its nodes map back to the function.
 
     plan: the function's Plan; bindings[i]: node i's binding (top-level, in order); block_of[i]: index of
-    its block; node_of: register -> the node whose instruction fills it; transparent: the bindings
-    without an instruction (aliases, tuples, leaves: their readers read the sources themselves)."""
+    its block; node_of[r]: the node whose instruction fills register r (None: none); transparent: the
+    bindings without an instruction (aliases, tuples, leaves: their readers read the sources themselves)."""
 
     problem: Problem
     func: Function
     plan: Plan
     bindings: tuple
     block_of: tuple
-    node_of: dict
+    node_of: list
     transparent: frozenset
     params: dict  # register -> parameter Var
 
@@ -66,7 +66,7 @@ class Extraction:
         plan = self.plan
 
         def leaf(r):
-            if r in self.node_of:
+            if self.node_of[r] is not None:
                 return node_var(self.node_of[r])
             if r in plan.consts:
                 return plan.consts[r]
@@ -85,12 +85,12 @@ def _parts(src) -> tuple:
     return () if type(src) is int else src
 
 
-def nodes_of(srcs, node_of: dict) -> list[int]:
+def nodes_of(srcs, node_of: list) -> list[int]:
     """The nodes the sources (registers or nested tuples of them) refer to, in order, once each."""
     out = []
     for s in srcs:
-        out.extend(node_of[r] for r in ((s,) if type(s) is int else tuple_leaves(s)) if r in node_of)
-    return list(dict.fromkeys(out))
+        out.extend(node_of[r] for r in ((s,) if type(s) is int else tuple_leaves(s)) if node_of[r] is not None)
+    return list(dict.fromkeys(out)) if len(out) > 1 else out
 
 
 def extract(func: Function) -> Extraction:
@@ -108,28 +108,24 @@ def extract(func: Function) -> Extraction:
         bindings.extend(block.bindings)
         block_of.extend([bi] * len(block.bindings))
     n = len(bindings)
-    node_of = {ins.out: ins.binding for ins in plan.block.ins}
-    sinfo_of = {reg: p.struct_info for reg, p in plan.params}
-    sinfo_of.update((reg, c.struct_info) for reg, c in plan.consts.items())
+    node_of = [None] * plan.nregs  # by register: a list, not a dict (one entry a binding, held to the end)
+    for ins in plan.block.ins:
+        node_of[ins.out] = ins.binding
+    sinfo_of = {reg: x.struct_info for reg, x in [*plan.params, *plan.consts.items()]}
     sizes, costs, deps, alias_of, inplace = [0] * n, [0.0] * n, [()] * n, [None] * n, [()] * n
     recomputable, kinds, fields, field = [True] * n, ["view"] * n, [()] * n, [None] * n
     layouts: dict = {}  # register -> Layout (a tuple of them for a tuple; None: not an array)
+    c_order: dict = {}  # struct info -> its C-ordered layout(s), shared by the nodes of that struct info
     owns = [False] * n  # node's value is a buffer of its own that may be written over
     candidates: dict = {}
-
-    def layout_of(src):
-        if type(src) is not int:
-            return fold(src, _parts, lambda s, kids: layout_of(s) if type(s) is int else tuple(kids), shared=False)
-        if src in layouts:
-            return layouts[src]
-        return _fresh_layout(sinfo_of.get(src))  # parameters and constants: C order
-
     for ins in plan.block.ins:
         i, var = ins.binding, ins.var
         b = bindings[i]
         sinfo = var.struct_info
         size = static_bytes(sinfo, f"binding '{var.name_hint}'", b.span)
-        layout, root, part, kind, cost, rec = _fresh_layout(sinfo), None, None, "other", float(size), True
+        if sinfo not in c_order:
+            c_order[sinfo] = _fresh_layout(sinfo)
+        layout, root, part, kind, cost, rec = c_order[sinfo], None, None, "other", float(size), True
         if ins.kind == "if":
             deps[i] = tuple(nodes_of([ins.srcs[0], *sorted(ins.reads)], node_of))
         else:
@@ -137,7 +133,7 @@ def extract(func: Function) -> Extraction:
         if ins.kind == "item":
             src = ins.srcs[0]
             kind, cost, size = "view", 0.0, 0
-            root = node_of.get(src)
+            root = node_of[src]
             if root is not None:
                 parts = layouts[src]
                 layout = parts[ins.index] if type(parts) is tuple else None
@@ -148,10 +144,10 @@ def extract(func: Function) -> Extraction:
             kind, cost = op_cost.kind, op_cost(call, sinfo)
             # Without a variable to read, a recomputation could not be told apart from the original (CSE).
             rec = bool(getattr(call.op, "pure", True)) and bool(ins.reads)
-            shared = _shared_layouts(call, sinfo, [layout_of(s) for s in ins.srcs]) if 0 in ins.aliases else None
+            shared = _shared_layouts(call, sinfo, [_layout_of(s, layouts, sinfo_of) for s in ins.srcs]) if 0 in ins.aliases else None
             if shared is not None:
                 size, layout = 0, shared
-                root = node_of.get(ins.srcs[0]) if type(ins.srcs[0]) is int else None
+                root = node_of[ins.srcs[0]] if type(ins.srcs[0]) is int else None
                 part = None if root is None else field[root]
             else:
                 inplace[i] = _inplace(ins, deps[i], node_of, plan, owns, candidates)
@@ -167,13 +163,18 @@ def extract(func: Function) -> Extraction:
         owns[i] = fresh or (root is not None and owns[root] and (not isinstance(layout, Layout) or layout.writeable))
         if root is None and size > 0 and isinstance(sinfo, TupleStructInfo):
             fields[i] = tuple(static_bytes(f, f"binding '{var.name_hint}'", b.span) for f in sinfo.fields)
-    problem = Problem(
-        sizes=sizes, costs=costs, deps=deps, recomputable=recomputable, outputs=nodes_of([plan.block.result], node_of),
-        pinned_bytes=pinned, alias_of=alias_of, inplace=inplace, kinds=kinds, names=plan.names, fields=fields,
-        field=field,
-    )
+    problem = Problem(sizes=sizes, costs=costs, deps=deps, recomputable=recomputable, pinned_bytes=pinned, alias_of=alias_of,
+                      outputs=nodes_of([plan.block.result], node_of), inplace=inplace, kinds=kinds, names=plan.names,
+                      fields=fields, field=field)
     transparent = frozenset(set(range(n)) - {ins.binding for ins in plan.block.ins})
     return Extraction(problem, func, plan, tuple(bindings), tuple(block_of), node_of, transparent, dict(plan.params))
+
+
+def _layout_of(src, layouts: dict, sinfo_of: dict):
+    """The layout(s) of a source: a node's as extracted, parameters' and constants' C order."""
+    if type(src) is not int:
+        return fold(src, _parts, lambda s, kids: _layout_of(s, layouts, sinfo_of) if type(s) is int else tuple(kids), shared=False)
+    return layouts[src] if src in layouts else _fresh_layout(sinfo_of.get(src))
 
 
 def _fresh_layout(sinfo):
@@ -199,7 +200,7 @@ def _shared_layouts(call, out_sinfo, args):
     return outs if isinstance(out_sinfo, TupleStructInfo) else outs[0]
 
 
-def _inplace(ins, deps: tuple, node_of: dict, plan: Plan, owns: list, memo: dict) -> tuple:
+def _inplace(ins, deps: tuple, node_of: list, plan: Plan, owns: list, memo: dict) -> tuple:
     """Positions in deps whose buffer the executor may reuse for the result (see runtime/inplace.py).
     `memo`: the op's candidates by struct infos, for this function (a long adjoint repeats a few)."""
     call = ins.call
@@ -213,7 +214,7 @@ def _inplace(ins, deps: tuple, node_of: dict, plan: Plan, owns: list, memo: dict
     out = []
     for p in positions:
         r = ins.srcs[p]
-        node = node_of.get(r)
+        node = node_of[r]
         if node is not None and owns[node]:
             if deps.index(node) not in out:
                 out.append(deps.index(node))

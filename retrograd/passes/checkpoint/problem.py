@@ -10,12 +10,19 @@ CHEAP_KINDS = frozenset({"elementwise", "view", "reduce"})
 HEAVY_KINDS = frozenset({"matmul", "conv", "pool"})  # recomputed only when nothing else fits
 
 
-def _ints(v) -> tuple:
-    return tuple(int(x) for x in v)
+def _once(v, item=int) -> tuple:
+    """tuple(map(item, v)), equal items held once: a long adjoint repeats a few sizes, costs and in-place
+    positions, each an object of its own otherwise (deps, all distinct, are not memoized)."""
+    memo: dict = {}
+    return tuple([memo.setdefault(x, x) for x in map(item, v)])
+
+
+def _ints(ds) -> tuple:
+    return tuple([int(d) for d in ds])
 
 
 def _deps(v) -> tuple:
-    return tuple(tuple(int(d) for d in ds) for ds in v)
+    return tuple(map(_ints, v))
 
 
 def _optional(v) -> tuple:
@@ -46,19 +53,19 @@ class Problem:
     exact memory model's, pass_.py), counted at its peak. Empty optional fields take their defaults.
     """
 
-    sizes: tuple = attrs.field(converter=_ints)
-    costs: tuple = attrs.field(converter=lambda v: tuple(float(x) for x in v))
+    sizes: tuple = attrs.field(converter=_once)
+    costs: tuple = attrs.field(converter=lambda v: _once(v, float))
     deps: tuple = attrs.field(converter=_deps)
     recomputable: tuple = attrs.field(converter=lambda v: tuple(bool(x) for x in v))
-    outputs: tuple = attrs.field(default=(), converter=_ints)
+    outputs: tuple = attrs.field(default=(), converter=_once)
     pinned_bytes: int = attrs.field(default=0, converter=int)
     alias_of: tuple = attrs.field(default=(), converter=_optional)
-    inplace: tuple = attrs.field(default=(), converter=_deps)
+    inplace: tuple = attrs.field(default=(), converter=lambda v: _once(v, _ints))
     kinds: tuple = attrs.field(default=(), converter=tuple)
     names: tuple = attrs.field(default=(), converter=tuple)
-    fields: tuple = attrs.field(default=(), converter=_deps)
+    fields: tuple = attrs.field(default=(), converter=lambda v: _once(v, _ints))
     field: tuple = attrs.field(default=(), converter=_optional)
-    inner: tuple = attrs.field(default=(), converter=_ints)
+    inner: tuple = attrs.field(default=(), converter=_once)
 
     def __attrs_post_init__(self):
         n = len(self.sizes)
@@ -100,9 +107,7 @@ class Problem:
         out: list[list[int]] = [[] for _ in range(self.n)]
         for i, ds in enumerate(self.deps):
             for d in set(ds):
-                out[d].append(i)
-        for u in out:
-            u.sort()
+                out[d].append(i)  # i grows: each list is in program order
         return out
 
 
@@ -131,17 +136,11 @@ class Schedule:
         return sum(len(s) for s in self.recompute)
 
 
-STORE_ALL = Schedule()
-
-
 class InfeasibleBudget(ValueError):
     """No schedule keeps the peak within the budget; `least_feasible` is the least budget (bytes) that can be met."""
 
     def __init__(self, budget: int, least_feasible: int, detail: str = ""):
         self.budget = int(budget)
         self.least_feasible = int(least_feasible)
-        msg = (
-            f"memory budget of {self.budget} bytes cannot be met: the least feasible budget is "
-            f"{self.least_feasible} bytes"
-        )
-        super().__init__(msg + (f" ({detail})" if detail else ""))
+        super().__init__(f"memory budget of {self.budget} bytes cannot be met: the least feasible budget is "
+                         f"{self.least_feasible} bytes" + (f" ({detail})" if detail else ""))
