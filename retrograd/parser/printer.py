@@ -27,7 +27,7 @@ from retrograd.ir.expr import (
     TupleGetItem,
     Var,
 )
-from retrograd.ir.functor import if_depth, stack_room
+from retrograd.ir.functor import seq_if_depth, stack_room
 from retrograd.ir.nested import joined, render
 from retrograd.ir.strings import quote as _quote
 from retrograd.ir.struct_info import FuncStructInfo, StructInfo, TupleStructInfo, all_dim_names, dim_names
@@ -114,13 +114,14 @@ class _ModulePrinter:
         self.uses_tir = False
         self.sinfo_memo: dict = {}
         self.sinfo_by_id: dict = {}  # id -> (struct info, text, dim names): bindings share struct info objects
-        self.param_texts: dict = {}  # id -> (struct info, text), see param_sinfo
-        self.param_memo: dict = {}  # struct info -> text, see param_sinfo
-        self.dim_memo: dict = {}  # id -> (struct info, names), see dim_names
+        self.param_texts: dict = {}  # id -> (struct info, text, dim names), see param_entry
+        self.param_memo: dict = {}  # struct info -> (text, dim names), see param_entry
         self.sinfo_texts: dict = {}  # id -> text of nested struct infos (see format_sinfo_shared)
         self.op_names: dict = {}
+        self.call_heads: dict = {}  # op -> "R.add(" for ops without keyword-only arguments, else ""
         self.attr_memo: dict = {}
         self.const_memo: dict = {}
+        self.const_by_id: dict = {}  # id -> (constant, text): rules share their scalar constants
         self.tvm_notes: dict = {}  # reasons TVM cannot read the text, in first-seen order
         self.module_dims: set[str] = set()  # symbolic dims declared before the module (`n = T.int64()`)
 
@@ -156,32 +157,25 @@ class _ModulePrinter:
             text = self.sinfo_memo[s] = self._sinfo_text(s)
         return text
 
-    def param_sinfo(self, s) -> str:
-        """A parameter's annotation (names quoted), by identity: adjoints repeat the forward's
-        parameters, and networks repeat their shapes."""
+    def param_entry(self, s) -> tuple:
+        """(s, its annotation as a parameter's (names quoted), the symbolic names it defines), by
+        identity: adjoints repeat the forward's parameters, and networks repeat their shapes."""
         hit = self.param_texts.get(id(s))
         if hit is None or hit[0] is not s:
             try:  # by value next: each parameter has a struct info object of its own
-                text = self.param_memo.get(s)
+                entry = self.param_memo.get(s)
             except TypeError:  # an unhashable field
-                text = None
-            if text is None:
-                text = format_sinfo(s, quote_names=True)
+                entry = None
+            if entry is None:
+                entry = (format_sinfo(s, quote_names=True), all_dim_names(s))
                 try:
-                    self.param_memo[s] = text
+                    self.param_memo[s] = entry
                 except TypeError:
                     pass
-            if _needs_tir(text):
+            if _needs_tir(entry[0]):
                 self.uses_tir = True
-            hit = self.param_texts[id(s)] = (s, text)
-        return hit[1]
-
-    def sinfo_dim_names(self, s) -> set:
-        """all_dim_names of a struct info, by identity (the caller must not change the set)."""
-        hit = self.dim_memo.get(id(s))
-        if hit is None or hit[0] is not s:
-            hit = self.dim_memo[id(s)] = (s, all_dim_names(s))
-        return hit[1]
+            hit = self.param_texts[id(s)] = (s, *entry)  # the entry keeps s alive, so its id stays its own
+        return hit
 
     def _sinfo_text(self, s) -> str:
         text = format_sinfo_shared(s, self.sinfo_texts)
@@ -209,10 +203,23 @@ class _ModulePrinter:
             info = self.op_names[op] = (op_script_name(op), {i: a.name for i, a in enumerate(specs) if a.keyword})
         return info
 
-    def attr_texts(self, op, attrs: dict) -> tuple:
-        """(positional texts, `key=value` texts, symbolic names of struct-info attributes) of a call's
-        attributes; memoized, since calls of one op mostly repeat the same attributes (the printer's hot
-        path on large functions)."""
+    def call_head(self, op) -> str:
+        """`name(` of a call of `op` whose arguments all print positionally (then the attributes); ""
+        for a module function or an op with keyword-only arguments (those print through `value`)."""
+        head = self.call_heads.get(op)
+        if head is None:
+            head = ""
+            if not isinstance(op, GlobalVar):
+                name, keywords = self.op_info(op)
+                if not keywords:
+                    head = name + "("
+            self.call_heads[op] = head
+        return head
+
+    def attr_entry(self, op, attrs: dict) -> tuple:
+        """(positional texts, `key=value` texts, needs T., TVM note, symbolic names of struct-info
+        attributes, all of them joined) of a call's attributes; memoized, since calls of one op mostly
+        repeat the same attributes (the printer's hot path on large functions)."""
         try:
             key = (op, tuple(attrs.items()))
             hit = self.attr_memo.get(key)
@@ -220,14 +227,20 @@ class _ModulePrinter:
             key = hit = None
         if hit is None:
             dims = set().union(*(all_dim_names(v) for v in attrs.values() if isinstance(v, StructInfo)))
-            hit = (*_attr_texts(op, attrs), dims)
+            positional, named, tir, note = _attr_texts(op, attrs)
+            hit = (positional, named, tir, note, dims, ", ".join(positional + named))
             if key is not None:
                 self.attr_memo[key] = hit
-        positional, named, tir, note, dims = hit
-        if tir:
+        if hit[2]:
             self.uses_tir = True
-        if note:
-            self.tvm_notes[note] = None
+        if hit[3]:
+            self.tvm_notes[hit[3]] = None
+        return hit
+
+    def attr_texts(self, op, attrs: dict) -> tuple:
+        """(positional texts, `key=value` texts, symbolic names of struct-info attributes) of a call's
+        attributes."""
+        positional, named, _, _, dims, _ = self.attr_entry(op, attrs)
         return positional, named, dims
 
 
@@ -259,7 +272,8 @@ def _print_module(mod) -> str:
     lines.append("@I.ir_module")
     lines.append("class Module:")
     lines.extend(body)
-    return "\n".join(lines) + "\n"
+    lines.append("")  # the final newline, without copying the whole text once more
+    return "\n".join(lines)
 
 
 def print_function(func: Function, name: str = "main") -> str:
@@ -329,6 +343,8 @@ class _FunctionPrinter:
         self.used: set[str] = set()
         self.next_suffix: dict[str, int] = {}
         self.hints: dict[Var, str] = {}
+        self.hinted = False  # whether any hint was given (see bindings)
+        self.in_if = False  # inside an If's branches (see if_binding)
         self.uses_cls = False
         self.body_dims: set[str] = set()  # symbolic names the printed body writes bare (declared first)
 
@@ -358,6 +374,9 @@ class _FunctionPrinter:
             name = self.names.get(e)
             return name if name is not None else self.define(e)
         if t is Constant:
+            hit = self.mp.const_by_id.get(id(e))
+            if hit is not None and hit[0] is e:
+                return hit[1]
             data = e.data
             if data.size > INLINE_CONST_LIMIT:
                 return self.mp.metadata_ref(e)
@@ -365,7 +384,9 @@ class _FunctionPrinter:
                 # Nested lists cannot hold dims after an empty one ((0, 1) would print as [] and read
                 # back as (0,)): an empty constant is all zeros of its shape, which R.zeros spells.
                 return f"R.zeros(R.shape([{', '.join(map(str, data.shape))}]), dtype={_quote(str(data.dtype))})"
-            return self.mp.const_text(data)
+            text = self.mp.const_text(data)
+            self.mp.const_by_id[id(e)] = (e, text)  # the entry keeps e alive, so its id stays its own
+            return text
         if t is ShapeExpr:
             text = f"R.shape([{', '.join(str(v) for v in e.values)}])"
             if _needs_tir(text):
@@ -455,14 +476,18 @@ class _FunctionPrinter:
             deco.append("pure=False")
         out.append(f"{ind}@R.function" + (f"({', '.join(deco)})" if deco else ""))
         params = []
+        defined: set[str] = set()
+        param_entry = self.mp.param_entry
         for p in func.params:
             name = self.define(p)
-            params.append(f"{name}: {self.mp.param_sinfo(p.struct_info)}")
+            _, text, dims = param_entry(p.struct_info)
+            params.append(f"{name}: {text}")
+            if dims:
+                defined |= dims
         ret = func.ret_struct_info if func.ret_struct_info is not None else func.body.struct_info
         # Bare symbolic names must be defined where TVM (and retrograd) reads them: the parameters'
         # string dims define theirs, names new in the body are declared first in it (`n = T.int64()`),
         # as TVM prints them. (A parsed function's result never names body-only dims: they are erased.)
-        defined = set().union(*(self.mp.sinfo_dim_names(p.struct_info) for p in func.params))
         ret_text = ""
         if ret is not None:
             ret_text = f" -> {self.mp.sinfo(ret)}"
@@ -472,8 +497,7 @@ class _FunctionPrinter:
         out.append(f"{ind}def {self.name}({', '.join(params)}){ret_text}:")
         inner = ind + INDENT
         body: list[str] = []
-        with stack_room(if_depth(func)):  # seq -> if_binding -> seq recurses once per nested If
-            self.seq(func.body, inner, body)
+        self.seq(func.body, inner, body)
         body.append(f"{inner}return {self.arg(func.body.body)}")
         if func.attrs:
             out.append(f"{inner}R.func_attr({format_value(dict(func.attrs))})")
@@ -491,57 +515,80 @@ class _FunctionPrinter:
                     continue
                 out.append(f"{ind}with R.dataflow():")
                 inner = ind + INDENT
-                self.bindings(block.bindings, inner, out)
-                outputs = [self.names[b.var] for b in block.bindings if not isinstance(b.var, DataflowVar)]
+                outputs = self.bindings(block.bindings, inner, out)
                 out.append(f"{inner}R.output({', '.join(outputs)})")
             else:
                 self.bindings(block.bindings, ind, out)
 
-    def bindings(self, bindings, ind: str, out: list[str]) -> None:
+    def bindings(self, bindings, ind: str, out: list[str]) -> list[str]:
+        """Prints `bindings` into `out`; the names of their variables that are not DataflowVars."""
         # The printer's hot loop: the common case (a call of an op on named variables, a fresh name, a
         # struct info printed before) is inlined here; anything else goes through value / define / sinfo.
         mp = self.mp
         sinfo_entry = mp.sinfo_entry
         by_id = mp.sinfo_by_id
         body_dims = self.body_dims
-        op_names = mp.op_names
-        attr_texts = mp.attr_texts
+        call_heads = mp.call_heads
+        call_head = mp.call_head
+        attr_entry = mp.attr_entry
         names = self.names
+        get_name = names.get
         used = self.used
+        bases = _BASES
         arg = self.arg
         define = self.define
         append = out.append
+        outputs: list[str] = []
+        dataflow_var = DataflowVar
+        hinted = self.hinted
         for b in bindings:
             value = b.value
             t = type(value)
-            if t is Call and type(value.op) is not GlobalVar:
+            if t is Call:
                 op = value.op
-                info = op_names.get(op)
-                if info is None:
-                    info = mp.op_info(op)
-                if info[1]:  # keyword-only arguments
-                    text = self.value(value)
+                head = call_heads.get(op)
+                if head is None:
+                    head = call_head(op)
+                if head:
+                    args = value.args
+                    n = len(args)
+                    if n == 1:
+                        a = args[0]
+                        text = get_name(a) or arg(a)
+                    elif n == 2:
+                        a, c = args
+                        text = f"{get_name(a) or arg(a)}, {get_name(c) or arg(c)}"
+                    else:
+                        text = ", ".join([get_name(a) or arg(a) for a in args])
+                    attrs = value.attrs
+                    if attrs:
+                        hit = attr_entry(op, attrs)
+                        if hit[4]:
+                            body_dims |= hit[4]
+                        if hit[5]:
+                            text = f"{text}, {hit[5]}" if text else hit[5]
+                    text = f"{head}{text})"
                 else:
-                    parts = [names.get(a) or arg(a) for a in value.args]
-                    if value.attrs:
-                        positional, named, dims = attr_texts(op, value.attrs)
-                        if dims:
-                            body_dims |= dims
-                        parts += positional
-                        parts += named
-                    text = f"{info[0]}({', '.join(parts)})"
+                    text = self.value(value)
             elif t is If:
                 self.if_binding(b, ind, out)
+                hinted = self.hinted
+                if type(b.var) is not dataflow_var:
+                    outputs.append(self.names[b.var])
                 continue
             else:
                 text = self.value(value)
             var = b.var
-            name = None if self.hints or var in names else _BASES.get(var.name_hint)
+            # A var named already (used before its binding) has its name's base in `used`, so define
+            # finds it; names given through a hint are not, so with hints every name goes through define.
+            name = None if hinted else bases.get(var.name_hint)
             if name is None or name in used:
                 name = define(var)
             else:
                 used.add(name)
                 names[var] = name
+            if type(var) is not dataflow_var:
+                outputs.append(name)
             s = var.struct_info
             hit = by_id.get(id(s))
             if hit is None or hit[0] is not s:
@@ -549,8 +596,22 @@ class _FunctionPrinter:
             if hit[2]:
                 body_dims |= hit[2]
             append(f"{ind}{name}: {hit[1]} = {text}")
+        return outputs
 
     def if_binding(self, b, ind: str, out: list[str]) -> None:
+        if self.in_if:
+            self.print_if(b, ind, out)
+            return
+        # seq -> if_binding -> seq recurses once per nested If: room for the whole nest, from its top.
+        node = b.value
+        self.in_if = True
+        try:
+            with stack_room(1 + max(seq_if_depth(node.true_branch), seq_if_depth(node.false_branch))):
+                self.print_if(b, ind, out)
+        finally:
+            self.in_if = False
+
+    def print_if(self, b, ind: str, out: list[str]) -> None:
         node: If = b.value
         var = b.var
         name = self.define(var)
@@ -564,5 +625,6 @@ class _FunctionPrinter:
             body = branch.body
             if isinstance(body, Var) and body not in self.names and body.name_hint == var.name_hint:
                 self.hints[body] = f"{var.name_hint}_{suffix}"
+                self.hinted = True
             self.seq(branch, inner, out)
             out.append(f"{inner}{name}: {ann} = {self.arg(body)}")
