@@ -41,6 +41,8 @@ __all__ = ["print_module", "print_function", "print_expr", "format_sinfo", "form
 INLINE_CONST_LIMIT = 16
 METADATA_KEY = "relax.expr.Constant"
 INDENT = "    "
+# How many attribute dicts of one op the printer's hot loop compares before hashing (see attr_entry).
+ATTR_SCAN = 8
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _BAD_CHARS = re.compile(r"[^A-Za-z0-9_]")
@@ -113,13 +115,14 @@ class _ModulePrinter:
         self.const_index: dict[int, int] = {}
         self.uses_tir = False
         self.sinfo_memo: dict = {}
-        self.sinfo_by_id: dict = {}  # id -> (struct info, text, dim names): bindings share struct info objects
+        self.sinfo_by_id: dict = {}  # id -> sinfo_entry's tuple: bindings share struct info objects
         self.param_texts: dict = {}  # id -> (struct info, text, dim names), see param_entry
         self.param_memo: dict = {}  # struct info -> (text, dim names), see param_entry
         self.sinfo_texts: dict = {}  # id -> text of nested struct infos (see format_sinfo_shared)
         self.op_names: dict = {}
         self.call_heads: dict = {}  # op -> "R.add(" for ops without keyword-only arguments, else ""
         self.attr_memo: dict = {}
+        self.attr_seen: dict = {}  # op -> [(attrs, attr_entry's tuple)], the first few of attr_memo's
         self.const_memo: dict = {}
         self.const_by_id: dict = {}  # id -> (constant, text): rules share their scalar constants
         self.tvm_notes: dict = {}  # reasons TVM cannot read the text, in first-seen order
@@ -137,12 +140,13 @@ class _ModulePrinter:
         return self.sinfo_entry(s)[1]
 
     def sinfo_entry(self, s) -> tuple:
-        """(s, its text, the symbolic names it writes bare), by identity first: hashing a struct
-        info's value costs more than the rest of the lookup."""
+        """(s, its text, the symbolic names it writes bare, `: text = ` as a binding writes it), by
+        identity first: hashing a struct info's value costs more than the rest of the lookup."""
         hit = self.sinfo_by_id.get(id(s))
         if hit is None or hit[0] is not s:
             # The entry keeps s alive, so its id stays its own.
-            hit = self.sinfo_by_id[id(s)] = (s, self._sinfo_by_value(s), all_dim_names(s))
+            text = self._sinfo_by_value(s)
+            hit = self.sinfo_by_id[id(s)] = (s, text, all_dim_names(s), f": {text} = ")
         return hit
 
     def _sinfo_by_value(self, s) -> str:
@@ -218,8 +222,12 @@ class _ModulePrinter:
 
     def attr_entry(self, op, attrs: dict) -> tuple:
         """(positional texts, `key=value` texts, needs T., TVM note, symbolic names of struct-info
-        attributes, all of them joined) of a call's attributes; memoized, since calls of one op mostly
-        repeat the same attributes (the printer's hot path on large functions)."""
+        attributes, the end of a call after positional arguments (`, axes=None)`), the end of a call
+        without any (`axes=None)`)) of a call's attributes; memoized in attr_memo by (op, items), since
+        calls of one op mostly repeat the same attributes (the printer's hot path on large functions).
+        Needing T. and the note count once a module: a memo hit needs only the dims. The first few
+        entries of an op are also kept as (attrs, entry) pairs in attr_seen, which `bindings` scans
+        comparing dicts (with their keys' order): cheaper than the key's tuples and hashing."""
         try:
             key = (op, tuple(attrs.items()))
             hit = self.attr_memo.get(key)
@@ -228,9 +236,13 @@ class _ModulePrinter:
         if hit is None:
             dims = set().union(*(all_dim_names(v) for v in attrs.values() if isinstance(v, StructInfo)))
             positional, named, tir, note = _attr_texts(op, attrs)
-            hit = (positional, named, tir, note, dims, ", ".join(positional + named))
+            tail = ", ".join(positional + named)
+            hit = (positional, named, tir, note, dims, f", {tail})" if tail else ")", tail + ")")
             if key is not None:
                 self.attr_memo[key] = hit
+                seen = self.attr_seen.setdefault(op, [])
+                if len(seen) < ATTR_SCAN:
+                    seen.append((attrs, hit))
         if hit[2]:
             self.uses_tir = True
         if hit[3]:
@@ -240,7 +252,7 @@ class _ModulePrinter:
     def attr_texts(self, op, attrs: dict) -> tuple:
         """(positional texts, `key=value` texts, symbolic names of struct-info attributes) of a call's
         attributes."""
-        positional, named, _, _, dims, _ = self.attr_entry(op, attrs)
+        positional, named, _, _, dims, _, _ = self.attr_entry(op, attrs)
         return positional, named, dims
 
 
@@ -388,7 +400,7 @@ class _FunctionPrinter:
             self.mp.const_by_id[id(e)] = (e, text)  # the entry keeps e alive, so its id stays its own
             return text
         if t is ShapeExpr:
-            text = f"R.shape([{', '.join(str(v) for v in e.values)}])"
+            text = f"R.shape([{', '.join(map(str, e.values))}])"
             if _needs_tir(text):
                 self.mp.uses_tir = True
             for d in e.values:
@@ -458,9 +470,15 @@ class _FunctionPrinter:
         """The text of one node of a tuple nest, its nested tuples and getitems left for `render`."""
         t = type(e)
         if t is Tuple:
-            if not e.fields:
+            fields = e.fields
+            if not fields:
                 return ["R.tuple()"]
-            return ["(", *joined(e.fields), ",)" if len(e.fields) == 1 else ")"]
+            end = ",)" if len(fields) == 1 else ")"
+            get_name = self.names.get
+            texts = [get_name(f) for f in fields]
+            if None not in texts:  # all named variables (a function's result): no parts to render
+                return ["(" + ", ".join(texts) + end]
+            return ["(", *joined(fields), end]
         if t is TupleGetItem:
             return [e.tuple_value, f"[{e.index}]"]
         return [self.arg(e)]
@@ -490,8 +508,9 @@ class _FunctionPrinter:
         # as TVM prints them. (A parsed function's result never names body-only dims: they are erased.)
         ret_text = ""
         if ret is not None:
-            ret_text = f" -> {self.mp.sinfo(ret)}"
-            outside = all_dim_names(ret) - defined  # IR built in Python may name them: declared before the module
+            _, text, dims, _ = self.mp.sinfo_entry(ret)
+            ret_text = f" -> {text}"
+            outside = dims - defined  # IR built in Python may name them: declared before the module
             self.mp.module_dims |= outside
             defined |= outside
         out.append(f"{ind}def {self.name}({', '.join(params)}){ret_text}:")
@@ -530,6 +549,7 @@ class _FunctionPrinter:
         body_dims = self.body_dims
         call_heads = mp.call_heads
         call_head = mp.call_head
+        attr_seen = mp.attr_seen
         attr_entry = mp.attr_entry
         names = self.names
         get_name = names.get
@@ -537,10 +557,14 @@ class _FunctionPrinter:
         bases = _BASES
         arg = self.arg
         define = self.define
-        append = out.append
+        # Lines go out as pieces joined once (into one entry of `out`): cheaper than a string a line.
+        pieces: list[str] = []
+        extend = pieces.extend
+        line_start = "\n" + ind
         outputs: list[str] = []
         dataflow_var = DataflowVar
         hinted = self.hinted
+        last_sinfo = last_hit = None
         for b in bindings:
             value = b.value
             t = type(value)
@@ -562,22 +586,36 @@ class _FunctionPrinter:
                         text = ", ".join([get_name(a) or arg(a) for a in args])
                     attrs = value.attrs
                     if attrs:
-                        hit = attr_entry(op, attrs)
+                        hit = None
+                        try:
+                            for seen, entry in attr_seen.get(op, ()):
+                                # As equal as attr_memo's keys: the same items in the same order.
+                                if seen == attrs and (len(seen) < 2 or list(seen) == list(attrs)):
+                                    hit = entry
+                                    break
+                        except (ValueError, TypeError):  # an array's == has no truth value
+                            pass
+                        if hit is None:
+                            hit = attr_entry(op, attrs)
                         if hit[4]:
                             body_dims |= hit[4]
-                        if hit[5]:
-                            text = f"{text}, {hit[5]}" if text else hit[5]
-                    text = f"{head}{text})"
+                        end = hit[5] if n else hit[6]
+                    else:
+                        end = ")"
                 else:
-                    text = self.value(value)
+                    head, text, end = "", self.value(value), ""
             elif t is If:
+                if pieces:
+                    pieces[0] = ind
+                    out.append("".join(pieces))
+                    pieces.clear()
                 self.if_binding(b, ind, out)
                 hinted = self.hinted
                 if type(b.var) is not dataflow_var:
                     outputs.append(self.names[b.var])
                 continue
             else:
-                text = self.value(value)
+                head, text, end = "", self.value(value), ""
             var = b.var
             # A var named already (used before its binding) has its name's base in `used`, so define
             # finds it; names given through a hint are not, so with hints every name goes through define.
@@ -590,12 +628,19 @@ class _FunctionPrinter:
             if type(var) is not dataflow_var:
                 outputs.append(name)
             s = var.struct_info
-            hit = by_id.get(id(s))
-            if hit is None or hit[0] is not s:
-                hit = sinfo_entry(s)
+            if s is not last_sinfo:  # neighbours mostly share one
+                hit = by_id.get(id(s))
+                if hit is None or hit[0] is not s:
+                    hit = sinfo_entry(s)
+                last_sinfo, last_hit = s, hit
+            else:
+                hit = last_hit
             if hit[2]:
                 body_dims |= hit[2]
-            append(f"{ind}{name}: {hit[1]} = {text}")
+            extend((line_start, name, hit[3], head, text, end))
+        if pieces:
+            pieces[0] = ind
+            out.append("".join(pieces))
         return outputs
 
     def if_binding(self, b, ind: str, out: list[str]) -> None:
@@ -615,7 +660,7 @@ class _FunctionPrinter:
         node: If = b.value
         var = b.var
         name = self.define(var)
-        _, ann, dims = self.mp.sinfo_entry(var.struct_info)
+        _, ann, dims, _ = self.mp.sinfo_entry(var.struct_info)
         self.body_dims |= dims
         out.append(f"{ind}if {self.arg(node.cond)}:")
         inner = ind + INDENT
