@@ -30,7 +30,14 @@ from retrograd.ir.expr import (
 from retrograd.ir.functor import seq_if_depth, stack_room
 from retrograd.ir.nested import joined, render
 from retrograd.ir.strings import quote as _quote
-from retrograd.ir.struct_info import FuncStructInfo, StructInfo, TupleStructInfo, all_dim_names, dim_names
+from retrograd.ir.struct_info import (
+    FuncStructInfo,
+    StructInfo,
+    TensorStructInfo,
+    TupleStructInfo,
+    all_dim_names,
+    dim_names,
+)
 from retrograd.ir.text import format_sinfo, format_sinfo_shared, op_script_name
 from retrograd.ops.manipulate.index_map import IndexMap
 from retrograd.parser.literal_text import const_text, float_text
@@ -166,16 +173,17 @@ class _ModulePrinter:
         identity: adjoints repeat the forward's parameters, and networks repeat their shapes."""
         hit = self.param_texts.get(id(s))
         if hit is None or hit[0] is not s:
-            try:  # by value next: each parameter has a struct info object of its own
-                entry = self.param_memo.get(s)
+            # By value next: each parameter has a struct info object of its own. A tensor's key is
+            # its fields (what its == compares), cheaper to hash and compare than the object.
+            key = (s.shape, s.dtype, s.ndim) if s.__class__ is TensorStructInfo else s
+            try:
+                entry = self.param_memo.get(key)
             except TypeError:  # an unhashable field
-                entry = None
+                entry = key = None
             if entry is None:
                 entry = (format_sinfo(s, quote_names=True), all_dim_names(s))
-                try:
-                    self.param_memo[s] = entry
-                except TypeError:
-                    pass
+                if key is not None:
+                    self.param_memo[key] = entry
             if _needs_tir(entry[0]):
                 self.uses_tir = True
             hit = self.param_texts[id(s)] = (s, *entry)  # the entry keeps s alive, so its id stays its own
@@ -362,6 +370,14 @@ class _FunctionPrinter:
 
     # names ------------------------------------------------------------------------------
     def define(self, var: Var) -> str:
+        if not self.hinted:
+            # The common case first (bindings inlines it): a hint that is a name of its own, not taken.
+            # A var named already has its name's base in `used`: it takes the way below.
+            name = var.name_hint
+            if name.isascii() and name.isidentifier() and name not in _RESERVED and name not in self.used:
+                self.used.add(name)
+                self.names[var] = name
+                return name
         name = self.names.get(var)
         if name is not None:
             return name
@@ -369,13 +385,15 @@ class _FunctionPrinter:
         if self.hints:
             base = self.hints.pop(var, None) or base
         name = base = _BASES.get(base) or _base_name(base)
-        if name in self.used:
+        used = self.used
+        if name in used:
             k = self.next_suffix.get(base, 1)
-            while f"{base}_{k}" in self.used:
-                k += 1
-            self.next_suffix[base] = k + 1
             name = f"{base}_{k}"
-        self.used.add(name)
+            while name in used:
+                k += 1
+                name = f"{base}_{k}"
+            self.next_suffix[base] = k + 1
+        used.add(name)
         self.names[var] = name
         return name
 
@@ -554,7 +572,7 @@ class _FunctionPrinter:
         names = self.names
         get_name = names.get
         used = self.used
-        bases = _BASES
+        reserved = _RESERVED
         arg = self.arg
         define = self.define
         # Lines go out as pieces joined once (into one entry of `out`): cheaper than a string a line.
@@ -617,14 +635,13 @@ class _FunctionPrinter:
             else:
                 head, text, end = "", self.value(value), ""
             var = b.var
-            # A var named already (used before its binding) has its name's base in `used`, so define
-            # finds it; names given through a hint are not, so with hints every name goes through define.
-            name = None if hinted else bases.get(var.name_hint)
-            if name is None or name in used:
-                name = define(var)
-            else:
+            # define's common case, inlined (see there).
+            name = var.name_hint
+            if not hinted and name.isascii() and name.isidentifier() and name not in reserved and name not in used:
                 used.add(name)
                 names[var] = name
+            else:
+                name = define(var)
             if type(var) is not dataflow_var:
                 outputs.append(name)
             s = var.struct_info
