@@ -50,6 +50,8 @@ METADATA_KEY = "relax.expr.Constant"
 INDENT = "    "
 # How many attribute dicts of one op the printer's hot loop compares before hashing (see attr_entry).
 ATTR_SCAN = 8
+# Bindings the printer's hot loop writes as pieces before joining them into one string.
+CHUNK = 32
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _BAD_CHARS = re.compile(r"[^A-Za-z0-9_]")
@@ -579,6 +581,7 @@ class _FunctionPrinter:
         pieces: list[str] = []
         extend = pieces.extend
         line_start = "\n" + ind
+        left = CHUNK
         outputs: list[str] = []
         dataflow_var = DataflowVar
         hinted = self.hinted
@@ -655,6 +658,12 @@ class _FunctionPrinter:
             if hit[2]:
                 body_dims |= hit[2]
             extend((line_start, name, hit[3], head, text, end))
+            left -= 1
+            if not left:  # joined while its strings are still in the CPU's cache
+                pieces[0] = ind
+                out.append("".join(pieces))
+                pieces.clear()
+                left = CHUNK
         if pieces:
             pieces[0] = ind
             out.append("".join(pieces))
