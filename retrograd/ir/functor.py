@@ -301,8 +301,13 @@ def _rebuild_untyped(node: Tuple | TupleGetItem, kids) -> Expr:
 
 def if_depth(func: Function) -> int:
     """How deeply Ifs nest in `func`'s body (0 without any), found without recursion."""
+    return seq_if_depth(func.body)
+
+
+def seq_if_depth(seq: SeqExpr) -> int:
+    """How deeply Ifs nest in `seq` (0 without any), found without recursion."""
     deepest = 0
-    stack = [(func.body, 0)]
+    stack = [(seq, 0)]
     while stack:
         seq, depth = stack.pop()
         deepest = max(deepest, depth)

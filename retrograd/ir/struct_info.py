@@ -291,7 +291,8 @@ def all_dim_names(sinfo: StructInfo) -> set[str]:
             if s.ret is not None:
                 stack.append(s.ret)
         for d in dims:
-            out |= dim_names(d)
+            if d.__class__ is not int:  # static dims name nothing: skip the call (tuples of thousands)
+                out |= dim_names(d)
     return out
 
 
