@@ -11,13 +11,36 @@ from retrograd.ir.strings import quote as _quote
 from retrograd.ir.struct_info import FuncStructInfo, StructInfo, TensorStructInfo, TupleStructInfo, all_dim_names
 from retrograd.ir.text import format_sinfo, format_sinfo_shared, op_script_name
 from retrograd.ops.manipulate.index_map import IndexMap
+from retrograd.ops.registry import typed_key
 from retrograd.parser.literal_text import const_text, float_text
 
-__all__ = ["ModulePrinter", "format_value", "attr_texts_of", "needs_tir", "METADATA_KEY", "ATTR_SCAN"]
+__all__ = ["ModulePrinter", "format_value", "attr_texts_of", "needs_tir", "METADATA_KEY", "ATTR_SCAN", "same_types"]
 
 METADATA_KEY = "relax.expr.Constant"
 # How many attribute dicts of one op the printer's hot loop compares before hashing (see attr_entry).
 ATTR_SCAN = 8
+
+
+def same_types(a: dict, b: dict) -> bool:
+    """Whether two attribute dicts already known equal (==) hold values of the same types, signed
+    zeros included: what attrs_key tells apart, checked without building the keys."""
+    types = list(map(type, a.values()))
+    if types != list(map(type, b.values())):
+        return False
+    if float not in types and list not in types and tuple not in types:
+        return True
+    for v, w in zip(a.values(), b.values()):
+        c = v.__class__
+        if c is float:
+            if v == 0.0 and str(v) != str(w):
+                return False
+        elif c is list or c is tuple:
+            if list(map(type, v)) != list(map(type, w)):
+                return False
+            # Same-typed equal ints are the same ints; floats and nested lists need the full key.
+            if not all(map(int.__instancecheck__, v)) and typed_key(v) != typed_key(w):
+                return False
+    return True
 
 
 # -- values -----------------------------------------------------------------------------------
@@ -92,7 +115,7 @@ class ModulePrinter:
         self.op_names: dict = {}
         self.call_heads: dict = {}  # op -> "R.add(" for ops without keyword-only arguments, else ""
         self.attr_memo: dict = {}
-        self.attr_seen: dict = {}  # op -> [(attrs, attr_entry's tuple)], the first few of attr_memo's
+        self.attr_seen: dict = {}  # op -> [(attrs, attr_entry's tuple, typed)], the first few of attr_memo's
         self.const_memo: dict = {}
         self.const_by_id: dict = {}  # id -> (constant, text): rules share their scalar constants
         self.tvm_notes: dict = {}  # reasons TVM cannot read the text, in first-seen order
@@ -194,26 +217,35 @@ class ModulePrinter:
     def attr_entry(self, op, attrs: dict) -> tuple:
         """(positional texts, `key=value` texts, needs T., TVM note, symbolic names of struct-info
         attributes, the end of a call after positional arguments (`, axes=None)`), the end of a call
-        without any (`axes=None)`)) of a call's attributes; memoized in attr_memo by (op, items), since
+        without any (`axes=None)`)) of a call's attributes; memoized in attr_memo by (op, items)
+        and the values' types, since
         calls of one op mostly repeat the same attributes (the printer's hot path on large functions).
         Needing T. and the note count once a module: a memo hit needs only the dims. The first few
-        entries of an op are also kept as (attrs, entry) pairs in attr_seen, which `bindings` scans
-        comparing dicts (with their keys' order): cheaper than the key's tuples and hashing."""
+        entries of an op are also kept as (attrs, entry, typed) in attr_seen, which `bindings` scans
+        comparing dicts (with their keys' order and value types): cheaper than hashing."""
+        hit = bucket = None
         try:
             key = (op, tuple(attrs.items()))
-            hit = self.attr_memo.get(key)
+            bucket = self.attr_memo.get(key)
         except TypeError:  # an unhashable value (a dict attribute): not memoized
-            key = hit = None
+            key = None
+        # Equal keys may still differ in their values' types (1 and 1.0, 0.0 and -0.0): one bucket.
+        for seen, entry in bucket or ():
+            if same_types(seen, attrs):
+                hit = entry
+                break
         if hit is None:
             dims = set().union(*(all_dim_names(v) for v in attrs.values() if isinstance(v, StructInfo)))
             positional, named, tir, note = attr_texts_of(op, attrs)
             tail = ", ".join(positional + named)
             hit = (positional, named, tir, note, dims, f", {tail})" if tail else ")", tail + ")")
             if key is not None:
-                self.attr_memo[key] = hit
+                self.attr_memo.setdefault(key, []).append((attrs, hit))
                 seen = self.attr_seen.setdefault(op, [])
                 if len(seen) < ATTR_SCAN:
-                    seen.append((attrs, hit))
+                    # Only None and str values: an equal dict holds the same types (None == only None).
+                    typed = not all(v is None or v.__class__ is str for v in attrs.values())
+                    seen.append((attrs, hit, typed))
         if hit[2]:
             self.uses_tir = True
         if hit[3]:

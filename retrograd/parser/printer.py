@@ -31,7 +31,7 @@ from retrograd.ir.strings import quote as _quote
 from retrograd.ir.struct_info import dim_names
 from retrograd.ir.text import format_sinfo
 from retrograd.parser.literal_text import const_text
-from retrograd.parser.print_tables import METADATA_KEY, ModulePrinter, format_value, needs_tir
+from retrograd.parser.print_tables import METADATA_KEY, ModulePrinter, format_value, needs_tir, same_types
 
 __all__ = ["print_module", "print_function", "print_expr", "format_sinfo", "format_value", "METADATA_KEY"]
 
@@ -390,9 +390,11 @@ class _FunctionPrinter:
                     if attrs:
                         hit = None
                         try:
-                            for seen, entry in attr_seen.get(op, ()):
-                                # As equal as attr_memo's keys: the same items in the same order.
-                                if seen == attrs and (len(seen) < 2 or list(seen) == list(attrs)):
+                            for seen, entry, typed in attr_seen.get(op, ()):
+                                # As equal as attr_memo's typed keys: the same items in the same order,
+                                # of the same types (1, 1.0 and True, or 0.0 and -0.0, print apart).
+                                if (seen == attrs and (len(seen) < 2 or list(seen) == list(attrs))
+                                        and (not typed or same_types(seen, attrs))):
                                     hit = entry
                                     break
                         except (ValueError, TypeError):  # an array's == has no truth value

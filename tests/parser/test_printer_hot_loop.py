@@ -179,3 +179,23 @@ def test_a_var_used_before_its_binding_keeps_one_name():
     text = print_module(IRModule({"main": func}))
     assert "a: " in text and "= R.add(x, x_1)" in text
     assert re.search(r"^\s+x_1: R\.Tensor\(\(2,\), dtype=\"float32\"\) = R\.exp\(x\)$", text, re.M), text
+
+
+def test_attributes_equal_in_value_but_not_in_sign_print_apart():
+    """0.0 == -0.0, so a memo keyed or scanned by value printed the second call with the first's text."""
+    src = """
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((2, 3), "float32")):
+        a = R.nn.leakyrelu(x, alpha=0.0)
+        b = R.nn.leakyrelu(a, alpha=-0.0)
+        c = R.nn.leakyrelu(b, alpha=0.0)
+        return c
+"""
+    text = print_module(parse(src))
+    alphas = re.findall(r"alpha=(-?[0-9.]+)\)", text)
+    assert alphas == ["0.0", "-0.0", "0.0"]
+    again = parse(text)
+    signs = [np.copysign(1.0, b.value.attrs["alpha"]) for b in again["main"].body.blocks[0].bindings]
+    assert signs == [1.0, -1.0, 1.0]
