@@ -14,10 +14,10 @@ from retrograd.ir.block import DataflowBlock, VarBinding
 from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.expr import LEAF_TYPES, Call, Constant, DataflowVar, Function, Op, SeqExpr, Tuple, TupleGetItem, Var, is_leaf
 from retrograd.ir.vars import read_vars
-from retrograd.passes.cse import eliminate_common_subexpressions, value_key
+from retrograd.passes.cse import CallKeys, eliminate_common_subexpressions
 from retrograd.passes.dce import eliminate_dead_code
 from retrograd.passes.fold_constant import fold_call, fold_constants
-from retrograd.passes.simplify import Simplifier, simplify_function
+from retrograd.passes.simplify import PERMUTE, Simplifier, simplify_function
 
 
 def cleanup_function(func: Function) -> Function:
@@ -137,6 +137,9 @@ class _OneWalk(Simplifier):
         self.key_of: dict = {}  # var -> its value key
         self._normalizer = BlockBuilder()
         self.will_promote = promoted
+        self.keys = CallKeys()
+        # op -> False for the ops a simplify pattern rewrites (see Simplifier.rewrite), and function calls
+        self.plain_ops: dict = {}
 
     def run(self, bindings) -> list:
         changed = False
@@ -159,6 +162,10 @@ class _OneWalk(Simplifier):
 
     def visit_binding(self, b: VarBinding) -> bool:
         var, old = b.var, b.value
+        if old.__class__ is Call:
+            done = self._plain_call(b, var, old)
+            if done is not None:
+                return done
         value = self.resolve(old)
         # fold_constants
         if value.__class__ is Call:
@@ -175,7 +182,7 @@ class _OneWalk(Simplifier):
             self._promoted_key(value, var)
             return True
         # CSE
-        key = value_key(value)
+        key = self.keys.key(value)
         if key is not None:
             first = self.table.get(key)
             if first is not None and (not self.outlives(var) or self.outlives(first)):
@@ -189,6 +196,58 @@ class _OneWalk(Simplifier):
                 self.table[key] = var
                 self.key_of[var] = key
         return value is not old
+
+    def _plain_call(self, b: VarBinding, var, old: Call):
+        """visit_binding for most bindings, without its general steps: a call of an op no simplify pattern
+        matches, on leaves of which at least one is a variable (so nothing folds). None: not such a call."""
+        op = old.op
+        plain = self.plain_ops.get(op)
+        if plain is None:
+            plain = self.plain_ops[op] = isinstance(op, Op) and op.name != PERMUTE
+        if not plain:
+            return None
+        remap = self.var_remap
+        args = old.args
+        new = None
+        has_var = False
+        for i, a in enumerate(args):
+            cls = a.__class__
+            if cls is DataflowVar or cls is Var:
+                to = remap.get(a)
+                if to is None:
+                    has_var = True
+                    continue
+                if new is None:
+                    new = list(args)
+                new[i] = to
+                cls = to.__class__
+                if cls is DataflowVar or cls is Var:
+                    has_var = True
+                elif cls is Tuple:
+                    return None
+            elif cls is Tuple:
+                return None
+        if not has_var:
+            return None
+        value = old if new is None else Call(op, tuple(new), old.attrs, old.struct_info, span=old.span)
+        key = self.keys.key(value)
+        table = self.table
+        if key is not None:
+            first = table.get(key)
+            if first is not None and (not self.outlives(var) or self.outlives(first)):
+                if first.struct_info is var.struct_info or first.struct_info == var.struct_info:
+                    remap[var] = first
+                    return True
+        out = self.out
+        self.position[var] = len(out)
+        out.append(b if new is None else VarBinding(var, value, span=b.span))
+        self.defs[var] = value
+        if key is not None:
+            known = table.get(key)
+            if known is None or (not self.outlives(known) and self.outlives(var)):
+                table[key] = var
+                self.key_of[var] = key
+        return new is not None
 
     def outlives(self, var) -> bool:
         """An output var, or a dataflow var an output var takes the binding of later in the block: CSE
@@ -207,7 +266,7 @@ class _OneWalk(Simplifier):
         var = super().emit_transpose(x)
         # The passes would look the new transpose up in CSE after simplifying.
         b = self.out[-1]
-        key = value_key(b.value)
+        key = self.keys.key(b.value)
         first = self.table.get(key) if key is not None else None
         if first is not None and first.struct_info == var.struct_info:
             self.out.pop()

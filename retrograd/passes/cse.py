@@ -71,6 +71,59 @@ def value_key(value: Expr):
     return None
 
 
+class CallKeys:
+    """`value_key` for many values, remembering what calls share: each op's eligibility, each attribute
+    dict's items and each non-variable argument's key (by identity, the objects kept alive here). The
+    gradient's replayed rules share these objects across thousands of calls."""
+
+    def __init__(self):
+        self.ops: dict = {}  # op -> its name, or None when its calls get no key
+        self.attrs: dict = {}  # id(attrs dict) -> (the dict, its items, or None when unhashable)
+        self.leaves: dict = {}  # id(argument) -> (the argument, its key)
+
+    def op_name(self, op):
+        """The op's name when its calls may be keyed, else None."""
+        try:
+            return self.ops[op]
+        except KeyError:
+            ok = isinstance(op, Op) and getattr(op, "pure", True) and getattr(op, "name", None) not in BARRIER_OPS
+            name = self.ops[op] = op.name if ok else None
+            return name
+        except TypeError:  # an unhashable op (not an Op)
+            return None
+
+    def key(self, value: Expr):
+        """value_key(value)."""
+        if value.__class__ is not Call:
+            return value_key(value)
+        name = self.op_name(value.op)
+        if name is None:
+            return None
+        attrs = value.attrs
+        hit = self.attrs.get(id(attrs))
+        if hit is None or hit[0] is not attrs:
+            items = tuple(attrs.items())
+            try:
+                hash(items)
+            except TypeError:
+                items = None
+            hit = self.attrs[id(attrs)] = (attrs, items)
+        if hit[1] is None:
+            return None
+        leaves = self.leaves
+        parts = []
+        for a in value.args:
+            cls = a.__class__
+            if cls is Var or cls is DataflowVar:
+                parts.append(a)
+                continue
+            known = leaves.get(id(a))
+            if known is None or known[0] is not a:
+                known = leaves[id(a)] = (a, a if isinstance(a, Var) else _arg_key(a))
+            parts.append(known[1])
+        return (name, tuple(parts), hit[1])
+
+
 class _Eliminator(ExprMutator):
     """Keeps one table per scope; entries bound to DataflowVars die with their block."""
 

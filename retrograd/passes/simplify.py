@@ -24,7 +24,7 @@ from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops.registry import get as get_op
 from retrograd.passes.infra import function_pass
 
-_PERMUTE = "relax.permute_dims"
+PERMUTE = "relax.permute_dims"
 _MATMUL = "relax.matmul"
 
 
@@ -64,6 +64,7 @@ class Simplifier(ExprMutator):
         self.promoted: dict = {}  # dataflow var -> the output var now bound in its place
         self._resolved: dict = {}  # see resolve
         self._memo_size = 0
+        self._transposes: dict = {}  # argument struct info -> what emit_transpose's call takes
 
     def resolve(self, expr):
         # Substitution keeps struct info as is: aliases have the struct info of what they replace.
@@ -152,7 +153,7 @@ class Simplifier(ExprMutator):
             if isinstance(known, Tuple):
                 return self.resolve(known.fields[value.index])
             return value
-        if _op_name(value) == _PERMUTE:
+        if _op_name(value) == PERMUTE:
             return self.permute(var, value)
         return value
 
@@ -164,7 +165,7 @@ class Simplifier(ExprMutator):
             return call.args[0]
         src = call.args[0]
         inner = self.defs.get(src)
-        if _op_name(inner) == _PERMUTE:
+        if _op_name(inner) == PERMUTE:
             inner_axes = _axes(inner)
             if inner_axes is not None:
                 composed = tuple(inner_axes[a] for a in axes)
@@ -192,13 +193,20 @@ class Simplifier(ExprMutator):
     def transposed_source(self, x):
         """y when x = permute_dims(y) swapping the last two axes."""
         d = self.defs.get(x)
-        if _op_name(d) == _PERMUTE and _swaps_last_two(_axes(d)):
+        if _op_name(d) == PERMUTE and _swaps_last_two(_axes(d)):
             return self.resolve(d.args[0])
         return None
 
     def emit_transpose(self, x):
-        n = x.struct_info.ndim
-        call = self.builder.normalize(get_op(_PERMUTE)(x, axes=list(range(n - 2)) + [n - 1, n - 2]))
+        # Inference depends on the argument's struct info alone: one normalization per struct info.
+        sinfo = x.struct_info
+        known = self._transposes.get(sinfo)
+        if known is None:
+            n = sinfo.ndim
+            call = self.builder.normalize(get_op(PERMUTE)(x, axes=list(range(n - 2)) + [n - 1, n - 2]))
+            self._transposes[sinfo] = (call.op, call.attrs, call.struct_info)
+        else:
+            call = Call(known[0], (x,), known[1], known[2])
         var = (DataflowVar if self.builder.in_dataflow else Var)("lv", call.struct_info)
         self.emit(VarBinding(var, call))
         return var

@@ -111,8 +111,11 @@ class ModuleAD:
         spec = resolve_spec(name, func, o.require_grads, o.target_index, o.seeds, o.sparse_grads, o.merge_duplicates)
         ad = FunctionAD(self, spec)
         adjoint_name = f"{name}_adjoint"
-        callers = [n for n, f in self.mod.items() if isinstance(f, Function) and adjoint_name in called_functions(f)]
-        if adjoint_name in self.mod and callers:
+        # Only a re-run has callers to look for (the scan walks the whole module).
+        callers = adjoint_name in self.mod and [
+            n for n, f in self.mod.items() if isinstance(f, Function) and adjoint_name in called_functions(f)
+        ]
+        if callers:
             # A re-run replaces the previous adjoint; replacing a function others call would change their meaning.
             raise GradientError(
                 f"the module already has a function named '{adjoint_name}', called by {', '.join(sorted(callers))}: "
