@@ -31,6 +31,9 @@ def cleanup_function(func: Function) -> Function:
     return eliminate_dead_code(func)
 
 
+_LEAF_CLASSES = frozenset(LEAF_TYPES) | {DataflowVar}
+
+
 def _is_flat(value) -> bool:
     """A binding value the one-walk clean-up takes: an op call, tuple or projection reading leaves."""
     cls = value.__class__
@@ -63,13 +66,28 @@ def _one_walk(func: Function) -> Function | None:
     promoted: set = set()  # dataflow vars an output var will take the binding of (see _OneWalk.outlives)
     for b in bindings:
         value = b.value
+        if value.__class__ is Call and isinstance(value.op, Op):
+            # _is_flat and the use counts in one loop over the arguments: the hot path
+            for a in value.args:
+                cls = a.__class__
+                if cls is DataflowVar or cls is Var:
+                    uses[a] = get(a, 0) + 1
+                elif cls is Tuple:
+                    for f in a.fields:
+                        if not isinstance(f, LEAF_TYPES):
+                            return None
+                        if isinstance(f, Var):
+                            uses[f] = get(f, 0) + 1
+                elif cls not in _LEAF_CLASSES:
+                    return None
+            continue
         if not _is_flat(value):
             return None
         if value.__class__ is DataflowVar and b.var.__class__ is Var:
             promoted.add(value)
         if value.__class__ is Call:
             for a in value.args:
-                if a.__class__ is Var or a.__class__ is DataflowVar:
+                if isinstance(a, Var):
                     uses[a] = get(a, 0) + 1
                 elif a.__class__ is Tuple:
                     for f in a.fields:
@@ -90,7 +108,7 @@ def _one_walk(func: Function) -> Function | None:
     reads.clear()
     read_vars(body, reads)
     live = set(reads)
-    if any(b.var.__class__ is Var and b.var not in live for b in out):
+    if not live.issuperset([b.var for b in out if b.var.__class__ is Var]):
         return None  # the passes demote such outputs to dataflow vars before CSE, which may then merge them
     out = _live_bindings(out, live)
     if not walk.changed and len(out) == len(bindings):
@@ -108,11 +126,12 @@ def _live_bindings(bindings: list, live: set) -> list:
         if value.__class__ is Call:
             if b.var not in live and getattr(value.op, "pure", True):
                 continue
-            for a in value.args:
-                if a.__class__ is Tuple:
-                    live.update(f for f in a.fields if isinstance(f, Var))
-                elif isinstance(a, Var):
-                    live.add(a)
+            args = value.args
+            live.update(args)  # leaves that are not vars too: only vars are ever looked up
+            if Tuple in map(type, args):
+                for a in args:
+                    if a.__class__ is Tuple:
+                        live.update(f for f in a.fields if isinstance(f, Var))
         else:
             if b.var not in live:
                 continue

@@ -65,6 +65,7 @@ class Simplifier(ExprMutator):
         self._resolved: dict = {}  # see resolve
         self._memo_size = 0
         self._transposes: dict = {}  # argument struct info -> what emit_transpose's call takes
+        self._axes: dict = {}  # see axes
 
     def resolve(self, expr):
         # Substitution keeps struct info as is: aliases have the struct info of what they replace.
@@ -93,11 +94,17 @@ class Simplifier(ExprMutator):
         # Bindings emitted before a promotion still read the dataflow var: rename it (only
         # bindings after the first promoted one can read a promoted var).
         out = self.builder.current_bindings()
-        first = min(self.position[v] for v in self.promoted.values())
+        promoted = self.promoted
+        first = min(self.position[v] for v in promoted.values())
+        disjoint = promoted.keys().isdisjoint
         for i in range(first + 1, len(out)):
             b = out[i]
-            if _reads_any(b.value, self.promoted):
-                out[i] = attrs.evolve(b, value=substitute(b.value, self.promoted))
+            value = b.value
+            # A call reading no promoted var directly nor through a tuple: most, found without a Python loop.
+            if value.__class__ is Call and disjoint(value.args) and Tuple not in map(type, value.args):
+                continue
+            if _reads_any(value, promoted):
+                out[i] = VarBinding(b.var, substitute(value, promoted), span=b.span)
         return True
 
     def emit(self, binding: VarBinding) -> None:
@@ -137,7 +144,7 @@ class Simplifier(ExprMutator):
             return False
         out = self.builder.current_bindings()
         old = out[pos]
-        out[pos] = attrs.evolve(old, var=var)
+        out[pos] = VarBinding(var, old.value, span=old.span)
         del self.position[target]
         self.position[var] = pos
         self.defs[var] = old.value
@@ -157,8 +164,19 @@ class Simplifier(ExprMutator):
             return self.permute(var, value)
         return value
 
-    def permute(self, var: Var, call: Call):
+    def axes(self, call: Call) -> tuple | None:
+        """_axes(call), kept by attribute dict and rank: the replayed calls of a gradient share them."""
+        attrs_, sinfo = call.attrs, call.struct_info
+        ndim = sinfo.ndim if sinfo.__class__ is TensorStructInfo else None
+        hit = self._axes.get(id(attrs_))
+        if hit is not None and hit[0] is attrs_ and hit[1] == ndim:
+            return hit[2]
         axes = _axes(call)
+        self._axes[id(attrs_)] = (attrs_, ndim, axes)
+        return axes
+
+    def permute(self, var: Var, call: Call):
+        axes = self.axes(call)
         if axes is None:
             return call
         if axes == tuple(range(len(axes))):
@@ -166,7 +184,7 @@ class Simplifier(ExprMutator):
         src = call.args[0]
         inner = self.defs.get(src)
         if _op_name(inner) == PERMUTE:
-            inner_axes = _axes(inner)
+            inner_axes = self.axes(inner)
             if inner_axes is not None:
                 composed = tuple(inner_axes[a] for a in axes)
                 base = self.resolve(inner.args[0])
@@ -188,12 +206,12 @@ class Simplifier(ExprMutator):
             return None
         new_b = tb if tb is not None else self.emit_transpose(b)
         new_a = ta if ta is not None else self.emit_transpose(a)
-        return attrs.evolve(call, op=mm.op, args=(new_b, new_a), attrs=dict(mm.attrs))
+        return Call(mm.op, (new_b, new_a), dict(mm.attrs), call.struct_info, span=call.span)
 
     def transposed_source(self, x):
         """y when x = permute_dims(y) swapping the last two axes."""
         d = self.defs.get(x)
-        if _op_name(d) == PERMUTE and _swaps_last_two(_axes(d)):
+        if _op_name(d) == PERMUTE and _swaps_last_two(self.axes(d)):
             return self.resolve(d.args[0])
         return None
 
