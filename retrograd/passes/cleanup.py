@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import attrs
 
-from retrograd.ir.block import DataflowBlock, VarBinding
+from retrograd.ir.block import DataflowBlock, VarBinding, new_binding
 from retrograd.ir.builder import BlockBuilder
-from retrograd.ir.expr import LEAF_TYPES, Call, Constant, DataflowVar, Function, Op, SeqExpr, Tuple, TupleGetItem, Var, is_leaf
+from retrograd.ir.expr import LEAF_TYPES, Call, Constant, DataflowVar, Function, Op, SeqExpr, Tuple, TupleGetItem, Var, is_leaf, new_call
 from retrograd.ir.vars import read_vars
 from retrograd.passes.cse import CallKeys, eliminate_common_subexpressions
 from retrograd.passes.dce import eliminate_dead_code
@@ -248,7 +248,7 @@ class _OneWalk(Simplifier):
                 return None
         if not has_var:
             return None
-        value = old if new is None else Call(op, tuple(new), old.attrs, old.struct_info, span=old.span)
+        value = old if new is None else new_call(op, tuple(new), old.attrs, old.struct_info, old.span)
         key = self.keys.key(value)
         table = self.table
         if key is not None:
@@ -259,7 +259,7 @@ class _OneWalk(Simplifier):
                     return True
         out = self.out
         self.position[var] = len(out)
-        out.append(b if new is None else VarBinding(var, value, span=b.span))
+        out.append(b if new is None else new_binding(var, value, b.span))
         self.defs[var] = value
         if key is not None:
             known = table.get(key)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import attrs
 
 from retrograd.ir.vars import read_vars, use_counts, used_vars
-from retrograd.ir.block import DataflowBlock, VarBinding
+from retrograd.ir.block import DataflowBlock, VarBinding, new_binding
 from retrograd.ir.copy import substitute
 from retrograd.ir.expr import (
     Call,
@@ -104,7 +104,7 @@ class Simplifier(ExprMutator):
             if value.__class__ is Call and disjoint(value.args) and Tuple not in map(type, value.args):
                 continue
             if _reads_any(value, promoted):
-                out[i] = VarBinding(b.var, substitute(value, promoted), span=b.span)
+                out[i] = new_binding(b.var, substitute(value, promoted), b.span)
         return True
 
     def emit(self, binding: VarBinding) -> None:
@@ -144,7 +144,7 @@ class Simplifier(ExprMutator):
             return False
         out = self.builder.current_bindings()
         old = out[pos]
-        out[pos] = VarBinding(var, old.value, span=old.span)
+        out[pos] = new_binding(var, old.value, old.span)
         del self.position[target]
         self.position[var] = pos
         self.defs[var] = old.value

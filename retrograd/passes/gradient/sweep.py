@@ -263,7 +263,13 @@ class Sweep:
 
     def _call_op(self, binding: VarBinding, call: Call, adj) -> None:
         op = call.op
-        if getattr(op, "name", None) == _NO_GRAD or not any(self.is_active(a) for a in call.args):
+        active = self.active
+        for a in call.args:
+            if a in active or (a.__class__ is Tuple and self.is_active(a)):
+                break
+        else:
+            return
+        if getattr(op, "name", None) == _NO_GRAD:
             return
         if self.host.sparse_contribution(self, binding, call, adj):
             return

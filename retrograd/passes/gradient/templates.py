@@ -11,8 +11,8 @@ inference.
 from __future__ import annotations
 
 from retrograd.ir.copy import substitute
-from retrograd.ir.expr import LEAF_TYPES, Call, DataflowVar, Tuple, Var
-from retrograd.ir.block import VarBinding
+from retrograd.ir.expr import LEAF_TYPES, Call, DataflowVar, Tuple, Var, new_call, new_var
+from retrograd.ir.block import VarBinding, new_binding
 from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ir.vars import read_vars
 from retrograd.ops.registry import attrs_key
@@ -23,6 +23,7 @@ class RuleTemplates:
 
     def __init__(self):
         self.memo: dict = {}
+        self.attrs: dict = {}  # id(attrs dict) -> (the dict, attrs_key of it): ops share normalized attributes
 
     def key(self, call: Call, var: Var, g, active: set, adj: dict, in_dataflow: bool):
         """What the rule's emitted bindings depend on: the op, its attributes, each argument's class,
@@ -47,7 +48,11 @@ class RuleTemplates:
                 return None
             else:
                 parts.append(a)
-        attrs = attrs_key(call.attrs)
+        given = call.attrs
+        hit = self.attrs.get(id(given))
+        if hit is None or hit[0] is not given:
+            hit = self.attrs[id(given)] = (given, attrs_key(given))
+        attrs = hit[1]
         if attrs is None:
             return None
         return (call.op, attrs, tuple(parts), var.__class__, var.struct_info, g.__class__, g.struct_info, in_dataflow)
@@ -91,14 +96,14 @@ class RuleTemplates:
                 if name is None:
                     name = hint = hint_of(index) if hint is None else hint
                 if leaves:  # a call on leaves: vars are looked up, other leaves kept
-                    value = Call(value.op, tuple([get(a, a) for a in value.args]), value.attrs, value.struct_info)
+                    value = new_call(value.op, tuple([get(a, a) for a in value.args]), value.attrs, value.struct_info)
                 elif value.__class__ is Call:
                     args = tuple(get(a, a) if isinstance(a, Var) else substitute(a, mapping) for a in value.args)
                     value = Call(value.op, args, value.attrs, value.struct_info)
                 else:
                     value = substitute(value, mapping)
-                new = cls(name, sinfo)
-                append(VarBinding(new, value))
+                new = new_var(cls, name, sinfo)
+                append(new_binding(new, value))
                 mapping[old] = new
             yield index, get(fitted, fitted) if isinstance(fitted, Var) else fitted
 
