@@ -32,6 +32,7 @@ def cleanup_function(func: Function) -> Function:
 
 
 _LEAF_CLASSES = frozenset(LEAF_TYPES) | {DataflowVar}
+_PLAIN, _PERMUTE, _OTHER = "plain", "permute", "other"  # kinds of callee in the one walk
 
 
 def _is_flat(value) -> bool:
@@ -157,8 +158,7 @@ class _OneWalk(Simplifier):
         self._normalizer = BlockBuilder()
         self.will_promote = promoted
         self.keys = CallKeys()
-        # op -> False for the ops a simplify pattern rewrites (see Simplifier.rewrite), and function calls
-        self.plain_ops: dict = {}
+        self.op_kinds: dict = {}  # op -> _PLAIN, _PERMUTE or _OTHER (see _call_on_leaves)
 
     def run(self, bindings) -> list:
         changed = False
@@ -182,7 +182,7 @@ class _OneWalk(Simplifier):
     def visit_binding(self, b: VarBinding) -> bool:
         var, old = b.var, b.value
         if old.__class__ is Call:
-            done = self._plain_call(b, var, old)
+            done = self._call_on_leaves(b, var, old)
             if done is not None:
                 return done
         value = self.resolve(old)
@@ -216,14 +216,14 @@ class _OneWalk(Simplifier):
                 self.key_of[var] = key
         return value is not old
 
-    def _plain_call(self, b: VarBinding, var, old: Call):
-        """visit_binding for most bindings, without its general steps: a call of an op no simplify pattern
-        matches, on leaves of which at least one is a variable (so nothing folds). None: not such a call."""
+    def _call_on_leaves(self, b: VarBinding, var, old: Call):
+        """visit_binding for most bindings, without its general steps: a call of an op on leaves of which
+        at least one is a variable (so nothing folds). None: not such a call."""
         op = old.op
-        plain = self.plain_ops.get(op)
-        if plain is None:
-            plain = self.plain_ops[op] = isinstance(op, Op) and op.name != PERMUTE
-        if not plain:
+        kind = self.op_kinds.get(op)
+        if kind is None:
+            kind = self.op_kinds[op] = (_PERMUTE if op.name == PERMUTE else _PLAIN) if isinstance(op, Op) else _OTHER
+        if kind is _OTHER:
             return None
         remap = self.var_remap
         args = old.args
@@ -249,6 +249,11 @@ class _OneWalk(Simplifier):
         if not has_var:
             return None
         value = old if new is None else new_call(op, tuple(new), old.attrs, old.struct_info, old.span)
+        if kind is _PERMUTE:  # the one simplify pattern of calls on leaves (see Simplifier.rewrite)
+            value = self.permute(var, value)
+            if value.__class__ is not Call and is_leaf(value) and self.alias(var, value):
+                self._promoted_key(value, var)
+                return True
         key = self.keys.key(value)
         table = self.table
         if key is not None:
@@ -259,14 +264,14 @@ class _OneWalk(Simplifier):
                     return True
         out = self.out
         self.position[var] = len(out)
-        out.append(b if new is None else new_binding(var, value, b.span))
+        out.append(b if value is old else new_binding(var, value, b.span))
         self.defs[var] = value
         if key is not None:
             known = table.get(key)
             if known is None or (not self.outlives(known) and self.outlives(var)):
                 table[key] = var
                 self.key_of[var] = key
-        return new is not None
+        return value is not old
 
     def outlives(self, var) -> bool:
         """An output var, or a dataflow var an output var takes the binding of later in the block: CSE
