@@ -80,9 +80,10 @@ class RuleTemplates:
         self.memo[key] = (call.args, var, g, steps)
 
     @staticmethod
-    def bindings(template, call: Call, var: Var, g, hint_of, block: list):
-        """Yield (argument index, fitted value) per segment after appending its copied bindings to
-        `block`; `hint_of(index)` is the name that argument's partial takes now (as the caller names it)."""
+    def replay(template, call: Call, var: Var, g, hint_of, block: list, add) -> None:
+        """Per segment, append its copied bindings to `block`, then `add(argument, fitted value)` (which
+        may append an accumulation); `hint_of(index)` is the name that argument's partial takes now (as
+        the caller names it)."""
         t_args, t_var, t_g, segments = template
         mapping = {t_var: var, t_g: g}
         for ta, a in zip(t_args, call.args):
@@ -105,7 +106,7 @@ class RuleTemplates:
                 new = new_var(cls, name, sinfo)
                 append(new_binding(new, value))
                 mapping[old] = new
-            yield index, get(fitted, fitted) if isinstance(fitted, Var) else fitted
+            add(call.args[index], get(fitted, fitted) if isinstance(fitted, Var) else fitted)
 
 
 def _step(b: VarBinding, hint: str) -> tuple:

@@ -203,7 +203,7 @@ class FunctionAD:
         bb.begin_scope()
         checkpoints = collect_checkpoints(func, self.parent.mod)
         marks = checkpoints[1] if checkpoints else {}
-        forward = self._copy_forward(bb, vmap, merged, marks)
+        forward = self._copy_forward(bb, vmap, merged, marks, checkpoints is not None)
         if not merged:
             bb.begin_block(dataflow=not has_if)
         ret = copy_expr(func.body.body, vmap, promote=True)
@@ -242,14 +242,21 @@ class FunctionAD:
             span=func.span,
         )
 
-    def _copy_forward(self, bb: BlockBuilder, vmap: dict, merged: bool, marks: dict) -> list:
+    def _copy_forward(self, bb: BlockBuilder, vmap: dict, merged: bool, marks: dict, has_markers: bool) -> list:
         """Emit the forward bindings with fresh vars (vmap maps old to new) and return them. Checkpoint
-        markers disappear: a marker var stands for the var it marks."""
+        markers (`has_markers`) disappear: a marker var stands for the var it marks."""
         blocks = self.spec.func.body.blocks
         forward = []
         for k, block in enumerate(blocks):
             joins = merged and k == len(blocks) - 1
             bb.begin_block(dataflow=isinstance(block, DataflowBlock))
+            if not has_markers:  # the common case: no marker to look for
+                copied = [copy_binding(b, vmap, not joins) for b in block.bindings]
+                bb.current_bindings().extend(copied)
+                forward += copied
+                if not joins:
+                    bb.end_block()
+                continue
             for b in block.bindings:
                 if b.var in marks:
                     value = vmap[marks[b.var]]
