@@ -65,6 +65,7 @@ def _one_walk(func: Function) -> Function | None:
     uses: dict = {}
     get = uses.get
     promoted: set = set()  # dataflow vars an output var will take the binding of (see _OneWalk.outlives)
+    tuple_args = False  # whether a call reads a tuple: the walk puts none where there was none
     for b in bindings:
         value = b.value
         if value.__class__ is Call and isinstance(value.op, Op):
@@ -74,6 +75,7 @@ def _one_walk(func: Function) -> Function | None:
                 if cls is DataflowVar or cls is Var:
                     uses[a] = get(a, 0) + 1
                 elif cls is Tuple:
+                    tuple_args = True
                     for f in a.fields:
                         if not isinstance(f, LEAF_TYPES):
                             return None
@@ -82,23 +84,14 @@ def _one_walk(func: Function) -> Function | None:
                 elif cls not in _LEAF_CLASSES:
                     return None
             continue
-        if not _is_flat(value):
+        if value.__class__ is Call or not _is_flat(value):  # a call of a function, or not flat
             return None
         if value.__class__ is DataflowVar and b.var.__class__ is Var:
             promoted.add(value)
-        if value.__class__ is Call:
-            for a in value.args:
-                if isinstance(a, Var):
-                    uses[a] = get(a, 0) + 1
-                elif a.__class__ is Tuple:
-                    for f in a.fields:
-                        if isinstance(f, Var):
-                            uses[f] = get(f, 0) + 1
-        else:
-            reads: list = []
-            read_vars(value, reads)
-            for v in reads:
-                uses[v] = get(v, 0) + 1
+        reads: list = []
+        read_vars(value, reads)
+        for v in reads:
+            uses[v] = get(v, 0) + 1
     reads = []
     read_vars(seq.body, reads)
     for v in reads:
@@ -111,15 +104,16 @@ def _one_walk(func: Function) -> Function | None:
     live = set(reads)
     if not live.issuperset([b.var for b in out if b.var.__class__ is Var]):
         return None  # the passes demote such outputs to dataflow vars before CSE, which may then merge them
-    out = _live_bindings(out, live)
+    out = _live_bindings(out, live, tuple_args)
     if not walk.changed and len(out) == len(bindings):
         return func
     new_seq = SeqExpr((DataflowBlock(tuple(out)),) if out else (), body, body.struct_info)
     return attrs.evolve(func, body=new_seq, attrs=dict(func.attrs))
 
 
-def _live_bindings(bindings: list, live: set) -> list:
-    """Dead code elimination of flat bindings: one backward walk; `live` starts as what the result reads."""
+def _live_bindings(bindings: list, live: set, tuple_args: bool) -> list:
+    """Dead code elimination of flat bindings: one backward walk; `live` starts as what the result reads.
+    `tuple_args`: whether a call may read a tuple of vars."""
     kept = []
     reads: list = []
     for b in reversed(bindings):
@@ -129,7 +123,7 @@ def _live_bindings(bindings: list, live: set) -> list:
                 continue
             args = value.args
             live.update(args)  # leaves that are not vars too: only vars are ever looked up
-            if Tuple in map(type, args):
+            if tuple_args and Tuple in map(type, args):
                 for a in args:
                     if a.__class__ is Tuple:
                         live.update(f for f in a.fields if isinstance(f, Var))
