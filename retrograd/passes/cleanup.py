@@ -249,9 +249,9 @@ class _OneWalk(Simplifier):
                 self._promoted_key(value, var)
                 return True
         key = self.keys.key(value)
-        table = self.table
+        first = None
         if key is not None:
-            first = table.get(key)
+            first = self.table.get(key)
             if first is not None and (not self.outlives(var) or self.outlives(first)):
                 if first.struct_info is var.struct_info or first.struct_info == var.struct_info:
                     remap[var] = first
@@ -260,11 +260,10 @@ class _OneWalk(Simplifier):
         self.position[var] = len(out)
         out.append(b if value is old else new_binding(var, value, b.span))
         self.defs[var] = value
-        if key is not None:
-            known = table.get(key)
-            if known is None or (not self.outlives(known) and self.outlives(var)):
-                table[key] = var
-                self.key_of[var] = key
+        # (the table is as it was: `first` is still the representative of the key)
+        if key is not None and (first is None or (not self.outlives(first) and self.outlives(var))):
+            self.table[key] = var
+            self.key_of[var] = key
         return value is not old
 
     def outlives(self, var) -> bool:
