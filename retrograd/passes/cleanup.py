@@ -179,6 +179,11 @@ class _OneWalk(Simplifier):
             done = self._call_on_leaves(b, var, old)
             if done is not None:
                 return done
+        elif old.__class__ is DataflowVar or old.__class__ is Var:  # an alias: the steps below, shortened
+            value = self.var_remap.get(old, old)
+            if value.__class__ is not Constant and self.alias(var, value):
+                self._promoted_key(value, var)
+                return True
         value = self.resolve(old)
         # fold_constants
         if value.__class__ is Call:
