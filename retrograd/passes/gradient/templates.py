@@ -97,7 +97,8 @@ class RuleTemplates:
                 if name is None:
                     name = hint = hint_of(index) if hint is None else hint
                 if leaves:  # a call on leaves: vars are looked up, other leaves kept
-                    value = new_call(value.op, tuple([get(a, a) for a in value.args]), value.attrs, value.struct_info)
+                    args = value.args
+                    value = new_call(value.op, tuple(map(get, args, args)), value.attrs, value.struct_info)
                 elif value.__class__ is Call:
                     args = tuple(get(a, a) if isinstance(a, Var) else substitute(a, mapping) for a in value.args)
                     value = Call(value.op, args, value.attrs, value.struct_info)
