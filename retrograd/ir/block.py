@@ -34,3 +34,16 @@ class BindingBlock:
 @attrs.frozen(eq=False, repr=False)
 class DataflowBlock(BindingBlock):
     """A side-effect-free block; its DataflowVars are invisible outside it."""
+
+
+_new = object.__new__
+_binding_var, _binding_value, _binding_span = (getattr(VarBinding, f).__set__ for f in ("var", "value", "span"))
+
+
+def new_binding(var, value, span=None) -> VarBinding:
+    """`VarBinding(var, value, span=span)` for hot paths (see `retrograd.ir.expr.new_call`)."""
+    binding = _new(VarBinding)
+    _binding_var(binding, var)
+    _binding_value(binding, value)
+    _binding_span(binding, span)
+    return binding

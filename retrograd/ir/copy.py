@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import attrs
 
-from retrograd.ir.block import BindingBlock, VarBinding
-from retrograd.ir.expr import Call, Expr, Function, If, SeqExpr, Tuple, TupleGetItem, Var, map_tuple_nest
+from retrograd.ir.block import BindingBlock, VarBinding, new_binding
+from retrograd.ir.expr import Call, Expr, Function, If, SeqExpr, Tuple, TupleGetItem, Var, map_tuple_nest, new_call, new_var
 
 
 def fresh_var(var: Var, promote: bool = False) -> Var:
     """A new variable with the same name and struct info; `promote` turns DataflowVars into Vars."""
-    cls = Var if promote else type(var)
-    return cls(var.name_hint, var.struct_info, span=var.span)
+    return new_var(Var if promote else var.__class__, var.name_hint, var.struct_info, var.span)
 
 
 def copy_expr(expr: Expr, vmap: dict, promote: bool = False, memo: dict | None = None) -> Expr:
@@ -31,7 +30,7 @@ def copy_expr(expr: Expr, vmap: dict, promote: bool = False, memo: dict | None =
                 new_args[i] = b
         if new_args is None:
             return expr
-        return Call(expr.op, tuple(new_args), expr.attrs, expr.struct_info, span=expr.span)
+        return new_call(expr.op, tuple(new_args), expr.attrs, expr.struct_info, expr.span)
     if isinstance(expr, Tuple | TupleGetItem):
         return map_tuple_nest(expr, lambda e: copy_expr(e, vmap, promote), rebuild_keeping_sinfo, memo)
     if isinstance(expr, If):
@@ -71,7 +70,7 @@ def copy_binding(binding: VarBinding, vmap: dict, promote: bool = False) -> VarB
     value = copy_expr(binding.value, vmap, promote)
     var = fresh_var(binding.var, promote)
     vmap[binding.var] = var
-    return VarBinding(var, value, span=binding.span)
+    return new_binding(var, value, binding.span)
 
 
 def copy_seq(seq: SeqExpr, vmap: dict, promote: bool = False) -> SeqExpr:

@@ -285,3 +285,33 @@ def prim_value(value, dtype: str | None = None) -> PrimValue:
 def shape_expr(values) -> ShapeExpr:
     values = tuple(v if isinstance(v, str) else int(v) for v in values)
     return ShapeExpr(values, ShapeStructInfo(values))
+
+
+# Constructors for the hot paths of passes that build thousands of nodes (Gradient's replayed rules, the
+# clean-up): attrs' generated __init__ of a frozen class sets each field through a bound setattr and runs
+# the converters; these set the slots directly (half the time) and take what the converters would give.
+_new = object.__new__
+_call_op, _call_args, _call_attrs, _call_sinfo, _call_span = (
+    getattr(Call, f).__set__ for f in ("op", "args", "attrs", "struct_info", "span")
+)
+_var_name, _var_sinfo, _var_span = (getattr(Var, f).__set__ for f in ("name_hint", "struct_info", "span"))
+
+
+def new_call(op, args: tuple, attrs: dict, struct_info, span=None) -> Call:
+    """`Call(op, args, attrs, struct_info, span=span)`, `args` a tuple already."""
+    call = _new(Call)
+    _call_op(call, op)
+    _call_args(call, args)
+    _call_attrs(call, attrs)
+    _call_sinfo(call, struct_info)
+    _call_span(call, span)
+    return call
+
+
+def new_var(cls: type, name_hint: str, struct_info, span=None) -> Var:
+    """`cls(name_hint, struct_info, span=span)` for cls Var or DataflowVar."""
+    var = _new(cls)
+    _var_name(var, name_hint)
+    _var_sinfo(var, struct_info)
+    _var_span(var, span)
+    return var

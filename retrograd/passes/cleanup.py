@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import attrs
 
-from retrograd.ir.block import DataflowBlock, VarBinding
+from retrograd.ir.block import DataflowBlock, VarBinding, new_binding
 from retrograd.ir.builder import BlockBuilder
-from retrograd.ir.expr import LEAF_TYPES, Call, Constant, DataflowVar, Function, Op, SeqExpr, Tuple, TupleGetItem, Var, is_leaf
+from retrograd.ir.expr import LEAF_TYPES, Call, Constant, DataflowVar, Function, Op, SeqExpr, Tuple, TupleGetItem, Var, is_leaf, new_call
 from retrograd.ir.vars import read_vars
-from retrograd.passes.cse import eliminate_common_subexpressions, value_key
+from retrograd.passes.cse import CallKeys, eliminate_common_subexpressions
 from retrograd.passes.dce import eliminate_dead_code
 from retrograd.passes.fold_constant import fold_call, fold_constants
-from retrograd.passes.simplify import Simplifier, simplify_function
+from retrograd.passes.simplify import PERMUTE, Simplifier, simplify_function
 
 
 def cleanup_function(func: Function) -> Function:
@@ -29,6 +29,10 @@ def cleanup_function(func: Function) -> Function:
     func = simplify_function(func)
     func = eliminate_common_subexpressions(func)
     return eliminate_dead_code(func)
+
+
+_LEAF_CLASSES = frozenset(LEAF_TYPES) | {DataflowVar}
+_PLAIN, _PERMUTE, _OTHER = "plain", "permute", "other"  # kinds of callee in the one walk
 
 
 def _is_flat(value) -> bool:
@@ -61,25 +65,33 @@ def _one_walk(func: Function) -> Function | None:
     uses: dict = {}
     get = uses.get
     promoted: set = set()  # dataflow vars an output var will take the binding of (see _OneWalk.outlives)
+    tuple_args = False  # whether a call reads a tuple: the walk puts none where there was none
     for b in bindings:
         value = b.value
-        if not _is_flat(value):
+        if value.__class__ is Call and isinstance(value.op, Op):
+            # _is_flat and the use counts in one loop over the arguments: the hot path
+            for a in value.args:
+                cls = a.__class__
+                if cls is DataflowVar or cls is Var:
+                    uses[a] = get(a, 0) + 1
+                elif cls is Tuple:
+                    tuple_args = True
+                    for f in a.fields:
+                        if not isinstance(f, LEAF_TYPES):
+                            return None
+                        if isinstance(f, Var):
+                            uses[f] = get(f, 0) + 1
+                elif cls not in _LEAF_CLASSES:
+                    return None
+            continue
+        if value.__class__ is Call or not _is_flat(value):  # a call of a function, or not flat
             return None
         if value.__class__ is DataflowVar and b.var.__class__ is Var:
             promoted.add(value)
-        if value.__class__ is Call:
-            for a in value.args:
-                if a.__class__ is Var or a.__class__ is DataflowVar:
-                    uses[a] = get(a, 0) + 1
-                elif a.__class__ is Tuple:
-                    for f in a.fields:
-                        if isinstance(f, Var):
-                            uses[f] = get(f, 0) + 1
-        else:
-            reads: list = []
-            read_vars(value, reads)
-            for v in reads:
-                uses[v] = get(v, 0) + 1
+        reads: list = []
+        read_vars(value, reads)
+        for v in reads:
+            uses[v] = get(v, 0) + 1
     reads = []
     read_vars(seq.body, reads)
     for v in reads:
@@ -90,17 +102,18 @@ def _one_walk(func: Function) -> Function | None:
     reads.clear()
     read_vars(body, reads)
     live = set(reads)
-    if any(b.var.__class__ is Var and b.var not in live for b in out):
+    if not live.issuperset([b.var for b in out if b.var.__class__ is Var]):
         return None  # the passes demote such outputs to dataflow vars before CSE, which may then merge them
-    out = _live_bindings(out, live)
+    out = _live_bindings(out, live, tuple_args)
     if not walk.changed and len(out) == len(bindings):
         return func
     new_seq = SeqExpr((DataflowBlock(tuple(out)),) if out else (), body, body.struct_info)
     return attrs.evolve(func, body=new_seq, attrs=dict(func.attrs))
 
 
-def _live_bindings(bindings: list, live: set) -> list:
-    """Dead code elimination of flat bindings: one backward walk; `live` starts as what the result reads."""
+def _live_bindings(bindings: list, live: set, tuple_args: bool) -> list:
+    """Dead code elimination of flat bindings: one backward walk; `live` starts as what the result reads.
+    `tuple_args`: whether a call may read a tuple of vars."""
     kept = []
     reads: list = []
     for b in reversed(bindings):
@@ -108,11 +121,12 @@ def _live_bindings(bindings: list, live: set) -> list:
         if value.__class__ is Call:
             if b.var not in live and getattr(value.op, "pure", True):
                 continue
-            for a in value.args:
-                if a.__class__ is Tuple:
-                    live.update(f for f in a.fields if isinstance(f, Var))
-                elif isinstance(a, Var):
-                    live.add(a)
+            args = value.args
+            live.update(args)  # leaves that are not vars too: only vars are ever looked up
+            if tuple_args and Tuple in map(type, args):
+                for a in args:
+                    if a.__class__ is Tuple:
+                        live.update(f for f in a.fields if isinstance(f, Var))
         else:
             if b.var not in live:
                 continue
@@ -137,6 +151,8 @@ class _OneWalk(Simplifier):
         self.key_of: dict = {}  # var -> its value key
         self._normalizer = BlockBuilder()
         self.will_promote = promoted
+        self.keys = CallKeys()
+        self.op_kinds: dict = {}  # op -> _PLAIN, _PERMUTE or _OTHER (see _call_on_leaves)
 
     def run(self, bindings) -> list:
         changed = False
@@ -159,6 +175,15 @@ class _OneWalk(Simplifier):
 
     def visit_binding(self, b: VarBinding) -> bool:
         var, old = b.var, b.value
+        if old.__class__ is Call:
+            done = self._call_on_leaves(b, var, old)
+            if done is not None:
+                return done
+        elif old.__class__ is DataflowVar or old.__class__ is Var:  # an alias: the steps below, shortened
+            value = self.var_remap.get(old, old)
+            if value.__class__ is not Constant and self.alias(var, value):
+                self._promoted_key(value, var)
+                return True
         value = self.resolve(old)
         # fold_constants
         if value.__class__ is Call:
@@ -175,7 +200,7 @@ class _OneWalk(Simplifier):
             self._promoted_key(value, var)
             return True
         # CSE
-        key = value_key(value)
+        key = self.keys.key(value)
         if key is not None:
             first = self.table.get(key)
             if first is not None and (not self.outlives(var) or self.outlives(first)):
@@ -188,6 +213,62 @@ class _OneWalk(Simplifier):
             if known is None or (not self.outlives(known) and self.outlives(var)):
                 self.table[key] = var
                 self.key_of[var] = key
+        return value is not old
+
+    def _call_on_leaves(self, b: VarBinding, var, old: Call):
+        """visit_binding for most bindings, without its general steps: a call of an op on leaves of which
+        at least one is a variable (so nothing folds). None: not such a call."""
+        op = old.op
+        kind = self.op_kinds.get(op)
+        if kind is None:
+            kind = self.op_kinds[op] = (_PERMUTE if op.name == PERMUTE else _PLAIN) if isinstance(op, Op) else _OTHER
+        if kind is _OTHER:
+            return None
+        remap = self.var_remap
+        args = old.args
+        new = None
+        has_var = False
+        for i, a in enumerate(args):
+            cls = a.__class__
+            if cls is DataflowVar or cls is Var:
+                to = remap.get(a)
+                if to is None:
+                    has_var = True
+                    continue
+                if new is None:
+                    new = list(args)
+                new[i] = to
+                cls = to.__class__
+                if cls is DataflowVar or cls is Var:
+                    has_var = True
+                elif cls is Tuple:
+                    return None
+            elif cls is Tuple:
+                return None
+        if not has_var:
+            return None
+        value = old if new is None else new_call(op, tuple(new), old.attrs, old.struct_info, old.span)
+        if kind is _PERMUTE:  # the one simplify pattern of calls on leaves (see Simplifier.rewrite)
+            value = self.permute(var, value)
+            if value.__class__ is not Call and is_leaf(value) and self.alias(var, value):
+                self._promoted_key(value, var)
+                return True
+        key = self.keys.key(value)
+        first = None
+        if key is not None:
+            first = self.table.get(key)
+            if first is not None and (not self.outlives(var) or self.outlives(first)):
+                if first.struct_info is var.struct_info or first.struct_info == var.struct_info:
+                    remap[var] = first
+                    return True
+        out = self.out
+        self.position[var] = len(out)
+        out.append(b if value is old else new_binding(var, value, b.span))
+        self.defs[var] = value
+        # (the table is as it was: `first` is still the representative of the key)
+        if key is not None and (first is None or (not self.outlives(first) and self.outlives(var))):
+            self.table[key] = var
+            self.key_of[var] = key
         return value is not old
 
     def outlives(self, var) -> bool:
@@ -207,7 +288,7 @@ class _OneWalk(Simplifier):
         var = super().emit_transpose(x)
         # The passes would look the new transpose up in CSE after simplifying.
         b = self.out[-1]
-        key = value_key(b.value)
+        key = self.keys.key(b.value)
         first = self.table.get(key) if key is not None else None
         if first is not None and first.struct_info == var.struct_info:
             self.out.pop()

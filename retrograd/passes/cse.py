@@ -56,19 +56,61 @@ def _arg_key(arg: Expr):
 def value_key(value: Expr):
     """A hashable key equal for two values that compute the same thing, or None if not eligible."""
     if isinstance(value, Call):
-        op = value.op
-        # A barrier call is unique by definition: merging two recomputations would keep one alive.
-        if not isinstance(op, Op) or not getattr(op, "pure", True) or getattr(op, "name", None) in BARRIER_OPS:
+        # A barrier call is unique by definition: merging two recomputations would keep one alive (see _head).
+        head = _head(value.op, value.attrs)
+        if head is None:
             return None
-        try:
-            attrs = tuple(value.attrs.items())
-            hash(attrs)
-        except TypeError:
-            return None
-        return (op.name, tuple([a if isinstance(a, Var) else _arg_key(a) for a in value.args]), attrs)
+        return (head[0], tuple([a if isinstance(a, Var) else _arg_key(a) for a in value.args]), head[1])
     if isinstance(value, TupleGetItem) and isinstance(value.tuple_value, Var):
         return ("getitem", value.tuple_value, value.index)
     return None
+
+
+class CallKeys:
+    """`value_key` for many values, remembering what calls share: each op and attribute dict's part of
+    the key and each non-variable argument's key (by identity, the objects kept alive here). The
+    gradient's replayed rules share these objects across thousands of calls."""
+
+    def __init__(self):
+        self.heads: dict = {}  # id(attrs dict) -> (the dict, the op, its name and the items, or None)
+        self.leaves: dict = {}  # id(argument) -> (the argument, its key)
+
+    def key(self, value: Expr):
+        """value_key(value)."""
+        if value.__class__ is not Call:
+            return value_key(value)
+        op, attrs = value.op, value.attrs
+        hit = self.heads.get(id(attrs))
+        if hit is None or hit[0] is not attrs or hit[1] is not op:
+            hit = self.heads[id(attrs)] = (attrs, op, _head(op, attrs))
+        head = hit[2]
+        if head is None:
+            return None
+        leaves = self.leaves
+        parts = []
+        for a in value.args:
+            cls = a.__class__
+            if cls is Var or cls is DataflowVar:
+                parts.append(a)
+                continue
+            known = leaves.get(id(a))
+            if known is None or known[0] is not a:
+                known = leaves[id(a)] = (a, a if isinstance(a, Var) else _arg_key(a))
+            parts.append(known[1])
+        return (head[0], tuple(parts), head[1])
+
+
+def _head(op, attrs: dict):
+    """(the op's name, the attributes' items) of value_key, or None when a call gets no key: a call of a
+    function, an impure op or a barrier, or unhashable attributes."""
+    if not isinstance(op, Op) or not getattr(op, "pure", True) or getattr(op, "name", None) in BARRIER_OPS:
+        return None
+    items = tuple(attrs.items())
+    try:
+        hash(items)
+    except TypeError:
+        return None
+    return op.name, items
 
 
 class _Eliminator(ExprMutator):

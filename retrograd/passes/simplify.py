@@ -5,7 +5,7 @@ from __future__ import annotations
 import attrs
 
 from retrograd.ir.vars import read_vars, use_counts, used_vars
-from retrograd.ir.block import DataflowBlock, VarBinding
+from retrograd.ir.block import DataflowBlock, VarBinding, new_binding
 from retrograd.ir.copy import substitute
 from retrograd.ir.expr import (
     Call,
@@ -24,7 +24,7 @@ from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops.registry import get as get_op
 from retrograd.passes.infra import function_pass
 
-_PERMUTE = "relax.permute_dims"
+PERMUTE = "relax.permute_dims"
 _MATMUL = "relax.matmul"
 
 
@@ -64,6 +64,8 @@ class Simplifier(ExprMutator):
         self.promoted: dict = {}  # dataflow var -> the output var now bound in its place
         self._resolved: dict = {}  # see resolve
         self._memo_size = 0
+        self._transposes: dict = {}  # argument struct info -> what emit_transpose's call takes
+        self._axes: dict = {}  # see axes
 
     def resolve(self, expr):
         # Substitution keeps struct info as is: aliases have the struct info of what they replace.
@@ -92,11 +94,17 @@ class Simplifier(ExprMutator):
         # Bindings emitted before a promotion still read the dataflow var: rename it (only
         # bindings after the first promoted one can read a promoted var).
         out = self.builder.current_bindings()
-        first = min(self.position[v] for v in self.promoted.values())
+        promoted = self.promoted
+        first = min(self.position[v] for v in promoted.values())
+        disjoint = promoted.keys().isdisjoint
         for i in range(first + 1, len(out)):
             b = out[i]
-            if _reads_any(b.value, self.promoted):
-                out[i] = attrs.evolve(b, value=substitute(b.value, self.promoted))
+            value = b.value
+            # A call reading no promoted var directly nor through a tuple: most, found without a Python loop.
+            if value.__class__ is Call and disjoint(value.args) and Tuple not in map(type, value.args):
+                continue
+            if _reads_any(value, promoted):
+                out[i] = new_binding(b.var, substitute(value, promoted), b.span)
         return True
 
     def emit(self, binding: VarBinding) -> None:
@@ -136,7 +144,7 @@ class Simplifier(ExprMutator):
             return False
         out = self.builder.current_bindings()
         old = out[pos]
-        out[pos] = attrs.evolve(old, var=var)
+        out[pos] = new_binding(var, old.value, old.span)
         del self.position[target]
         self.position[var] = pos
         self.defs[var] = old.value
@@ -152,20 +160,31 @@ class Simplifier(ExprMutator):
             if isinstance(known, Tuple):
                 return self.resolve(known.fields[value.index])
             return value
-        if _op_name(value) == _PERMUTE:
+        if _op_name(value) == PERMUTE:
             return self.permute(var, value)
         return value
 
-    def permute(self, var: Var, call: Call):
+    def axes(self, call: Call) -> tuple | None:
+        """_axes(call), kept by attribute dict and rank: the replayed calls of a gradient share them."""
+        attrs_, sinfo = call.attrs, call.struct_info
+        ndim = sinfo.ndim if sinfo.__class__ is TensorStructInfo else None
+        hit = self._axes.get(id(attrs_))
+        if hit is not None and hit[0] is attrs_ and hit[1] == ndim:
+            return hit[2]
         axes = _axes(call)
+        self._axes[id(attrs_)] = (attrs_, ndim, axes)
+        return axes
+
+    def permute(self, var: Var, call: Call):
+        axes = self.axes(call)
         if axes is None:
             return call
         if axes == tuple(range(len(axes))):
             return call.args[0]
         src = call.args[0]
         inner = self.defs.get(src)
-        if _op_name(inner) == _PERMUTE:
-            inner_axes = _axes(inner)
+        if _op_name(inner) == PERMUTE:
+            inner_axes = self.axes(inner)
             if inner_axes is not None:
                 composed = tuple(inner_axes[a] for a in axes)
                 base = self.resolve(inner.args[0])
@@ -187,18 +206,25 @@ class Simplifier(ExprMutator):
             return None
         new_b = tb if tb is not None else self.emit_transpose(b)
         new_a = ta if ta is not None else self.emit_transpose(a)
-        return attrs.evolve(call, op=mm.op, args=(new_b, new_a), attrs=dict(mm.attrs))
+        return Call(mm.op, (new_b, new_a), dict(mm.attrs), call.struct_info, span=call.span)
 
     def transposed_source(self, x):
         """y when x = permute_dims(y) swapping the last two axes."""
         d = self.defs.get(x)
-        if _op_name(d) == _PERMUTE and _swaps_last_two(_axes(d)):
+        if _op_name(d) == PERMUTE and _swaps_last_two(self.axes(d)):
             return self.resolve(d.args[0])
         return None
 
     def emit_transpose(self, x):
-        n = x.struct_info.ndim
-        call = self.builder.normalize(get_op(_PERMUTE)(x, axes=list(range(n - 2)) + [n - 1, n - 2]))
+        # Inference depends on the argument's struct info alone: one normalization per struct info.
+        sinfo = x.struct_info
+        known = self._transposes.get(sinfo)
+        if known is None:
+            n = sinfo.ndim
+            call = self.builder.normalize(get_op(PERMUTE)(x, axes=list(range(n - 2)) + [n - 1, n - 2]))
+            self._transposes[sinfo] = (call.op, call.attrs, call.struct_info)
+        else:
+            call = Call(known[0], (x,), known[1], known[2])
         var = (DataflowVar if self.builder.in_dataflow else Var)("lv", call.struct_info)
         self.emit(VarBinding(var, call))
         return var

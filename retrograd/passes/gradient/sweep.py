@@ -238,15 +238,15 @@ class Sweep:
             if adj is None:
                 continue
             value = binding.value
-            if isinstance(value, Var | Tuple):
-                self.add(value, adj)
-            elif isinstance(value, TupleGetItem):
-                self._getitem(value, adj)
-            elif isinstance(value, Call):
+            if value.__class__ is Call:  # the common case first
                 if isinstance(value.op, GlobalVar):
                     self._call_function(binding, value, adj)
                 else:
                     self._call_op(binding, value, adj)
+            elif isinstance(value, Var | Tuple):
+                self.add(value, adj)
+            elif isinstance(value, TupleGetItem):
+                self._getitem(value, adj)
             elif isinstance(value, If):
                 self._if(binding, value, adj)
             elif isinstance(value, Constant | ShapeExpr | PrimValue | StringImm):
@@ -263,7 +263,13 @@ class Sweep:
 
     def _call_op(self, binding: VarBinding, call: Call, adj) -> None:
         op = call.op
-        if getattr(op, "name", None) == _NO_GRAD or not any(self.is_active(a) for a in call.args):
+        active = self.active
+        for a in call.args:
+            if a in active or (a.__class__ is Tuple and self.is_active(a)):
+                break
+        else:
+            return
+        if getattr(op, "name", None) == _NO_GRAD:
             return
         if self.host.sparse_contribution(self, binding, call, adj):
             return
@@ -280,9 +286,8 @@ class Sweep:
         try:
             template = None if key is None else templates.get(key)
             if template is not None:
-                block = self.bb.current_bindings()
-                for index, value in templates.bindings(template, call, var, g, lambda i: self._hint(call.args[i]), block):
-                    self.add(call.args[index], value)
+                args = call.args
+                templates.replay(template, call, var, g, lambda i: self._hint(args[i]), self.bb.current_bindings(), self.add)
                 return
             partials = rule(call, var, g)
             if isinstance(partials, ComposedVjp):

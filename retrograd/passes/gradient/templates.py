@@ -11,8 +11,8 @@ inference.
 from __future__ import annotations
 
 from retrograd.ir.copy import substitute
-from retrograd.ir.expr import Call, DataflowVar, Tuple, Var
-from retrograd.ir.block import VarBinding
+from retrograd.ir.expr import LEAF_TYPES, Call, DataflowVar, Tuple, Var, new_call, new_var
+from retrograd.ir.block import VarBinding, new_binding
 from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ir.vars import read_vars
 from retrograd.ops.registry import attrs_key
@@ -23,6 +23,7 @@ class RuleTemplates:
 
     def __init__(self):
         self.memo: dict = {}
+        self.attrs: dict = {}  # id(attrs dict) -> (the dict, attrs_key of it): ops share normalized attributes
 
     def key(self, call: Call, var: Var, g, active: set, adj: dict, in_dataflow: bool):
         """What the rule's emitted bindings depend on: the op, its attributes, each argument's class,
@@ -47,7 +48,11 @@ class RuleTemplates:
                 return None
             else:
                 parts.append(a)
-        attrs = attrs_key(call.attrs)
+        given = call.attrs
+        hit = self.attrs.get(id(given))
+        if hit is None or hit[0] is not given:
+            hit = self.attrs[id(given)] = (given, attrs_key(given))
+        attrs = hit[1]
         if attrs is None:
             return None
         return (call.op, attrs, tuple(parts), var.__class__, var.struct_info, g.__class__, g.struct_info, in_dataflow)
@@ -71,32 +76,43 @@ class RuleTemplates:
                 known.add(b.var)
             if isinstance(fitted, Var) and fitted not in known:
                 return
-        self.memo[key] = (call.args, var, g, segments)
+        steps = [(index, hint, [_step(b, hint) for b in bindings], fitted) for index, hint, bindings, fitted in segments]
+        self.memo[key] = (call.args, var, g, steps)
 
     @staticmethod
-    def bindings(template, call: Call, var: Var, g, hint_of, block: list):
-        """Yield (argument index, fitted value) per segment after appending its copied bindings to
-        `block`; `hint_of(index)` is the name that argument's partial takes now (as the caller names it)."""
+    def replay(template, call: Call, var: Var, g, hint_of, block: list, add) -> None:
+        """Per segment, append its copied bindings to `block`, then `add(argument, fitted value)` (which
+        may append an accumulation); `hint_of(index)` is the name that argument's partial takes now (as
+        the caller names it)."""
         t_args, t_var, t_g, segments = template
         mapping = {t_var: var, t_g: g}
         for ta, a in zip(t_args, call.args):
-            if isinstance(ta, Var):
+            if ta.__class__ is Var or ta.__class__ is DataflowVar:
                 mapping[ta] = a
         get = mapping.get
-        for index, t_hint, bindings, fitted in segments:
-            hint = hint_of(index)
-            for b in bindings:
-                value = b.value
-                if value.__class__ is Call:
-                    args = tuple(
-                        get(a, a) if a.__class__ is Var or a.__class__ is DataflowVar else substitute(a, mapping) for a in value.args
-                    )
+        append = block.append
+        for index, t_hint, steps, fitted in segments:
+            hint = None
+            for old, cls, name, sinfo, value, leaves in steps:
+                if name is None:
+                    name = hint = hint_of(index) if hint is None else hint
+                if leaves:  # a call on leaves: vars are looked up, other leaves kept
+                    args = value.args
+                    value = new_call(value.op, tuple(map(get, args, args)), value.attrs, value.struct_info)
+                elif value.__class__ is Call:
+                    args = tuple(get(a, a) if isinstance(a, Var) else substitute(a, mapping) for a in value.args)
                     value = Call(value.op, args, value.attrs, value.struct_info)
                 else:
                     value = substitute(value, mapping)
-                old = b.var
-                name = hint if old.name_hint == t_hint else old.name_hint
-                new = old.__class__(name, old.struct_info)
-                block.append(VarBinding(new, value))
+                new = new_var(cls, name, sinfo)
+                append(new_binding(new, value))
                 mapping[old] = new
-            yield index, get(fitted, fitted) if isinstance(fitted, Var) else fitted
+            add(call.args[index], get(fitted, fitted) if isinstance(fitted, Var) else fitted)
+
+
+def _step(b: VarBinding, hint: str) -> tuple:
+    """How `bindings` copies one recorded binding: its var, the new var's class, its name (None: the
+    caller's hint), its struct info, its value, and whether that is a call on leaves only."""
+    old, value = b.var, b.value
+    leaves = value.__class__ is Call and all(isinstance(a, LEAF_TYPES) for a in value.args)
+    return (old, old.__class__, None if old.name_hint == hint else old.name_hint, old.struct_info, value, leaves)

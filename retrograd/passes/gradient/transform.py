@@ -111,8 +111,11 @@ class ModuleAD:
         spec = resolve_spec(name, func, o.require_grads, o.target_index, o.seeds, o.sparse_grads, o.merge_duplicates)
         ad = FunctionAD(self, spec)
         adjoint_name = f"{name}_adjoint"
-        callers = [n for n, f in self.mod.items() if isinstance(f, Function) and adjoint_name in called_functions(f)]
-        if adjoint_name in self.mod and callers:
+        # Only a re-run has callers to look for (the scan walks the whole module).
+        callers = adjoint_name in self.mod and [
+            n for n, f in self.mod.items() if isinstance(f, Function) and adjoint_name in called_functions(f)
+        ]
+        if callers:
             # A re-run replaces the previous adjoint; replacing a function others call would change their meaning.
             raise GradientError(
                 f"the module already has a function named '{adjoint_name}', called by {', '.join(sorted(callers))}: "
@@ -200,7 +203,7 @@ class FunctionAD:
         bb.begin_scope()
         checkpoints = collect_checkpoints(func, self.parent.mod)
         marks = checkpoints[1] if checkpoints else {}
-        forward = self._copy_forward(bb, vmap, merged, marks)
+        forward = self._copy_forward(bb, vmap, merged, marks, checkpoints is not None)
         if not merged:
             bb.begin_block(dataflow=not has_if)
         ret = copy_expr(func.body.body, vmap, promote=True)
@@ -239,14 +242,21 @@ class FunctionAD:
             span=func.span,
         )
 
-    def _copy_forward(self, bb: BlockBuilder, vmap: dict, merged: bool, marks: dict) -> list:
+    def _copy_forward(self, bb: BlockBuilder, vmap: dict, merged: bool, marks: dict, has_markers: bool) -> list:
         """Emit the forward bindings with fresh vars (vmap maps old to new) and return them. Checkpoint
-        markers disappear: a marker var stands for the var it marks."""
+        markers (`has_markers`) disappear: a marker var stands for the var it marks."""
         blocks = self.spec.func.body.blocks
         forward = []
         for k, block in enumerate(blocks):
             joins = merged and k == len(blocks) - 1
             bb.begin_block(dataflow=isinstance(block, DataflowBlock))
+            if not has_markers:  # the common case: no marker to look for
+                copied = [copy_binding(b, vmap, not joins) for b in block.bindings]
+                bb.current_bindings().extend(copied)
+                forward += copied
+                if not joins:
+                    bb.end_block()
+                continue
             for b in block.bindings:
                 if b.var in marks:
                     value = vmap[marks[b.var]]
