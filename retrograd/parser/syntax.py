@@ -9,6 +9,7 @@ from lark.lexer import PatternStr
 
 from retrograd.errors import ParseError, Span, UnsupportedError
 from retrograd.ir.strings import EscapeError, unescape
+from retrograd.parser.fast_syntax import Fallback, parse_fast
 from retrograd.parser.grammar_cache import load_or_build
 from retrograd.parser.lexer import LexError, ScriptLexer, Tok
 from retrograd.parser.tir import find_tir_decorator
@@ -16,38 +17,11 @@ from retrograd.parser.tir import find_tir_decorator
 GRAMMAR = Path(__file__).with_name("grammar.lark")
 
 
-class Node:
-    """A syntax node: `kind` (see the K_* names), a payload, children and a source region."""
-
-    __slots__ = ("kind", "value", "items", "line", "col", "end_line", "end_col")
-
-    def __init__(self, kind, value, items, line, col, end_line, end_col):
-        self.kind = kind
-        self.value = value
-        self.items = items
-        self.line = line
-        self.col = col
-        self.end_line = end_line
-        self.end_col = end_col
-
-    def __repr__(self) -> str:
-        return f"Node({self.kind}, {self.value!r}, {self.items!r} @{self.line}:{self.col})"
-
-
-# Expression kinds.
-K_NAME, K_NUM, K_STR, K_LIT, K_TUPLE, K_LIST, K_DICT = "name", "num", "str", "lit", "tuple", "list", "dict"
-K_CALL, K_GETITEM, K_NEG, K_ARITH, K_KWARG = "call", "getitem", "neg", "arith", "kwarg"
-K_COMPARE, K_POW, K_LAMBDA = "compare", "pow", "lambda"
-# Statement kinds.
-K_ASSIGN, K_RETURN, K_EXPR, K_PASS, K_WITH, K_IF = "assign", "return", "expr", "pass", "with", "if"
-K_FUNC, K_CLASS, K_IMPORT, K_TOP_ASSIGN = "func", "class", "import", "top_assign"
-
-
-def callee_name(node: Node | None) -> str | None:
-    """`R.add` for a call node `R.add(...)` whose callee is a plain (dotted) name, else None."""
-    if node is not None and node.kind == K_CALL and node.value.kind == K_NAME:
-        return node.value.value
-    return None
+from retrograd.parser.syntax_nodes import (  # noqa: F401  (re-exported: the parser's modules import them from here)
+    K_ARITH, K_ASSIGN, K_CALL, K_CLASS, K_COMPARE, K_DICT, K_EXPR, K_FUNC, K_GETITEM, K_IF, K_IMPORT, K_KWARG,
+    K_LAMBDA, K_LIST, K_LIT, K_NAME, K_NEG, K_NUM, K_PASS, K_POW, K_RETURN, K_STR, K_TOP_ASSIGN, K_TUPLE, K_WITH,
+    Node, callee_name,
+)
 
 
 def _node(kind, value, items, first, last) -> Node:
@@ -409,6 +383,10 @@ def parse_syntax(text: str, source_name: str, depth: list | None = None) -> list
         col = m.start(2) - (text.rfind("\n", 0, m.start(2)) + 1)
         span = Span(source_name, line, col, line, col + 1 + len(m.group(2)), text)
         raise UnsupportedError(f"@{m.group(2)} defines a TIR function, which cannot stand here", span)
+    try:
+        return parse_fast(text, depth)
+    except Fallback:  # not read by the fast path (or an error): the LALR parser reads it, or says why not
+        pass
     try:
         return _driver().parse(text, depth)
     except LexError as err:
