@@ -59,6 +59,7 @@ _ARITH = frozenset(("+", "*", "//", "/", "%", "-"))
 # What may follow a complete primary expression when no operator does: the common case, checked first.
 _PLAIN_END = frozenset((",", ")", "=", _NL, ":", "]", "}"))
 _LITERALS = {"True": True, "False": False, "None": None}
+_ATOMS = frozenset((_NUMBER, _STRING, *_LITERALS))
 
 
 def tokens(text: str):
@@ -180,10 +181,14 @@ def _read(K, V, L, C) -> list[Node]:
         nonlocal i
         j = i
         k = K[j]
-        if k is _NAME and K[j + 1] in _PLAIN_END:  # a lone name: the commonest expression
-            i = j + 1
-            v = V[j]
-            return Node(K_NAME, v, None, L[j], C[j], L[j], C[j] + len(v))
+        if K[j + 1] in _PLAIN_END:  # a lone name, number, string or literal: the commonest expressions
+            if k is _NAME:
+                i = j + 1
+                v = V[j]
+                return Node(K_NAME, v, None, L[j], C[j], L[j], C[j] + len(v))
+            if k in _ATOMS:
+                i = j + 1
+                return atom(k, j)
         if k == "lambda":
             return lambda_()
         if k == "-":
@@ -268,6 +273,25 @@ def _read(K, V, L, C) -> list[Node]:
             items.append(expr())
         return items
 
+    def atom(k, j):
+        # A number, string, True, False or None: the node of token j.
+        v = V[j]
+        if k is _NUMBER:
+            if "." in v or "e" in v or "E" in v:
+                value = float(v)
+            elif len(v) > MAX_INT_DIGITS:
+                raise Fallback
+            else:
+                value = int(v)
+            return Node(K_NUM, value, v, L[j], C[j], L[j], C[j] + len(v))
+        if k is _STRING:
+            try:
+                value = unescape(v[1:-1])
+            except EscapeError:
+                raise Fallback from None
+            return Node(K_STR, value, None, L[j], C[j], L[j], C[j] + len(v))
+        return Node(K_LIT, _LITERALS[k], None, L[j], C[j], L[j], C[j] + len(v))
+
     def primary():
         # Every bracket's contents are read through here: `depth` bounds their nesting.
         nonlocal i, depth
@@ -280,25 +304,9 @@ def _read(K, V, L, C) -> list[Node]:
         if k is _NAME:
             i = j + 1
             node = Node(K_NAME, v, None, L[j], C[j], L[j], C[j] + len(v))
-        elif k is _NUMBER:
-            if "." in v or "e" in v or "E" in v:
-                value = float(v)
-            elif len(v) > MAX_INT_DIGITS:
-                raise Fallback
-            else:
-                value = int(v)
+        elif k in _ATOMS:
             i = j + 1
-            node = Node(K_NUM, value, v, L[j], C[j], L[j], C[j] + len(v))
-        elif k is _STRING:
-            try:
-                value = unescape(v[1:-1])
-            except EscapeError:
-                raise Fallback from None
-            i = j + 1
-            node = Node(K_STR, value, None, L[j], C[j], L[j], C[j] + len(v))
-        elif k in _LITERALS:
-            i = j + 1
-            node = Node(K_LIT, _LITERALS[k], None, L[j], C[j], L[j], C[j] + len(v))
+            node = atom(k, j)
         elif k == "(":
             if K[j + 1] == ")":
                 i = j + 2
