@@ -133,7 +133,7 @@ def tokens(text: str):
                 raise Fallback
         add_kind(kind), add_value(value), add_line(line), add_col(start - line_start + 1)
         last = kind
-    if pos != len(text) or paren > 0:  # a character no token starts with, or an unclosed bracket
+    if (pos != n and text[pos:].strip(" ")) or paren > 0:  # a character no token starts with, or an unclosed bracket
         raise Fallback
     if last is not _NL:
         add_kind(_NL), add_value(""), add_line(line), add_col(0)

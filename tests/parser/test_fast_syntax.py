@@ -215,7 +215,7 @@ class Gen:
                 lines.append(r.choice(["", "# comment", "   "]))
             else:
                 lines += self.funcdef("")
-        return "\n".join(lines) + r.choice(["\n", "", "\n\n", "  # end"])
+        return "\n".join(lines) + r.choice(["\n", "", "\n\n", "  # end", "   ", "\n  "])
 
 
 def test_generated_programs_give_the_lalr_parsers_nodes():
