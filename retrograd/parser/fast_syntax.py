@@ -34,7 +34,7 @@ KEYWORDS = frozenset(("def", "return", "with", "if", "else", "True", "False", "N
 MAX_INT_DIGITS = 100
 
 # One token with the spaces before it (no groups: findall then returns plain strings, the fastest).
-# Only spaces: a tab, form feed, carriage return or backslash continuation stops the scan (the text
+# Only spaces: a tab, form feed, lone carriage return or backslash continuation stops the scan (the text
 # then goes to the LALR parser). `"""`/`'''` starts a long string: Fallback. A newline token is
 # grammar.lark's _NL: newlines with the next line's indentation, and comments. Operators of two
 # characters come before their one-character prefixes.
@@ -44,13 +44,13 @@ _TOKEN = re.compile(
     r"|(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?"
     r"|\"\"\"|'''"
     r"|\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'"
-    r"|(?:\n *+|#[^\n]*)++)",
+    r"|(?:\r?\n *+|#[^\n]*)++)",
     re.ASCII,
 )
 _NAME, _NUMBER, _STRING, _NL, _INDENT, _DEDENT, _END = "NAME", "NUMBER", "STRING", "\n", "INDENT", "DEDENT", "$END"
 _CLASS = {c: _NAME for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_"}
 _CLASS.update({c: _NUMBER for c in "0123456789."})
-_CLASS.update({'"': _STRING, "'": _STRING, "\n": _NL, "#": _NL})
+_CLASS.update({'"': _STRING, "'": _STRING, "\n": _NL, "\r": _NL, "#": _NL})
 _OPEN = frozenset("([{")
 _CLOSE = frozenset(")]}")
 _SPECIAL = _OPEN | _CLOSE | {_NL, _STRING}
