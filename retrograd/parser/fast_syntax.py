@@ -30,7 +30,8 @@ MAX_DEPTH = 60
 # the grammar's terminals).
 KEYWORDS = frozenset(("def", "return", "with", "if", "else", "True", "False", "None", "lambda", "from", "import",
                       "as", "class", "pass"))
-# Integer literals longer than this are refused (by the LALR parser's error; here: Fallback).
+# Integer literals longer than this are refused (int() itself refuses above 4300 digits): an error
+# from the LALR parser's callback; here, Fallback.
 MAX_INT_DIGITS = 100
 
 # One token with the spaces before it (no groups: findall then returns plain strings, the fastest).

@@ -9,7 +9,7 @@ from lark.lexer import PatternStr
 
 from retrograd.errors import ParseError, Span, UnsupportedError
 from retrograd.ir.strings import EscapeError, unescape
-from retrograd.parser.fast_syntax import Fallback, parse_fast
+from retrograd.parser.fast_syntax import MAX_INT_DIGITS, Fallback, parse_fast
 from retrograd.parser.grammar_cache import load_or_build
 from retrograd.parser.lexer import LexError, ScriptLexer, Tok
 from retrograd.parser.tir import find_tir_decorator
@@ -149,7 +149,7 @@ class _Build(Transformer):
         text = tok.value
         if "." in text or "e" in text or "E" in text:
             value = float(text)
-        elif len(text) > _MAX_INT_DIGITS:
+        elif len(text) > MAX_INT_DIGITS:
             raise LexError(f"integer literal of {len(text)} digits is too large", tok.line, tok.column, len(text))
         else:
             value = int(text)
@@ -217,8 +217,6 @@ def _position(tok: Tok, offset: int) -> tuple[int, int]:
     return tok.line + before.count("\n"), offset - nl
 
 
-# Integer literals longer than this are refused (int() itself refuses above 4300 digits).
-_MAX_INT_DIGITS = 100
 
 
 class _Unexpected(Exception):

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from parser.error_cases import CASES
-from parser.helpers import TEXTS, mangled
+from parser.helpers import mangled
 
 from retrograd.errors import DiagnosticError
 from retrograd.parser import parse, syntax
