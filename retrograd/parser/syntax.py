@@ -1,4 +1,6 @@
-"""Text -> syntax nodes: the lark LALR parser over grammar.lark (tokens from lexer.py), plain-word errors."""
+"""Text -> syntax nodes: the lark LALR parser over grammar.lark (tokens from lexer.py), plain-word errors.
+
+fast_syntax.py reads a text first; what it does not read (errors included) comes here."""
 
 from __future__ import annotations
 
@@ -12,16 +14,14 @@ from retrograd.ir.strings import EscapeError, unescape
 from retrograd.parser.fast_syntax import MAX_INT_DIGITS, Fallback, parse_fast
 from retrograd.parser.grammar_cache import load_or_build
 from retrograd.parser.lexer import LexError, ScriptLexer, Tok
-from retrograd.parser.tir import find_tir_decorator
-
-GRAMMAR = Path(__file__).with_name("grammar.lark")
-
-
 from retrograd.parser.syntax_nodes import (  # noqa: F401  (re-exported: the parser's modules import them from here)
     K_ARITH, K_ASSIGN, K_CALL, K_CLASS, K_COMPARE, K_DICT, K_EXPR, K_FUNC, K_GETITEM, K_IF, K_IMPORT, K_KWARG,
     K_LAMBDA, K_LIST, K_LIT, K_NAME, K_NEG, K_NUM, K_PASS, K_POW, K_RETURN, K_STR, K_TOP_ASSIGN, K_TUPLE, K_WITH,
     Node, callee_name,
 )
+from retrograd.parser.tir import find_tir_decorator
+
+GRAMMAR = Path(__file__).with_name("grammar.lark")
 
 
 def _node(kind, value, items, first, last) -> Node:
@@ -215,8 +215,6 @@ def _position(tok: Tok, offset: int) -> tuple[int, int]:
     if nl == -1:
         return tok.line, tok.column + offset
     return tok.line + before.count("\n"), offset - nl
-
-
 
 
 class _Unexpected(Exception):
