@@ -1,4 +1,6 @@
-"""Text -> syntax nodes: the lark LALR parser over grammar.lark (tokens from lexer.py), plain-word errors."""
+"""Text -> syntax nodes: the lark LALR parser over grammar.lark (tokens from lexer.py), plain-word errors.
+
+fast_syntax.py reads a text first; what it does not read (errors included) comes here."""
 
 from __future__ import annotations
 
@@ -9,45 +11,17 @@ from lark.lexer import PatternStr
 
 from retrograd.errors import ParseError, Span, UnsupportedError
 from retrograd.ir.strings import EscapeError, unescape
+from retrograd.parser.fast_syntax import MAX_INT_DIGITS, Fallback, parse_fast
 from retrograd.parser.grammar_cache import load_or_build
 from retrograd.parser.lexer import LexError, ScriptLexer, Tok
+from retrograd.parser.syntax_nodes import (  # noqa: F401  (re-exported: the parser's modules import them from here)
+    K_ARITH, K_ASSIGN, K_CALL, K_CLASS, K_COMPARE, K_DICT, K_EXPR, K_FUNC, K_GETITEM, K_IF, K_IMPORT, K_KWARG,
+    K_LAMBDA, K_LIST, K_LIT, K_NAME, K_NEG, K_NUM, K_PASS, K_POW, K_RETURN, K_STR, K_TOP_ASSIGN, K_TUPLE, K_WITH,
+    Node, callee_name,
+)
 from retrograd.parser.tir import find_tir_decorator
 
 GRAMMAR = Path(__file__).with_name("grammar.lark")
-
-
-class Node:
-    """A syntax node: `kind` (see the K_* names), a payload, children and a source region."""
-
-    __slots__ = ("kind", "value", "items", "line", "col", "end_line", "end_col")
-
-    def __init__(self, kind, value, items, line, col, end_line, end_col):
-        self.kind = kind
-        self.value = value
-        self.items = items
-        self.line = line
-        self.col = col
-        self.end_line = end_line
-        self.end_col = end_col
-
-    def __repr__(self) -> str:
-        return f"Node({self.kind}, {self.value!r}, {self.items!r} @{self.line}:{self.col})"
-
-
-# Expression kinds.
-K_NAME, K_NUM, K_STR, K_LIT, K_TUPLE, K_LIST, K_DICT = "name", "num", "str", "lit", "tuple", "list", "dict"
-K_CALL, K_GETITEM, K_NEG, K_ARITH, K_KWARG = "call", "getitem", "neg", "arith", "kwarg"
-K_COMPARE, K_POW, K_LAMBDA = "compare", "pow", "lambda"
-# Statement kinds.
-K_ASSIGN, K_RETURN, K_EXPR, K_PASS, K_WITH, K_IF = "assign", "return", "expr", "pass", "with", "if"
-K_FUNC, K_CLASS, K_IMPORT, K_TOP_ASSIGN = "func", "class", "import", "top_assign"
-
-
-def callee_name(node: Node | None) -> str | None:
-    """`R.add` for a call node `R.add(...)` whose callee is a plain (dotted) name, else None."""
-    if node is not None and node.kind == K_CALL and node.value.kind == K_NAME:
-        return node.value.value
-    return None
 
 
 def _node(kind, value, items, first, last) -> Node:
@@ -175,7 +149,7 @@ class _Build(Transformer):
         text = tok.value
         if "." in text or "e" in text or "E" in text:
             value = float(text)
-        elif len(text) > _MAX_INT_DIGITS:
+        elif len(text) > MAX_INT_DIGITS:
             raise LexError(f"integer literal of {len(text)} digits is too large", tok.line, tok.column, len(text))
         else:
             value = int(text)
@@ -241,10 +215,6 @@ def _position(tok: Tok, offset: int) -> tuple[int, int]:
     if nl == -1:
         return tok.line, tok.column + offset
     return tok.line + before.count("\n"), offset - nl
-
-
-# Integer literals longer than this are refused (int() itself refuses above 4300 digits).
-_MAX_INT_DIGITS = 100
 
 
 class _Unexpected(Exception):
@@ -409,6 +379,10 @@ def parse_syntax(text: str, source_name: str, depth: list | None = None) -> list
         col = m.start(2) - (text.rfind("\n", 0, m.start(2)) + 1)
         span = Span(source_name, line, col, line, col + 1 + len(m.group(2)), text)
         raise UnsupportedError(f"@{m.group(2)} defines a TIR function, which cannot stand here", span)
+    try:
+        return parse_fast(text, depth)
+    except Fallback:  # not read by the fast path (or an error): the LALR parser reads it, or says why not
+        pass
     try:
         return _driver().parse(text, depth)
     except LexError as err:
