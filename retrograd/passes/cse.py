@@ -24,6 +24,7 @@ from retrograd.ir.expr import (
 from retrograd.ir.functor import ExprMutator
 from retrograd.ir.module import IRModule
 from retrograd.ir.nested import preorder
+from retrograd.ops.registry import attrs_key, typed_key
 from retrograd.passes.barriers import BARRIER_OPS
 from retrograd.passes.infra import function_pass
 
@@ -43,7 +44,7 @@ def _arg_key(arg: Expr):
     if isinstance(arg, ShapeExpr):
         return ("shape", tuple(arg.values))
     if isinstance(arg, PrimValue):
-        return ("prim", arg.dtype, arg.value)
+        return ("prim", arg.dtype, typed_key(arg.value))  # 0.0 and -0.0 are equal but not the same
     if isinstance(arg, StringImm):
         return ("str", arg.value)
     if isinstance(arg, Tuple):
@@ -101,14 +102,12 @@ class CallKeys:
 
 
 def _head(op, attrs: dict):
-    """(the op's name, the attributes' items) of value_key, or None when a call gets no key: a call of a
+    """(the op's name, the attributes' typed items) of value_key, or None when a call gets no key: a call of a
     function, an impure op or a barrier, or unhashable attributes."""
     if not isinstance(op, Op) or not getattr(op, "pure", True) or getattr(op, "name", None) in BARRIER_OPS:
         return None
-    items = tuple(attrs.items())
-    try:
-        hash(items)
-    except TypeError:
+    items = attrs_key(attrs)  # typed: 0.0 and -0.0, or 1 and 1.0, compute different things
+    if items is None:
         return None
     return op.name, items
 

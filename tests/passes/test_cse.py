@@ -177,3 +177,31 @@ def main(x: R.Tensor((3, 3), "float32")):
     x = np.arange(9, dtype="float32").reshape(3, 3)
     np.testing.assert_array_equal(retrograd.build(after)["main"](x), x.sum(axis=0) - x.sum(axis=1))
     assert len(after["main"].body.blocks[0].bindings) == 3
+
+
+def test_signed_zeros_in_attributes_and_prim_values_stay_apart():
+    """0.0 == -0.0, so keys of untyped values merged calls that give differently signed zeros."""
+    before, after = _cse(
+        """
+@R.function
+def main(x: R.Tensor((4,), "float32")):
+    a = R.nn.leakyrelu(x, alpha=0.0)
+    b = R.nn.leakyrelu(x, alpha=-0.0)
+    c = R.clip(x, R.prim_value(T.float64(0.0)), R.prim_value(T.float64(2.0)))
+    d = R.clip(x, R.prim_value(T.float64(-0.0)), R.prim_value(T.float64(2.0)))
+    return (a, b, c, d)
+"""
+    )
+    x = np.array([-1.0, -0.0, 0.5, 3.0], dtype=np.float32)
+    got = retrograd.build(after)["main"](x)
+    # Naive reference: leaky relu is x where x > 0 else alpha * x; clip is min(max(x, lo), hi).
+    want = [
+        np.where(x > 0, x, np.float32(0.0) * x),
+        np.where(x > 0, x, np.float32(-0.0) * x),
+        np.minimum(np.maximum(x, np.float32(0.0)), np.float32(2.0)),
+        np.minimum(np.maximum(x, np.float32(-0.0)), np.float32(2.0)),
+    ]
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(np.asarray(g), w)
+        assert np.array_equal(np.signbit(np.asarray(g)), np.signbit(w))
+    assert np.signbit(want[0][0]) != np.signbit(want[1][0])  # the two calls do differ
