@@ -28,15 +28,22 @@ INF = float("inf")
 
 
 @lru_cache(maxsize=1 << 16)  # keyed on two ints: the binary searches of revolve_choice ask the same few again
+def repetitions(l: int, s: int) -> int:
+    """Revolve's repetition number: the least r with C(s + 1 + r, s + 1) >= l (0 for l <= 1). It is also
+    the slope revolve_steps(l, s) - revolve_steps(l - 1, s), which is what revolve_choice needs."""
+    r = 0
+    while comb(s + 1 + r, s + 1) < l:
+        r += 1
+    return r
+
+
 def revolve_steps(l: int, s: int) -> int:
     """Least forward steps to reverse l steps with the segment's input stored and s free slots."""
     if l <= 1:
         return 0
     if s == 0:
         return l * (l - 1) // 2
-    r = 1
-    while comb(s + 1 + r, s + 1) < l:
-        r += 1
+    r = repetitions(l, s)
     return r * l - comb(s + r + 1, s + 2)
 
 
@@ -111,10 +118,12 @@ def revolve_choice(sweep: int, i: int, b: int, s: int) -> tuple[int, int]:
     if s + 2 >= l:
         return i + 1, 0  # a slot for every value: one sweep
     lo, hi = 1, l - 1
-    while lo < hi:
+    while lo < hi:  # the least j where the slope 1 - F'(l - j, s - 1) + F'(j + 1, s) turns non-negative
         j = (lo + hi) // 2
-        step = 1 + revolve_steps(l - j - 1, s - 1) - revolve_steps(l - j, s - 1) + revolve_steps(j + 1, s) - revolve_steps(j, s)
-        lo, hi = (lo, j) if step >= 0 else (j + 1, hi)
+        if repetitions(j + 1, s) + 1 >= repetitions(l - j, s - 1):
+            hi = j
+        else:
+            lo = j + 1
     return i + lo, 0
 
 
@@ -139,11 +148,15 @@ def largest(fits, guess: int, top: int) -> int:
 
 def revolve(problem: Problem, chain: Chain, budget: int) -> Schedule | None:
     """Revolve's plan with the fewest extra steps whose simulated peak fits `budget` (None if none fits)."""
-    L, peaks = chain.last + 2, {}
+    L, peaks, kept = chain.last + 2, {}, {}  # kept: the schedule of the largest slot count that fits
 
     def fits(c):
         if c not in peaks:
-            peaks[c] = simulate(problem, chain_schedule(problem, chain, c), check=False).peak_bytes
+            schedule = chain_schedule(problem, chain, c)
+            peaks[c] = simulate(problem, schedule, check=False).peak_bytes
+            if peaks[c] <= budget and c > max(kept, default=0):
+                kept.clear()
+                kept[c] = schedule
         return peaks[c] <= budget
 
     # Peaks grow with c, by about one value a slot: start where the budget says, never from a few slots
@@ -155,7 +168,7 @@ def revolve(problem: Problem, chain: Chain, budget: int) -> Schedule | None:
     steps = revolve_steps(L, c - 1)
     while c > 1 and revolve_steps(L, c - 2) == steps:
         c -= 1  # the same number of steps with fewer slots has the lower peak
-    return chain_schedule(problem, chain, c)
+    return kept[c] if c in kept else chain_schedule(problem, chain, c)
 
 
 def solve(problem: Problem, budget: int) -> Schedule | None:
