@@ -126,11 +126,10 @@ def planning_problem(mod: IRModule, func_name: str, ex) -> Problem:
 def _least(mod: IRModule, func_name: str, ex, problem: Problem, unplanned: int) -> tuple[int, Schedule | None]:
     """(the least budget the pass meets, the plan meeting it; None: the function as it is): the measured
     peak of the plan for the Problem's least peak, or the unplanned peak when that is no higher."""
-    _, plan = least_plan(problem)
+    peak, plan = least_plan(problem)  # the plan's simulated peak
     if plan is None:
         return unplanned, None
     # Rewritten only to be measured (see _measure): the least plan of a long chain recomputes O(n^2).
-    peak = simulate(problem, plan).peak_bytes
     if ex.opaque:
         peak = _measure(mod, func_name, ex, rewrite(ex, plan.recompute), peak)
     return (unplanned, None) if peak >= unplanned else (peak, plan)

@@ -151,17 +151,17 @@ def least_feasible(problem: Problem) -> int:
 
 
 def least_plan(problem: Problem) -> tuple[int, Schedule | None]:
-    """(least peak, a plan reaching it): exact (MILP) on small problems without aliases (or when the
+    """(least peak, a plan reaching it; the peak simulated): exact (MILP) on small problems without aliases (or when the
     descent reaches the lower bound), otherwise the peak of the plan for the lowest peak of the plans
     tried (an upper bound of the least)."""
     found = chain.detect(problem)
     best = [greedy.least_peak(problem, light(problem), then=problem.recomputable)[1].peak_bytes]
     least = exact.exact_least_peak(problem) if use_exact(problem, found) and lower_bound(problem) < best[0] else None
     if least is not None and all(a is None for a in problem.alias_of):
-        return least  # the model's memory is the simulator's: the least peak, and its plan
+        return simulate(problem, least[1], check=False).peak_bytes, least[1]  # the model's memory is the simulator's
     best += [simulate(problem, least[1]).peak_bytes] if least is not None else []
     if found is not None and found.uniform(problem):
-        best.append(simulate(problem, chain.chain_schedule(problem, found, 1)).peak_bytes)
+        best.append(simulate(problem, chain.chain_schedule(problem, found, 1), check=False).peak_bytes)
     plan = plan_budget(problem, min(best))
     return (min(best), None) if plan is None else (simulate(problem, plan, check=False).peak_bytes, plan)
 
