@@ -148,15 +148,15 @@ def largest(fits, guess: int, top: int) -> int:
 
 def revolve(problem: Problem, chain: Chain, budget: int) -> Schedule | None:
     """Revolve's plan with the fewest extra steps whose simulated peak fits `budget` (None if none fits)."""
-    L, peaks, kept = chain.last + 2, {}, {}  # kept: the schedule of the largest slot count that fits
+    L, peaks, kept = chain.last + 2, {}, (0, None)  # kept: the largest slot count that fits, its schedule
 
     def fits(c):
+        nonlocal kept
         if c not in peaks:
             schedule = chain_schedule(problem, chain, c)
             peaks[c] = simulate(problem, schedule, check=False).peak_bytes
-            if peaks[c] <= budget and c > max(kept, default=0):
-                kept.clear()
-                kept[c] = schedule
+            if peaks[c] <= budget and c > kept[0]:
+                kept = c, schedule
         return peaks[c] <= budget
 
     # Peaks grow with c, by about one value a slot: start where the budget says, never from a few slots
@@ -168,7 +168,7 @@ def revolve(problem: Problem, chain: Chain, budget: int) -> Schedule | None:
     steps = revolve_steps(L, c - 1)
     while c > 1 and revolve_steps(L, c - 2) == steps:
         c -= 1  # the same number of steps with fewer slots has the lower peak
-    return kept[c] if c in kept else chain_schedule(problem, chain, c)
+    return kept[1] if kept[0] == c else chain_schedule(problem, chain, c)
 
 
 def solve(problem: Problem, budget: int) -> Schedule | None:

@@ -82,7 +82,7 @@ def _plan(mod: IRModule, func_name: str, parsed, policy: str) -> tuple[IRModule,
     with collector_paused():
         ex = extract(func)
         problem = planning_problem(mod, func_name, ex)
-        unplanned = _measure(mod, func_name, ex, func, simulate(problem).check().peak_bytes)
+        unplanned = _measure(mod, func_name, ex, lambda: func, simulate(problem).check().peak_bytes)
         target = parsed.resolve(unplanned, problem.pinned_bytes) if parsed is not None else None
         # A budget the function meets as it is needs no plan (the Problem may count more than the executor).
         budget = target if policy == "budget" and target is not None and target < unplanned else None
@@ -90,7 +90,7 @@ def _plan(mod: IRModule, func_name: str, parsed, policy: str) -> tuple[IRModule,
         try:
             schedule = solve(problem, budget, policy, least)
             new_func = rewrite(ex, schedule.recompute)
-            peak = _measure(mod, func_name, ex, new_func, simulate(problem, schedule).check().peak_bytes)
+            peak = _measure(mod, func_name, ex, lambda: new_func, simulate(problem, schedule).check().peak_bytes)
             if budget is not None and peak > budget:
                 # Not reached while the Problem is exact or counts more than the executor (tested over the corpus).
                 raise InfeasibleBudget(budget, least(problem)[0])
@@ -129,14 +129,13 @@ def _least(mod: IRModule, func_name: str, ex, problem: Problem, unplanned: int) 
     peak, plan = least_plan(problem)  # the plan's simulated peak
     if plan is None:
         return unplanned, None
-    # Rewritten only to be measured (see _measure): the least plan of a long chain recomputes O(n^2).
-    if ex.opaque:
-        peak = _measure(mod, func_name, ex, rewrite(ex, plan.recompute), peak)
+    peak = _measure(mod, func_name, ex, lambda: rewrite(ex, plan.recompute), peak)
     return (unplanned, None) if peak >= unplanned else (peak, plan)
 
 
-def _measure(mod: IRModule, func_name: str, ex, new_func: Function, planned: int) -> int:
+def _measure(mod: IRModule, func_name: str, ex, new_func, planned: int) -> int:
     """The (rewritten) function's peak by the exact memory model (the executor's): without an If or a call
     it is the simulator's, `planned` (tests/passes/checkpoint/test_ckpt_model_equals_exact.py); with them
-    the Problem may count more (a branch returning an outer value) and the rewritten function is measured."""
-    return peak_memory(mod.with_function(func_name, new_func), func_name) if ex.opaque else planned
+    the Problem may count more (a branch returning an outer value) and `new_func()`, the rewritten function,
+    is measured. Made only then: the least plan of a long chain recomputes O(n^2) values."""
+    return peak_memory(mod.with_function(func_name, new_func()), func_name) if ex.opaque else planned
