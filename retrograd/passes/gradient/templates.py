@@ -15,15 +15,15 @@ from retrograd.ir.expr import LEAF_TYPES, Call, DataflowVar, Tuple, Var, new_cal
 from retrograd.ir.block import VarBinding, new_binding
 from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ir.vars import read_vars
-from retrograd.ops.registry import attrs_key
+from retrograd.passes.cse import AttrKeys
 
 
 class RuleTemplates:
     """Templates by call kind; `key` says which calls may use one (None: not this call)."""
 
-    def __init__(self):
+    def __init__(self, attr_keys: AttrKeys | None = None):
         self.memo: dict = {}
-        self.attrs: dict = {}  # id(attrs dict) -> (the dict, attrs_key of it): ops share normalized attributes
+        self.attr_keys = AttrKeys() if attr_keys is None else attr_keys
 
     def key(self, call: Call, var: Var, g, active: set, adj: dict, in_dataflow: bool):
         """What the rule's emitted bindings depend on: the op, its attributes, each argument's class,
@@ -48,11 +48,7 @@ class RuleTemplates:
                 return None
             else:
                 parts.append(a)
-        given = call.attrs
-        hit = self.attrs.get(id(given))
-        if hit is None or hit[0] is not given:
-            hit = self.attrs[id(given)] = (given, attrs_key(given))
-        attrs = hit[1]
+        attrs = self.attr_keys(call.attrs)
         if attrs is None:
             return None
         return (call.op, attrs, tuple(parts), var.__class__, var.struct_info, g.__class__, g.struct_info, in_dataflow)

@@ -5,18 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 from retrograd.errors import GradientError, did_you_mean
-from retrograd.gc_pause import collector_paused
+from retrograd.gc_pause import collector_paused, promote_survivors
 from retrograd.ir.vars import called_functions
-from retrograd.ir.block import DataflowBlock, VarBinding
+from retrograd.ir.block import DataflowBlock, VarBinding, new_binding
 from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.copy import copy_binding, copy_expr, fresh_var
-from retrograd.ir.expr import Constant, DataflowVar, Expr, Function, GlobalVar, If, Tuple, Var, shape_expr
+from retrograd.ir.expr import Call, Constant, DataflowVar, Expr, Function, GlobalVar, If, Tuple, Var, new_call, shape_expr
 from retrograd.ir.module import IRModule
 from retrograd.ir.nested import fold
 from retrograd.ir.struct_info import FuncStructInfo, TensorStructInfo, TupleStructInfo, annotation_form, tuple_fields
 from retrograd.ir.text import format_sinfo
 from retrograd.ops.registry import get as get_op
 from retrograd.passes.cleanup import cleanup_function
+from retrograd.passes.cse import AttrKeys
 from retrograd.passes.dce import is_pure
 from retrograd.passes.gradient.activity import all_float, compute_active
 from retrograd.passes.gradient.markers import Recompute, collect_checkpoints, marker_kind
@@ -81,7 +82,9 @@ class Gradient:
         # Without the pause the pass was 1.5x slower at 50,000 bindings. (Copying and sweeping recurse
         # once per nested If: Pass.__call__ makes stack room for the deepest.)
         with collector_paused():
-            return ModuleAD(mod, self).run()
+            out = ModuleAD(mod, self).run()
+            promote_survivors()
+            return out
 
 
 
@@ -173,6 +176,7 @@ class FunctionAD:
         self.spec = spec
         self.sparse = SparseGrads(spec)
         self.recompute: Recompute | None = None
+        self.attr_keys = AttrKeys()  # shared by the forward copies' calls and the rule templates
 
     def error(self, message: str, binding=None) -> GradientError:
         return self.spec.error(message, binding)
@@ -213,7 +217,8 @@ class FunctionAD:
             kept = {vmap[v] for v in checkpoints[0]} | {vmap[m] for m, v in marks.items() if v in checkpoints[0]}
             self.recompute = Recompute(bb, forward, kept)
 
-        sweep = Sweep(self, bb, compute_active(forward, required), RuleTemplates() if self.recompute is None else None)
+        templates = RuleTemplates(self.attr_keys) if self.recompute is None else None
+        sweep = Sweep(self, bb, compute_active(forward, required), templates)
         seed_params = self._seed(sweep, bb, ret)
         sweep.run(forward)
 
@@ -247,11 +252,12 @@ class FunctionAD:
         markers (`has_markers`) disappear: a marker var stands for the var it marks."""
         blocks = self.spec.func.body.blocks
         forward = []
+        shared = self.attr_keys.shared
         for k, block in enumerate(blocks):
             joins = merged and k == len(blocks) - 1
             bb.begin_block(dataflow=isinstance(block, DataflowBlock))
             if not has_markers:  # the common case: no marker to look for
-                copied = [copy_binding(b, vmap, not joins) for b in block.bindings]
+                copied = [_copy_binding(b, vmap, not joins, shared) for b in block.bindings]
                 bb.current_bindings().extend(copied)
                 forward += copied
                 if not joins:
@@ -311,6 +317,22 @@ class FunctionAD:
         if not isinstance(sinfo, TensorStructInfo) or sinfo.shape is None or not sinfo.dtype:
             raise self.error(f"cannot seed a target of unknown shape with ones ({format_sinfo(sinfo, brief=True)})")
         return bb.emit(get_op("relax.ones")(shape_expr(sinfo.shape), dtype=sinfo.dtype), f"{name}_adjoint")
+
+def _copy_binding(b: VarBinding, vmap: dict, promote: bool, shared) -> VarBinding:
+    """copy_binding; a call on leaves takes `shared(its attributes)`: a parsed module gives each call its
+    own dict, and the templates and the clean-up key attributes by dict (one key per shared dict)."""
+    value = b.value
+    if value.__class__ is not Call:
+        return copy_binding(b, vmap, promote)
+    args = value.args
+    for a in args:
+        if a.__class__ is Tuple:
+            return copy_binding(b, vmap, promote)
+    value = new_call(value.op, tuple([vmap.get(a, a) if isinstance(a, Var) else a for a in args]), shared(value.attrs), value.struct_info, value.span)
+    var = fresh_var(b.var, promote)
+    vmap[b.var] = var
+    return new_binding(var, value, b.span)
+
 
 __all__ = ["Gradient", "cleanup_function"]
 
