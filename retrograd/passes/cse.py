@@ -86,6 +86,11 @@ class AttrKeys:
 
     def shared(self, given: dict) -> dict:
         """The first dict seen of given's key (given itself for a dict of unhashable values)."""
+        types = tuple(map(type, given.values()))
+        if _PLAIN_VALUES.issuperset(types):  # _entry's content lookup: the usual hit, without the id table
+            entry = self.by_content.get((tuple(given.items()), types))
+            if entry is not None:
+                return entry[0]
         return self._entry(given)[0]
 
     def _entry(self, given: dict) -> tuple:

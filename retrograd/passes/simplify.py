@@ -34,7 +34,7 @@ def _op_name(value) -> str | None:
     return getattr(value.op, "name", None) if isinstance(value, Call) else None
 
 
-def _axes(call: Call) -> tuple | None:
+def permute_axes(call: Call) -> tuple | None:
     """The explicit permutation of a permute_dims call (None axes reverse them), or None if ndim is unknown."""
     ndim = call.struct_info.ndim if isinstance(call.struct_info, TensorStructInfo) else -1
     axes = call.attrs.get("axes")
@@ -135,7 +135,7 @@ class Simplifier(ExprMutator):
         if not isinstance(target, Var):
             self.var_remap[var] = target
             return True
-        if target.struct_info != var.struct_info:
+        if target.struct_info is not var.struct_info and target.struct_info != var.struct_info:
             return False
         if isinstance(var, DataflowVar) or not isinstance(target, DataflowVar):
             self.var_remap[var] = target
@@ -167,11 +167,11 @@ class Simplifier(ExprMutator):
         return value
 
     def axes(self, call: Call) -> tuple | None:
-        """_axes(call), kept by attribute dict and rank: the replayed calls of a gradient share them."""
+        """permute_axes(call), kept by attribute dict and rank: the replayed calls of a gradient share them."""
         return self.permutation(call)[0]
 
     def permutation(self, call: Call) -> tuple:
-        """(_axes(call), whether that is the identity, whether it swaps the last two axes), kept by
+        """(permute_axes(call), whether that is the identity, whether it swaps the last two axes), kept by
         attribute dict and rank (the replayed calls of a gradient share them); (None, False, False)
         when the rank is unknown."""
         attrs_, sinfo = call.attrs, call.struct_info
@@ -179,7 +179,7 @@ class Simplifier(ExprMutator):
         hit = self._axes.get(id(attrs_))
         if hit is not None and hit[0] is attrs_ and hit[1] == ndim:
             return hit[2]
-        axes = _axes(call)
+        axes = permute_axes(call)
         info = (None, False, False) if axes is None else (axes, axes == tuple(range(len(axes))), _swaps_last_two(axes))
         self._axes[id(attrs_)] = (attrs_, ndim, info)
         return info
@@ -209,7 +209,8 @@ class Simplifier(ExprMutator):
 
     def matmul_transpose(self, call: Call, mm: Call):
         """permute(matmul(a, b)) -> matmul(permute(b), permute(a)), when a transpose cancels on the way."""
-        a, b = (self.resolve(x) for x in mm.args)
+        remap = self.var_remap
+        a, b = (remap.get(x, x) if isinstance(x, Var) else self.resolve(x) for x in mm.args)
         sa, sb = a.struct_info, b.struct_info
         if not (isinstance(sa, TensorStructInfo) and isinstance(sb, TensorStructInfo)) or sa.ndim < 2 or sb.ndim < 2:
             return None
