@@ -18,3 +18,14 @@ def collector_paused():
     finally:
         if enabled:
             gc.enable()
+
+
+def promote_survivors() -> None:
+    """Move everything allocated so far (a new module, long-lived) straight to the collector's oldest
+    generation. With the collector paused, every object made stays in the youngest generation, and the
+    first young collection after the pause scans them all only to promote them; freeze + unfreeze moves
+    them without a scan. Skipped when the program froze objects itself (gc.freeze before a fork):
+    unfreeze would thaw those too."""
+    if gc.get_freeze_count() == 0:
+        gc.freeze()
+        gc.unfreeze()

@@ -8,7 +8,7 @@ import re
 import numpy as np
 
 from retrograd.errors import NameError_, TypeInferenceError
-from retrograd.ir.block import BindingBlock, DataflowBlock, VarBinding
+from retrograd.ir.block import BindingBlock, DataflowBlock, VarBinding, new_binding
 from retrograd.ir.expr import (
     LEAF_TYPES,
     Call,
@@ -26,6 +26,7 @@ from retrograd.ir.expr import (
     Tuple,
     TupleGetItem,
     Var,
+    new_var,
 )
 from retrograd.ir.nested import all_pairs, postorder
 from retrograd.ir.struct_info import (
@@ -132,15 +133,15 @@ class BlockBuilder:
         """Normalize `expr`, bind it to a fresh var (a DataflowVar inside a dataflow block), return the var."""
         value = self.normalize(expr)
         bindings = self.current_bindings()
-        var = (DataflowVar if self._scopes[-1].dataflow else Var)(name_hint, value.struct_info, span=span)
-        bindings.append(VarBinding(var, value, span=span))
+        var = new_var(DataflowVar if self._scopes[-1].dataflow else Var, name_hint, value.struct_info, span)
+        bindings.append(new_binding(var, value, span))
         return var
 
     def emit_output(self, expr: Expr, name_hint: str = "gv", span=None) -> Var:
         """Inside a dataflow block: bind to a Var visible after the block."""
         value = self.normalize(expr)
-        var = Var(name_hint, value.struct_info, span=span)
-        self.current_bindings().append(VarBinding(var, value, span=span))
+        var = new_var(Var, name_hint, value.struct_info, span)
+        self.current_bindings().append(new_binding(var, value, span))
         return var
 
     def emit_binding(self, binding: VarBinding) -> None:

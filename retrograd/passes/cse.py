@@ -67,23 +67,69 @@ def value_key(value: Expr):
     return None
 
 
-class CallKeys:
-    """`value_key` for many values, remembering what calls share: each op and attribute dict's part of
-    the key and each non-variable argument's key (by identity, the objects kept alive here). The
-    gradient's replayed rules share these objects across thousands of calls."""
+_PLAIN_VALUES = frozenset({type(None), str, bool, int})
+
+
+class AttrKeys:
+    """`attrs_key` of many attribute dicts, remembered by identity (the replayed calls of a gradient share
+    their dicts, the dicts kept alive here) and, for dicts of plain values (None, strings, bools, ints:
+    equal with equal types only when their typed keys are), by content (each parsed call has its own).
+    `shared` gives one dict for all dicts of equal key, for copies to share."""
 
     def __init__(self):
-        self.heads: dict = {}  # id(attrs dict) -> (the dict, the op, its name and the items, or None)
+        self.by_id: dict = {}  # id(dict) -> (the dict, (the first dict of its key, the key))
+        self.by_content: dict = {}  # (items, value types) -> (the first dict, the key)
+        self.by_key: dict = {}  # key -> (the first dict, the key), for other dicts
+
+    def __call__(self, given: dict):
+        return self._entry(given)[1]
+
+    def shared(self, given: dict) -> dict:
+        """The first dict seen of given's key (given itself for a dict of unhashable values)."""
+        types = tuple(map(type, given.values()))
+        if _PLAIN_VALUES.issuperset(types):  # _entry's content lookup: the usual hit, without the id table
+            entry = self.by_content.get((tuple(given.items()), types))
+            if entry is not None:
+                return entry[0]
+        return self._entry(given)[0]
+
+    def _entry(self, given: dict) -> tuple:
+        hit = self.by_id.get(id(given))
+        if hit is not None and hit[0] is given:
+            return hit[1]
+        types = tuple(map(type, given.values()))
+        if _PLAIN_VALUES.issuperset(types):
+            content = (tuple(given.items()), types)
+            entry = self.by_content.get(content)
+            if entry is None:
+                entry = self.by_content[content] = (given, attrs_key(given))
+        else:
+            key = attrs_key(given)
+            entry = (given, None) if key is None else self.by_key.setdefault(key, (given, key))
+        self.by_id[id(given)] = (given, entry)
+        return entry
+
+
+class CallKeys:
+    """`value_key` for many values, remembering what calls share: each op and attribute dict's part of
+    the key (as a number: (op name, attribute items) interned) and each non-variable argument's key (by
+    identity, the objects kept alive here). The gradient's replayed rules share these objects across
+    thousands of calls. Keys of calls are (head number, argument keys): equal exactly when value_key's are."""
+
+    def __init__(self):
+        self.heads: dict = {}  # id(attrs dict) -> (the dict, the op, its head number or None)
+        self.numbers: dict = {}  # (op name, attribute items) -> head number
         self.leaves: dict = {}  # id(argument) -> (the argument, its key)
+        self.attr_keys = AttrKeys()
 
     def key(self, value: Expr):
-        """value_key(value)."""
+        """value_key(value), in its own form for calls."""
         if value.__class__ is not Call:
             return value_key(value)
         op, attrs = value.op, value.attrs
         hit = self.heads.get(id(attrs))
         if hit is None or hit[0] is not attrs or hit[1] is not op:
-            hit = self.heads[id(attrs)] = (attrs, op, _head(op, attrs))
+            hit = self.heads[id(attrs)] = (attrs, op, self._number(op, attrs))
         head = hit[2]
         if head is None:
             return None
@@ -98,15 +144,21 @@ class CallKeys:
             if known is None or known[0] is not a:
                 known = leaves[id(a)] = (a, a if isinstance(a, Var) else _arg_key(a))
             parts.append(known[1])
-        return (head[0], tuple(parts), head[1])
+        return (head, tuple(parts))
+
+    def _number(self, op, attrs: dict):
+        head = _head(op, attrs, self.attr_keys)
+        if head is None:
+            return None
+        return self.numbers.setdefault(head, len(self.numbers))
 
 
-def _head(op, attrs: dict):
+def _head(op, attrs: dict, attr_keys=attrs_key):
     """(the op's name, the attributes' typed items) of value_key, or None when a call gets no key: a call of a
     function, an impure op or a barrier, or unhashable attributes."""
     if not isinstance(op, Op) or not getattr(op, "pure", True) or getattr(op, "name", None) in BARRIER_OPS:
         return None
-    items = attrs_key(attrs)  # typed: 0.0 and -0.0, or 1 and 1.0, compute different things
+    items = attr_keys(attrs)  # typed: 0.0 and -0.0, or 1 and 1.0, compute different things
     if items is None:
         return None
     return op.name, items

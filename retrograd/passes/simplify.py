@@ -17,6 +17,8 @@ from retrograd.ir.expr import (
     TupleGetItem,
     Var,
     is_leaf,
+    new_call,
+    new_var,
 )
 from retrograd.ir.functor import ExprMutator
 from retrograd.ir.module import IRModule
@@ -32,7 +34,7 @@ def _op_name(value) -> str | None:
     return getattr(value.op, "name", None) if isinstance(value, Call) else None
 
 
-def _axes(call: Call) -> tuple | None:
+def permute_axes(call: Call) -> tuple | None:
     """The explicit permutation of a permute_dims call (None axes reverse them), or None if ndim is unknown."""
     ndim = call.struct_info.ndim if isinstance(call.struct_info, TensorStructInfo) else -1
     axes = call.attrs.get("axes")
@@ -133,7 +135,7 @@ class Simplifier(ExprMutator):
         if not isinstance(target, Var):
             self.var_remap[var] = target
             return True
-        if target.struct_info != var.struct_info:
+        if target.struct_info is not var.struct_info and target.struct_info != var.struct_info:
             return False
         if isinstance(var, DataflowVar) or not isinstance(target, DataflowVar):
             self.var_remap[var] = target
@@ -165,39 +167,50 @@ class Simplifier(ExprMutator):
         return value
 
     def axes(self, call: Call) -> tuple | None:
-        """_axes(call), kept by attribute dict and rank: the replayed calls of a gradient share them."""
+        """permute_axes(call), kept by attribute dict and rank: the replayed calls of a gradient share them."""
+        return self.permutation(call)[0]
+
+    def permutation(self, call: Call) -> tuple:
+        """(permute_axes(call), whether that is the identity, whether it swaps the last two axes), kept by
+        attribute dict and rank (the replayed calls of a gradient share them); (None, False, False)
+        when the rank is unknown."""
         attrs_, sinfo = call.attrs, call.struct_info
         ndim = sinfo.ndim if sinfo.__class__ is TensorStructInfo else None
         hit = self._axes.get(id(attrs_))
         if hit is not None and hit[0] is attrs_ and hit[1] == ndim:
             return hit[2]
-        axes = _axes(call)
-        self._axes[id(attrs_)] = (attrs_, ndim, axes)
-        return axes
+        axes = permute_axes(call)
+        info = (None, False, False) if axes is None else (axes, axes == tuple(range(len(axes))), _swaps_last_two(axes))
+        self._axes[id(attrs_)] = (attrs_, ndim, info)
+        return info
 
     def permute(self, var: Var, call: Call):
-        axes = self.axes(call)
+        axes, identity, swaps = self.permutation(call)
         if axes is None:
             return call
-        if axes == tuple(range(len(axes))):
+        if identity:
             return call.args[0]
         src = call.args[0]
         inner = self.defs.get(src)
-        if _op_name(inner) == PERMUTE:
-            inner_axes = self.axes(inner)
+        if inner.__class__ is not Call:
+            return call
+        name = getattr(inner.op, "name", None)
+        if name == PERMUTE:
+            inner_axes = self.permutation(inner)[0]
             if inner_axes is not None:
                 composed = tuple(inner_axes[a] for a in axes)
                 base = self.resolve(inner.args[0])
                 if composed == tuple(range(len(composed))):
                     return base
                 return attrs.evolve(call, args=(base,), attrs={**call.attrs, "axes": composed})
-        if _op_name(inner) == _MATMUL and _swaps_last_two(axes) and self.uses.get(src, 0) == 1:
+        elif name == _MATMUL and swaps and self.uses.get(src, 0) == 1:
             return self.matmul_transpose(call, inner) or call
         return call
 
     def matmul_transpose(self, call: Call, mm: Call):
         """permute(matmul(a, b)) -> matmul(permute(b), permute(a)), when a transpose cancels on the way."""
-        a, b = (self.resolve(x) for x in mm.args)
+        remap = self.var_remap
+        a, b = (remap.get(x, x) if isinstance(x, Var) else self.resolve(x) for x in mm.args)
         sa, sb = a.struct_info, b.struct_info
         if not (isinstance(sa, TensorStructInfo) and isinstance(sb, TensorStructInfo)) or sa.ndim < 2 or sb.ndim < 2:
             return None
@@ -206,12 +219,13 @@ class Simplifier(ExprMutator):
             return None
         new_b = tb if tb is not None else self.emit_transpose(b)
         new_a = ta if ta is not None else self.emit_transpose(a)
-        return Call(mm.op, (new_b, new_a), dict(mm.attrs), call.struct_info, span=call.span)
+        # mm's attribute dict itself (nodes never mutate theirs): CSE keys are remembered per dict.
+        return new_call(mm.op, (new_b, new_a), mm.attrs, call.struct_info, call.span)
 
     def transposed_source(self, x):
         """y when x = permute_dims(y) swapping the last two axes."""
         d = self.defs.get(x)
-        if _op_name(d) == PERMUTE and _swaps_last_two(self.axes(d)):
+        if _op_name(d) == PERMUTE and self.permutation(d)[2]:
             return self.resolve(d.args[0])
         return None
 
@@ -224,9 +238,9 @@ class Simplifier(ExprMutator):
             call = self.builder.normalize(get_op(PERMUTE)(x, axes=list(range(n - 2)) + [n - 1, n - 2]))
             self._transposes[sinfo] = (call.op, call.attrs, call.struct_info)
         else:
-            call = Call(known[0], (x,), known[1], known[2])
-        var = (DataflowVar if self.builder.in_dataflow else Var)("lv", call.struct_info)
-        self.emit(VarBinding(var, call))
+            call = new_call(known[0], (x,), known[1], known[2])
+        var = new_var(DataflowVar if self.builder.in_dataflow else Var, "lv", call.struct_info)
+        self.emit(new_binding(var, call))
         return var
 
 

@@ -205,3 +205,28 @@ def main(x: R.Tensor((4,), "float32")):
         np.testing.assert_array_equal(np.asarray(g), w)
         assert np.array_equal(np.signbit(np.asarray(g)), np.signbit(w))
     assert np.signbit(want[0][0]) != np.signbit(want[1][0])  # the two calls do differ
+
+
+def test_attribute_keys_by_identity_and_content_agree_with_attrs_key():
+    """AttrKeys (the clean-up's and the gradient templates' memo) gives attrs_key's key for every dict, and
+    `shared` one dict only for dicts whose typed keys are equal: 1, 1.0 and True, or 0.0 and -0.0, stay apart."""
+    from retrograd.ops.registry import attrs_key
+    from retrograd.passes.cse import AttrKeys
+
+    dicts = [
+        {}, {"axis": None}, {"axis": None, "keepdims": False}, {"axis": None, "keepdims": 0},
+        {"axis": 1}, {"axis": True}, {"axis": 1.0}, {"alpha": 0.0}, {"alpha": -0.0}, {"axes": [1, 0]},
+        {"axes": [1.0, 0]}, {"axes": (1, 0)}, {"axes": [[1], [0]]}, {"v": "a"}, {"v": {"x": 1}}, {"keepdims": False, "axis": None},
+    ]
+    keys = AttrKeys()
+    for round_ in range(2):  # the second time from the memos
+        copies = [dict(d) for d in dicts]  # new objects: found by content (or keyed afresh)
+        for d in dicts + copies:
+            assert keys(d) == attrs_key(d)
+        for d, c in zip(dicts, copies):
+            first = keys.shared(c)
+            assert first == c and attrs_key(first) == attrs_key(c)
+            if attrs_key(c) is not None:
+                assert first is keys.shared(d)  # one dict per key
+    shared = {id(keys.shared(d)) for d in dicts}
+    assert len(shared) == len({attrs_key(d) for d in dicts if attrs_key(d) is not None}) + sum(attrs_key(d) is None for d in dicts)

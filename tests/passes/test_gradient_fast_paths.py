@@ -18,6 +18,15 @@ from retrograd.passes.simplify import simplify_function
 
 
 
+def _summed_module(params: list, lines: list, last: str) -> str:
+    """A module whose main runs `lines` in a dataflow block and returns the sum of `last`."""
+    body = "\n".join("            " + line for line in lines + [f"gv = R.sum({last})", "R.output(gv)"])
+    return (
+        "@I.ir_module\nclass Module:\n    @R.function\n"
+        f"    def main({', '.join(params)}) -> R.Tensor((), \"float32\"):\n        with R.dataflow():\n{body}\n        return gv\n"
+    )
+
+
 def mlp_text(layers: int, transposed: bool) -> str:
     """Layers of (permute_dims,) matmul, bias add and relu, summed: each layer's rules are the same."""
     t = 'R.Tensor((4, 8), "float32")'
@@ -30,11 +39,7 @@ def mlp_text(layers: int, transposed: bool) -> str:
             w = f"wt{i}"
         lines += [f"m{i} = R.matmul({prev}, {w})", f"a{i} = R.add(m{i}, b{i})", f"r{i} = R.nn.relu(a{i})"]
         prev = f"r{i}"
-    body = "\n".join("            " + line for line in lines + [f"gv = R.sum({prev})", "R.output(gv)"])
-    return (
-        "@I.ir_module\nclass Module:\n    @R.function\n"
-        f"    def main({', '.join(params)}) -> R.Tensor((), \"float32\"):\n        with R.dataflow():\n{body}\n        return gv\n"
-    )
+    return _summed_module(params, lines, prev)
 
 # Repeated layers (templates replay), a shared weight (accumulation), repeated computations (CSE),
 # a constant computation (folding), transposes (simplify), an unused value (dead code).
@@ -98,3 +103,57 @@ def test_rule_templates_build_what_the_rules_build(text, monkeypatch):
     without = Gradient("main", cleanup=False)(mod)
     assert_structural_equal(with_templates["main_adjoint"], without["main_adjoint"])
     assert with_templates.script() == without.script()
+
+
+def transposed_text(ndim: int, axes: str, annotation: str, layers: int = 3) -> str:
+    """Layers of matmul by a transposed parameter (permute_dims(w_i, axes)) and tanh, summed."""
+    batch = "8, " if ndim == 3 else ""  # cubes: any permutation of a weight fits the matmul
+    w = f'R.Tensor(({batch}8, 8), "float32")'
+    params = [f'x: R.Tensor(({batch}4, 8), "float32")'] + [f"w{i}: {w}" for i in range(layers)]
+    ann = {"full": f": {w}", "ndim": f': R.Tensor(dtype="float32", ndim={ndim})', "none": ""}[annotation]
+    lines, prev = [], "x"
+    for i in range(layers):
+        lines += [f"wt{i}{ann} = R.permute_dims(w{i}, axes={axes})", f"m{i} = R.matmul({prev}, wt{i})", f"r{i} = R.tanh(m{i})"]
+        prev = f"r{i}"
+    return _summed_module(params, lines, prev)
+
+
+# (module, whether replayed rules skip the transpose of a transposed parameter): the clean-up cancels
+# permute_dims(permute_dims(w)) only when the two compose to the identity, the inner one is not the
+# identity itself, and w has the struct info of the outer one (here: not when wt is annotated by ndim only).
+TRANSPOSED = [
+    (mlp_text(6, transposed=True), True),
+    (SHARED, False),  # a shared weight: one matmul of each kind, nothing replayed
+    (transposed_text(2, "None", "none"), True),
+    (transposed_text(2, "[1, 0]", "full"), True),
+    (transposed_text(3, "[0, 2, 1]", "none"), True),
+    (transposed_text(3, "[0, 2, 1]", "ndim"), False),
+    (transposed_text(2, "[0, 1]", "none"), False),  # the identity: the clean-up drops the inner one instead
+    (transposed_text(3, "[1, 2, 0]", "none"), False),  # rotations: the matmul rule swaps the last two axes
+]
+
+
+@pytest.mark.parametrize("text, skips", TRANSPOSED)
+def test_replayed_rules_skip_what_the_cleanup_cancels(text, skips, monkeypatch):
+    mod = retrograd.parse(text)
+    found = []
+    original = RuleTemplates.param_source
+
+    def recording(self, x, outer, sinfo):
+        source = original(self, x, outer, sinfo)
+        found.append(source is not None)
+        return source
+
+    monkeypatch.setattr(RuleTemplates, "param_source", recording)
+    fast = Gradient("main")(mod)
+    assert any(found) is skips
+    # The reference: every rule run, its bindings all built, the clean-up doing the cancelling.
+    monkeypatch.setattr(RuleTemplates, "get", lambda self, key: None)
+    reference = Gradient("main")(mod)
+    assert_structural_equal(fast["main_adjoint"], reference["main_adjoint"])
+    assert fast.script() == reference.script()
+    assert well_formed(fast) == []
+    # Without the clean-up nothing is skipped: the raw adjoint keeps every rule's bindings.
+    found.clear()
+    Gradient("main", cleanup=False)(mod)
+    assert not any(found)

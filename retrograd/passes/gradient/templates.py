@@ -15,15 +15,19 @@ from retrograd.ir.expr import LEAF_TYPES, Call, DataflowVar, Tuple, Var, new_cal
 from retrograd.ir.block import VarBinding, new_binding
 from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ir.vars import read_vars
-from retrograd.ops.registry import attrs_key
+from retrograd.passes.cse import AttrKeys
+from retrograd.passes.simplify import PERMUTE, permute_axes
 
 
 class RuleTemplates:
     """Templates by call kind; `key` says which calls may use one (None: not this call)."""
 
-    def __init__(self):
+    def __init__(self, attr_keys: AttrKeys | None = None, forward: dict | None = None):
         self.memo: dict = {}
-        self.attrs: dict = {}  # id(attrs dict) -> (the dict, attrs_key of it): ops share normalized attributes
+        self.attr_keys = AttrKeys() if attr_keys is None else attr_keys
+        # Forward var -> value, when the clean-up will run: see param_source.
+        self.forward = forward
+        self._composes: dict = {}  # see param_source
 
     def key(self, call: Call, var: Var, g, active: set, adj: dict, in_dataflow: bool):
         """What the rule's emitted bindings depend on: the op, its attributes, each argument's class,
@@ -48,11 +52,7 @@ class RuleTemplates:
                 return None
             else:
                 parts.append(a)
-        given = call.attrs
-        hit = self.attrs.get(id(given))
-        if hit is None or hit[0] is not given:
-            hit = self.attrs[id(given)] = (given, attrs_key(given))
-        attrs = hit[1]
+        attrs = self.attr_keys(call.attrs)
         if attrs is None:
             return None
         return (call.op, attrs, tuple(parts), var.__class__, var.struct_info, g.__class__, g.struct_info, in_dataflow)
@@ -76,11 +76,11 @@ class RuleTemplates:
                 known.add(b.var)
             if isinstance(fitted, Var) and fitted not in known:
                 return
-        steps = [(index, hint, [_step(b, hint) for b in bindings], fitted) for index, hint, bindings, fitted in segments]
+        args = {a for a in call.args if isinstance(a, Var)}
+        steps = [(index, hint, [_step(b, hint, args, fitted) for b in bindings], fitted) for index, hint, bindings, fitted in segments]
         self.memo[key] = (call.args, var, g, steps)
 
-    @staticmethod
-    def replay(template, call: Call, var: Var, g, hint_of, block: list, add) -> None:
+    def replay(self, template, call: Call, var: Var, g, hint_of, block: list, add) -> None:
         """Per segment, append its copied bindings to `block`, then `add(argument, fitted value)` (which
         may append an accumulation); `hint_of(index)` is the name that argument's partial takes now (as
         the caller names it)."""
@@ -91,9 +91,15 @@ class RuleTemplates:
                 mapping[ta] = a
         get = mapping.get
         append = block.append
+        forward = self.forward
         for index, t_hint, steps, fitted in segments:
             hint = None
-            for old, cls, name, sinfo, value, leaves in steps:
+            for old, cls, name, sinfo, value, leaves, transposes_arg in steps:
+                if transposes_arg and forward is not None:
+                    source = self.param_source(get(value.args[0]), value, sinfo)
+                    if source is not None:
+                        mapping[old] = source
+                        continue
                 if name is None:
                     name = hint = hint_of(index) if hint is None else hint
                 if leaves:  # a call on leaves: vars are looked up, other leaves kept
@@ -109,10 +115,34 @@ class RuleTemplates:
                 mapping[old] = new
             add(call.args[index], get(fitted, fitted) if isinstance(fitted, Var) else fitted)
 
+    def param_source(self, x, outer: Call, sinfo):
+        """P when the clean-up would replace the step `outer` = permute_dims(x) by the parameter P, x being
+        the forward value permute_dims(P): the two permutations compose to the identity (the inner one is
+        not one itself) and P has the step's struct info. The step is then never built (nor walked): its
+        readers read P, as the clean-up would make them. None otherwise."""
+        inner = self.forward.get(x)
+        if inner.__class__ is not Call or inner.op is not outer.op:
+            return None
+        p = inner.args[0]
+        if (p.__class__ is not Var and p.__class__ is not DataflowVar) or p in self.forward:
+            return None  # not a parameter: the clean-up may rewrite what it reads
+        if p.struct_info is not sinfo and p.struct_info != sinfo:
+            return None
+        key = (id(inner.attrs), id(outer.attrs), inner.struct_info, outer.struct_info)
+        hit = self._composes.get(key)
+        if hit is None or hit[0] is not inner.attrs or hit[1] is not outer.attrs:
+            a, b = permute_axes(inner), permute_axes(outer)
+            cancels = a is not None and b is not None and a != tuple(range(len(a))) and len(a) == len(b)
+            cancels = cancels and tuple(a[i] for i in b) == tuple(range(len(a)))
+            hit = self._composes[key] = (inner.attrs, outer.attrs, cancels)
+        return p if hit[2] else None
 
-def _step(b: VarBinding, hint: str) -> tuple:
+
+def _step(b: VarBinding, hint: str, args: set, fitted) -> tuple:
     """How `bindings` copies one recorded binding: its var, the new var's class, its name (None: the
-    caller's hint), its struct info, its value, and whether that is a call on leaves only."""
+    caller's hint), its struct info, its value, whether that is a call on leaves only, and whether it is
+    permute_dims of a call argument read only by later steps (see param_source)."""
     old, value = b.var, b.value
     leaves = value.__class__ is Call and all(isinstance(a, LEAF_TYPES) for a in value.args)
-    return (old, old.__class__, None if old.name_hint == hint else old.name_hint, old.struct_info, value, leaves)
+    transposes_arg = leaves and getattr(value.op, "name", None) == PERMUTE and value.args[0] in args and old is not fitted
+    return (old, old.__class__, None if old.name_hint == hint else old.name_hint, old.struct_info, value, leaves, transposes_arg)

@@ -5,18 +5,19 @@ from __future__ import annotations
 from typing import Any
 
 from retrograd.errors import GradientError, did_you_mean
-from retrograd.gc_pause import collector_paused
+from retrograd.gc_pause import collector_paused, promote_survivors
 from retrograd.ir.vars import called_functions
-from retrograd.ir.block import DataflowBlock, VarBinding
+from retrograd.ir.block import DataflowBlock, VarBinding, new_binding
 from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.copy import copy_binding, copy_expr, fresh_var
-from retrograd.ir.expr import Constant, DataflowVar, Expr, Function, GlobalVar, If, Tuple, Var, shape_expr
+from retrograd.ir.expr import Call, Constant, DataflowVar, Expr, Function, GlobalVar, If, Tuple, Var, new_call, new_var, shape_expr
 from retrograd.ir.module import IRModule
 from retrograd.ir.nested import fold
 from retrograd.ir.struct_info import FuncStructInfo, TensorStructInfo, TupleStructInfo, annotation_form, tuple_fields
 from retrograd.ir.text import format_sinfo
 from retrograd.ops.registry import get as get_op
 from retrograd.passes.cleanup import cleanup_function
+from retrograd.passes.cse import AttrKeys
 from retrograd.passes.dce import is_pure
 from retrograd.passes.gradient.activity import all_float, compute_active
 from retrograd.passes.gradient.markers import Recompute, collect_checkpoints, marker_kind
@@ -81,7 +82,9 @@ class Gradient:
         # Without the pause the pass was 1.5x slower at 50,000 bindings. (Copying and sweeping recurse
         # once per nested If: Pass.__call__ makes stack room for the deepest.)
         with collector_paused():
-            return ModuleAD(mod, self).run()
+            out = ModuleAD(mod, self).run()
+            promote_survivors()
+            return out
 
 
 
@@ -173,6 +176,10 @@ class FunctionAD:
         self.spec = spec
         self.sparse = SparseGrads(spec)
         self.recompute: Recompute | None = None
+        # Attribute dicts and tensor struct infos that the forward copies share (see _copy_binding); the
+        # templates key attributes with the same AttrKeys.
+        self.attr_keys = AttrKeys()
+        self.sinfos: dict = {}
 
     def error(self, message: str, binding=None) -> GradientError:
         return self.spec.error(message, binding)
@@ -190,7 +197,8 @@ class FunctionAD:
     def build(self, return_forward: bool, new_name: str, private: bool | None = None) -> Function:
         spec = self.spec
         func = spec.func
-        params = [fresh_var(p) for p in func.params]
+        sinfos = self.sinfos
+        params = [new_var(p.__class__, p.name_hint, _shared_sinfo(p.struct_info, sinfos), p.span) for p in func.params]
         vmap = dict(zip(func.params, params))
         blocks = func.body.blocks
         # An If, or an impure call (a collective, whose adjoint is one too), keeps the backward out of
@@ -213,7 +221,11 @@ class FunctionAD:
             kept = {vmap[v] for v in checkpoints[0]} | {vmap[m] for m, v in marks.items() if v in checkpoints[0]}
             self.recompute = Recompute(bb, forward, kept)
 
-        sweep = Sweep(self, bb, compute_active(forward, required), RuleTemplates() if self.recompute is None else None)
+        templates = None
+        if self.recompute is None:
+            # With the clean-up to come, replayed rules skip the transposes it would cancel (param_source).
+            templates = RuleTemplates(self.attr_keys, {b.var: b.value for b in forward} if self.parent.options.cleanup else None)
+        sweep = Sweep(self, bb, compute_active(forward, required), templates)
         seed_params = self._seed(sweep, bb, ret)
         sweep.run(forward)
 
@@ -247,11 +259,12 @@ class FunctionAD:
         markers (`has_markers`) disappear: a marker var stands for the var it marks."""
         blocks = self.spec.func.body.blocks
         forward = []
+        shared, sinfos = self.attr_keys.shared, self.sinfos
         for k, block in enumerate(blocks):
             joins = merged and k == len(blocks) - 1
             bb.begin_block(dataflow=isinstance(block, DataflowBlock))
             if not has_markers:  # the common case: no marker to look for
-                copied = [copy_binding(b, vmap, not joins) for b in block.bindings]
+                copied = [_copy_binding(b, vmap, not joins, shared, sinfos) for b in block.bindings]
                 bb.current_bindings().extend(copied)
                 forward += copied
                 if not joins:
@@ -311,6 +324,33 @@ class FunctionAD:
         if not isinstance(sinfo, TensorStructInfo) or sinfo.shape is None or not sinfo.dtype:
             raise self.error(f"cannot seed a target of unknown shape with ones ({format_sinfo(sinfo, brief=True)})")
         return bb.emit(get_op("relax.ones")(shape_expr(sinfo.shape), dtype=sinfo.dtype), f"{name}_adjoint")
+
+def _copy_binding(b: VarBinding, vmap: dict, promote: bool, shared, sinfos: dict) -> VarBinding:
+    """copy_binding, sharing what equal copies may share: a call on leaves takes `shared(its attributes)`,
+    the new var the first equal tensor struct info in `sinfos`. A parsed module gives each call its own
+    dict and each var its own struct info; the templates and the clean-up key attributes by dict, and
+    compare struct infos (by identity first) in their keys."""
+    value = b.value
+    if value.__class__ is not Call or Tuple in map(type, value.args):
+        return copy_binding(b, vmap, promote)
+    args = value.args
+    value = new_call(value.op, tuple(map(vmap.get, args, args)), shared(value.attrs), value.struct_info, value.span)
+    old = b.var
+    sinfo = old.struct_info
+    if sinfo.__class__ is TensorStructInfo:
+        sinfo = sinfos.setdefault(sinfo, sinfo)
+    var = new_var(Var if promote else old.__class__, old.name_hint, sinfo, old.span)
+    vmap[old] = var
+    return new_binding(var, value, b.span)
+
+
+def _shared_sinfo(sinfo, sinfos: dict):
+    """The first tensor struct info equal to `sinfo` (equal ones print alike: dims are ints or names, the
+    dtype a string); other kinds as they are (a prim's value 0.0 equals -0.0)."""
+    if sinfo.__class__ is TensorStructInfo:
+        return sinfos.setdefault(sinfo, sinfo)
+    return sinfo
+
 
 __all__ = ["Gradient", "cleanup_function"]
 
