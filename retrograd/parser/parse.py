@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import gc
 from pathlib import Path
 
 from retrograd.errors import DiagnosticError, OpError, ParseError, Span, TypeInferenceError, UnsupportedError
-from retrograd.gc_pause import collector_paused
+from retrograd.gc_pause import collector_paused, promote_survivors
 from retrograd.ir.functor import stack_room
 from retrograd.ir.module import IRModule
 from retrograd.parser import literals as lit
@@ -38,26 +37,13 @@ def parse(text: str, source_name: str = "<string>") -> IRModule:
             with stack_room(depth[0] if depth else 0):
                 module = sp.module(nodes, tir)
             del nodes, sp
-            _promote_survivors()
+            promote_survivors()
             return module
     except RecursionError:
         # Binding sequences are iterated, the lexer bounds bracket nesting, if statements get stack
         # room for their depth: not expected to happen.
         span = Span(source_name, 1, 1, source=text)
         raise UnsupportedError("the script is nested too deeply to parse", span)
-
-
-def _promote_survivors() -> None:
-    """Move what the parse allocated (the module, long-lived) straight to the collector's oldest generation.
-
-    With the collector paused, every object the parse made stays in the youngest generation, and the
-    first young collection after it scans them all (~12% of a parse of 3,000 bindings) only to promote
-    them. freeze + unfreeze moves them without a scan. Skipped when the program froze objects itself
-    (gc.freeze before a fork): unfreeze would thaw those too.
-    """
-    if gc.get_freeze_count() == 0:
-        gc.freeze()
-        gc.unfreeze()
 
 
 def parse_file(path) -> IRModule:
