@@ -64,7 +64,18 @@ def _index(cx, a):
         return R.take(x, idx[present[0]], axis=present[0], mode="fast")
     if present == list(range(len(idx))):
         return R.index_tensor(x, Tuple(tuple(idx)))
-    raise UnsupportedError("advanced indexing with tensors after a full slice (x[:, i, j])")
+    # x[:, i, j] (a full slice before or between index tensors): the indexed axes moved to the front,
+    # indexed there, and the broadcast index dims moved back where PyTorch puts them: in place of the
+    # indexed axes when those are adjacent, first otherwise.
+    n = ndim(x)
+    rest = [d for d in range(n) if d not in present]
+    moved = cx.emit(R.permute_dims(x, axes=present + rest))
+    y = cx.emit(R.index_tensor(moved, Tuple(tuple(idx[d] for d in present))))
+    if present != list(range(present[0], present[-1] + 1)):
+        return y
+    k = max(idx[d].struct_info.ndim for d in present)
+    before = present[0]
+    return R.permute_dims(y, axes=[k + i for i in range(before)] + list(range(k)) + list(range(k + before, k + len(rest))))
 
 
 @op("index_put")

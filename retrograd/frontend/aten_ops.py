@@ -248,8 +248,9 @@ def _argmax(cx, a):
     return fn(a["self"], axis=a.get("dim"), keepdims=bool(a.get("keepdim", False)))
 
 
-def _var(cx, a, std):
-    x = cx.tensor(a["self"], cx.out_dtype())
+def _var(cx, a, std, out: int | None = None):
+    dt = cx.out_dtype(out)
+    x = cx.tensor(a["self"], dt)
     ax = axes(a.get("dim"), ndim(x))
     corr = a.get("correction")
     corr = (1 if a.get("unbiased", True) else 0) if corr is None else corr
@@ -259,12 +260,20 @@ def _var(cx, a, std):
         n = math.prod(x.struct_info.shape[i] for i in ax)
         if not isinstance(n, int):
             raise UnsupportedError("var / std with a correction over a symbolic dim")
-        v = R.multiply(cx.emit(v), _c(cx, n / (n - corr) if n > corr else math.inf))
+        v = R.multiply(cx.emit(v), cx.tensor(n / (n - corr) if n > corr else math.inf, dt))
     return R.sqrt(cx.emit(v)) if std else v
+
+
+def _var_mean(cx, a, std):
+    x = cx.tensor(a["self"], cx.out_dtype(1))
+    mean = R.mean(x, axis=axes(a.get("dim"), ndim(x)), keepdims=bool(a.get("keepdim", False)))
+    return _var(cx, a, std, 0), mean
 
 
 TABLE["var"] = lambda cx, a: _var(cx, a, False)
 TABLE["std"] = lambda cx, a: _var(cx, a, True)
+TABLE["var_mean"] = lambda cx, a: _var_mean(cx, a, False)
+TABLE["std_mean"] = lambda cx, a: _var_mean(cx, a, True)
 
 
 @op("all", "any")

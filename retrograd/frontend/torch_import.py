@@ -83,7 +83,43 @@ def from_exported_program(ep, *, seed: int = 0, dim_names: dict | None = None):
     """
     if _writes_into_views(ep):
         ep = ep.run_decompositions({})
+    ep = _decompose_unmapped(ep)
     return _Importer(ep, seed, dim_names or {}).run()
+
+
+def _converter(name: str):
+    """The TABLE entry converting the ATen op `name` (`add.Tensor`), its in-place form's too; None if none."""
+    base = name.split(".")[0]
+    conv = TABLE.get(name) or TABLE.get(base)
+    if conv is None and base.endswith("_") and not base.startswith("_"):
+        conv = TABLE.get(name.replace(base, base[:-1], 1)) or TABLE.get(base[:-1])
+    return conv
+
+
+def _unmapped(ep) -> bool:
+    for node in ep.graph.nodes:
+        if node.op == "call_function" and hasattr(node.target, "_schema"):
+            name = _op_name(node.target)
+            if name.split(".")[0] not in _CHECKS | _SYM_OPS and _converter(name) is None:
+                return True
+    return False
+
+
+def _decompose_unmapped(ep, rounds: int = 4):
+    """Ops retrograd has no converter for (composites such as var_mean, cosine_similarity, huber_loss,
+    lstm, the antialiased or bicubic upsamplings) replaced by torch's own decompositions into ops it
+    has; mapped ops are kept as they are. Each round may leave ops a decomposition produced: the next
+    decomposes those. Whatever has no decomposition is reported by the importer, naming the op."""
+    if not _unmapped(ep):
+        return ep
+    torch = _torch()
+    table = {op: fn for op, fn in torch.export.default_decompositions().items()
+             if _converter(_op_name(op)) is None}
+    for _ in range(rounds):
+        if not _unmapped(ep):
+            break
+        ep = ep.run_decompositions(table)
+    return ep
 
 
 def _writes_into_views(ep) -> bool:
@@ -175,10 +211,8 @@ class _Importer:
             seq = cx.value(node.args[0])
             cx.env[node] = seq[node.args[1]]
             return
-        conv = TABLE.get(name) or TABLE.get(base)
-        inplace = conv is None and base.endswith("_") and not base.startswith("_")
-        if inplace:
-            conv = TABLE.get(name.replace(base, base[:-1], 1)) or TABLE.get(base[:-1])
+        conv = _converter(name)
+        inplace = TABLE.get(name) is None and TABLE.get(base) is None and base.endswith("_") and not base.startswith("_")
         if conv is None:
             raise UnsupportedError(f"from_exported_program: ATen op {name} has no retrograd mapping (fx node "
                                    f"'{node.name}'){_source(node)}")

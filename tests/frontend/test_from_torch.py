@@ -361,3 +361,115 @@ def test_transformer_block_with_symbolic_batch_and_sequence():
         (y,) = exe(x.numpy(), *params.values())
         with torch.no_grad():
             np.testing.assert_allclose(y, model(x).numpy(), rtol=RTOL, atol=1e-5)
+
+
+# -- ops without a converter: torch's own decompositions ---------------------------------------
+def _composite_cases():
+    """(name, function of (x, w), x's shape): composites retrograd has no converter for, which the
+    importer decomposes with torch's decompositions; `w` is a parameter, so gradients are compared too."""
+    torch = need("torch")
+    F = torch.nn.functional
+    return {
+        "var_mean": (lambda x, w: sum(torch.var_mean(x * w, dim=1)), (3, 4)),
+        "std_mean": (lambda x, w: torch.std_mean(x * w, dim=0, keepdim=True)[0] * w, (3, 4)),
+        "tile": (lambda x, w: (x * w).tile(2, 1), (3, 4)),
+        "cosine_similarity": (lambda x, w: F.cosine_similarity(x * w, x.flip(0)), (3, 4)),
+        "pairwise_distance": (lambda x, w: F.pairwise_distance(x * w, x.flip(0)), (3, 4)),
+        "kl_div": (lambda x, w: F.kl_div((x * w).log_softmax(-1), x.softmax(-1), reduction="batchmean"), (3, 4)),
+        "huber_loss": (lambda x, w: F.huber_loss(x * w, x.flip(0), delta=0.5), (3, 4)),
+        "smooth_l1_loss": (lambda x, w: F.smooth_l1_loss(x * w, x.flip(0), beta=0.5), (3, 4)),
+        "bce_with_logits": (lambda x, w: F.binary_cross_entropy_with_logits(x * w, x.sigmoid()), (3, 4)),
+        "logsigmoid": (lambda x, w: F.logsigmoid(x * w), (3, 4)),
+        "softshrink": (lambda x, w: F.softshrink(x * w, 0.3), (3, 4)),
+        "threshold": (lambda x, w: F.threshold(x * w, 0.1, 2.0), (3, 4)),
+        "logit": (lambda x, w: torch.logit((x * w).sigmoid(), eps=1e-3), (3, 4)),
+        "linalg_cross": (lambda x, w: torch.linalg.cross(x * w, x.flip(0), dim=-1), (4, 3)),
+        "linalg_norm": (lambda x, w: torch.linalg.norm(x * w, ord=2, dim=1), (3, 4)),
+        "matrix_norm": (lambda x, w: torch.linalg.matrix_norm(x * w), (3, 4)),
+        "aminmax": (lambda x, w: torch.aminmax(x * w, dim=1)[0], (3, 4)),
+        "zero_": (lambda x, w: x.clone().zero_() + x * w, (3, 4)),
+        "pixel_unshuffle": (lambda x, w: F.pixel_unshuffle(x * w, 2), (1, 2, 4, 4)),
+        "channel_shuffle": (lambda x, w: F.channel_shuffle(x * w, 2), (1, 4, 2, 2)),
+        "unfold": (lambda x, w: F.unfold(x * w, 2), (1, 2, 4, 4)),
+        "upsample_bicubic": (lambda x, w: F.interpolate(x * w, scale_factor=2, mode="bicubic"), (1, 2, 4, 4)),
+        "upsample_nearest_exact": (lambda x, w: F.interpolate(x * w, scale_factor=2, mode="nearest-exact"), (1, 2, 3, 3)),
+        "upsample_trilinear": (lambda x, w: F.interpolate(x * w, scale_factor=2, mode="trilinear"), (1, 2, 2, 2, 2)),
+        "index_after_slice": (lambda x, w: (x * w)[:, torch.tensor([0, 2]), torch.tensor([1, 1])], (2, 3, 4)),
+        "index_around_slice": (lambda x, w: (x * w)[torch.tensor([0, 1]), :, torch.tensor([1, 3])], (2, 3, 4)),
+        "index_broadcast_after_slice": (lambda x, w: (x * w)[:, torch.tensor([[0], [2]]), torch.tensor([1, 1, 0])],
+                                        (2, 3, 4, 5)),
+    }
+
+
+_COMPOSITES = ["var_mean", "std_mean", "tile", "cosine_similarity", "pairwise_distance", "kl_div", "huber_loss",
+               "smooth_l1_loss", "bce_with_logits", "logsigmoid", "softshrink", "threshold", "logit", "linalg_cross",
+               "linalg_norm", "matrix_norm", "aminmax", "zero_", "pixel_unshuffle", "channel_shuffle", "unfold",
+               "upsample_bicubic", "upsample_nearest_exact", "upsample_trilinear", "index_after_slice",
+               "index_around_slice", "index_broadcast_after_slice"]
+
+
+@pytest.mark.parametrize("name", _COMPOSITES)
+def test_composites_without_a_converter_are_decomposed_by_torch(name):
+    torch = need("torch")
+    fn, shape = _composite_cases()[name]
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.rand(shape[-1]) + 0.5)
+
+        def forward(self, x):
+            return fn(x, self.w)
+
+    torch.manual_seed(0)
+    check_against_torch(M(), (torch.randn(*shape),), grad_atol=1e-5)
+
+
+def test_recurrent_layers_are_decomposed_and_differentiate_like_pytorch():
+    torch = need("torch")
+    torch.manual_seed(0)
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gru = torch.nn.GRU(4, 5, batch_first=True)
+            self.lstm = torch.nn.LSTM(5, 3, num_layers=2, batch_first=True)
+
+        def forward(self, x):
+            return self.lstm(self.gru(x)[0])[0]
+
+    check_against_torch(M(), (torch.randn(2, 3, 4),))
+
+
+def test_decomposing_keeps_the_ops_retrograd_converts():
+    """Only the unconverted op is decomposed: layer_norm and linear stay fused ops of the IR."""
+    torch = need("torch")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(4, 6), torch.nn.LayerNorm(6))
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = model
+
+        def forward(self, x):
+            y = self.body(x)
+            return torch.nn.functional.cosine_similarity(y, y.flip(0))
+
+    mod, _ = check_against_torch(M(), (torch.randn(3, 4),))
+    text = mod.script()
+    assert "R.nn.layer_norm(" in text and "R.matmul(" in text
+    assert "cosine_similarity" not in text
+
+
+def test_an_op_torch_cannot_decompose_is_still_named():
+    torch = need("torch")
+    from retrograd.frontend import from_torch
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return torch.special.erfinv(x.tanh() * 0.5)
+
+    with pytest.raises(retrograd.errors.UnsupportedError) as info:
+        from_torch(M(), (torch.randn(3),))
+    assert "erfinv" in str(info.value) and "test_from_torch.py" in str(info.value)
