@@ -333,5 +333,5 @@ def prim(value, dtype):
 
 
 # register the other families into the table
-from retrograd.frontend import onnx_ops_attention, onnx_ops_nn, onnx_ops_reduce, onnx_ops_shape  # noqa: E402,F401
+from retrograd.frontend import onnx_ops_attention, onnx_ops_nn, onnx_ops_reduce, onnx_ops_rnn, onnx_ops_shape  # noqa: E402,F401
 from retrograd.frontend import onnx_ops_dynamic, onnx_ops_grid_sample, onnx_ops_resize  # noqa: E402,F401  (after the others: the first wraps their converters)

@@ -1,0 +1,194 @@
+"""ONNX RNN, GRU and LSTM: every attribute against onnxruntime, gradients against float64 finite
+differences, and recurrent layers exported by torch.onnx.export against PyTorch."""
+
+from __future__ import annotations
+
+import io
+import warnings
+
+import numpy as np
+import pytest
+from optional import need
+
+import retrograd
+from retrograd.passes import Gradient
+
+GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
+CONFIGS = {
+    "forward": {},
+    "reverse": {"direction": "reverse"},
+    "bidirectional": {"direction": "bidirectional", "initial": True},
+    "batch_first": {"layout": 1, "initial": True},
+    "lengths": {"lens": [3, 1, 4]},
+    "lengths_reverse": {"lens": [2, 4, 0], "direction": "reverse"},
+    "lengths_bidirectional_batch_first": {"lens": [4, 2, 3], "direction": "bidirectional", "layout": 1, "initial": True},
+    "clip": {"clip": 0.7},
+    "no_bias": {"bias": False},
+}
+
+
+def _model(op: str, cfg: dict, dtype=np.float32, seed: int = 0):
+    """(model bytes, feeds, number of outputs) of one recurrent node with random weights as inputs."""
+    onnx = need("onnx")
+    helper, TP = onnx.helper, onnx.TensorProto
+    rng = np.random.default_rng(seed)
+    steps, batch, features, hidden = 4, 3, 5, 6
+    dirs = 2 if cfg.get("direction") == "bidirectional" else 1
+    layout = cfg.get("layout", 0)
+    g = GATES[op]
+    x = rng.standard_normal((batch, steps, features) if layout else (steps, batch, features))
+    feeds = {"X": x, "W": rng.standard_normal((dirs, g * hidden, features)) * 0.5,
+             "R": rng.standard_normal((dirs, g * hidden, hidden)) * 0.5}
+    names = ["X", "W", "R"]
+    names.append("B" if cfg.get("bias", True) else "")
+    if cfg.get("bias", True):
+        feeds["B"] = rng.standard_normal((dirs, 2 * g * hidden)) * 0.3
+    names.append("L" if "lens" in cfg else "")
+    if "lens" in cfg:
+        feeds["L"] = np.asarray(cfg["lens"], dtype=np.int32)
+    states = 2 if op == "LSTM" else 1
+    for k in range(states):
+        name = f"H{k}" if cfg.get("initial") else ""
+        names.append(name)
+        if name:
+            shape = (batch, dirs, hidden) if layout else (dirs, batch, hidden)
+            feeds[name] = rng.standard_normal(shape) * 0.5
+    if op == "LSTM" and cfg.get("peepholes"):
+        names.append("P")
+        feeds["P"] = rng.standard_normal((dirs, 3 * hidden)) * 0.3
+    while names and not names[-1]:
+        names.pop()
+    attrs = {"hidden_size": hidden, "layout": layout}
+    for key in ("direction", "clip", "activations", "activation_alpha", "activation_beta", "linear_before_reset", "input_forget"):
+        if key in cfg:
+            attrs[key] = cfg[key]
+    outs = ["Y", "Y_h"] + (["Y_c"] if op == "LSTM" else [])
+    node = helper.make_node(op, names, outs, **attrs)
+    elem = TP.DOUBLE if dtype == np.float64 else TP.FLOAT
+    inputs = [helper.make_tensor_value_info(n, TP.INT32 if n == "L" else elem, feeds[n].shape) for n in names if n]
+    outputs = [helper.make_tensor_value_info(o, elem, None) for o in outs]
+    graph = helper.make_graph([node], "rec", inputs, outputs)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    model.ir_version = 8
+    feeds = {k: (v if k == "L" else v.astype(dtype)) for k, v in feeds.items()}
+    return model.SerializeToString(), [n for n in names if n], feeds, len(outs)
+
+
+def _ours(data, names, feeds):
+    from retrograd.frontend.onnx_import import from_onnx
+
+    mod, params = from_onnx(data)
+    return mod, retrograd.build(mod)["main"](*[feeds[n] for n in names], *params.values())
+
+
+CASES = [(op, c) for op in GATES for c in CONFIGS] + [
+    ("LSTM", "peepholes"), ("LSTM", "input_forget"), ("LSTM", "activations"), ("GRU", "linear_before_reset"),
+    ("GRU", "activations"), ("RNN", "activations"),
+]
+EXTRA = {
+    "peepholes": {"peepholes": True, "initial": True},
+    "input_forget": {"input_forget": 1},
+    "linear_before_reset": {"linear_before_reset": 1, "direction": "bidirectional"},
+}
+ACTIVATIONS = {
+    "LSTM": {"activations": ["HardSigmoid", "LeakyRelu", "ScaledTanh"], "activation_alpha": [0.3, 0.05, 0.9],
+             "activation_beta": [0.4, 1.1]},
+    "GRU": {"activations": ["Sigmoid", "Affine"], "activation_alpha": [0.5], "activation_beta": [0.25]},
+    "RNN": {"activations": ["Softsign"]},
+}
+
+
+def _config(op, name):
+    return ACTIVATIONS[op] if name == "activations" else EXTRA.get(name) or CONFIGS[name]
+
+
+@pytest.mark.parametrize("op,name", CASES)
+def test_recurrent_node_equals_onnxruntime(op, name):
+    ort = need("onnxruntime")
+    cfg = _config(op, name)
+    data, names, feeds, n_out = _model(op, cfg)
+    _, ours = _ours(data, names, feeds)
+    if cfg.get("layout"):  # onnxruntime has no batch-first kernels: its sequence-first one, transposed
+        data, _, _, _ = _model(op, {**cfg, "layout": 0})
+        feeds = {k: v.swapaxes(0, 1) if k in ("X", "H0", "H1") else v for k, v in feeds.items()}
+    sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    expected = sess.run(None, feeds)
+    if cfg.get("layout"):
+        expected = [expected[0].transpose(2, 0, 1, 3)] + [e.swapaxes(0, 1) for e in expected[1:]]
+    assert len(ours) == n_out
+    for got, want, label in zip(ours, expected, ["Y", "Y_h", "Y_c"]):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=label)
+
+
+@pytest.mark.parametrize("op,name", [("LSTM", "lengths_bidirectional_batch_first"), ("GRU", "linear_before_reset"),
+                                     ("RNN", "lengths_reverse"), ("LSTM", "peepholes")])
+def test_recurrent_node_gradients_equal_finite_differences(op, name):
+    data, names, feeds, n_out = _model(op, _config(op, name), dtype=np.float64, seed=1)
+    mod, outs = _ours(data, names, feeds)
+    rng = np.random.default_rng(2)
+    cots = [rng.standard_normal(o.shape) for o in outs]
+    floats = [n for n in names if n != "L"]
+    adj = Gradient("main", floats, list(range(n_out)), seeds="param")(mod)
+    args = [feeds[n] for n in names]
+    _, grads = retrograd.build(adj)["main_adjoint"](*args, *cots)
+    run = retrograd.build(mod)["main"]
+
+    def loss(values):
+        return sum(float(np.sum(o * c)) for o, c in zip(run(*values), cots))
+
+    for name_, grad in zip(floats, grads):
+        k = names.index(name_)
+        value = args[k]
+        probe = rng.standard_normal(value.shape)
+        eps = 1e-6
+        plus = list(args)
+        plus[k] = value + eps * probe
+        minus = list(args)
+        minus[k] = value - eps * probe
+        numeric = (loss(plus) - loss(minus)) / (2 * eps)
+        np.testing.assert_allclose(np.sum(grad * probe), numeric, rtol=1e-6, atol=1e-8, err_msg=name_)
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU", "RNN"])
+def test_exported_recurrent_layers_equal_pytorch(kind):
+    torch = need("torch")
+    need("onnx")
+    from retrograd.frontend.onnx_import import from_onnx
+
+    torch.manual_seed(0)
+    layer = getattr(torch.nn, kind)(4, 5, num_layers=2, batch_first=True, bidirectional=kind != "RNN")
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.layer = layer
+
+        def forward(self, x):
+            return self.layer(x)[0]
+
+    model = M().eval()
+    x = torch.randn(2, 3, 4)
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (x,), buf, dynamo=False, opset_version=17, input_names=["x"], do_constant_folding=False)
+    mod, params = from_onnx(buf.getvalue())
+    out = retrograd.build(mod)["main"](x.numpy(), *params.values())
+    leaf = x.clone().requires_grad_()
+    want = model(leaf)
+    np.testing.assert_allclose(out, want.detach().numpy(), rtol=1e-5, atol=1e-6)
+    cot = np.random.default_rng(1).standard_normal(out.shape).astype(np.float32)
+    want.backward(torch.from_numpy(cot))
+    adj = Gradient("main", [mod["main"].params[0].name_hint], seeds="param")(mod)
+    _, (gx,) = retrograd.build(adj)["main_adjoint"](x.numpy(), *params.values(), cot)
+    np.testing.assert_allclose(gx, leaf.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_unknown_activation_is_named():
+    need("onnx")
+    from retrograd.frontend.onnx_import import from_onnx
+
+    data, names, feeds, _ = _model("RNN", {"activations": ["Swish"]})
+    with pytest.raises(retrograd.errors.DiagnosticError) as info:
+        from_onnx(data)
+    assert "activation 'Swish' is not supported" in str(info.value) and "(RNN)" in str(info.value)
