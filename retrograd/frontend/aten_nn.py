@@ -342,6 +342,47 @@ def _embedding(cx, a):
     return R.where(at_pad, cx.emit(R.grad.no_grad(rows)), rows)
 
 
+@op("_embedding_bag", "embedding_bag")
+def _embedding_bag(cx, a):
+    """Bags of rows: bag b holds indices[offsets[b]:offsets[b + 1]]; a (bags, indices) membership matrix
+    (without the padding index's entries) sums them by a matmul, averages (an empty bag is zero) or
+    takes their maximum. Only the first output (the bags) has a value."""
+    w, idx, offsets, mode = a["weight"], a["indices"], a["offsets"], int(a["mode"])
+    if a["scale_grad_by_freq"]:
+        raise UnsupportedError("embedding_bag with scale_grad_by_freq=True")
+    n = idx.struct_info.shape[0] if ndim(idx) == 1 else None
+    if not isinstance(n, int) or ndim(offsets) != 1 or not isinstance(offsets.struct_info.shape[0], int):
+        raise UnsupportedError("embedding_bag needs 1-D indices and offsets of static lengths")
+    bags = offsets.struct_info.shape[0] - (1 if a["include_last_offset"] else 0)
+    dt = w.struct_info.dtype
+    rows = cx.emit(R.take(w, idx, axis=0, mode="fast"))
+    psw = a["per_sample_weights"]
+    if psw is not None:
+        rows = cx.emit(R.multiply(rows, cx.emit(R.expand_dims(psw, axis=-1))))
+    pos = const(np.arange(n, dtype="int64"))
+    starts = cx.emit(R.astype(offsets, dtype="int64"))
+    started = cx.emit(R.less_equal(cx.emit(R.expand_dims(starts, axis=0)), cx.emit(R.expand_dims(pos, axis=-1))))
+    bag_of = cx.emit(R.subtract(cx.emit(R.sum(cx.emit(R.astype(started, dtype="int64")), axis=[1])), const(1, "int64")))
+    member = cx.emit(R.equal(cx.emit(R.expand_dims(const(np.arange(bags, dtype="int64")), axis=-1)),
+                             cx.emit(R.expand_dims(bag_of, axis=0))))
+    pad = a.get("padding_idx")
+    if pad is not None and pad >= 0:
+        kept = cx.emit(R.not_equal(idx, const(pad, idx.struct_info.dtype)))
+        member = cx.emit(R.logical_and(member, cx.emit(R.expand_dims(kept, axis=0))))
+    weights = cx.emit(R.astype(member, dtype=dt))
+    count = cx.emit(R.sum(weights, axis=[1], keepdims=True))
+    if mode == 2:
+        inside = cx.emit(R.expand_dims(member, axis=-1))
+        masked = cx.emit(R.where(inside, cx.emit(R.expand_dims(rows, axis=0)), const(-np.inf, dt)))
+        out = cx.emit(R.max(masked, axis=[1]))
+        out = R.where(cx.emit(R.greater(count, const(0, dt))), out, const(0, dt))
+    else:
+        out = cx.emit(R.matmul(weights, rows))
+        if mode == 1:
+            out = R.divide(out, cx.emit(R.maximum(count, const(1, dt))))
+    return out, None, None, None
+
+
 # -- attention ---------------------------------------------------------------------------------
 @op("scaled_dot_product_attention")
 def _sdpa(cx, a):

@@ -473,3 +473,29 @@ def test_an_op_torch_cannot_decompose_is_still_named():
     with pytest.raises(retrograd.errors.UnsupportedError) as info:
         from_torch(M(), (torch.randn(3),))
     assert "erfinv" in str(info.value) and "test_from_torch.py" in str(info.value)
+
+
+@pytest.mark.parametrize("mode,extra", [("sum", {}), ("mean", {}), ("max", {}), ("sum", {"weights": True}),
+                                        ("mean", {"padding_idx": 2}), ("sum", {"include_last_offset": True}),
+                                        ("mean", {"two_d": True})])
+def test_embedding_bag_equals_pytorch(mode, extra):
+    torch = need("torch")
+    F = torch.nn.functional
+    torch.manual_seed(0)
+    indices = torch.tensor([4, 2, 7, 2, 0, 9, 3, 3])
+    offsets = torch.tensor([0, 3, 3, 5] + ([8] if extra.get("include_last_offset") else []))  # bag 1 is empty
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(10, 4))
+            self.s = torch.nn.Parameter(torch.rand(8) + 0.5)
+
+        def forward(self, x):
+            if extra.get("two_d"):
+                return F.embedding_bag(indices.reshape(2, 4), self.w, mode=mode) * x.sum()
+            return F.embedding_bag(indices, self.w, offsets, mode=mode, padding_idx=extra.get("padding_idx"),
+                                   per_sample_weights=self.s if extra.get("weights") else None,
+                                   include_last_offset=bool(extra.get("include_last_offset"))) * x.sum()
+
+    check_against_torch(M(), (torch.randn(3),))
