@@ -20,7 +20,7 @@ import attrs
 import numpy as np
 
 from retrograd.passes.checkpoint.problem import Problem, Schedule
-from retrograd.passes.checkpoint.simulate import simulate
+from retrograd.passes.checkpoint.simulate import events, simulate
 
 MAX_UNITS = 256  # memory levels of the DP; sizes are rounded up to coarser units past it
 MAX_TRIPLES = 400_000  # (i, k, b) triples: past this the DP is not tried (chains of about 130 reads)
@@ -202,13 +202,7 @@ class ChainDP:
         # The backward part's memory per read r, in the store-all plan: the most bytes live during a stage
         # from r's first read to its last one (held), then up to the next read's first one (dead), and
         # between the stages just before r's first read (before: where the recomputations serving r run).
-        first = self.reads[-1] + 1
-        last = list(range(p.n))  # the stage of each node's last read (outputs: past the end)
-        for t in range(p.n):
-            for d in p.deps[t]:
-                last[d] = t
-        for o in p.outputs:
-            last[o] = p.n
+        first, last = self.reads[-1] + 1, events(p, None, check=False)[3]  # stages of last reads (outputs: n)
         during, after = [0] * (p.n + 2), [0] * (p.n + 2)
         for v in range(first, p.n):
             start = v
