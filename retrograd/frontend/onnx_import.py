@@ -17,6 +17,7 @@ from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.expr import Constant, Function, Tuple, Var
 from retrograd.ir.module import IRModule
 from retrograd.ir.struct_info import TensorStructInfo
+from retrograd.frontend.onnx_functions import function_body
 from retrograd.frontend.onnx_ops import CONVERTERS, NeedsConstant, OnnxNodeError
 
 
@@ -190,6 +191,42 @@ class GraphImporter:
         it = iter(outs)
         return [np.asarray(next(it)) if o else None for o in node.output]
 
+    def _expand(self, node, index: int, where: str) -> None:
+        """Import a node without a converter as the nodes of its ONNX function body (onnx_functions.py)."""
+        for name in node.input:
+            if name and name not in self.env:
+                raise OnnxNodeError(f"from_onnx: {where}: input '{name}' is not defined before the node")
+        try:
+            found = function_body(self.onnx, node, self.opset, [self._type_of(n) for n in node.input], f"{node.op_type}_{index}_")
+        except UnsupportedError as err:
+            raise OnnxNodeError(f"from_onnx: {where}: {err.message}") from err
+        if found is None:
+            raise OnnxNodeError(f"from_onnx: {where}: operator {node.op_type} is not supported")
+        nodes, opset = found
+        saved = self.opset
+        self.opset = opset
+        try:
+            for inner in nodes:
+                self.node = inner
+                self._convert(inner, index)
+        except OnnxNodeError as err:
+            message = f"from_onnx: {where}, in its ONNX function body: {err.message.removeprefix('from_onnx: ')}"
+            if isinstance(err, NeedsConstant):
+                raise NeedsConstant(err.name, message) from err
+            raise OnnxNodeError(message) from err
+        finally:
+            self.opset = saved
+            self.node = node
+
+    def _type_of(self, name: str):
+        """The onnx TypeProto of an imported value (what a context-dependent function body is built for)."""
+        helper = self.onnx.helper
+        if not name:
+            return self.onnx.TypeProto()
+        sinfo = self.env[name].struct_info
+        shape = None if sinfo.shape is None else [d if isinstance(d, int) else str(d) for d in sinfo.shape]
+        return helper.make_tensor_type_proto(helper.np_dtype_to_tensor_dtype(np.dtype(sinfo.dtype)), shape)
+
     def _attribute_only_uses(self, inits: dict) -> set:
         """Initializers that every consumer reads at import time (by the converters' table)."""
         from retrograd.frontend.onnx_ops import VALUE_INPUTS
@@ -208,7 +245,8 @@ class GraphImporter:
             raise OnnxNodeError(f"from_onnx: {where}: operator domain '{node.domain}' is not supported")
         conv = CONVERTERS.get(node.op_type)
         if conv is None:
-            raise OnnxNodeError(f"from_onnx: {where}: operator {node.op_type} is not supported")
+            self._expand(node, index, where)
+            return
         attrs = {a.name: self.onnx.helper.get_attribute_value(a) for a in node.attribute}
         for k, v in list(attrs.items()):
             if isinstance(v, bytes):

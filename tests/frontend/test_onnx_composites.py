@@ -1,5 +1,6 @@
-"""ONNX RNN, GRU and LSTM: every attribute against onnxruntime, gradients against float64 finite
-differences, and recurrent layers exported by torch.onnx.export against PyTorch."""
+"""ONNX operators made of others: RNN, GRU and LSTM (every attribute against onnxruntime, gradients
+against float64 finite differences, layers exported by torch.onnx.export against PyTorch), and the
+operators ONNX defines as function bodies (imported as those bodies)."""
 
 from __future__ import annotations
 
@@ -192,3 +193,65 @@ def test_unknown_activation_is_named():
     with pytest.raises(retrograd.errors.DiagnosticError) as info:
         from_onnx(data)
     assert "activation 'Swish' is not supported" in str(info.value) and "(RNN)" in str(info.value)
+
+
+# -- operators ONNX defines as functions of others --------------------------------------------------
+FUNCTION_CASES = ["test_hannwindow", "test_hammingwindow_symmetric", "test_blackmanwindow", "test_rotary_embedding",
+                  "test_rotary_embedding_interleaved", "test_rotary_embedding_with_rotary_dim", "test_swiglu_alpha",
+                  "test_center_crop_pad_crop_and_pad"]
+
+
+def test_operators_defined_as_onnx_functions_import_as_their_body():
+    """No converter of their own: the node is replaced by the function body ONNX defines for it."""
+    collect = need("onnx.backend.test.case.node").collect_testcases
+    import bench_onnx_coverage  # benchmarks/ is on pytest's pythonpath
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cases = [c for c in collect(None) if c.name in FUNCTION_CASES]
+    assert len(cases) == len(FUNCTION_CASES)
+    failed = {c.name: r for c in cases if (r := bench_onnx_coverage.run_case(c, 30.0))[0] != "pass"}
+    assert not failed, failed
+
+
+def test_function_body_gradients_equal_finite_differences():
+    onnx = need("onnx")
+    from retrograd.frontend.onnx_import import from_onnx
+
+    helper, TP = onnx.helper, onnx.TensorProto
+    node = helper.make_node("RotaryEmbedding", ["x", "cos", "sin", "pos"], ["y"], interleaved=1, num_heads=2)
+    shapes = {"x": (2, 3, 8), "cos": (4, 2), "sin": (4, 2), "pos": (2, 3)}
+    inputs = [helper.make_tensor_value_info(n, TP.INT64 if n == "pos" else TP.DOUBLE, s) for n, s in shapes.items()]
+    graph = helper.make_graph([node], "rope", inputs, [helper.make_tensor_value_info("y", TP.DOUBLE, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 23)])
+    rng = np.random.default_rng(0)
+    feeds = [rng.standard_normal(shapes["x"]), rng.standard_normal(shapes["cos"]), rng.standard_normal(shapes["sin"]),
+             rng.integers(0, 4, shapes["pos"])]
+    mod, params = from_onnx(model)
+    reference = need("onnx.reference").ReferenceEvaluator(model)
+    (want,) = reference.run(None, dict(zip(shapes, feeds)))
+    run = retrograd.build(mod)["main"]
+    np.testing.assert_allclose(run(*feeds), want, rtol=1e-12, atol=1e-12)
+    cot = rng.standard_normal(want.shape)
+    adj = Gradient("main", ["x", "cos", "sin"], seeds="param")(mod)
+    _, grads = retrograd.build(adj)["main_adjoint"](*feeds, cot)
+    for k, grad in enumerate(grads):
+        probe = rng.standard_normal(feeds[k].shape)
+        plus, minus = list(feeds), list(feeds)
+        plus[k], minus[k] = feeds[k] + 1e-6 * probe, feeds[k] - 1e-6 * probe
+        numeric = (np.sum(run(*plus) * cot) - np.sum(run(*minus) * cot)) / 2e-6
+        np.testing.assert_allclose(np.sum(grad * probe), numeric, rtol=1e-6, atol=1e-9)
+
+
+def test_a_function_body_with_control_flow_names_the_node():
+    onnx = need("onnx")
+    from retrograd.frontend.onnx_import import from_onnx
+
+    helper, TP = onnx.helper, onnx.TensorProto
+    node = helper.make_node("AffineGrid", ["theta", "size"], ["grid"], name="grid0")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("theta", TP.FLOAT, (1, 2, 3))],
+                              [helper.make_tensor_value_info("grid", TP.FLOAT, None)],
+                              [helper.make_tensor("size", TP.INT64, (4,), [1, 1, 2, 2])])
+    with pytest.raises(retrograd.errors.DiagnosticError) as info:
+        from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)]))
+    assert "'grid0' (AffineGrid)" in str(info.value) and "control flow" in str(info.value)
