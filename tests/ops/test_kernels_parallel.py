@@ -312,3 +312,24 @@ def test_the_callers_part_is_larger_by_the_workers_wake_up(monkeypatch):
         assert got == [(0, 625), (625, 1000)]  # lead 100 / 400: the caller takes (1 + 1/4) / 2
     finally:
         parallel.set_num_threads(None)
+
+
+def test_blas_loaded_after_the_first_split_is_held_too():
+    """scipy (imported after retrograd's first split) brings its own OpenBLAS: inside a part it is held to
+    one thread as well."""
+    threadpoolctl = need("threadpoolctl")
+    parallel.set_num_threads(2)
+    try:
+        parallel.run_parts(lambda sl: None, 4, 1e9, blas=True)  # the BLAS controllers are found now
+    finally:
+        parallel.set_num_threads(None)
+    need("scipy.linalg")
+    blas = [c for c in threadpoolctl.ThreadpoolController().lib_controllers if c.user_api == "blas"]
+    with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
+        seen = []
+        parallel.set_num_threads(2)
+        try:
+            parallel.run_parts(lambda sl: seen.append([c.get_num_threads() for c in blas]), 4, 1e9, blas=True)
+        finally:
+            parallel.set_num_threads(None)
+        assert seen and all(v == [1] * len(blas) for v in seen)

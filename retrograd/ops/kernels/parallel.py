@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import os
+import sys
 import threading
 
 import retrograd.tuning as tuning
@@ -25,6 +26,7 @@ _state = threading.local()  # .inside: this thread is running a part (no nested 
 _lock = threading.Lock()
 _threads: int | None = None
 _blas = None  # threadpoolctl's BLAS controllers, [] when absent; found on first use
+_blas_modules = 0  # len(sys.modules) when _blas was found
 
 
 def _env_threads() -> int:
@@ -59,9 +61,11 @@ def set_num_threads(n: int | None) -> None:
 
 
 def blas_controllers() -> list:
-    """threadpoolctl's controllers of the BLAS libraries loaded ([] without threadpoolctl: BLAS cannot be held)."""
-    global _blas
-    if _blas is None:
+    """threadpoolctl's controllers of the BLAS libraries loaded ([] without threadpoolctl: BLAS cannot be held).
+    Looked up again after an import (scipy brings a BLAS of its own), else remembered: a scan costs milliseconds."""
+    global _blas, _blas_modules
+    if _blas is None or _blas_modules != len(sys.modules):
+        _blas_modules = len(sys.modules)
         try:
             from threadpoolctl import ThreadpoolController
         except ImportError:
