@@ -166,6 +166,13 @@ class Converter:
             if got_nd not in (-1, len(val.shape)):
                 raise UnsupportedError(f"from_exported_program: fx node '{node.name}' converts to a "
                                        f"{got_nd}-D value where PyTorch has {len(val.shape)}-D")
+            if getattr(out.struct_info, "shape", ()) is None and not _data_dependent(val):
+                # Inference lost the extents (a slice of a symbolic dim): torch.export knows them.
+                try:
+                    shape = self.shape(val.shape)
+                except UnsupportedError:
+                    return out
+                out = self.emit(R.match_cast(out, struct_info=TensorStructInfo(shape, want)), node.name)
         return out
 
     # -- operands ---------------------------------------------------------------------
@@ -227,3 +234,11 @@ def axes(dims, ndim: int) -> tuple:
 
 def ndim(x) -> int:
     return x.struct_info.ndim
+
+
+def _data_dependent(val) -> bool:
+    """Whether a fake tensor's sizes name values known only at run time (nonzero's count, unique's): those
+    stay unknown extents in the IR."""
+    from torch.fx.experimental.symbolic_shapes import free_unbacked_symbols
+
+    return bool(free_unbacked_symbols(val))

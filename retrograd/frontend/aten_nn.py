@@ -383,6 +383,19 @@ def _embedding_bag(cx, a):
     return out, None, None, None
 
 
+@op("grid_sampler_2d")
+def _grid_sampler_2d(cx, a):
+    """F.grid_sample, bilinear with zero or border padding (TVM's R.image.grid_sample; its grid is (N, 2, H, W))."""
+    mode, padding = int(a["interpolation_mode"]), int(a["padding_mode"])
+    if mode != 0 or padding not in (0, 1):
+        names = ("bilinear", "nearest", "bicubic"), ("zeros", "border", "reflection")
+        raise UnsupportedError(f"grid_sample with mode={names[0][mode]!r}, padding_mode={names[1][padding]!r} "
+                               "(bilinear with zeros or border padding is supported)")
+    grid = cx.emit(R.permute_dims(a["grid"], axes=[0, 3, 1, 2]))
+    return R.image.grid_sample(a["input"], grid, method="bilinear", padding_mode=("zeros", "border")[padding],
+                               align_corners=bool(a["align_corners"]))
+
+
 # -- attention ---------------------------------------------------------------------------------
 @op("scaled_dot_product_attention")
 def _sdpa(cx, a):

@@ -13,6 +13,7 @@ import math
 from retrograd.errors import UnsupportedError
 from retrograd.frontend.aten_common import axes, is_float, ndim, registrar
 from retrograd.ir.expr import Expr, PrimValue, ShapeExpr, Tuple
+from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops.api import R
 
 TABLE: dict = {}
@@ -366,7 +367,18 @@ def _expand(cx, a):
 
 @op("repeat")
 def _repeat(cx, a):
-    return R.tile(a["self"], repeats=list(a["repeats"]))
+    x, reps = a["self"], list(a["repeats"])
+    if all(isinstance(r, int) for r in reps):
+        return R.tile(x, repeats=reps)
+    # A symbolic count (`batch`): tile as a broadcast of x's dims interleaved with ones, (1, s0, 1, s1, ...)
+    # to (r0, s0, r1, s1, ...), merged pairwise into the result's (r0 * s0, r1 * s1, ...).
+    shape = x.struct_info.shape
+    if shape is None:
+        raise UnsupportedError("repeat by a symbolic count of a value of unknown shape")
+    shape = (1,) * (len(reps) - len(shape)) + tuple(shape)
+    ones = cx.emit(R.reshape(x, ShapeExpr(tuple(v for d in shape for v in (1, d)))))
+    wide = cx.emit(R.broadcast_to(ones, ShapeExpr(tuple(v for r, d in zip(reps, shape) for v in (r, d)))))
+    return R.reshape(wide, cx.out_shape())
 
 
 @op("repeat_interleave")
@@ -429,8 +441,24 @@ def _slice(cx, a):
     if start == 0 and end == size and step == 1:
         return x
     if not all(isinstance(v, int) for v in (start, end)):
-        raise UnsupportedError("slice with symbolic bounds")
+        return _symbolic_slice(cx, x, d, start, end, step, tuple(cx.out_shape().values))
     return R.strided_slice(x, axes=[d], begin=[start], end=[end], strides=[step])
+
+
+def _symbolic_slice(cx, x, d: int, start, end, step: int, out_shape: tuple):
+    """x[..., start:end:step, ...] along axis d with bounds that are dim expressions (`seq`, `seq - 1`):
+    the bounds as run-time values, then the result cast to its shape in those dims."""
+    shape = x.struct_info.shape
+    if shape is None or (isinstance(start, int) and start < 0) or (isinstance(end, int) and end < 0):
+        raise UnsupportedError("slice with symbolic bounds counted from the end, or of a value of unknown shape")
+    n = len(shape)
+    begin, stop = [0] * n, list(shape)
+    begin[d], stop[d] = start, end
+    strides = [1] * n
+    strides[d] = step
+    values = [cx.emit(R.shape_to_tensor(ShapeExpr(tuple(v)))) for v in (begin, stop, strides)]
+    y = cx.emit(R.dynamic_strided_slice(x, *values))
+    return R.match_cast(y, struct_info=TensorStructInfo(out_shape, x.struct_info.dtype))
 
 
 @op("narrow")
@@ -501,10 +529,13 @@ def _diff(cx, a):
         x = cx.emit(R.concat(Tuple(tuple(parts)), axis=d))
     for _ in range(a["n"]):
         size = x.struct_info.shape[d]
-        if not isinstance(size, int):
-            raise UnsupportedError("diff along a symbolic dim")
-        hi = cx.emit(R.strided_slice(x, axes=[d], begin=[1], end=[size]))
-        lo = cx.emit(R.strided_slice(x, axes=[d], begin=[0], end=[size - 1]))
+        if isinstance(size, int):
+            hi = cx.emit(R.strided_slice(x, axes=[d], begin=[1], end=[size]))
+            lo = cx.emit(R.strided_slice(x, axes=[d], begin=[0], end=[size - 1]))
+        else:
+            shorter = tuple(f"{size} - 1" if i == d else s for i, s in enumerate(x.struct_info.shape))
+            hi = cx.emit(_symbolic_slice(cx, x, d, 1, size, 1, shorter))
+            lo = cx.emit(_symbolic_slice(cx, x, d, 0, f"{size} - 1", 1, shorter))
         x = cx.emit(R.logical_xor(hi, lo) if x.struct_info.dtype == "bool" else R.subtract(hi, lo))
     return x
 

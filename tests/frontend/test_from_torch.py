@@ -499,3 +499,93 @@ def test_embedding_bag_equals_pytorch(mode, extra):
                                    include_last_offset=bool(extra.get("include_last_offset"))) * x.sum()
 
     check_against_torch(M(), (torch.randn(3),))
+
+
+@pytest.mark.parametrize("name", ["gpt2", "bert", "llama"])
+def test_transformers_with_symbolic_batch_and_sequence(name):
+    """One module for every (batch, sequence): slices of position buffers up to `seq` and the causal mask's
+    diff over it become run-time slices cast to their symbolic shapes; forward at two shapes and the
+    gradients at one equal PyTorch's."""
+    torch = need("torch")
+    from retrograd.frontend import from_torch
+
+    model = _hf(name)
+    batch, seq = torch.export.Dim("batch", max=8), torch.export.Dim("seq", max=12)
+    mod, params = from_torch(model, (torch.tensor([[1, 3, 4, 2, 7, 1], [5, 6, 2, 2, 9, 3]]),),
+                             dynamic_shapes=({0: batch, 1: seq},))
+    assert mod["main"].params[0].struct_info.shape == ("batch", "seq")
+    exe = retrograd.build(mod)["main"]
+    for shape in ((1, 3), (3, 7)):
+        tokens = torch.randint(1, 50, shape)
+        with torch.no_grad():
+            want = _first(model(tokens)).numpy()
+        np.testing.assert_allclose(exe(tokens.numpy(), *params.values())[0], want, rtol=RTOL, atol=ATOL)
+    tokens = torch.randint(1, 50, (2, 5))
+    func = mod["main"]
+    by_name = dict(model.named_parameters())
+    names = [k for k in params if k in by_name]
+    ir_names = {k: p.name_hint for k, p in zip(params, func.params[1:])}
+    adj = Gradient("main", [ir_names[k] for k in names], 0, seeds="param")(mod)
+    cot = np.random.default_rng(0).standard_normal((2, 5) + want.shape[2:]).astype(np.float32)
+    _, grads = retrograd.build(adj)["main_adjoint"](tokens.numpy(), *params.values(), cot)
+    wants = torch_vjp(model, (tokens,), names, cot)
+    scale = max(float(np.abs(w).max()) for w in wants)
+    for k, g, w in zip(names, grads, wants):
+        np.testing.assert_allclose(g, w, rtol=GRAD_RTOL, atol=GRAD_ATOL * scale, err_msg=k)
+
+
+@pytest.mark.parametrize("padding,align", [("zeros", False), ("border", True)])
+def test_grid_sample_equals_pytorch(padding, align):
+    """A spatial-transformer step: the grid comes from the input (gradients reach both)."""
+    torch = need("torch")
+    F = torch.nn.functional
+    torch.manual_seed(0)
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.theta = torch.nn.Parameter(torch.tensor([[0.9, 0.2, 0.1], [-0.1, 1.1, -0.2]]))
+            self.w = torch.nn.Parameter(torch.rand(5) + 0.5)
+
+        def forward(self, x):
+            grid = F.affine_grid(self.theta.expand(x.shape[0], 2, 3), (x.shape[0], 2, 4, 5), align_corners=align)
+            return F.grid_sample(x * self.w, grid * 1.2, padding_mode=padding, align_corners=align)
+
+    check_against_torch(M(), (torch.randn(2, 2, 4, 5),))
+
+
+def test_grid_sample_modes_without_a_kernel_are_named():
+    torch = need("torch")
+    from retrograd.frontend import from_torch
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.grid_sample(x, x[:, :2].permute(0, 2, 3, 1), mode="nearest", align_corners=False)
+
+    with pytest.raises(retrograd.errors.UnsupportedError, match="mode='nearest'"):
+        from_torch(M(), (torch.randn(1, 2, 3, 3),))
+
+
+def test_repeat_by_a_symbolic_count():
+    """x.repeat(batch, 2, 1) with `batch` symbolic (BLOOM's ALiBi slopes): one module for every batch."""
+    torch = need("torch")
+    from retrograd.frontend import from_torch
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(3, 4))
+
+        def forward(self, x):
+            return self.w.repeat(x.shape[0], 2, 1) * x[:, :1, None] + self.w[None, :1].repeat(1, 6, 1)
+
+    torch.manual_seed(0)
+    batch = torch.export.Dim("batch", max=8)
+    model = M()
+    mod, params = from_torch(model, (torch.randn(2, 5),), dynamic_shapes=({0: batch},))
+    exe = retrograd.build(mod)["main"]
+    for n in (1, 4):
+        x = torch.randn(n, 5)
+        with torch.no_grad():
+            np.testing.assert_allclose(exe(x.numpy(), *params.values())[0], model(x).numpy(), rtol=RTOL, atol=ATOL)
+    check_against_torch(model, (torch.randn(3, 5),))
