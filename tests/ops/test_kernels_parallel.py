@@ -169,6 +169,15 @@ def test_parts_cover_the_range_and_nested_calls_run_inline(monkeypatch):
         parallel.set_num_threads(None)
 
 
+def _split_in_two(blas, seen: list) -> None:
+    """A BLAS-holding split into parts on two threads; each part records the BLAS libraries' thread counts."""
+    parallel.set_num_threads(2)
+    try:
+        parallel.run_parts(lambda sl: seen.append([c.get_num_threads() for c in blas]), 4, 1e9, blas=True)
+    finally:
+        parallel.set_num_threads(None)
+
+
 def test_blas_threads_are_restored_after_a_split():
     threadpoolctl = need("threadpoolctl")
     blas = [c for c in threadpoolctl.ThreadpoolController().lib_controllers if c.user_api == "blas"]
@@ -177,11 +186,7 @@ def test_blas_threads_are_restored_after_a_split():
     with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
         before = [c.get_num_threads() for c in blas]
         seen = []
-        parallel.set_num_threads(2)
-        try:
-            parallel.run_parts(lambda sl: seen.append([c.get_num_threads() for c in blas]), 4, 1e9, blas=True)
-        finally:
-            parallel.set_num_threads(None)
+        _split_in_two(blas, seen)
         assert all(v == [1] * len(blas) for v in seen)  # one BLAS thread inside the parts
         assert [c.get_num_threads() for c in blas] == before
 
@@ -318,18 +323,10 @@ def test_blas_loaded_after_the_first_split_is_held_too():
     """scipy (imported after retrograd's first split) brings its own OpenBLAS: inside a part it is held to
     one thread as well."""
     threadpoolctl = need("threadpoolctl")
-    parallel.set_num_threads(2)
-    try:
-        parallel.run_parts(lambda sl: None, 4, 1e9, blas=True)  # the BLAS controllers are found now
-    finally:
-        parallel.set_num_threads(None)
+    _split_in_two([], [])  # the BLAS controllers are found now
     need("scipy.linalg")
     blas = [c for c in threadpoolctl.ThreadpoolController().lib_controllers if c.user_api == "blas"]
     with threadpoolctl.threadpool_limits(limits=2, user_api="blas"):
         seen = []
-        parallel.set_num_threads(2)
-        try:
-            parallel.run_parts(lambda sl: seen.append([c.get_num_threads() for c in blas]), 4, 1e9, blas=True)
-        finally:
-            parallel.set_num_threads(None)
+        _split_in_two(blas, seen)
         assert seen and all(v == [1] * len(blas) for v in seen)
