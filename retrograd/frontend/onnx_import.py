@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from retrograd.errors import UnsupportedError
+from retrograd.errors import DiagnosticError, UnsupportedError
 from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.expr import Constant, Function, Tuple, Var
 from retrograd.ir.module import IRModule
@@ -206,17 +206,45 @@ class GraphImporter:
         saved = self.opset
         self.opset = opset
         try:
+            self._convert_inner(node, nodes, index, f"{where}, in its ONNX function body")
+        finally:
+            self.opset = saved
+
+    def _convert_inner(self, node, nodes, index: int, where: str) -> None:
+        """Convert the nodes standing for `node` (a function body, an If's branch); errors say where they are."""
+        try:
             for inner in nodes:
                 self.node = inner
                 self._convert(inner, index)
         except OnnxNodeError as err:
-            message = f"from_onnx: {where}, in its ONNX function body: {err.message.removeprefix('from_onnx: ')}"
+            message = f"from_onnx: {where}: {err.message.removeprefix('from_onnx: ')}"
             if isinstance(err, NeedsConstant):
                 raise NeedsConstant(err.name, message) from err
             raise OnnxNodeError(message) from err
         finally:
-            self.opset = saved
             self.node = node
+
+    def _if(self, node, index: int, where: str) -> None:
+        """An If whose condition is known at import time (a constant, or folded from shapes): the nodes of
+        the branch it takes, in place. A condition computed at run time is not supported."""
+        cond = node.input[0]
+        if cond not in self.env:
+            raise OnnxNodeError(f"from_onnx: {where}: input '{cond}' is not defined before the node")
+        if not self.known(cond):
+            raise NeedsConstant(cond, f"from_onnx: {where}: the condition '{cond}' is computed at run time; only an "
+                                      "If whose condition is known at import time is supported")
+        taken = "then_branch" if bool(np.asarray(self.consts[cond]).reshape(-1)[0]) else "else_branch"
+        branch = next(self.onnx.helper.get_attribute_value(a) for a in node.attribute if a.name == taken)
+        numpy_helper = self.onnx.numpy_helper
+        for t in branch.initializer:
+            self.consts[t.name] = numpy_helper.to_array(t)
+            self.env[t.name] = self.const(self.consts[t.name])
+        self._convert_inner(node, branch.node, index, f"{where}, in its {taken}")
+        for out, value in zip(node.output, branch.output):
+            if out:
+                self.env[out] = self.env[value.name]
+                if value.name in self.consts:
+                    self.consts[out] = self.consts[value.name]
 
     def _type_of(self, name: str):
         """The onnx TypeProto of an imported value (what a context-dependent function body is built for)."""
@@ -243,6 +271,9 @@ class GraphImporter:
         where = f"node {index} '{node.name or '(unnamed)'}' ({node.op_type})"
         if node.domain not in ("", "ai.onnx"):
             raise OnnxNodeError(f"from_onnx: {where}: operator domain '{node.domain}' is not supported")
+        if node.op_type == "If":
+            self._if(node, index, where)
+            return
         conv = CONVERTERS.get(node.op_type)
         if conv is None:
             self._expand(node, index, where)
@@ -287,7 +318,10 @@ class GraphImporter:
                 self.env[name] = self.const(value)
                 continue
             if not isinstance(value, Var | Constant):
-                value = self.emit(value, name)
+                try:
+                    value = self.emit(value, name)
+                except DiagnosticError as err:  # the inference of what the converter built
+                    raise OnnxNodeError(f"from_onnx: {where}: {err}") from err
             if isinstance(value, Constant):
                 self.consts[name] = value.data
             self.env[name] = value

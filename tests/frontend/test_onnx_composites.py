@@ -243,15 +243,81 @@ def test_function_body_gradients_equal_finite_differences():
         np.testing.assert_allclose(np.sum(grad * probe), numeric, rtol=1e-6, atol=1e-9)
 
 
-def test_a_function_body_with_control_flow_names_the_node():
+@pytest.mark.parametrize("size,align", [((2, 1, 3, 4), 0), ((2, 1, 3, 4), 1), ((2, 1, 2, 3, 4), 0)])
+def test_affine_grid_is_its_function_body_with_its_ifs_resolved(size, align):
+    """AffineGrid's body branches (If) on the rank and on align_corners, both known at import."""
     onnx = need("onnx")
     from retrograd.frontend.onnx_import import from_onnx
 
     helper, TP = onnx.helper, onnx.TensorProto
-    node = helper.make_node("AffineGrid", ["theta", "size"], ["grid"], name="grid0")
-    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("theta", TP.FLOAT, (1, 2, 3))],
-                              [helper.make_tensor_value_info("grid", TP.FLOAT, None)],
-                              [helper.make_tensor("size", TP.INT64, (4,), [1, 1, 2, 2])])
+    dims = len(size) - 2
+    node = helper.make_node("AffineGrid", ["theta", "size"], ["grid"], align_corners=align)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("theta", TP.DOUBLE, (2, dims, dims + 1))],
+                              [helper.make_tensor_value_info("grid", TP.DOUBLE, None)],
+                              [helper.make_tensor("size", TP.INT64, (len(size),), size)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)])
+    rng = np.random.default_rng(0)
+    theta = rng.standard_normal((2, dims, dims + 1))
+    (want,) = need("onnx.reference").ReferenceEvaluator(model).run(None, {"theta": theta})
+    mod, params = from_onnx(model)
+    run = retrograd.build(mod)["main"]
+    np.testing.assert_allclose(run(theta, *params.values()), want, rtol=1e-6, atol=1e-7)  # the reference rounds to float32
+    cot = rng.standard_normal(want.shape)
+    adj = Gradient("main", ["theta"], seeds="param")(mod)
+    _, (grad,) = retrograd.build(adj)["main_adjoint"](theta, *params.values(), cot)
+    probe = rng.standard_normal(theta.shape)
+    numeric = (np.sum(run(theta + 1e-6 * probe, *params.values()) * cot)
+               - np.sum(run(theta - 1e-6 * probe, *params.values()) * cot)) / 2e-6
+    np.testing.assert_allclose(np.sum(grad * probe), numeric, rtol=1e-6)
+
+
+def _if_model(onnx, cond_from_shape: bool):
+    """y = If(cond, then: x * 2 + c, else: x - 1); cond either Shape(x)[0] == 3 (known at import) or a graph input."""
+    helper, TP = onnx.helper, onnx.TensorProto
+    then_g = helper.make_graph(
+        [helper.make_node("Mul", ["x", "two"], ["t0"]), helper.make_node("Add", ["t0", "c"], ["t_out"])], "then", [],
+        [helper.make_tensor_value_info("t_out", TP.FLOAT, None)], [helper.make_tensor("two", TP.FLOAT, (), [2.0])])
+    else_g = helper.make_graph([helper.make_node("Sub", ["x", "one"], ["e_out"])], "else", [],
+                               [helper.make_tensor_value_info("e_out", TP.FLOAT, None)],
+                               [helper.make_tensor("one", TP.FLOAT, (), [1.0])])
+    nodes, inputs = [], [helper.make_tensor_value_info("x", TP.FLOAT, (3, 4)), helper.make_tensor_value_info("c", TP.FLOAT, (4,))]
+    if cond_from_shape:
+        nodes += [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Gather", ["s", "zero"], ["n"]),
+                  helper.make_node("Equal", ["n", "three"], ["cond"])]
+    else:
+        inputs.append(helper.make_tensor_value_info("cond", TP.BOOL, ()))
+    nodes.append(helper.make_node("If", ["cond"], ["y"], name="branch", then_branch=then_g, else_branch=else_g))
+    graph = helper.make_graph(nodes, "g", inputs, [helper.make_tensor_value_info("y", TP.FLOAT, None)],
+                              [helper.make_tensor("zero", TP.INT64, (), [0]), helper.make_tensor("three", TP.INT64, (), [3])])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_if_on_a_condition_known_at_import_is_its_branch():
+    onnx = need("onnx")
+    ort = need("onnxruntime")
+    from retrograd.frontend.onnx_import import from_onnx
+
+    model = _if_model(onnx, True)
+    mod, params = from_onnx(model)
+    rng = np.random.default_rng(0)
+    x, c = rng.standard_normal((3, 4)).astype(np.float32), rng.standard_normal(4).astype(np.float32)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    (want,) = sess.run(None, {"x": x, "c": c})
+    np.testing.assert_allclose(retrograd.build(mod)["main"](x, c, *params.values()), want, rtol=1e-6)
+    adj = Gradient("main", ["x", "c"], seeds="param")(mod)
+    cot = rng.standard_normal((3, 4)).astype(np.float32)
+    _, (gx, gc) = retrograd.build(adj)["main_adjoint"](x, c, *params.values(), cot)
+    np.testing.assert_allclose(gx, 2 * cot, rtol=1e-6)
+    np.testing.assert_allclose(gc, cot.sum(0), rtol=1e-5)
+
+
+def test_if_on_a_run_time_condition_is_named():
+    onnx = need("onnx")
+    from retrograd.frontend.onnx_import import from_onnx
+
     with pytest.raises(retrograd.errors.DiagnosticError) as info:
-        from_onnx(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 20)]))
-    assert "'grid0' (AffineGrid)" in str(info.value) and "control flow" in str(info.value)
+        from_onnx(_if_model(onnx, False))
+    assert "'branch' (If)" in str(info.value) and "computed at run time" in str(info.value)
+    mod, params = from_onnx(_if_model(onnx, False), static_inputs={"cond": np.array(False)})
+    x = np.ones((3, 4), np.float32)
+    np.testing.assert_allclose(retrograd.build(mod)["main"](x, np.zeros(4, np.float32), *params.values()), x - 1)
