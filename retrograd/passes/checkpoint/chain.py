@@ -20,7 +20,7 @@ import attrs
 import numpy as np
 
 from retrograd.passes.checkpoint.problem import Problem, Schedule
-from retrograd.passes.checkpoint.simulate import simulate
+from retrograd.passes.checkpoint.simulate import events, simulate
 
 MAX_UNITS = 256  # memory levels of the DP; sizes are rounded up to coarser units past it
 MAX_TRIPLES = 400_000  # (i, k, b) triples: past this the DP is not tried (chains of about 130 reads)
@@ -132,51 +132,36 @@ def chain_schedule(problem: Problem, chain: Chain, c: int) -> Schedule:
     return replay(problem, chain.need, range(chain.last + 1), c - 1, revolve_choice, lambda k: 1)
 
 
-def largest(fits, guess: int, top: int) -> int:
-    """The largest x in 1..top with fits(x) (true up to some x), or 0: a gallop from `guess`, then a bisection."""
-    lo, hi, x, step = 0, top + 1, guess, 1
+def largest(problem: Problem, budget: int, make, guess: int, top: int) -> tuple[int, Schedule | None]:
+    """(the largest x in 1..top whose plan make(x) fits `budget`, that plan), or (0, None), the peaks of
+    the plans growing with x: a gallop from `guess`, then a bisection."""
+    lo, hi, x, step, plans = 0, top + 1, guess, 1, {}
     while hi - lo > 1:
         if not lo < x < hi:
             x = (lo + hi) // 2
-        if fits(x):
+        plan = make(x)
+        if plan is not None and simulate(problem, plan, check=False).peak_bytes <= budget:
+            plans[x] = plan
             lo, x = x, x + step
         else:
             hi, x = x, x - step
         step *= 2
-    return lo
+    return lo, plans.get(lo)
 
 
 def revolve(problem: Problem, chain: Chain, budget: int) -> Schedule | None:
     """Revolve's plan with the fewest extra steps whose simulated peak fits `budget` (None if none fits)."""
-    L, peaks, kept = chain.last + 2, {}, (0, None)  # kept: the largest slot count that fits, its schedule
-
-    def fits(c):
-        nonlocal kept
-        if c not in peaks:
-            schedule = chain_schedule(problem, chain, c)
-            peaks[c] = simulate(problem, schedule, check=False).peak_bytes
-            if peaks[c] <= budget and c > kept[0]:
-                kept = c, schedule
-        return peaks[c] <= budget
-
     # Peaks grow with c, by about one value a slot: start where the budget says, never from a few slots
     # (a plan of s slots recomputes about L^(1+1/s) steps: on a long chain, too many to simulate).
-    size = problem.sizes[0]
-    c = largest(fits, max(1, min(L, (budget - problem.pinned_bytes) // size - 1)) if size else L, L)
+    L, size = chain.last + 2, problem.sizes[0]
+    guess = max(1, min(L, (budget - problem.pinned_bytes) // size - 1)) if size else L
+    c, plan = largest(problem, budget, lambda c: chain_schedule(problem, chain, c), guess, L)
     if c == 0:
         return None
-    steps = revolve_steps(L, c - 1)
+    top, steps = c, revolve_steps(L, c - 1)
     while c > 1 and revolve_steps(L, c - 2) == steps:
         c -= 1  # the same number of steps with fewer slots has the lower peak
-    return kept[1] if kept[0] == c else chain_schedule(problem, chain, c)
-
-
-def solve(problem: Problem, budget: int) -> Schedule | None:
-    """Revolve's plan on a uniform chain adjoint, the DP's on another one, or None."""
-    found = detect(problem)
-    if found is None:
-        return None
-    return revolve(problem, found, budget) if found.uniform(problem) else chain_dp(problem, budget, found)
+    return plan if c == top else chain_schedule(problem, chain, c)
 
 
 class ChainDP:
@@ -202,13 +187,7 @@ class ChainDP:
         # The backward part's memory per read r, in the store-all plan: the most bytes live during a stage
         # from r's first read to its last one (held), then up to the next read's first one (dead), and
         # between the stages just before r's first read (before: where the recomputations serving r run).
-        first = self.reads[-1] + 1
-        last = list(range(p.n))  # the stage of each node's last read (outputs: past the end)
-        for t in range(p.n):
-            for d in p.deps[t]:
-                last[d] = t
-        for o in p.outputs:
-            last[o] = p.n
+        first, last = self.reads[-1] + 1, events(p, None, check=False)[3]  # stages of last reads (outputs: n)
         during, after = [0] * (p.n + 2), [0] * (p.n + 2)
         for v in range(first, p.n):
             start = v
@@ -316,16 +295,8 @@ def chain_costs(problem: Problem, chain: Chain | None) -> ChainDP | None:
 def chain_dp(problem: Problem, budget: int, found: Chain | None = None) -> Schedule | None:
     """The DP's plan with the most memory whose simulated peak fits `budget` (None when none fits, or not
     a chain the DP takes)."""
-    dp, plans = chain_costs(problem, found or detect(problem)), {}
+    dp = chain_costs(problem, found or detect(problem))
     if dp is None:
         return None
     dp.fill(budget - problem.pinned_bytes)
-
-    def fits(m):  # only the plans that fit are kept
-        plan = dp.plan(m - 1)
-        if plan is not None and simulate(problem, plan, check=False).peak_bytes <= budget:
-            plans[m] = plan
-        return m in plans
-
-    m = largest(fits, dp.M + 1, dp.M + 1)
-    return plans[m] if m else None
+    return largest(problem, budget, lambda m: dp.plan(m - 1), dp.M + 1, dp.M + 1)[1]
