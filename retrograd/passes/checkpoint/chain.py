@@ -1,13 +1,9 @@
 """Plans for chain adjoints (a forward chain whose values the backward reads one at a time, in reverse
 order): Revolve's binomial closed form (Griewank & Walther) on uniform chains, of any length, and the
-discretized-memory DP of Herrmann et al. 2019, "Optimal checkpointing for heterogeneous chains"
-(docs/checkpoint.md), on the others. Both choose, from a held checkpoint i with m units free, the next
-checkpoint k: advance to k (free in the original sweep), serve the reads after k with m - size(k), serve
-k, then the reads between i and k with m (or drop k and serve it again from i); `replay` makes the plan.
-Revolve's units are slots; the DP's, bytes rounded to its unit, with what the backward part holds while
-each read is served and what a recomputation holds while it runs. The largest slot count or memory whose
-simulated plan fits the budget is taken.
-"""
+discretized-memory DP of Herrmann et al. 2019 on the others (docs/checkpoint.md). Both choose, from a
+held checkpoint i with m units free, the next checkpoint k; `replay` makes the plan of the choices.
+Revolve's units are slots, the DP's bytes rounded to its unit; the largest slot count or memory whose
+simulated plan fits the budget is taken."""
 
 from __future__ import annotations
 
@@ -71,8 +67,7 @@ def detect(problem: Problem) -> Chain | None:
         m += 1
     if m < 2 or m == p.n:
         return None
-    need: dict[int, int] = {}
-    last = m
+    need, last = {}, m
     for t in range(m, p.n):
         fw = {d for d in p.deps[t] if d < m}
         if len(fw) > 1 or (fw and min(fw) > last):
@@ -86,9 +81,7 @@ def detect(problem: Problem) -> Chain | None:
 def replay(problem: Problem, need: dict, reads, m: int, choose, size) -> Schedule:
     """The plan of the choices `choose(sweep, i, b, m) -> (k, drop)` from the parameters with m units free
     (reads: sorted; b indexes them; sweep: still in the original forward sweep, whose advances are free)."""
-    per_stage: dict[int, list[int]] = {}
-    pending: list[int] = []
-    stack = [(1, -1, len(reads) - 1, m)]
+    per_stage, pending, stack = {}, [], [(1, -1, len(reads) - 1, m)]
     while stack:
         task = stack.pop()
         if len(task) == 1:  # serve read k: the recomputations since the last read run before it
@@ -180,10 +173,8 @@ class ChainDP:
                 cands.append(k)
         self.cands = cands[::-1]
         self.prefix = [0.0, *accumulate(p.costs[: self.reads[-1] + 1])]
-        self.transient = [p.sizes[0]] + [
-            p.sizes[l] + (0 if 0 in p.inplace[l] and p.sizes[l] == p.sizes[l - 1] else p.sizes[l - 1])
-            for l in range(1, self.reads[-1] + 1)
-        ]
+        own = [0 in p.inplace[l] and p.sizes[l] == p.sizes[l - 1] for l in range(1, self.reads[-1] + 1)]
+        self.transient = [p.sizes[0]] + [p.sizes[l] + (0 if o else p.sizes[l - 1]) for l, o in enumerate(own, 1)]
         # The backward part's memory per read r, in the store-all plan: the most bytes live during a stage
         # from r's first read to its last one (held), then up to the next read's first one (dead), and
         # between the stages just before r's first read (before: where the recomputations serving r run).
@@ -215,7 +206,8 @@ class ChainDP:
         # The unit: the gcd of every size added up (exact), or of the checkpoints' alone when that makes
         # more than MAX_UNITS levels (the backward's memory rounded up: conservative), or coarser still.
         sizes = [p.sizes[k] for k in cands]
-        for unit in (gcd(*sizes, *self.held.values(), *self.dead.values(), *self.before.values(), *self.transient), gcd(*sizes)):
+        every = gcd(*sizes, *self.held.values(), *self.dead.values(), *self.before.values(), *self.transient)
+        for unit in (every, gcd(*sizes)):
             if free // max(unit, 1) <= MAX_UNITS:
                 break
         else:
@@ -249,7 +241,8 @@ class ChainDP:
             i, ks = nodes[ii], np.array(cands[ii:], dtype=np.int64)
             adv = np.array([prefix[k + 1] - prefix[i + 1] for k in ks])
             # The most units live while advancing from i to k (i held outside the free memory).
-            advance = np.maximum.accumulate(np.concatenate([units([p.sizes[i + 1]]), trans[i + 2 : ks[-1] + 1]]))[ks - (i + 1)]
+            advance = np.maximum.accumulate(np.concatenate([units([p.sizes[i + 1]]), trans[i + 2 : ks[-1] + 1]]))
+            advance = advance[ks - (i + 1)]
             for b in range(fa[ii], nb):
                 c = counts[b] - ii
                 kk, sl = np.arange(ii + 1, ii + 1 + c), slice(ii, ii + c)
@@ -293,8 +286,7 @@ def chain_costs(problem: Problem, chain: Chain | None) -> ChainDP | None:
 
 
 def chain_dp(problem: Problem, budget: int, found: Chain | None = None) -> Schedule | None:
-    """The DP's plan with the most memory whose simulated peak fits `budget` (None when none fits, or not
-    a chain the DP takes)."""
+    """The DP's plan with the most memory whose simulated peak fits `budget`, or None (none fits, or no DP)."""
     dp = chain_costs(problem, found or detect(problem))
     if dp is None:
         return None

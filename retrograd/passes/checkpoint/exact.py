@@ -78,10 +78,8 @@ class Model:
                     f = self.new()
                     if ev[k] is not None:
                         self.le(free, 0, (1, f), (-1, ev[k]))
-                    if (t + 1, i) in S:
-                        self.le(free, 1, (1, f), (1, S[t + 1, i]))
-                    for j in later:
-                        self.le(free, 1, (1, f), (1, ev[j]))
+                    for var in ([S[t + 1, i]] if (t + 1, i) in S else []) + [ev[j] for j in later]:
+                        self.le(free, 1, (1, f), (1, var))  # not freed while kept into t + 1 or read later
                     frees[k].append((f, i))
             acc = {S[t, i]: float(size[i]) for i in range(t) if (t, i) in S and size[i]}
             for k, var in ev.items():
@@ -141,12 +139,10 @@ class Model:
         rows = self.rows + [({**row, peak: -1.0}, -INF, -const) for row, const in self.mem_rows]
         entries = [(r, v, c) for r, (row, _, _) in enumerate(rows) for v, c in row.items() if c]
         ri, ci, data = np.array(entries, dtype=float).reshape(-1, 3).T
-        c = np.zeros(nv)
+        c, ub = np.zeros(nv), np.ones(nv)
         for (t, k), v in self.R.items():
             c[v] = 0.0 if minimize_peak else self.p.costs[k]
-        c[peak] = 1.0 if minimize_peak else peak_weight
-        ub = np.ones(nv)
-        ub[peak] = cap if cap != INF else sum(self.size) + 1
+        c[peak], ub[peak] = (1.0 if minimize_peak else peak_weight), (cap if cap != INF else sum(self.size) + 1)
         matrix = coo_matrix((data, (ri.astype(int), ci.astype(int))), shape=(len(rows), nv)).tocsr()
         constraints = LinearConstraint(matrix, *zip(*((a, b) for _, a, b in rows)))
         options = {"node_limit": NODE_LIMIT, "mip_rel_gap": 1e-9, "presolve": True}

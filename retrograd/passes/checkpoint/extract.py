@@ -54,9 +54,6 @@ class Extraction:
         """An If or a call of another function: what they hold inside is the exact model's (pass_.planning_problem)."""
         return any(ins.kind in ("if", "call") for ins in self.plan.block.ins)
 
-    def nodes(self, src) -> list[int]:
-        return nodes_of([src], self.node_of)
-
     def expr(self, src, node_var, param_var=None):
         """The expression a source stands for: node registers through node_var, parameters through
         param_var (or as themselves), constants as themselves; tuples rebuilt bottom-up (any depth)."""

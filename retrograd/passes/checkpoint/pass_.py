@@ -37,10 +37,8 @@ class Budget:
     activations: bool = False
 
     def resolve(self, unplanned_peak: int, pinned: int = 0) -> int:
-        if self.fraction is None:
-            return self.nbytes
         base = pinned if self.activations else 0
-        return base + int((unplanned_peak - base) * self.fraction)
+        return self.nbytes if self.fraction is None else base + int((unplanned_peak - base) * self.fraction)
 
     def __str__(self) -> str:
         return f"{self.nbytes} bytes" if self.fraction is None else f"{self.fraction * 100:g}%" + "act" * self.activations
@@ -100,17 +98,11 @@ class PlanReport:
         """The report of `schedule` for Problem `p`."""
         stages = [(t, group) for t, group in enumerate(schedule.recompute) if group]
         every = [v for _, group in stages for v in group]
-        recomputed = set(every)
-        return cls(
-            function, policy, budget, unplanned, peak,
-            kept=sum(1 for i in range(p.n) if p.sizes[i] > 0 and i not in recomputed),
-            recomputed=len(recomputed),
-            recomputations=len(every),
-            extra_cost=sum((p.costs[v] for v in every), 0.0),
-            base_cost=float(sum(p.costs)),
-            extra_matmul_cost=sum((p.costs[v] for v in every if p.kinds[v] in ("matmul", "conv")), 0.0),
-            chosen=tuple((p.names[t], tuple(p.names[v] for v in group)) for t, group in stages),
-        )
+        recomputed, matmul = set(every), sum((p.costs[v] for v in every if p.kinds[v] in ("matmul", "conv")), 0.0)
+        kept = sum(1 for i in range(p.n) if p.sizes[i] > 0 and i not in recomputed)
+        chosen = tuple((p.names[t], tuple(p.names[v] for v in group)) for t, group in stages)
+        extra, base = sum((p.costs[v] for v in every), 0.0), float(sum(p.costs))
+        return cls(function, policy, budget, unplanned, peak, kept, len(recomputed), len(every), extra, base, matmul, chosen)
 
     def summary(self) -> str:
         share = f" (+{self.extra_cost / self.base_cost * 100:.1f}%)" if self.base_cost else ""
@@ -183,10 +175,8 @@ def _plan(mod: IRModule, func_name: str, parsed, policy: str) -> tuple[IRModule,
     func = mod[func_name] if func_name in mod else None
     if not isinstance(func, Function):
         names = [name for name, f in mod.items() if isinstance(f, Function)]
-        raise PassError(
-            f"checkpoint: the module has no function '{func_name}'{did_you_mean(func_name, names)} "
-            f"(functions: {', '.join(names) or 'none'})"
-        ).about_option("func_name")
+        listed = f"{did_you_mean(func_name, names)} (functions: {', '.join(names) or 'none'})"
+        raise PassError(f"checkpoint: the module has no function '{func_name}'{listed}").about_option("func_name")
     # Like Gradient: without the pause, the collector rescans the big IR again and again (superlinear).
     with collector_paused():
         ex = extract(func)
@@ -220,9 +210,8 @@ def _plan(mod: IRModule, func_name: str, parsed, policy: str) -> tuple[IRModule,
 
 def planning_problem(mod: IRModule, func_name: str, ex) -> Problem:
     """The Problem of `ex` with what each If and call of another function holds inside it (Problem.inner):
-    the exact memory model's bytes during it over the Problem's own, on the function as written (the most
-    over the paths through its branches). A plan changes none of what they hold inside, and can only
-    free their inputs earlier: the Problem then counts at least what the executor measures."""
+    the exact memory model's bytes during it over the Problem's own, on the function as written. A plan
+    changes none of that and can only free their inputs earlier: the Problem counts at least the executor's."""
     p = ex.problem
     if not ex.opaque:
         return p
@@ -239,15 +228,12 @@ def _least(mod: IRModule, func_name: str, ex, problem: Problem, unplanned: int) 
     """(the least budget the pass meets, the plan meeting it; None: the function as it is): the measured
     peak of the plan for the Problem's least peak, or the unplanned peak when that is no higher."""
     peak, plan = least_plan(problem)  # the plan's simulated peak
-    if plan is None:
-        return unplanned, None
-    peak = _measure(mod, func_name, ex, lambda: rewrite(ex, plan.recompute), peak)
-    return (unplanned, None) if peak >= unplanned else (peak, plan)
+    peak = peak if plan is None else _measure(mod, func_name, ex, lambda: rewrite(ex, plan.recompute), peak)
+    return (unplanned, None) if plan is None or peak >= unplanned else (peak, plan)
 
 
 def _measure(mod: IRModule, func_name: str, ex, new_func, planned: int) -> int:
-    """The (rewritten) function's peak by the exact memory model (the executor's): without an If or a call
-    it is the simulator's, `planned` (tests/passes/checkpoint/test_ckpt_model_equals_exact.py); with them
-    the Problem may count more (a branch returning an outer value) and `new_func()`, the rewritten function,
-    is measured. Made only then: the least plan of a long chain recomputes O(n^2) values."""
+    """The (rewritten) function's peak by the exact memory model: without an If or a call the simulator's,
+    `planned` (test_ckpt_model_equals_exact.py); with them the Problem may count more (a branch returning
+    an outer value): `new_func()` is made and measured (only then: a long chain's least plan is O(n^2))."""
     return peak_memory(mod.with_function(func_name, new_func()), func_name) if ex.opaque else planned

@@ -1,4 +1,4 @@
-"""solve(problem, budget, policy): the planner's entry point.
+"""solve(problem, budget, policy): the planner's entry point (docs/checkpoint.md).
 
 A solver is `(Problem, budget) -> Schedule | None`. Policy "budget" takes the least recomputation cost
 within the budget, ties to the lower peak (a plan recomputing a matmul, conv or pool ranks after every
@@ -6,10 +6,8 @@ plan that does not), from the solvers that each alone find the best plan somewhe
 (Revolve's optimum on uniform chain adjoints, taken as soon as it fits; the heterogeneous-chain DP on
 others), exact (the MILP, up to EXACT_NODES nodes when scipy is importable; taken as soon as it fits
 without aliases) and the greedy descent, its recomputations shared between close uses (`share`).
-Every limit is a count, never wall-clock time. Policies "sqrt" and "cheap" take no budget; like JAX's
-`save_*` policies they are predicates over the problem: `sqrt_saved` (Chen et al.'s segments) says
-which values idle across the peak are saved (`remat` recomputes the others), `cheap` which nodes may
-be recomputed, to the least peak that gives."""
+Every limit is a count, never wall-clock time. Policies "sqrt" and "cheap" are predicates over the
+problem, like JAX's `save_*` policies (`sqrt_saved`, applied by `remat`; `cheap`)."""
 
 from __future__ import annotations
 
@@ -38,10 +36,9 @@ def light(problem: Problem) -> tuple[bool, ...]:
 
 
 def sqrt_saved(problem: Problem, pl: greedy.Planner, across: list) -> tuple[bool, ...]:
-    """The "sqrt" policy's predicate (Chen et al. 2016, Training Deep Nets with Sublinear Memory Cost):
-    of the values `across` idle across the unplanned peak (in an adjoint: the forward values kept for the
-    backward), in program order, the last of each segment of about sqrt(k) is saved, segments ending at
-    articulation points of the program where there are some (no dependency jumps over them)."""
+    """The "sqrt" policy's predicate (Chen et al. 2016): of the k values `across` the unplanned peak (in
+    an adjoint: the forward values kept for the backward), the last of each segment of about sqrt(k) is
+    saved, segments ending at articulation points (no dependency jumps over them) where there are some."""
     save = [True] * problem.n
     if len(across) < 3:
         return tuple(save)
@@ -61,10 +58,8 @@ def sqrt_saved(problem: Problem, pl: greedy.Planner, across: list) -> tuple[bool
 
 
 def remat(problem: Problem, saved) -> Schedule:
-    """Apply a save predicate `saved(problem, planner, values idle across the unplanned peak)`: the values
-    it does not save are freed after their uses before the peak and recomputed, each run of them between
-    two saved values together, right before the first later use of any (from saved values, recursively
-    recomputing what is not live)."""
+    """Apply a save predicate `saved(problem, planner, values idle across the unplanned peak)`: each run of
+    unsaved values between two saved ones is recomputed together before the first later use of any."""
     pl = greedy.Planner(problem)
     across = greedy.idle_across_peak(pl)
     save, runs = saved(problem, pl, across), [[]]
@@ -130,10 +125,9 @@ def plan_budget(problem: Problem, budget: int) -> Schedule | None:
 
 
 def heuristic(problem: Problem, budget: int) -> Schedule | None:
-    """The scalable solver: the greedy descent's plan (light kinds first), its recomputations shared
-    between close uses (`share`) on problems small enough for the descent's pruning. The limit of the
-    sharing is the plan's own peak, not the budget: a plan then depends on the budget only through the
-    descent's first fit, which keeps plans monotone in the budget."""
+    """The scalable solver: the greedy descent's plan (light kinds first), shared (`share`) on problems
+    small enough for the descent's pruning within the plan's own peak, not the budget: plans then depend
+    on the budget only through the descent's first fit, which keeps them monotone in the budget."""
     descent = greedy.descend(problem, budget, light(problem))
     if descent is None or problem.n > greedy.BATCH_NODES:
         return None if descent is None else descent[0]
@@ -152,9 +146,8 @@ def least_feasible(problem: Problem) -> int:
 
 
 def least_plan(problem: Problem) -> tuple[int, Schedule | None]:
-    """(least peak, a plan reaching it; the peak simulated): exact (MILP) on small problems without
-    aliases (or when the descent reaches the lower bound), otherwise the peak of the plan for the lowest
-    peak of the plans tried (an upper bound of the least)."""
+    """(least peak, a plan reaching it; the peak simulated): the MILP's on small problems without aliases,
+    else the peak of the plan for the lowest peak of the plans tried (an upper bound of the least)."""
     found = chain.detect(problem)
     best = [greedy.least_peak(problem, light(problem), then=problem.recomputable)[1].peak_bytes]
     least = exact.Model(problem).least_peak() if use_exact(problem, found) and lower_bound(problem) < best[0] else None
@@ -213,10 +206,8 @@ def _exclusive_cost(problem: Problem, group: list[int], t: int, v: int) -> float
 
 
 def share(problem: Problem, schedule: Schedule, limit: int, sim: Simulation | None = None) -> tuple[Schedule, Simulation]:
-    """A plan recomputing no more than `schedule` whose peak stays within max(limit, the plan's own peak).
-    The greedy descent recomputes, before each later use, the whole chain a dropped value needs: `share`
-    removes recomputations, dearest first, so that a later use reads the earlier instance (which lives
-    longer instead), with those nothing reads any more, while the simulated peak stays within the limit."""
+    """A plan recomputing no more than `schedule` whose peak stays within max(limit, the plan's own peak):
+    recomputations removed, dearest first, so that a later use reads an earlier instance (docs/checkpoint.md)."""
     sim = sim or simulate(problem, schedule, check=False)
     if not schedule.count:
         return schedule, sim

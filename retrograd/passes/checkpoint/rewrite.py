@@ -12,7 +12,7 @@ from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.expr import DataflowVar, Function, SeqExpr, Var
 from retrograd.ir.nested import tuple_leaves
 from retrograd.passes.barriers import emit_recomputation
-from retrograd.passes.checkpoint.extract import Extraction
+from retrograd.passes.checkpoint.extract import Extraction, nodes_of
 from retrograd.passes.checkpoint.problem import Schedule
 from retrograd.passes.checkpoint.simulate import events
 from retrograd.ir.vars import read_vars
@@ -55,7 +55,7 @@ def rewrite(ex: Extraction, recompute) -> Function:
                     for reg in (src,) if type(src) is int else tuple_leaves(src):
                         if reg in params:
                             inputs.setdefault(params[reg], params[reg])
-                    for u in ex.nodes(src):
+                    for u in nodes_of([src], ex.node_of):
                         if u not in members:
                             inputs.setdefault(u, latest[u])
             cls = DataflowVar if isinstance(func.body.blocks[ex.block_of[t]], DataflowBlock) else Var
@@ -85,10 +85,8 @@ def _assemble(func: Function, emitted, body) -> Function:
     promote.update((v, None) for v in _reads(body) if isinstance(v, DataflowVar))
     if promote:
         vmap = {v: Var(v.name_hint, v.struct_info, span=v.span) for v in promote}
-        emitted = [
-            [VarBinding(vmap.get(b.var, b.var), copy_expr(b.value, vmap), span=b.span) for b in bindings]
-            for bindings in emitted
-        ]
+        emitted = [[VarBinding(vmap.get(b.var, b.var), copy_expr(b.value, vmap), span=b.span) for b in bindings]
+                   for bindings in emitted]
         body = copy_expr(body, vmap)
     bb = BlockBuilder()
     bb.begin_scope()
