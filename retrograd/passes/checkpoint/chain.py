@@ -173,21 +173,18 @@ class ChainDP:
                 cands.append(k)
         self.cands = cands[::-1]
         self.prefix = [0.0, *accumulate(p.costs[: self.reads[-1] + 1])]
-        own = [0 in p.inplace[l] and p.sizes[l] == p.sizes[l - 1] for l in range(1, self.reads[-1] + 1)]
-        self.transient = [p.sizes[0]] + [p.sizes[l] + (0 if o else p.sizes[l - 1]) for l, o in enumerate(own, 1)]
+        self.transient = [p.sizes[0]] + [
+            p.sizes[l] + (0 if 0 in p.inplace[l] and p.sizes[l] == p.sizes[l - 1] else p.sizes[l - 1])
+            for l in range(1, self.reads[-1] + 1)]
         # The backward part's memory per read r, in the store-all plan: the most bytes live during a stage
         # from r's first read to its last one (held), then up to the next read's first one (dead), and
         # between the stages just before r's first read (before: where the recomputations serving r run).
         first, last = self.reads[-1] + 1, events(p, None, check=False)[3]  # stages of last reads (outputs: n)
         during, after = [0] * (p.n + 2), [0] * (p.n + 2)
         for v in range(first, p.n):
-            start = v
-            for pos in p.inplace[v]:
-                d = p.deps[v][pos]
-                if last[d] == v:  # the executor tries the first dying candidate only
-                    if p.alias_of[d] is None and p.sizes[d] == p.sizes[v]:
-                        start = v + 1  # written over d's buffer, counted during its own stage already
-                    break
+            # The executor tries the first dying candidate only; v written over it is counted in its stage.
+            d = next((p.deps[v][pos] for pos in p.inplace[v] if last[p.deps[v][pos]] == v), None)
+            start = v + 1 if d is not None and p.alias_of[d] is None and p.sizes[d] == p.sizes[v] else v
             # difference arrays: += size over [start, last] (during) and [v, last) (after)
             during[start] += p.sizes[v]
             during[min(last[v], p.n - 1) + 1] -= p.sizes[v]
@@ -241,8 +238,8 @@ class ChainDP:
             i, ks = nodes[ii], np.array(cands[ii:], dtype=np.int64)
             adv = np.array([prefix[k + 1] - prefix[i + 1] for k in ks])
             # The most units live while advancing from i to k (i held outside the free memory).
-            advance = np.maximum.accumulate(np.concatenate([units([p.sizes[i + 1]]), trans[i + 2 : ks[-1] + 1]]))
-            advance = advance[ks - (i + 1)]
+            advance = np.concatenate([units([p.sizes[i + 1]]), trans[i + 2 : ks[-1] + 1]])
+            advance = np.maximum.accumulate(advance)[ks - (i + 1)]
             for b in range(fa[ii], nb):
                 c = counts[b] - ii
                 kk, sl = np.arange(ii + 1, ii + 1 + c), slice(ii, ii + c)
@@ -286,7 +283,7 @@ def chain_costs(problem: Problem, chain: Chain | None) -> ChainDP | None:
 
 
 def chain_dp(problem: Problem, budget: int, found: Chain | None = None) -> Schedule | None:
-    """The DP's plan with the most memory whose simulated peak fits `budget`, or None (none fits, or no DP)."""
+    """The DP's plan with the most memory whose simulated peak fits `budget`, or None (none, or no DP)."""
     dp = chain_costs(problem, found or detect(problem))
     if dp is None:
         return None

@@ -142,7 +142,8 @@ class Model:
         c, ub = np.zeros(nv), np.ones(nv)
         for (t, k), v in self.R.items():
             c[v] = 0.0 if minimize_peak else self.p.costs[k]
-        c[peak], ub[peak] = (1.0 if minimize_peak else peak_weight), (cap if cap != INF else sum(self.size) + 1)
+        c[peak] = 1.0 if minimize_peak else peak_weight
+        ub[peak] = cap if cap != INF else sum(self.size) + 1
         matrix = coo_matrix((data, (ri.astype(int), ci.astype(int))), shape=(len(rows), nv)).tocsr()
         constraints = LinearConstraint(matrix, *zip(*((a, b) for _, a, b in rows)))
         options = {"node_limit": NODE_LIMIT, "mip_rel_gap": 1e-9, "presolve": True}

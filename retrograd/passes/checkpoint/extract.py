@@ -24,8 +24,8 @@ def static_bytes(sinfo, what: str, span=None) -> int:
     """Bytes of a value with static struct info (prod(shape) * itemsize; tuples add up; non-tensors 0)."""
     if isinstance(sinfo, TensorStructInfo):
         if sinfo.shape is None or not all(isinstance(d, int) for d in sinfo.shape) or not sinfo.dtype:
-            brief = format_sinfo(sinfo, brief=True)
-            raise PassError(f"checkpoint: {what} has struct info {brief}; planning needs static shapes and dtypes", span)
+            raise PassError(f"checkpoint: {what} has struct info {format_sinfo(sinfo, brief=True)}; planning "
+                            "needs static shapes and dtypes", span)
         return prod(sinfo.shape) * itemsize(sinfo.dtype)
     if isinstance(sinfo, TupleStructInfo):  # bottom-up with a stack: tuples nest to any depth
         return fold(sinfo, tuple_fields, lambda s, sizes: sum(sizes) if isinstance(s, TupleStructInfo) else static_bytes(s, what, span))
@@ -65,14 +65,16 @@ class Extraction:
                 return self.plan.consts[r]
             return self.params[r] if param_var is None else param_var(self.params[r])
 
-        def step(s, kids):
-            return leaf(s) if type(s) is int else Tuple(kids, TupleStructInfo(tuple(k.struct_info for k in kids)))
-
-        return leaf(src) if type(src) is int else fold(src, _parts, step, shared=False)
+        return fold_source(src, leaf,
+                           lambda kids: Tuple(kids, TupleStructInfo(tuple(k.struct_info for k in kids))))
 
 
-def _parts(src) -> tuple:
-    return () if type(src) is int else src
+def fold_source(src, leaf, combine):
+    """A source (a register or nested tuples of them) bottom-up: leaf(register), combine(kids) per tuple."""
+    if type(src) is int:
+        return leaf(src)
+    step = lambda s, kids: leaf(s) if type(s) is int else combine(kids)  # noqa: E731
+    return fold(src, lambda s: () if type(s) is int else s, step, shared=False)
 
 
 def nodes_of(srcs, node_of: list) -> list[int]:
@@ -112,7 +114,8 @@ def extract(func: Function) -> Extraction:
         if sinfo not in c_order:
             c_order[sinfo] = _fresh_layout(sinfo)
         layout, root, part, kind, cost, rec = c_order[sinfo], None, None, "other", float(size), True
-        deps[i] = tuple(nodes_of([ins.srcs[0], *sorted(ins.reads)] if ins.kind == "if" else ins.srcs, node_of))
+        srcs = [ins.srcs[0], *sorted(ins.reads)] if ins.kind == "if" else ins.srcs
+        deps[i] = tuple(nodes_of(srcs, node_of))
         if ins.kind == "item":
             kind, cost, size, root = "view", 0.0, 0, node_of[ins.srcs[0]]
             if root is not None:
@@ -145,17 +148,16 @@ def extract(func: Function) -> Extraction:
         owns[i] = fresh or (root is not None and owns[root] and (not isinstance(layout, Layout) or layout.writeable))
         if root is None and size > 0 and isinstance(sinfo, TupleStructInfo):
             fields[i] = tuple(static_bytes(f, what, span) for f in sinfo.fields)
-    outputs = nodes_of([plan.block.result], node_of)
-    problem = Problem(sizes, costs, deps, recomputable, outputs, pinned, alias_of, inplace, kinds, plan.names, fields, field)
+    problem = Problem(sizes=sizes, costs=costs, deps=deps, recomputable=recomputable, pinned_bytes=pinned,
+                      alias_of=alias_of, outputs=nodes_of([plan.block.result], node_of), inplace=inplace,
+                      kinds=kinds, names=plan.names, fields=fields, field=field)
     transparent = frozenset(set(range(n)) - {ins.binding for ins in plan.block.ins})
     return Extraction(problem, func, plan, tuple(bindings), tuple(block_of), node_of, transparent, dict(plan.params))
 
 
 def _layout_of(src, layouts: dict, sinfo_of: dict):
     """The layout(s) of a source: a node's as extracted, parameters' and constants' C order."""
-    if type(src) is not int:
-        return fold(src, _parts, lambda s, kids: _layout_of(s, layouts, sinfo_of) if type(s) is int else tuple(kids), shared=False)
-    return layouts[src] if src in layouts else _fresh_layout(sinfo_of.get(src))
+    return fold_source(src, lambda r: layouts[r] if r in layouts else _fresh_layout(sinfo_of.get(r)), tuple)
 
 
 def _fresh_layout(sinfo):

@@ -98,21 +98,20 @@ class PlanReport:
         """The report of `schedule` for Problem `p`."""
         stages = [(t, group) for t, group in enumerate(schedule.recompute) if group]
         every = [v for _, group in stages for v in group]
-        recomputed, matmul = set(every), sum((p.costs[v] for v in every if p.kinds[v] in ("matmul", "conv")), 0.0)
+        recomputed, extra = set(every), sum((p.costs[v] for v in every), 0.0)
+        matmul = sum((p.costs[v] for v in every if p.kinds[v] in ("matmul", "conv")), 0.0)
         kept = sum(1 for i in range(p.n) if p.sizes[i] > 0 and i not in recomputed)
         chosen = tuple((p.names[t], tuple(p.names[v] for v in group)) for t, group in stages)
-        extra, base = sum((p.costs[v] for v in every), 0.0), float(sum(p.costs))
-        return cls(function, policy, budget, unplanned, peak, kept, len(recomputed), len(every), extra, base, matmul, chosen)
+        counts = (kept, len(recomputed), len(every), extra, float(sum(p.costs)), matmul)
+        return cls(function, policy, budget, unplanned, peak, *counts, chosen)
 
     def summary(self) -> str:
         share = f" (+{self.extra_cost / self.base_cost * 100:.1f}%)" if self.base_cost else ""
         _bytes = lambda n: f"{n} B" if human_bytes(n) == f"{n} B" else f"{n} B ({human_bytes(n)})"  # noqa: E731
         budget = _bytes(self.budget) if self.budget is not None else "none"
-        return (
-            f"checkpoint {self.function} [{self.policy}]: kept {self.kept}, recomputed {self.recomputed} "
-            f"({self.recomputations} bindings), extra FLOPs {self.extra_cost:.4g}{share}, "
-            f"predicted peak {_bytes(self.predicted_peak)} vs budget {budget}, unplanned {_bytes(self.unplanned_peak)}"
-        )
+        return (f"checkpoint {self.function} [{self.policy}]: kept {self.kept}, recomputed {self.recomputed} "
+                f"({self.recomputations} bindings), extra FLOPs {self.extra_cost:.4g}{share}, predicted peak "
+                f"{_bytes(self.predicted_peak)} vs budget {budget}, unplanned {_bytes(self.unplanned_peak)}")
 
     def details(self) -> str:
         """The summary, then one line per stage with recomputations."""
@@ -176,7 +175,8 @@ def _plan(mod: IRModule, func_name: str, parsed, policy: str) -> tuple[IRModule,
     if not isinstance(func, Function):
         names = [name for name, f in mod.items() if isinstance(f, Function)]
         listed = f"{did_you_mean(func_name, names)} (functions: {', '.join(names) or 'none'})"
-        raise PassError(f"checkpoint: the module has no function '{func_name}'{listed}").about_option("func_name")
+        raise PassError(f"checkpoint: the module has no function '{func_name}'{listed}").about_option(
+            "func_name")
     # Like Gradient: without the pause, the collector rescans the big IR again and again (superlinear).
     with collector_paused():
         ex = extract(func)
@@ -196,14 +196,13 @@ def _plan(mod: IRModule, func_name: str, parsed, policy: str) -> tuple[IRModule,
         except InfeasibleBudget as err:
             least, pinned = err.least_feasible, problem.pinned_bytes
             # The least feasible budget in the forms `parse_budget` reads: bytes, % of the peak, %act.
-            forms = [f"{least} bytes", f"{least / unplanned * 100:.4g}% of the unplanned peak" if unplanned else ""]
-            forms.append(f"{(least - pinned) / (unplanned - pinned) * 100:.4g}%act" if unplanned > pinned else "")
-            raise InfeasibleBudgetError(
-                f"checkpoint: the budget of {target} bytes for '{func_name}' cannot be met: the least feasible "
-                f"budget is {' = '.join(x for x in forms if x)}; feasible budgets are those "
-                f"from it up (parameters alone: {pinned} bytes; unplanned peak: {unplanned} bytes)",
-                least,
-            ).about_option("budget") from None
+            forms = [f"{least} bytes"]
+            forms += [f"{least / unplanned * 100:.4g}% of the unplanned peak"] if unplanned else []
+            forms += [f"{(least - pinned) / (unplanned - pinned) * 100:.4g}%act"] if unplanned > pinned else []
+            message = (f"checkpoint: the budget of {target} bytes for '{func_name}' cannot be met: the least "
+                       f"feasible budget is {' = '.join(forms)}; feasible budgets are those "
+                       f"from it up (parameters alone: {pinned} bytes; unplanned peak: {unplanned} bytes)")
+            raise InfeasibleBudgetError(message, least).about_option("budget") from None
     report = PlanReport.of(problem, schedule, func_name, policy, target, unplanned, peak)
     return (mod if new_func is func else mod.with_function(func_name, new_func)), report
 
@@ -211,7 +210,7 @@ def _plan(mod: IRModule, func_name: str, parsed, policy: str) -> tuple[IRModule,
 def planning_problem(mod: IRModule, func_name: str, ex) -> Problem:
     """The Problem of `ex` with what each If and call of another function holds inside it (Problem.inner):
     the exact memory model's bytes during it over the Problem's own, on the function as written. A plan
-    changes none of that and can only free their inputs earlier: the Problem counts at least the executor's."""
+    changes none of that and can only free their inputs earlier: the Problem counts at least as much."""
     p = ex.problem
     if not ex.opaque:
         return p

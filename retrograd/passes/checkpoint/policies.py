@@ -150,7 +150,8 @@ def least_plan(problem: Problem) -> tuple[int, Schedule | None]:
     else the peak of the plan for the lowest peak of the plans tried (an upper bound of the least)."""
     found = chain.detect(problem)
     best = [greedy.least_peak(problem, light(problem), then=problem.recomputable)[1].peak_bytes]
-    least = exact.Model(problem).least_peak() if use_exact(problem, found) and lower_bound(problem) < best[0] else None
+    exact_too = use_exact(problem, found) and lower_bound(problem) < best[0]
+    least = exact.Model(problem).least_peak() if exact_too else None
     if least is not None and all(a is None for a in problem.alias_of):
         return simulate(problem, least[1], check=False).peak_bytes, least[1]  # the model's memory is the simulator's
     best += [simulate(problem, least[1]).peak_bytes] if least is not None else []
@@ -207,7 +208,7 @@ def _exclusive_cost(problem: Problem, group: list[int], t: int, v: int) -> float
 
 def share(problem: Problem, schedule: Schedule, limit: int, sim: Simulation | None = None) -> tuple[Schedule, Simulation]:
     """A plan recomputing no more than `schedule` whose peak stays within max(limit, the plan's own peak):
-    recomputations removed, dearest first, so that a later use reads an earlier instance (docs/checkpoint.md)."""
+    recomputations removed, dearest first, so that a later use reads an earlier one (docs/checkpoint.md)."""
     sim = sim or simulate(problem, schedule, check=False)
     if not schedule.count:
         return schedule, sim

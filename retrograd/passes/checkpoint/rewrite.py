@@ -65,7 +65,7 @@ def rewrite(ex: Extraction, recompute) -> Function:
                 return out[-1].var
 
             group_of = [(v, ex.bindings[v].var, ex.bindings[v].value) for v in group]
-            local_value = lambda value, local: substituted(value, local.__getitem__, local.__getitem__)  # noqa: E731
+            local_value = lambda value, local: substituted(value, local.__getitem__, local.__getitem__)  # noqa
             latest.update(emit_recomputation(emit, inputs.items(), group_of, local_value, exits[t]))
         if t in ex.transparent:
             value = ex.expr(sources[binding.var], latest.__getitem__)
@@ -80,13 +80,14 @@ def _assemble(func: Function, emitted, body) -> Function:
     home, promote = {}, {}
     for bi, bindings in enumerate(emitted):
         for b in bindings:
-            promote.update((v, None) for v in _reads(b.value) if isinstance(v, DataflowVar) and home.get(v, bi) != bi)
+            outside = (v for v in _reads(b.value) if isinstance(v, DataflowVar) and home.get(v, bi) != bi)
+            promote.update((v, None) for v in outside)
             home[b.var] = bi
     promote.update((v, None) for v in _reads(body) if isinstance(v, DataflowVar))
     if promote:
         vmap = {v: Var(v.name_hint, v.struct_info, span=v.span) for v in promote}
-        emitted = [[VarBinding(vmap.get(b.var, b.var), copy_expr(b.value, vmap), span=b.span) for b in bindings]
-                   for bindings in emitted]
+        rebind = lambda b: VarBinding(vmap.get(b.var, b.var), copy_expr(b.value, vmap), span=b.span)  # noqa
+        emitted = [[rebind(b) for b in bindings] for bindings in emitted]
         body = copy_expr(body, vmap)
     bb = BlockBuilder()
     bb.begin_scope()
