@@ -175,7 +175,7 @@ def _drop_unread(problem: Problem, groups: list[list[int]]) -> None:
     """Remove, in place, the recomputations whose instance nothing reads, and then those only they read
     (one pass with reader counts: removing an unread instance changes no other read)."""
     outputs = set(problem.outputs)
-    nodes, stages, reads, last_use = events(problem, Schedule(tuple(map(tuple, groups))), check=False)
+    nodes, stages, reads, last_use = events(problem, Schedule(groups), check=False)
     readers = [0] * len(nodes)
     for r in reads:
         for i in r:
@@ -224,9 +224,9 @@ def share(problem: Problem, schedule: Schedule, limit: int, sim: Simulation | No
                 trial = [list(g) for g in groups]
                 trial[t].remove(v)
                 _drop_unread(problem, trial)
-                ts = simulate(problem, Schedule(tuple(map(tuple, trial))), check=False)
+                ts = simulate(problem, Schedule(trial), check=False)
                 if ts.peak_bytes <= limit and ts.extra_cost < sim.extra_cost:
                     groups, sim, changed = trial, ts, True
     while groups and not groups[-1]:
         groups.pop()
-    return Schedule(tuple(map(tuple, groups))), sim
+    return Schedule(groups), sim

@@ -31,7 +31,7 @@ def rewrite(ex: Extraction, recompute) -> Function:
     if not any(recompute):
         return func
     latest: dict[int, Var] = {i: b.var for i, b in enumerate(ex.bindings) if i not in ex.transparent}
-    ev = events(ex.problem, Schedule(tuple(recompute)))
+    ev = events(ex.problem, Schedule(recompute))
     if isinstance(ev, str):
         raise ValueError(f"invalid schedule: {ev}")
     nodes, stages, _, last_use = ev
