@@ -1,13 +1,9 @@
 """Plans for chain adjoints (a forward chain whose values the backward reads one at a time, in reverse
 order): Revolve's binomial closed form (Griewank & Walther) on uniform chains, of any length, and the
-discretized-memory DP of Herrmann et al. 2019, "Optimal checkpointing for heterogeneous chains"
-(docs/checkpoint.md), on the others. Both choose, from a held checkpoint i with m units free, the next
-checkpoint k: advance to k (free in the original sweep), serve the reads after k with m - size(k), serve
-k, then the reads between i and k with m (or drop k and serve it again from i); `replay` makes the plan.
-Revolve's units are slots; the DP's, bytes rounded to its unit, with what the backward part holds while
-each read is served and what a recomputation holds while it runs. The largest slot count or memory whose
-simulated plan fits the budget is taken.
-"""
+discretized-memory DP of Herrmann et al. 2019 on the others (docs/checkpoint.md). Both choose, from a
+held checkpoint i with m units free, the next checkpoint k; `replay` makes the plan of the choices.
+Revolve's units are slots, the DP's bytes rounded to its unit; the largest slot count or memory whose
+simulated plan fits the budget is taken."""
 
 from __future__ import annotations
 
@@ -71,8 +67,7 @@ def detect(problem: Problem) -> Chain | None:
         m += 1
     if m < 2 or m == p.n:
         return None
-    need: dict[int, int] = {}
-    last = m
+    need, last = {}, m
     for t in range(m, p.n):
         fw = {d for d in p.deps[t] if d < m}
         if len(fw) > 1 or (fw and min(fw) > last):
@@ -86,9 +81,7 @@ def detect(problem: Problem) -> Chain | None:
 def replay(problem: Problem, need: dict, reads, m: int, choose, size) -> Schedule:
     """The plan of the choices `choose(sweep, i, b, m) -> (k, drop)` from the parameters with m units free
     (reads: sorted; b indexes them; sweep: still in the original forward sweep, whose advances are free)."""
-    per_stage: dict[int, list[int]] = {}
-    pending: list[int] = []
-    stack = [(1, -1, len(reads) - 1, m)]
+    per_stage, pending, stack = {}, [], [(1, -1, len(reads) - 1, m)]
     while stack:
         task = stack.pop()
         if len(task) == 1:  # serve read k: the recomputations since the last read run before it
@@ -132,51 +125,36 @@ def chain_schedule(problem: Problem, chain: Chain, c: int) -> Schedule:
     return replay(problem, chain.need, range(chain.last + 1), c - 1, revolve_choice, lambda k: 1)
 
 
-def largest(fits, guess: int, top: int) -> int:
-    """The largest x in 1..top with fits(x) (true up to some x), or 0: a gallop from `guess`, then a bisection."""
-    lo, hi, x, step = 0, top + 1, guess, 1
+def largest(problem: Problem, budget: int, make, guess: int, top: int) -> tuple[int, Schedule | None]:
+    """(the largest x in 1..top whose plan make(x) fits `budget`, that plan), or (0, None), the peaks of
+    the plans growing with x: a gallop from `guess`, then a bisection."""
+    lo, hi, x, step, plans = 0, top + 1, guess, 1, {}
     while hi - lo > 1:
         if not lo < x < hi:
             x = (lo + hi) // 2
-        if fits(x):
+        plan = make(x)
+        if plan is not None and simulate(problem, plan, check=False).peak_bytes <= budget:
+            plans[x] = plan
             lo, x = x, x + step
         else:
             hi, x = x, x - step
         step *= 2
-    return lo
+    return lo, plans.get(lo)
 
 
 def revolve(problem: Problem, chain: Chain, budget: int) -> Schedule | None:
     """Revolve's plan with the fewest extra steps whose simulated peak fits `budget` (None if none fits)."""
-    L, peaks, kept = chain.last + 2, {}, (0, None)  # kept: the largest slot count that fits, its schedule
-
-    def fits(c):
-        nonlocal kept
-        if c not in peaks:
-            schedule = chain_schedule(problem, chain, c)
-            peaks[c] = simulate(problem, schedule, check=False).peak_bytes
-            if peaks[c] <= budget and c > kept[0]:
-                kept = c, schedule
-        return peaks[c] <= budget
-
     # Peaks grow with c, by about one value a slot: start where the budget says, never from a few slots
     # (a plan of s slots recomputes about L^(1+1/s) steps: on a long chain, too many to simulate).
-    size = problem.sizes[0]
-    c = largest(fits, max(1, min(L, (budget - problem.pinned_bytes) // size - 1)) if size else L, L)
+    L, size = chain.last + 2, problem.sizes[0]
+    guess = max(1, min(L, (budget - problem.pinned_bytes) // size - 1)) if size else L
+    c, plan = largest(problem, budget, lambda c: chain_schedule(problem, chain, c), guess, L)
     if c == 0:
         return None
-    steps = revolve_steps(L, c - 1)
+    top, steps = c, revolve_steps(L, c - 1)
     while c > 1 and revolve_steps(L, c - 2) == steps:
         c -= 1  # the same number of steps with fewer slots has the lower peak
-    return kept[1] if kept[0] == c else chain_schedule(problem, chain, c)
-
-
-def solve(problem: Problem, budget: int) -> Schedule | None:
-    """Revolve's plan on a uniform chain adjoint, the DP's on another one, or None."""
-    found = detect(problem)
-    if found is None:
-        return None
-    return revolve(problem, found, budget) if found.uniform(problem) else chain_dp(problem, budget, found)
+    return plan if c == top else chain_schedule(problem, chain, c)
 
 
 class ChainDP:
@@ -197,21 +175,16 @@ class ChainDP:
         self.prefix = [0.0, *accumulate(p.costs[: self.reads[-1] + 1])]
         self.transient = [p.sizes[0]] + [
             p.sizes[l] + (0 if 0 in p.inplace[l] and p.sizes[l] == p.sizes[l - 1] else p.sizes[l - 1])
-            for l in range(1, self.reads[-1] + 1)
-        ]
+            for l in range(1, self.reads[-1] + 1)]
         # The backward part's memory per read r, in the store-all plan: the most bytes live during a stage
         # from r's first read to its last one (held), then up to the next read's first one (dead), and
         # between the stages just before r's first read (before: where the recomputations serving r run).
         first, last = self.reads[-1] + 1, events(p, None, check=False)[3]  # stages of last reads (outputs: n)
         during, after = [0] * (p.n + 2), [0] * (p.n + 2)
         for v in range(first, p.n):
-            start = v
-            for pos in p.inplace[v]:
-                d = p.deps[v][pos]
-                if last[d] == v:  # the executor tries the first dying candidate only
-                    if p.alias_of[d] is None and p.sizes[d] == p.sizes[v]:
-                        start = v + 1  # written over d's buffer, counted during its own stage already
-                    break
+            # The executor tries the first dying candidate only; v written over it is counted in its stage.
+            d = next((p.deps[v][pos] for pos in p.inplace[v] if last[p.deps[v][pos]] == v), None)
+            start = v + 1 if d is not None and p.alias_of[d] is None and p.sizes[d] == p.sizes[v] else v
             # difference arrays: += size over [start, last] (during) and [v, last) (after)
             during[start] += p.sizes[v]
             during[min(last[v], p.n - 1) + 1] -= p.sizes[v]
@@ -230,7 +203,8 @@ class ChainDP:
         # The unit: the gcd of every size added up (exact), or of the checkpoints' alone when that makes
         # more than MAX_UNITS levels (the backward's memory rounded up: conservative), or coarser still.
         sizes = [p.sizes[k] for k in cands]
-        for unit in (gcd(*sizes, *self.held.values(), *self.dead.values(), *self.before.values(), *self.transient), gcd(*sizes)):
+        every = gcd(*sizes, *self.held.values(), *self.dead.values(), *self.before.values(), *self.transient)
+        for unit in (every, gcd(*sizes)):
             if free // max(unit, 1) <= MAX_UNITS:
                 break
         else:
@@ -264,7 +238,8 @@ class ChainDP:
             i, ks = nodes[ii], np.array(cands[ii:], dtype=np.int64)
             adv = np.array([prefix[k + 1] - prefix[i + 1] for k in ks])
             # The most units live while advancing from i to k (i held outside the free memory).
-            advance = np.maximum.accumulate(np.concatenate([units([p.sizes[i + 1]]), trans[i + 2 : ks[-1] + 1]]))[ks - (i + 1)]
+            advance = np.concatenate([units([p.sizes[i + 1]]), trans[i + 2 : ks[-1] + 1]])
+            advance = np.maximum.accumulate(advance)[ks - (i + 1)]
             for b in range(fa[ii], nb):
                 c = counts[b] - ii
                 kk, sl = np.arange(ii + 1, ii + 1 + c), slice(ii, ii + c)
@@ -308,18 +283,9 @@ def chain_costs(problem: Problem, chain: Chain | None) -> ChainDP | None:
 
 
 def chain_dp(problem: Problem, budget: int, found: Chain | None = None) -> Schedule | None:
-    """The DP's plan with the most memory whose simulated peak fits `budget` (None when none fits, or not
-    a chain the DP takes)."""
-    dp, plans = chain_costs(problem, found or detect(problem)), {}
+    """The DP's plan with the most memory whose simulated peak fits `budget`, or None (none, or no DP)."""
+    dp = chain_costs(problem, found or detect(problem))
     if dp is None:
         return None
     dp.fill(budget - problem.pinned_bytes)
-
-    def fits(m):  # only the plans that fit are kept
-        plan = dp.plan(m - 1)
-        if plan is not None and simulate(problem, plan, check=False).peak_bytes <= budget:
-            plans[m] = plan
-        return m in plans
-
-    m = largest(fits, dp.M + 1, dp.M + 1)
-    return plans[m] if m else None
+    return largest(problem, budget, lambda m: dp.plan(m - 1), dp.M + 1, dp.M + 1)[1]

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from math import gcd
 
+from retrograd.passes.checkpoint.greedy import roots
 from retrograd.passes.checkpoint.problem import Problem, Schedule
 
 # Counts, never wall-clock time, so that the same problem gets the same plan on any machine. Past
@@ -35,12 +36,9 @@ class Model:
 
     def __init__(self, problem: Problem):
         p = self.p = problem
-        n, self.nvar, self.mem_rows = p.n, 0, []
+        n, self.nvar, self.mem_rows, root = p.n, 0, [], roots(p)
         # Rows in groups, in a fixed order (HiGHS's path, and so which optimum it returns, depends on it).
-        dep, out, tight, free = [], [], [], []
-        root = list(range(n))
-        for i in range(n):
-            root[i] = i if p.alias_of[i] is None else root[p.alias_of[i]]
+        dep, tight, free = [], [], []
         self.unit = gcd(*(p.sizes[r] for r in root), *p.inner) or 1
         size = self.size = [p.sizes[r] // self.unit for r in root]
         latest, users = list(range(n)), p.users()  # the last stage that may read each value (a recomputed reader, then)
@@ -51,8 +49,7 @@ class Model:
                 latest[d] = max(latest[d], latest[j] if p.recomputable[j] else j)
         R = self.R = {(t, k): self.new() for t in range(n) for k in range(t) if p.recomputable[k] and latest[k] >= t}
         S = {(t, k): self.new() for t in range(1, n + 1) for k in range(t) if latest[k] >= t or (t == n and k in p.outputs)}
-        for o in set(p.outputs):
-            out.append(({S[n, o]: 1.0}, 1.0, 1.0))
+        out = [({S[n, o]: 1.0}, 1.0, 1.0) for o in set(p.outputs)]
         for t in range(n):
             ev = {k: R[t, k] for k in range(t) if (t, k) in R}
             ev[t] = None  # node t itself is always computed
@@ -81,10 +78,8 @@ class Model:
                     f = self.new()
                     if ev[k] is not None:
                         self.le(free, 0, (1, f), (-1, ev[k]))
-                    if (t + 1, i) in S:
-                        self.le(free, 1, (1, f), (1, S[t + 1, i]))
-                    for j in later:
-                        self.le(free, 1, (1, f), (1, ev[j]))
+                    for var in ([S[t + 1, i]] if (t + 1, i) in S else []) + [ev[j] for j in later]:
+                        self.le(free, 1, (1, f), (1, var))  # not freed while kept into t + 1 or read later
                     frees[k].append((f, i))
             acc = {S[t, i]: float(size[i]) for i in range(t) if (t, i) in S and size[i]}
             for k, var in ev.items():
@@ -144,19 +139,16 @@ class Model:
         rows = self.rows + [({**row, peak: -1.0}, -INF, -const) for row, const in self.mem_rows]
         entries = [(r, v, c) for r, (row, _, _) in enumerate(rows) for v, c in row.items() if c]
         ri, ci, data = np.array(entries, dtype=float).reshape(-1, 3).T
-        c = np.zeros(nv)
+        c, ub = np.zeros(nv), np.ones(nv)
         for (t, k), v in self.R.items():
             c[v] = 0.0 if minimize_peak else self.p.costs[k]
         c[peak] = 1.0 if minimize_peak else peak_weight
-        ub = np.ones(nv)
         ub[peak] = cap if cap != INF else sum(self.size) + 1
-        res = milp(
-            c,
-            constraints=LinearConstraint(coo_matrix((data, (ri.astype(int), ci.astype(int))), shape=(len(rows), nv)).tocsr(), *zip(*((a, b) for _, a, b in rows))),
-            integrality=(np.arange(nv) != peak).astype(int),
-            bounds=Bounds(np.zeros(nv), ub),
-            options={"node_limit": NODE_LIMIT, "mip_rel_gap": 1e-9, "presolve": True},
-        )
+        matrix = coo_matrix((data, (ri.astype(int), ci.astype(int))), shape=(len(rows), nv)).tocsr()
+        constraints = LinearConstraint(matrix, *zip(*((a, b) for _, a, b in rows)))
+        options = {"node_limit": NODE_LIMIT, "mip_rel_gap": 1e-9, "presolve": True}
+        bounds, integrality = Bounds(np.zeros(nv), ub), (np.arange(nv) != peak).astype(int)
+        res = milp(c, constraints=constraints, integrality=integrality, bounds=bounds, options=options)
         if res.status != 0 or res.x is None:
             return None
         per_stage: dict[int, list[int]] = {}
@@ -165,12 +157,10 @@ class Model:
                 per_stage.setdefault(t, []).append(k)
         return Schedule.from_lists(self.p.n, per_stage), float(res.fun)
 
-
-def exact_least_peak(problem: Problem) -> tuple[int, Schedule] | None:
-    """(least peak of the model in bytes, a plan reaching it), or None when not solved within the limits."""
-    m = Model(problem)
-    res = m.solve(None, minimize_peak=True)
-    return None if res is None else (problem.pinned_bytes + round(res[1]) * m.unit, res[0])
+    def least_peak(self) -> tuple[int, Schedule] | None:
+        """(least peak of the model in bytes, a plan reaching it), or None when not solved within limits."""
+        res = self.solve(None, minimize_peak=True)
+        return None if res is None else (self.p.pinned_bytes + round(res[1]) * self.unit, res[0])
 
 
 def solve(problem: Problem, budget: int) -> Schedule | None:
@@ -183,6 +173,6 @@ def solve(problem: Problem, budget: int) -> Schedule | None:
     g, bound = (gcd(*map(int, costs)) if whole else 0) or 1, (budget - problem.pinned_bytes) // m.unit + 1
     res = m.solve(budget, peak_weight=g / bound if whole and bound * sum(costs) / g < 1e9 else 0.0)
     if res is None:
-        least = exact_least_peak(problem)
+        least = m.least_peak()
         return least[1] if least is not None and least[0] <= budget else None
     return res[0]

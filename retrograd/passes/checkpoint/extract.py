@@ -24,13 +24,10 @@ def static_bytes(sinfo, what: str, span=None) -> int:
     """Bytes of a value with static struct info (prod(shape) * itemsize; tuples add up; non-tensors 0)."""
     if isinstance(sinfo, TensorStructInfo):
         if sinfo.shape is None or not all(isinstance(d, int) for d in sinfo.shape) or not sinfo.dtype:
-            raise PassError(
-                f"checkpoint: {what} has struct info {format_sinfo(sinfo, brief=True)}; planning needs static shapes and dtypes",
-                span,
-            )
-        return prod(sinfo.shape) * (1 if sinfo.dtype == "bool" else itemsize(sinfo.dtype))
-    if isinstance(sinfo, TupleStructInfo):
-        # Bottom-up with a stack: tuples nest to any depth.
+            raise PassError(f"checkpoint: {what} has struct info {format_sinfo(sinfo, brief=True)}; planning "
+                            "needs static shapes and dtypes", span)
+        return prod(sinfo.shape) * itemsize(sinfo.dtype)
+    if isinstance(sinfo, TupleStructInfo):  # bottom-up with a stack: tuples nest to any depth
         return fold(sinfo, tuple_fields, lambda s, sizes: sum(sizes) if isinstance(s, TupleStructInfo) else static_bytes(s, what, span))
     return 0
 
@@ -57,32 +54,27 @@ class Extraction:
         """An If or a call of another function: what they hold inside is the exact model's (pass_.planning_problem)."""
         return any(ins.kind in ("if", "call") for ins in self.plan.block.ins)
 
-    def nodes(self, src) -> list[int]:
-        return nodes_of([src], self.node_of)
-
     def expr(self, src, node_var, param_var=None):
         """The expression a source stands for: node registers through node_var, parameters through
         param_var (or as themselves), constants as themselves; tuples rebuilt bottom-up (any depth)."""
-        plan = self.plan
 
         def leaf(r):
             if self.node_of[r] is not None:
                 return node_var(self.node_of[r])
-            if r in plan.consts:
-                return plan.consts[r]
-            p = self.params[r]
-            return param_var(p) if param_var is not None else p
+            if r in self.plan.consts:
+                return self.plan.consts[r]
+            return self.params[r] if param_var is None else param_var(self.params[r])
 
-        def step(s, kids):
-            if type(s) is int:
-                return leaf(s)
-            return Tuple(kids, TupleStructInfo(tuple(k.struct_info for k in kids)))
-
-        return leaf(src) if type(src) is int else fold(src, _parts, step, shared=False)
+        return fold_source(src, leaf,
+                           lambda kids: Tuple(kids, TupleStructInfo(tuple(k.struct_info for k in kids))))
 
 
-def _parts(src) -> tuple:
-    return () if type(src) is int else src
+def fold_source(src, leaf, combine):
+    """A source (a register or nested tuples of them) bottom-up: leaf(register), combine(kids) per tuple."""
+    if type(src) is int:
+        return leaf(src)
+    step = lambda s, kids: leaf(s) if type(s) is int else combine(kids)  # noqa: E731
+    return fold(src, lambda s: () if type(s) is int else s, step, shared=False)
 
 
 def nodes_of(srcs, node_of: list) -> list[int]:
@@ -103,10 +95,8 @@ def extract(func: Function) -> Extraction:
         plan = plan_function("checkpoint", func)
     except UnsupportedError as err:
         raise PassError(err.message, err.span) from None
-    bindings, block_of = [], []
-    for bi, block in enumerate(func.body.blocks):
-        bindings.extend(block.bindings)
-        block_of.extend([bi] * len(block.bindings))
+    bindings = [b for block in func.body.blocks for b in block.bindings]
+    block_of = [bi for bi, block in enumerate(func.body.blocks) for _ in block.bindings]
     n = len(bindings)
     node_of = [None] * plan.nregs  # by register: a list, not a dict (one entry a binding, held to the end)
     for ins in plan.block.ins:
@@ -114,28 +104,22 @@ def extract(func: Function) -> Extraction:
     sinfo_of = {reg: x.struct_info for reg, x in [*plan.params, *plan.consts.items()]}
     sizes, costs, deps, alias_of, inplace = [0] * n, [0.0] * n, [()] * n, [None] * n, [()] * n
     recomputable, kinds, fields, field = [True] * n, ["view"] * n, [()] * n, [None] * n
-    layouts: dict = {}  # register -> Layout (a tuple of them for a tuple; None: not an array)
-    c_order: dict = {}  # struct info -> its C-ordered layout(s), shared by the nodes of that struct info
-    owns = [False] * n  # node's value is a buffer of its own that may be written over
-    candidates: dict = {}
+    # layouts: register -> Layout (a tuple of them for a tuple; None: not an array); c_order: struct info ->
+    # its C-ordered layout(s); owns[i]: node i's value is a buffer of its own that may be written over.
+    layouts, c_order, candidates, owns = {}, {}, {}, [False] * n
     for ins in plan.block.ins:
-        i, var = ins.binding, ins.var
-        b = bindings[i]
-        sinfo = var.struct_info
-        size = static_bytes(sinfo, f"binding '{var.name_hint}'", b.span)
+        i, var, sinfo = ins.binding, ins.var, ins.var.struct_info
+        what, span = f"binding '{var.name_hint}'", bindings[i].span
+        size = static_bytes(sinfo, what, span)
         if sinfo not in c_order:
             c_order[sinfo] = _fresh_layout(sinfo)
         layout, root, part, kind, cost, rec = c_order[sinfo], None, None, "other", float(size), True
-        if ins.kind == "if":
-            deps[i] = tuple(nodes_of([ins.srcs[0], *sorted(ins.reads)], node_of))
-        else:
-            deps[i] = tuple(nodes_of(ins.srcs, node_of))
+        srcs = [ins.srcs[0], *sorted(ins.reads)] if ins.kind == "if" else ins.srcs
+        deps[i] = tuple(nodes_of(srcs, node_of))
         if ins.kind == "item":
-            src = ins.srcs[0]
-            kind, cost, size = "view", 0.0, 0
-            root = node_of[src]
+            kind, cost, size, root = "view", 0.0, 0, node_of[ins.srcs[0]]
             if root is not None:
-                parts = layouts[src]
+                parts = layouts[ins.srcs[0]]
                 layout = parts[ins.index] if type(parts) is tuple else None
                 part = ins.index if fields[root] else field[root]
         elif ins.kind == "op":
@@ -144,7 +128,8 @@ def extract(func: Function) -> Extraction:
             kind, cost = op_cost.kind, op_cost(call, sinfo)
             # Without a variable to read, a recomputation could not be told apart from the original (CSE).
             rec = bool(getattr(call.op, "pure", True)) and bool(ins.reads)
-            shared = _shared_layouts(call, sinfo, [_layout_of(s, layouts, sinfo_of) for s in ins.srcs]) if 0 in ins.aliases else None
+            args = [_layout_of(s, layouts, sinfo_of) for s in ins.srcs] if 0 in ins.aliases else None
+            shared = _shared_layouts(call, sinfo, args) if args is not None else None
             if shared is not None:
                 size, layout = 0, shared
                 root = node_of[ins.srcs[0]] if type(ins.srcs[0]) is int else None
@@ -162,19 +147,17 @@ def extract(func: Function) -> Extraction:
         fresh = size > 0 and root is None and ins.kind == "op"
         owns[i] = fresh or (root is not None and owns[root] and (not isinstance(layout, Layout) or layout.writeable))
         if root is None and size > 0 and isinstance(sinfo, TupleStructInfo):
-            fields[i] = tuple(static_bytes(f, f"binding '{var.name_hint}'", b.span) for f in sinfo.fields)
-    problem = Problem(sizes=sizes, costs=costs, deps=deps, recomputable=recomputable, pinned_bytes=pinned, alias_of=alias_of,
-                      outputs=nodes_of([plan.block.result], node_of), inplace=inplace, kinds=kinds, names=plan.names,
-                      fields=fields, field=field)
+            fields[i] = tuple(static_bytes(f, what, span) for f in sinfo.fields)
+    problem = Problem(sizes=sizes, costs=costs, deps=deps, recomputable=recomputable, pinned_bytes=pinned,
+                      alias_of=alias_of, outputs=nodes_of([plan.block.result], node_of), inplace=inplace,
+                      kinds=kinds, names=plan.names, fields=fields, field=field)
     transparent = frozenset(set(range(n)) - {ins.binding for ins in plan.block.ins})
     return Extraction(problem, func, plan, tuple(bindings), tuple(block_of), node_of, transparent, dict(plan.params))
 
 
 def _layout_of(src, layouts: dict, sinfo_of: dict):
     """The layout(s) of a source: a node's as extracted, parameters' and constants' C order."""
-    if type(src) is not int:
-        return fold(src, _parts, lambda s, kids: _layout_of(s, layouts, sinfo_of) if type(s) is int else tuple(kids), shared=False)
-    return layouts[src] if src in layouts else _fresh_layout(sinfo_of.get(src))
+    return fold_source(src, lambda r: layouts[r] if r in layouts else _fresh_layout(sinfo_of.get(r)), tuple)
 
 
 def _fresh_layout(sinfo):
@@ -203,22 +186,20 @@ def _shared_layouts(call, out_sinfo, args):
 def _inplace(ins, deps: tuple, node_of: list, plan: Plan, owns: list, memo: dict) -> tuple:
     """Positions in deps whose buffer the executor may reuse for the result (see runtime/inplace.py).
     `memo`: the op's candidates by struct infos, for this function (a long adjoint repeats a few)."""
-    call = ins.call
+    call, simple = ins.call, all(type(s) is int for s in ins.srcs)
     key = (call.op, tuple(getattr(a, "struct_info", None) for a in call.args), ins.var.struct_info)
-    if all(type(s) is int for s in ins.srcs) and key in memo:
-        positions = memo[key]
-    else:
+    positions = memo.get(key) if simple else None
+    if positions is None:
         positions = inplace_positions(call, ins.srcs, ins.var.struct_info)
-        if all(type(s) is int for s in ins.srcs):
+        if simple:
             memo[key] = positions
     out = []
     for p in positions:
-        r = ins.srcs[p]
-        node = node_of[r]
+        node = node_of[ins.srcs[p]]
         if node is not None and owns[node]:
             if deps.index(node) not in out:
                 out.append(deps.index(node))
-        elif r not in plan.consts:
+        elif ins.srcs[p] not in plan.consts:
             # The executor tries only the first candidate dying here; a parameter, or a value of an If
             # or a call, may fail that try. The Problem cannot say when such a value dies, so the later
             # candidates are dropped (the model can only over-estimate).

@@ -1,23 +1,123 @@
-"""The `checkpoint` pass: plan which values of a function to keep and which to recompute under a memory budget."""
+"""The `checkpoint` pass: plan which values of a function to keep and which to recompute under a memory
+budget; its budgets as users write them and the report of its plan."""
 
 from __future__ import annotations
+
+import re
 
 import attrs
 
 from retrograd.analysis import memory_timeline, peak_memory
+from retrograd.analysis.memory import human_bytes
 from retrograd.errors import PassError, did_you_mean
 from retrograd.gc_pause import collector_paused
 from retrograd.ir.expr import Function
 from retrograd.ir.module import IRModule
-from retrograd.passes.checkpoint.budget import both_forms, parse_budget
 from retrograd.passes.checkpoint.extract import extract
 from retrograd.passes.checkpoint.problem import InfeasibleBudget, Problem, Schedule
-from retrograd.passes.checkpoint.report import PlanReport
 from retrograd.passes.checkpoint.rewrite import rewrite
 from retrograd.passes.checkpoint.simulate import simulate
 from retrograd.passes.checkpoint.policies import POLICIES, least_plan, solve
 from retrograd.passes.infra import OptionError, module_pass
 from retrograd.passes.infra.context import hook
+
+_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+_UNITS.update({p + s: base**e for e, p in enumerate("kmgt", 1) for s, base in (("b", 1000), ("ib", 1024))})
+_QUANTITY = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(%\s*act|%|[A-Za-z]*)\s*", re.IGNORECASE)
+
+
+@attrs.frozen
+class Budget:
+    """A number of bytes, a fraction of the function's unplanned peak, or (activations=True) a fraction of
+    its activation memory: what the planner can change, the unplanned peak less the parameters (PyTorch's
+    activation_memory_budget: 1.0 keeps every activation, smaller fractions recompute some)."""
+
+    nbytes: int | None = None
+    fraction: float | None = None
+    activations: bool = False
+
+    def resolve(self, unplanned_peak: int, pinned: int = 0) -> int:
+        base = pinned if self.activations else 0
+        return self.nbytes if self.fraction is None else base + int((unplanned_peak - base) * self.fraction)
+
+    def __str__(self) -> str:
+        return f"{self.nbytes} bytes" if self.fraction is None else f"{self.fraction * 100:g}%" + "act" * self.activations
+
+
+def parse_budget(value) -> Budget | None:
+    """None, a Budget, an int of bytes, or text: "40%" (of the unplanned peak), "50%act" (of the activation
+    memory), "12MiB", "1.5GB" (KB = 1000, KiB = K = 1024); ValueError (the pass turns it into a located
+    error) for anything else."""
+    if value is None or isinstance(value, Budget):
+        return value
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError(f"budget must be a number of bytes (an integer) or text like '40%', '50%act', '12MiB', '1.5GB'; got {value!r}")
+    m = _QUANTITY.fullmatch(value) if isinstance(value, str) else None
+    unit = "".join(m.group(2).lower().split()) if m else ("" if isinstance(value, int) else None)
+    if unit not in ("%", "%act", *_UNITS):
+        raise ValueError(f"cannot read the budget {value!r}: expected a number with one of the units %, %act, B, KB, MB, GB, TB, KiB, MiB, GiB, TiB")
+    number = float(m.group(1)) if m else value
+    if unit in ("%", "%act"):
+        if not 0 < number <= 100:
+            raise ValueError(f"a budget in percent must be in (0, 100], got {value!r}")
+        return Budget(fraction=number / 100, activations=unit == "%act")
+    if _UNITS[unit] == 1 and number != int(number):
+        raise ValueError(f"a budget in bytes must be a whole number, got {value!r} (for a fraction, write '40%')")
+    if int(number * _UNITS[unit]) <= 0:
+        raise ValueError(f"budget must be positive, got {value!r}")
+    return Budget(nbytes=int(number * _UNITS[unit]))
+
+
+@attrs.frozen
+class PlanReport:
+    """One checkpoint plan.
+
+    kept: values with a buffer of their own that are never recomputed; recomputed: distinct values
+    recomputed at least once; recomputations: bindings added (a value may be recomputed more than once);
+    extra_cost / base_cost: FLOPs-like cost of the recomputations / of the function as written;
+    extra_matmul_cost: the part of extra_cost spent in matmul and conv; unplanned_peak: the function's peak
+    before planning; predicted_peak: the memory model's peak of the rewritten function; chosen: per
+    stage, (stage binding, recomputed bindings) where recomputation happens.
+    """
+
+    function: str
+    policy: str
+    budget: int | None
+    unplanned_peak: int
+    predicted_peak: int
+    kept: int
+    recomputed: int
+    recomputations: int
+    extra_cost: float
+    base_cost: float
+    extra_matmul_cost: float
+    chosen: tuple = ()
+
+    @classmethod
+    def of(cls, p, schedule, function: str, policy: str, budget, unplanned: int, peak: int) -> PlanReport:
+        """The report of `schedule` for Problem `p`."""
+        stages = [(t, group) for t, group in enumerate(schedule.recompute) if group]
+        every = [v for _, group in stages for v in group]
+        recomputed, extra = set(every), sum((p.costs[v] for v in every), 0.0)
+        matmul = sum((p.costs[v] for v in every if p.kinds[v] in ("matmul", "conv")), 0.0)
+        kept = sum(1 for i in range(p.n) if p.sizes[i] > 0 and i not in recomputed)
+        chosen = tuple((p.names[t], tuple(p.names[v] for v in group)) for t, group in stages)
+        counts = (kept, len(recomputed), len(every), extra, float(sum(p.costs)), matmul)
+        return cls(function, policy, budget, unplanned, peak, *counts, chosen)
+
+    def summary(self) -> str:
+        share = f" (+{self.extra_cost / self.base_cost * 100:.1f}%)" if self.base_cost else ""
+        _bytes = lambda n: f"{n} B" if human_bytes(n) == f"{n} B" else f"{n} B ({human_bytes(n)})"  # noqa: E731
+        budget = _bytes(self.budget) if self.budget is not None else "none"
+        return (f"checkpoint {self.function} [{self.policy}]: kept {self.kept}, recomputed {self.recomputed} "
+                f"({self.recomputations} bindings), extra FLOPs {self.extra_cost:.4g}{share}, predicted peak "
+                f"{_bytes(self.predicted_peak)} vs budget {budget}, unplanned {_bytes(self.unplanned_peak)}")
+
+    def details(self) -> str:
+        """The summary, then one line per stage with recomputations."""
+        return "\n".join([self.summary()] + [f"  before {stage}: recompute {', '.join(names)}" for stage, names in self.chosen])
+
+    __str__ = summary
 
 
 class InfeasibleBudgetError(PassError):
@@ -74,10 +174,9 @@ def _plan(mod: IRModule, func_name: str, parsed, policy: str) -> tuple[IRModule,
     func = mod[func_name] if func_name in mod else None
     if not isinstance(func, Function):
         names = [name for name, f in mod.items() if isinstance(f, Function)]
-        raise PassError(
-            f"checkpoint: the module has no function '{func_name}'{did_you_mean(func_name, names)} "
-            f"(functions: {', '.join(names) or 'none'})"
-        ).about_option("func_name")
+        listed = f"{did_you_mean(func_name, names)} (functions: {', '.join(names) or 'none'})"
+        raise PassError(f"checkpoint: the module has no function '{func_name}'{listed}").about_option(
+            "func_name")
     # Like Gradient: without the pause, the collector rescans the big IR again and again (superlinear).
     with collector_paused():
         ex = extract(func)
@@ -95,22 +194,23 @@ def _plan(mod: IRModule, func_name: str, parsed, policy: str) -> tuple[IRModule,
                 # Not reached while the Problem is exact or counts more than the executor (tested over the corpus).
                 raise InfeasibleBudget(budget, least(problem)[0])
         except InfeasibleBudget as err:
-            pinned = problem.pinned_bytes
-            raise InfeasibleBudgetError(
-                f"checkpoint: the budget of {target} bytes for '{func_name}' cannot be met: the least feasible "
-                f"budget is {both_forms(err.least_feasible, unplanned, pinned)}; feasible budgets are those "
-                f"from it up (parameters alone: {pinned} bytes; unplanned peak: {unplanned} bytes)",
-                err.least_feasible,
-            ).about_option("budget") from None
+            least, pinned = err.least_feasible, problem.pinned_bytes
+            # The least feasible budget in the forms `parse_budget` reads: bytes, % of the peak, %act.
+            forms = [f"{least} bytes"]
+            forms += [f"{least / unplanned * 100:.4g}% of the unplanned peak"] if unplanned else []
+            forms += [f"{(least - pinned) / (unplanned - pinned) * 100:.4g}%act"] if unplanned > pinned else []
+            message = (f"checkpoint: the budget of {target} bytes for '{func_name}' cannot be met: the least "
+                       f"feasible budget is {' = '.join(forms)}; feasible budgets are those "
+                       f"from it up (parameters alone: {pinned} bytes; unplanned peak: {unplanned} bytes)")
+            raise InfeasibleBudgetError(message, least).about_option("budget") from None
     report = PlanReport.of(problem, schedule, func_name, policy, target, unplanned, peak)
     return (mod if new_func is func else mod.with_function(func_name, new_func)), report
 
 
 def planning_problem(mod: IRModule, func_name: str, ex) -> Problem:
     """The Problem of `ex` with what each If and call of another function holds inside it (Problem.inner):
-    the exact memory model's bytes during it over the Problem's own, on the function as written (the most
-    over the paths through its branches). A plan changes none of what they hold inside, and can only
-    free their inputs earlier: the Problem then counts at least what the executor measures."""
+    the exact memory model's bytes during it over the Problem's own, on the function as written. A plan
+    changes none of that and can only free their inputs earlier: the Problem counts at least as much."""
     p = ex.problem
     if not ex.opaque:
         return p
@@ -127,15 +227,12 @@ def _least(mod: IRModule, func_name: str, ex, problem: Problem, unplanned: int) 
     """(the least budget the pass meets, the plan meeting it; None: the function as it is): the measured
     peak of the plan for the Problem's least peak, or the unplanned peak when that is no higher."""
     peak, plan = least_plan(problem)  # the plan's simulated peak
-    if plan is None:
-        return unplanned, None
-    peak = _measure(mod, func_name, ex, lambda: rewrite(ex, plan.recompute), peak)
-    return (unplanned, None) if peak >= unplanned else (peak, plan)
+    peak = peak if plan is None else _measure(mod, func_name, ex, lambda: rewrite(ex, plan.recompute), peak)
+    return (unplanned, None) if plan is None or peak >= unplanned else (peak, plan)
 
 
 def _measure(mod: IRModule, func_name: str, ex, new_func, planned: int) -> int:
-    """The (rewritten) function's peak by the exact memory model (the executor's): without an If or a call
-    it is the simulator's, `planned` (tests/passes/checkpoint/test_ckpt_model_equals_exact.py); with them
-    the Problem may count more (a branch returning an outer value) and `new_func()`, the rewritten function,
-    is measured. Made only then: the least plan of a long chain recomputes O(n^2) values."""
+    """The (rewritten) function's peak by the exact memory model: without an If or a call the simulator's,
+    `planned` (test_ckpt_model_equals_exact.py); with them the Problem may count more (a branch returning
+    an outer value): `new_func()` is made and measured (only then: a long chain's least plan is O(n^2))."""
     return peak_memory(mod.with_function(func_name, new_func()), func_name) if ex.opaque else planned

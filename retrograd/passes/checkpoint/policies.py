@@ -1,15 +1,13 @@
-"""solve(problem, budget, policy): the planner's entry point.
+"""solve(problem, budget, policy): the planner's entry point (docs/checkpoint.md).
 
 A solver is `(Problem, budget) -> Schedule | None`. Policy "budget" takes the least recomputation cost
 within the budget, ties to the lower peak (a plan recomputing a matmul, conv or pool ranks after every
 plan that does not), from the solvers that each alone find the best plan somewhere (tests): chain
 (Revolve's optimum on uniform chain adjoints, taken as soon as it fits; the heterogeneous-chain DP on
 others), exact (the MILP, up to EXACT_NODES nodes when scipy is importable; taken as soon as it fits
-without aliases) and the greedy descent, its recomputations shared between close uses (share.py).
-Every limit is a count, never wall-clock time. Policies "sqrt" and "cheap" take no budget; like JAX's
-`save_*` policies they are predicates over the problem: `sqrt_saved` (Chen et al.'s segments) says
-which values idle across the peak are saved (`remat` recomputes the others), `cheap` which nodes may
-be recomputed, to the least peak that gives."""
+without aliases) and the greedy descent, its recomputations shared between close uses (`share`).
+Every limit is a count, never wall-clock time. Policies "sqrt" and "cheap" are predicates over the
+problem, like JAX's `save_*` policies (`sqrt_saved`, applied by `remat`; `cheap`)."""
 
 from __future__ import annotations
 
@@ -18,13 +16,13 @@ from typing import Callable
 
 from retrograd.passes.checkpoint import chain, exact, greedy
 from retrograd.passes.checkpoint.problem import CHEAP_KINDS, HEAVY_KINDS, InfeasibleBudget, Problem, Schedule
-from retrograd.passes.checkpoint.share import share
-from retrograd.passes.checkpoint.simulate import simulate
+from retrograd.passes.checkpoint.simulate import Simulation, events, simulate
 
 Solver = Callable[[Problem, int], "Schedule | None"]
 
 EXACT_NODES = 32
 CHAIN_EXACT_NODES = 16
+MAX_TRIALS = 600  # removals `share` tries per plan: each costs one simulation
 
 
 def cheap(problem: Problem) -> tuple[bool, ...]:
@@ -37,13 +35,10 @@ def light(problem: Problem) -> tuple[bool, ...]:
     return tuple(r and k not in HEAVY_KINDS for r, k in zip(problem.recomputable, problem.kinds))
 
 
-def sqrt_saved(problem: Problem) -> tuple[bool, ...]:
-    """The "sqrt" policy's predicate (Chen et al. 2016, Training Deep Nets with Sublinear Memory Cost):
-    of the values idle across the unplanned peak (in an adjoint: the forward values kept for the
-    backward), in program order, the last of each segment of about sqrt(k) is saved, segments ending at
-    articulation points of the program where there are some (no dependency jumps over them)."""
-    pl = greedy.Planner(problem)
-    across = greedy.idle_across_peak(pl)
+def sqrt_saved(problem: Problem, pl: greedy.Planner, across: list) -> tuple[bool, ...]:
+    """The "sqrt" policy's predicate (Chen et al. 2016): of the k values `across` the unplanned peak (in
+    an adjoint: the forward values kept for the backward), the last of each segment of about sqrt(k) is
+    saved, segments ending at articulation points (no dependency jumps over them) where there are some."""
     save = [True] * problem.n
     if len(across) < 3:
         return tuple(save)
@@ -62,13 +57,13 @@ def sqrt_saved(problem: Problem) -> tuple[bool, ...]:
     return tuple(save)
 
 
-def remat(problem: Problem, save) -> Schedule:
-    """Apply a save predicate: the values idle across the peak that it does not save are freed after
-    their uses before it and recomputed, each run of them between two saved values together, right before
-    the first later use of any (from saved values, recursively recomputing what is not live)."""
+def remat(problem: Problem, saved) -> Schedule:
+    """Apply a save predicate `saved(problem, planner, values idle across the unplanned peak)`: each run of
+    unsaved values between two saved ones is recomputed together before the first later use of any."""
     pl = greedy.Planner(problem)
-    runs: list[list] = [[]]
-    for v, k in greedy.idle_across_peak(pl):
+    across = greedy.idle_across_peak(pl)
+    save, runs = saved(problem, pl, across), [[]]
+    for v, k in across:
         if save[v]:
             runs.append([])
         else:
@@ -79,7 +74,7 @@ def remat(problem: Problem, save) -> Schedule:
 
 POLICIES = {
     "budget": lambda problem: Schedule(),  # without a budget
-    "sqrt": lambda problem: remat(problem, sqrt_saved(problem)),
+    "sqrt": lambda problem: remat(problem, sqrt_saved),
     "cheap": lambda problem: greedy.least_peak(problem, cheap(problem), single=True)[0],
 }
 
@@ -116,9 +111,10 @@ def plan_budget(problem: Problem, budget: int) -> Schedule | None:
     solvers: list[tuple[Solver, bool]] = []
     if use_exact(problem, found):
         solvers.append((exact.solve, all(a is None for a in problem.alias_of)))
-    if found is not None:
-        uniform = found.uniform(problem)  # Revolve's optimum: first; the DP's plan is ranked with the others
-        solvers.insert(0 if uniform else len(solvers), (chain.solve, uniform))
+    if found is not None and found.uniform(problem):  # Revolve's optimum: first
+        solvers.insert(0, (lambda p, b: chain.revolve(p, found, b), True))
+    elif found is not None:  # the DP's plan is ranked with the others
+        solvers.append((lambda p, b: chain.chain_dp(p, b, found), False))
     plans = []
     for solver, optimal in solvers + [(heuristic, False)]:
         s = solver(problem, budget)
@@ -129,10 +125,9 @@ def plan_budget(problem: Problem, budget: int) -> Schedule | None:
 
 
 def heuristic(problem: Problem, budget: int) -> Schedule | None:
-    """The scalable solver: the greedy descent's plan (light kinds first), its recomputations shared
-    between close uses (share.py) on problems small enough for the descent's pruning. The limit of the
-    sharing is the plan's own peak, not the budget: a plan then depends on the budget only through the
-    descent's first fit, which keeps plans monotone in the budget."""
+    """The scalable solver: the greedy descent's plan (light kinds first), shared (`share`) on problems
+    small enough for the descent's pruning within the plan's own peak, not the budget: plans then depend
+    on the budget only through the descent's first fit, which keeps them monotone in the budget."""
     descent = greedy.descend(problem, budget, light(problem))
     if descent is None or problem.n > greedy.BATCH_NODES:
         return None if descent is None else descent[0]
@@ -151,12 +146,12 @@ def least_feasible(problem: Problem) -> int:
 
 
 def least_plan(problem: Problem) -> tuple[int, Schedule | None]:
-    """(least peak, a plan reaching it; the peak simulated): exact (MILP) on small problems without aliases (or when the
-    descent reaches the lower bound), otherwise the peak of the plan for the lowest peak of the plans
-    tried (an upper bound of the least)."""
+    """(least peak, a plan reaching it; the peak simulated): the MILP's on small problems without aliases,
+    else the peak of the plan for the lowest peak of the plans tried (an upper bound of the least)."""
     found = chain.detect(problem)
     best = [greedy.least_peak(problem, light(problem), then=problem.recomputable)[1].peak_bytes]
-    least = exact.exact_least_peak(problem) if use_exact(problem, found) and lower_bound(problem) < best[0] else None
+    exact_too = use_exact(problem, found) and lower_bound(problem) < best[0]
+    least = exact.Model(problem).least_peak() if exact_too else None
     if least is not None and all(a is None for a in problem.alias_of):
         return simulate(problem, least[1], check=False).peak_bytes, least[1]  # the model's memory is the simulator's
     best += [simulate(problem, least[1]).peak_bytes] if least is not None else []
@@ -174,3 +169,64 @@ def lower_bound(problem: Problem) -> int:
         need = sum(p.sizes[r] for r in {root[d] for d in p.deps[v]})
         best = max(best, need + (0 if p.alias_of[v] is not None or p.inplace[v] else p.sizes[v]) + p.inner[v])
     return p.pinned_bytes + best
+
+
+def _drop_unread(problem: Problem, groups: list[list[int]]) -> None:
+    """Remove, in place, the recomputations whose instance nothing reads, and then those only they read
+    (one pass with reader counts: removing an unread instance changes no other read)."""
+    outputs = set(problem.outputs)
+    nodes, stages, reads, last_use = events(problem, Schedule(groups), check=False)
+    readers = [0] * len(nodes)
+    for r in reads:
+        for i in r:
+            readers[i] += 1
+    stack = [e for e in range(len(nodes)) if last_use[e] == e and stages[e] != nodes[e] and nodes[e] not in outputs]
+    while stack:
+        e = stack.pop()
+        groups[stages[e]].remove(nodes[e])
+        for i in reads[e]:
+            readers[i] -= 1
+            if readers[i] == 0 and stages[i] != nodes[i] and nodes[i] not in outputs:
+                stack.append(i)
+
+
+def _exclusive_cost(problem: Problem, group: list[int], t: int, v: int) -> float:
+    """Cost of v's recomputation at stage t and of those of stage t only v's recomputation reads."""
+    members, readers, gone, cost = set(group), {}, {v}, problem.costs[v]
+    for u in group:
+        for d in problem.deps[u]:
+            if d in members:
+                readers.setdefault(d, set()).add(u)
+    # Readers within the group come after their inputs: scan back from v. Stage t's own node (and so
+    # later stages) may read any of them: only those read solely by gone ones count.
+    for u in reversed(group[: group.index(v)]):
+        if readers.get(u) and readers[u] <= gone and u not in problem.deps[t]:
+            gone.add(u)
+            cost += problem.costs[u]
+    return cost
+
+
+def share(problem: Problem, schedule: Schedule, limit: int, sim: Simulation | None = None) -> tuple[Schedule, Simulation]:
+    """A plan recomputing no more than `schedule` whose peak stays within max(limit, the plan's own peak):
+    recomputations removed, dearest first, so that a later use reads an earlier one (docs/checkpoint.md)."""
+    sim = sim or simulate(problem, schedule, check=False)
+    if not schedule.count:
+        return schedule, sim
+    limit, groups, trials, changed = max(limit, sim.peak_bytes), [list(g) for g in schedule.recompute], 0, True
+    while changed and trials < MAX_TRIALS:
+        changed = False
+        dearest = lambda tv: (-_exclusive_cost(problem, groups[tv[0]], *tv), -tv[0], tv[1])  # noqa: E731
+        for t, v in sorted(((t, v) for t, g in enumerate(groups) for v in g), key=dearest):
+            if trials >= MAX_TRIALS:
+                break
+            if v in groups[t]:
+                trials += 1
+                trial = [list(g) for g in groups]
+                trial[t].remove(v)
+                _drop_unread(problem, trial)
+                ts = simulate(problem, Schedule(trial), check=False)
+                if ts.peak_bytes <= limit and ts.extra_cost < sim.extra_cost:
+                    groups, sim, changed = trial, ts, True
+    while groups and not groups[-1]:
+        groups.pop()
+    return Schedule(groups), sim

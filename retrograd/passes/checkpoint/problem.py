@@ -1,4 +1,5 @@
-"""The planner's input and output: a Problem (nodes in program order with sizes, costs, deps), a Schedule, InfeasibleBudget."""
+"""The planner's input and output: a Problem (nodes in program order with sizes, costs, deps), a Schedule,
+InfeasibleBudget."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from retrograd.ops.cost import KINDS
 
 CHEAP_KINDS = frozenset({"elementwise", "view", "reduce"})
 HEAVY_KINDS = frozenset({"matmul", "conv", "pool"})  # recomputed only when nothing else fits
+# The optional per-node fields, with each node's default when the field is left empty.
+_OPTIONAL = {"alias_of": None, "inplace": (), "kinds": "other", "names": None, "fields": (), "field": None, "inner": 0}
 
 
 def _once(v, item=int) -> tuple:
@@ -21,16 +24,8 @@ def _ints(ds) -> tuple:
     return tuple([int(d) for d in ds])
 
 
-def _deps(v) -> tuple:
-    return tuple(map(_ints, v))
-
-
 def _optional(v) -> tuple:
     return tuple(None if a is None else int(a) for a in v)
-
-
-# The optional per-node fields, with each node's default when the field is left empty.
-_OPTIONAL = {"alias_of": None, "inplace": (), "kinds": "other", "names": None, "fields": (), "field": None, "inner": 0}
 
 
 @attrs.frozen
@@ -55,7 +50,7 @@ class Problem:
 
     sizes: tuple = attrs.field(converter=_once)
     costs: tuple = attrs.field(converter=lambda v: _once(v, float))
-    deps: tuple = attrs.field(converter=_deps)
+    deps: tuple = attrs.field(converter=lambda v: tuple(map(_ints, v)))
     recomputable: tuple = attrs.field(converter=lambda v: tuple(bool(x) for x in v))
     outputs: tuple = attrs.field(default=(), converter=_once)
     pinned_bytes: int = attrs.field(default=0, converter=int)
@@ -77,10 +72,9 @@ class Problem:
                 raise ValueError(f"Problem: {name} has {len(getattr(self, name))} entries for {n} nodes")
         if self.pinned_bytes < 0:
             raise ValueError("Problem: pinned_bytes must be >= 0")
-        for i in range(n):
+        for i, ds in enumerate(self.deps):
             if self.sizes[i] < 0 or not self.costs[i] >= 0 or self.inner[i] < 0:
                 raise ValueError(f"Problem: node {self.names[i]} has a negative size or cost")
-            ds = self.deps[i]
             for d in ds:
                 if not 0 <= d < i:
                     raise ValueError(f"Problem: node {self.names[i]} (#{i}) reads #{d}, which is not an earlier node")
@@ -113,13 +107,11 @@ class Problem:
 
 @attrs.frozen
 class Schedule:
-    """recompute[t]: nodes recomputed just before stage t, in topological order (up to n entries; missing = none).
+    """recompute[t]: nodes recomputed just before stage t, in topological order (up to n entries; missing:
+    none). Every use reads the most recent instance of a value; an instance lives from its computation to
+    its last use before the next instance of the same node (outputs: to the end)."""
 
-    Every use reads the most recent instance of a value; an instance lives from its computation to its
-    last use before the next instance of the same node (outputs: to the end).
-    """
-
-    recompute: tuple = attrs.field(default=(), converter=_deps)
+    recompute: tuple = attrs.field(default=(), converter=lambda v: tuple(map(_ints, v)))
 
     @classmethod
     def from_lists(cls, n: int, per_stage: dict) -> Schedule:
@@ -137,10 +129,10 @@ class Schedule:
 
 
 class InfeasibleBudget(ValueError):
-    """No schedule keeps the peak within the budget; `least_feasible` is the least budget (bytes) that can be met."""
+    """No schedule keeps the peak within the budget; `least_feasible` is the least budget (bytes) that can
+    be met."""
 
     def __init__(self, budget: int, least_feasible: int, detail: str = ""):
-        self.budget = int(budget)
-        self.least_feasible = int(least_feasible)
+        self.budget, self.least_feasible = int(budget), int(least_feasible)
         super().__init__(f"memory budget of {self.budget} bytes cannot be met: the least feasible budget is "
                          f"{self.least_feasible} bytes" + (f" ({detail})" if detail else ""))

@@ -12,11 +12,18 @@ from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.expr import DataflowVar, Function, SeqExpr, Var
 from retrograd.ir.nested import tuple_leaves
 from retrograd.passes.barriers import emit_recomputation
-from retrograd.passes.checkpoint.extract import Extraction
+from retrograd.passes.checkpoint.extract import Extraction, nodes_of
 from retrograd.passes.checkpoint.problem import Schedule
 from retrograd.passes.checkpoint.simulate import events
 from retrograd.ir.vars import read_vars
 from retrograd.ir.copy import copy_expr
+
+
+def _reads(expr) -> list:
+    out: list = []
+    read_vars(expr, out)
+    return out
+
 
 def rewrite(ex: Extraction, recompute) -> Function:
     """The function with `recompute[t]` (node ids, in order) recomputed just before stage t."""
@@ -24,7 +31,7 @@ def rewrite(ex: Extraction, recompute) -> Function:
     if not any(recompute):
         return func
     latest: dict[int, Var] = {i: b.var for i, b in enumerate(ex.bindings) if i not in ex.transparent}
-    ev = events(ex.problem, Schedule(tuple(recompute)))
+    ev = events(ex.problem, Schedule(recompute))
     if isinstance(ev, str):
         raise ValueError(f"invalid schedule: {ev}")
     nodes, stages, _, last_use = ev
@@ -37,23 +44,18 @@ def rewrite(ex: Extraction, recompute) -> Function:
     emitted: list[list[VarBinding]] = [[] for _ in func.body.blocks]
 
     def substituted(value, node_var, param_var=None):
-        read: list = []
-        read_vars(value, read)
-        return copy_expr(value, {v: ex.expr(sources[v], node_var, param_var) for v in read})
+        return copy_expr(value, {v: ex.expr(sources[v], node_var, param_var) for v in _reads(value)})
 
     for t, binding in enumerate(ex.bindings):
         out, group = emitted[ex.block_of[t]], recompute[t] if t < len(recompute) else ()
         if group:
-            inputs: dict = {}
-            members = set(group)
+            inputs, members = {}, set(group)
             for v in group:
-                read: list = []
-                read_vars(ex.bindings[v].value, read)
-                for src in map(sources.__getitem__, read):
+                for src in map(sources.__getitem__, _reads(ex.bindings[v].value)):
                     for reg in (src,) if type(src) is int else tuple_leaves(src):
                         if reg in params:
                             inputs.setdefault(params[reg], params[reg])
-                    for u in ex.nodes(src):
+                    for u in nodes_of([src], ex.node_of):
                         if u not in members:
                             inputs.setdefault(u, latest[u])
             cls = DataflowVar if isinstance(func.body.blocks[ex.block_of[t]], DataflowBlock) else Var
@@ -63,9 +65,8 @@ def rewrite(ex: Extraction, recompute) -> Function:
                 return out[-1].var
 
             group_of = [(v, ex.bindings[v].var, ex.bindings[v].value) for v in group]
-            latest.update(emit_recomputation(
-                emit, inputs.items(), group_of, lambda value, local: substituted(value, local.__getitem__, local.__getitem__), exits[t]
-            ))
+            local_value = lambda value, local: substituted(value, local.__getitem__, local.__getitem__)  # noqa
+            latest.update(emit_recomputation(emit, inputs.items(), group_of, local_value, exits[t]))
         if t in ex.transparent:
             value = ex.expr(sources[binding.var], latest.__getitem__)
         else:
@@ -76,25 +77,17 @@ def rewrite(ex: Extraction, recompute) -> Function:
 
 def _assemble(func: Function, emitted, body) -> Function:
     """Blocks as in `func`; a DataflowVar read outside its block becomes a Var (an output of the block)."""
-    home: dict = {}
-    promote: dict = {}
+    home, promote = {}, {}
     for bi, bindings in enumerate(emitted):
         for b in bindings:
-            read: list = []
-            read_vars(b.value, read)
-            for v in read:
-                if isinstance(v, DataflowVar) and home.get(v, bi) != bi:
-                    promote[v] = None
+            outside = (v for v in _reads(b.value) if isinstance(v, DataflowVar) and home.get(v, bi) != bi)
+            promote.update((v, None) for v in outside)
             home[b.var] = bi
-    read = []
-    read_vars(body, read)
-    promote.update((v, None) for v in read if isinstance(v, DataflowVar))
+    promote.update((v, None) for v in _reads(body) if isinstance(v, DataflowVar))
     if promote:
         vmap = {v: Var(v.name_hint, v.struct_info, span=v.span) for v in promote}
-        emitted = [
-            [VarBinding(vmap.get(b.var, b.var), copy_expr(b.value, vmap), span=b.span) for b in bindings]
-            for bindings in emitted
-        ]
+        rebind = lambda b: VarBinding(vmap.get(b.var, b.var), copy_expr(b.value, vmap), span=b.span)  # noqa
+        emitted = [[rebind(b) for b in bindings] for bindings in emitted]
         body = copy_expr(body, vmap)
     bb = BlockBuilder()
     bb.begin_scope()

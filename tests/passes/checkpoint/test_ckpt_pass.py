@@ -13,7 +13,7 @@ from retrograd.cli import main as cli_main
 from retrograd.errors import PassError
 from retrograd.cli.transform import PlanReports
 from retrograd.passes import Checkpoint, PassContext, PlanReport, parse_pipeline, plan_checkpoint
-from retrograd.passes.checkpoint.budget import Budget, parse_budget
+from retrograd.passes.checkpoint import Budget, parse_budget
 
 
 @pytest.mark.parametrize(

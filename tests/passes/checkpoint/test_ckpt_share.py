@@ -12,8 +12,7 @@ from retrograd.passes import plan_checkpoint
 from retrograd.passes.checkpoint import Schedule, simulate
 from retrograd.passes.checkpoint.extract import extract
 from retrograd.passes.checkpoint.greedy import descend
-from retrograd.passes.checkpoint.policies import light
-from retrograd.passes.checkpoint.share import share
+from retrograd.passes.checkpoint.policies import light, share
 
 
 def _entries(s: Schedule) -> set:
