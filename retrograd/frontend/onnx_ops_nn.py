@@ -146,9 +146,28 @@ def _lp_pool(g, node, inputs, attrs):
 def _batch_norm(g, node, inputs, attrs):
     x, scale, bias, mean, var = inputs
     if attrs.get("training_mode", 0):
-        raise UnsupportedError("BatchNormalization training_mode=1 is not supported")
+        return _batch_norm_training(g, x, scale, bias, mean, var, attrs)
     out = g.emit(R.nn.batch_norm(x, scale, bias, mean, var, axis=1, epsilon=float(attrs.get("epsilon", 1e-5)), training=False))
     return [g.emit(TupleGetItem(out, 0))]
+
+
+def _batch_norm_training(g, x, scale, bias, mean, var, attrs):
+    """ONNX's training mode: normalized by the batch's mean and (population) variance over all axes but the
+    channels; the running statistics move towards them, `momentum` being the weight of the old ones."""
+    nd, eps, m = ndim_of(x), float(attrs.get("epsilon", 1e-5)), float(attrs.get("momentum", 0.9))
+    axes = (0,) + tuple(range(2, nd))
+    channel = (1, -1) + (1,) * (nd - 2)
+    batch_mean = g.emit(R.mean(x, axis=axes))
+    batch_var = g.emit(R.variance(x, axis=axes))
+    inv = g.emit(R.rsqrt(g.emit(R.add(batch_var, scalar(g, eps, x)))))
+    centered = g.emit(R.subtract(x, g.emit(reshape(batch_mean, channel))))
+    y = g.emit(R.multiply(centered, g.emit(reshape(g.emit(R.multiply(inv, scale)), channel))))
+    y = g.emit(R.add(y, g.emit(reshape(bias, channel))))
+
+    def moved(old, new):
+        return g.emit(R.add(g.emit(R.multiply(old, scalar(g, m, old))), g.emit(R.multiply(new, scalar(g, 1 - m, new)))))
+
+    return [y, moved(mean, batch_mean), moved(var, batch_var)]
 
 
 @converter("LayerNormalization")
@@ -243,7 +262,8 @@ def _dropout(g, node, inputs, attrs):
     x = inputs[0]
     training = input_value(g, node, 2)
     if training is not None and bool(np.asarray(training).reshape(-1)[0]):
-        raise UnsupportedError("Dropout with training_mode=True is not supported")
+        if float(np.asarray(input_value(g, node, 1, attrs.get("ratio", 0.5))).reshape(-1)[0]) != 0:
+            raise UnsupportedError("Dropout with training_mode=True and a non-zero ratio (random masks) is not supported")
     outs = [x]
     if len(node.output) > 1 and node.output[1]:
         outs.append(g.const(np.ones(static_shape(x), dtype=bool)))

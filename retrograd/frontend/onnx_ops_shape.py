@@ -382,3 +382,9 @@ def _compress(g, node, inputs, attrs):
         x, axis = g.emit(reshape(x, (-1,))), 0
     keep = np.nonzero(cond)[0].astype(np.int64)
     return R.take(x, g.const(keep), axis=int(axis) % ndim_of(x))
+
+
+@converter("NonZero")
+def _nonzero(g, node, inputs, attrs):
+    """The indices of the non-zero elements, (rank, count): the count is known at run time only."""
+    return R.nonzero(inputs[0])

@@ -17,6 +17,7 @@ from retrograd.passes import Gradient
 # A fast, fixed sample of ONNX node cases across the op families (each must pass exactly as ONNX's runner
 # compares); the full sweep is benchmarks/bench_onnx_coverage.py and the slow-marked test below.
 FAST_CASES = [
+    "test_batchnorm_epsilon_training_mode", "test_nonzero_example", "test_gru_seq_length", "test_lstm_with_peepholes",
     "test_add_bcast", "test_relu", "test_softmax_axis_1", "test_logsoftmax_default_axis", "test_matmul_4d",
     "test_gemm_all_attributes", "test_conv_with_strides_padding", "test_convtranspose_pads", "test_maxpool_2d_pads",
     "test_averagepool_2d_same_upper", "test_globalaveragepool", "test_batchnorm_epsilon", "test_layer_normalization_4d_axis1",

@@ -321,3 +321,37 @@ def test_if_on_a_run_time_condition_is_named():
     mod, params = from_onnx(_if_model(onnx, False), static_inputs={"cond": np.array(False)})
     x = np.ones((3, 4), np.float32)
     np.testing.assert_allclose(retrograd.build(mod)["main"](x, np.zeros(4, np.float32), *params.values()), x - 1)
+
+
+def test_batch_norm_training_mode_gradients_equal_finite_differences():
+    onnx = need("onnx")
+    from retrograd.frontend.onnx_import import from_onnx
+
+    helper, TP = onnx.helper, onnx.TensorProto
+    node = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y", "rm", "rv"], training_mode=1,
+                            momentum=0.8, epsilon=1e-3)
+    shapes = {"x": (3, 2, 4, 2), "s": (2,), "b": (2,), "m": (2,), "v": (2,)}
+    inputs = [helper.make_tensor_value_info(n, TP.DOUBLE, shape) for n, shape in shapes.items()]
+    outputs = [helper.make_tensor_value_info(n, TP.DOUBLE, None) for n in ("y", "rm", "rv")]
+    model = helper.make_model(helper.make_graph([node], "bn", inputs, outputs), opset_imports=[helper.make_opsetid("", 15)])
+    rng = np.random.default_rng(0)
+    feeds = [rng.standard_normal(shapes["x"]), rng.random(2) + 0.5, rng.standard_normal(2), rng.standard_normal(2), rng.random(2) + 0.5]
+    mod, _ = from_onnx(model)
+    run = retrograd.build(mod)["main"]
+    x = feeds[0]
+    eps, m = float(np.float32(1e-3)), float(np.float32(0.8))  # ONNX float attributes are float32
+    mean, var = x.mean(axis=(0, 2, 3)), x.var(axis=(0, 2, 3))
+    want_y = (x - mean[None, :, None, None]) / np.sqrt(var[None, :, None, None] + eps) * feeds[1][None, :, None, None] + feeds[2][None, :, None, None]
+    y, rm, rv = run(*feeds)
+    np.testing.assert_allclose(y, want_y, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(rm, m * feeds[3] + (1 - m) * mean, rtol=1e-12)
+    np.testing.assert_allclose(rv, m * feeds[4] + (1 - m) * var, rtol=1e-12)
+    cot = rng.standard_normal(shapes["x"])
+    adj = Gradient("main", ["x", "s", "b"], 0, seeds="param")(mod)
+    _, grads = retrograd.build(adj)["main_adjoint"](*feeds, cot)
+    for k, grad in enumerate(grads):
+        probe = rng.standard_normal(feeds[k].shape)
+        plus, minus = list(feeds), list(feeds)
+        plus[k], minus[k] = feeds[k] + 1e-6 * probe, feeds[k] - 1e-6 * probe
+        numeric = (np.sum(run(*plus)[0] * cot) - np.sum(run(*minus)[0] * cot)) / 2e-6
+        np.testing.assert_allclose(np.sum(grad * probe), numeric, rtol=1e-6, atol=1e-9)
