@@ -160,7 +160,12 @@ class Simplifier(ExprMutator):
             tup = value.tuple_value
             known = tup if isinstance(tup, Tuple) else self.defs.get(tup)
             if isinstance(known, Tuple):
-                return self.resolve(known.fields[value.index])
+                field = self.resolve(known.fields[value.index])
+                # A tuple bound in a dataflow block may hold its dataflow vars: read outside, keep the getitem.
+                reads: list = []
+                read_vars(field, reads)
+                if all(v.__class__ is not DataflowVar or v in self.position for v in reads):
+                    return field
             return value
         if _op_name(value) == PERMUTE:
             return self.permute(var, value)

@@ -245,3 +245,36 @@ def main(y: R.Tensor((2, 3, 4), "float32")):
     np.testing.assert_array_equal(got, expected)
     q = out["main"].body.blocks[0].bindings[-1].value
     assert q.args[0] is out["main"].params[0]  # composed into one permute of y
+
+
+def test_a_projection_after_the_block_keeps_the_blocks_dataflow_vars_inside():
+    """gv takes the binding of t = (x, lv): gv[1] after the block must not become lv, a dataflow var there
+    (found by the pipelines fuzz campaign)."""
+    before = '''
+    @R.function
+    def main(x: R.Tensor((2,), "float32")) -> R.Tensor((2,), "float32"):
+        with R.dataflow():
+            lv = R.exp(x)
+            t = (x, lv)
+            gv = t
+            R.output(gv)
+        t1 = (x, gv)
+        item = t1[1]
+        inner = item[1]
+        out = R.add(inner, x)
+        return out
+'''
+    expected = '''
+    @R.function
+    def main(x: R.Tensor((2,), "float32")) -> R.Tensor((2,), "float32"):
+        with R.dataflow():
+            lv = R.exp(x)
+            gv = (x, lv)
+            R.output(gv)
+        t1 = (x, gv)
+        inner = gv[1]
+        out = R.add(inner, x)
+        return out
+'''
+    before_mod, after = _check(before, expected)
+    _same_values(before_mod, after, (2,))
