@@ -200,3 +200,23 @@ def _select_scatter(cx, a):
     i = a["index"] + (x.struct_info.shape[d] if a["index"] < 0 else 0)
     src = cx.emit(R.expand_dims(cx.tensor(a["src"], cx.out_dtype()), axis=d))
     return R.slice_scatter(x, src, PrimValue(i, "int64"), PrimValue(i + 1, "int64"), PrimValue(1, "int64"), axis=d)
+
+
+@op("diagonal")
+def _diagonal(cx, a):
+    """x.diagonal(offset, dim1, dim2): the two dims moved last and merged, the diagonal's flat positions taken
+    (its gradient: a scatter back); the diagonal is the result's last dim, as in PyTorch."""
+    x = a["self"]
+    n = ndim(x)
+    d1, d2, off = a["dim1"] % n, a["dim2"] % n, a["offset"]
+    shape = x.struct_info.shape
+    if shape is None or not isinstance(shape[d1], int) or not isinstance(shape[d2], int):
+        raise UnsupportedError("diagonal over symbolic dims")
+    rows, cols = shape[d1], shape[d2]
+    first_row, first_col = max(-off, 0), max(off, 0)
+    length = max(0, min(rows - first_row, cols - first_col))
+    rest = [d for d in range(n) if d not in (d1, d2)]
+    moved = cx.emit(R.permute_dims(x, axes=rest + [d1, d2]))
+    flat = cx.emit(R.reshape(moved, ShapeExpr(tuple(shape[d] for d in rest) + (rows * cols,))))
+    at = (np.arange(length) + first_row) * cols + np.arange(length) + first_col
+    return R.take(flat, const(at.astype("int64")), axis=-1, mode="fast")

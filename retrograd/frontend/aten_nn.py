@@ -121,6 +121,24 @@ TABLE["avg_pool1d"] = TABLE["avg_pool2d"] = TABLE["avg_pool3d"] = lambda cx, a: 
 TABLE["max_pool2d_with_indices"] = TABLE["max_pool3d_with_indices"] = lambda cx, a: _pool(cx, a, "max")
 
 
+@op("adaptive_max_pool1d", "adaptive_max_pool2d", "adaptive_max_pool3d")
+def _adaptive_max(cx, a):
+    """Adaptive max pooling where each output cell's window is the same (input sizes multiples of the
+    output's): max pooling with that window as kernel and stride. The indices output has no value."""
+    x, out = a["self"], list(a["output_size"])
+    k = len(out)
+    spatial = x.struct_info.shape[-k:] if x.struct_info.shape is not None else None
+    if spatial is None or any(not isinstance(s, int) or not isinstance(o, int) or s % o for s, o in zip(spatial, out)):
+        raise UnsupportedError(f"adaptive max pooling of {spatial} to {out}: only input sizes that are multiples of the output's")
+    window = [s // o for s, o in zip(spatial, out)]
+    batched = ndim(x) == k + 2
+    if not batched:
+        x = cx.emit(R.expand_dims(x, axis=0))
+    layout, maxp = _POOL[k][0], _POOL[k][1]
+    y = maxp(x, pool_size=window, strides=window, padding=[0] * (2 * k), layout=layout)
+    return (y if batched else R.squeeze(cx.emit(y), axis=[0])), None
+
+
 @op("adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "_adaptive_avg_pool2d")
 def _adaptive(cx, a):
     x = a["self"]

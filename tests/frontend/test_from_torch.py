@@ -408,10 +408,9 @@ _COMPOSITES = ["var_mean", "std_mean", "tile", "cosine_similarity", "pairwise_di
                "index_around_slice", "index_broadcast_after_slice"]
 
 
-@pytest.mark.parametrize("name", _COMPOSITES)
-def test_composites_without_a_converter_are_decomposed_by_torch(name):
+def check_weighted(fn, shape, **tolerances):
+    """check_against_torch of x -> fn(x, w), w a parameter over x's last dim (so gradients are compared too)."""
     torch = need("torch")
-    fn, shape = _composite_cases()[name]
 
     class M(torch.nn.Module):
         def __init__(self):
@@ -422,7 +421,12 @@ def test_composites_without_a_converter_are_decomposed_by_torch(name):
             return fn(x, self.w)
 
     torch.manual_seed(0)
-    check_against_torch(M(), (torch.randn(*shape),), grad_atol=1e-5)
+    check_against_torch(M(), (torch.randn(*shape),), **tolerances)
+
+
+@pytest.mark.parametrize("name", _COMPOSITES)
+def test_composites_without_a_converter_are_decomposed_by_torch(name):
+    check_weighted(*_composite_cases()[name], grad_atol=1e-5)
 
 
 def test_recurrent_layers_are_decomposed_and_differentiate_like_pytorch():
@@ -589,3 +593,22 @@ def test_repeat_by_a_symbolic_count():
         with torch.no_grad():
             np.testing.assert_allclose(exe(x.numpy(), *params.values())[0], model(x).numpy(), rtol=RTOL, atol=ATOL)
     check_against_torch(model, (torch.randn(3, 5),))
+
+
+@pytest.mark.parametrize("name", ["hypot", "bucketize", "triu_indices", "diagonal", "diagonal_offset", "diagonal_3d",
+                                  "adaptive_max_pool2d", "adaptive_max_pool1d"])
+def test_more_aten_ops_equal_pytorch(name):
+    torch = need("torch")
+    F = torch.nn.functional
+    fns = {
+        "hypot": (lambda x, w: torch.hypot(x * w, x.flip(0) + 0.3), (3, 4)),
+        "bucketize": (lambda x, w: torch.bucketize(x, torch.tensor([-0.5, 0.0, 0.7])).float() * w + x * w, (3, 4)),
+        "triu_indices": (lambda x, w: (x * w)[torch.triu_indices(4, 4, 1)[0], torch.triu_indices(4, 4, 1)[1]]
+                         + (x * w)[torch.tril_indices(4, 4)[0][:6], torch.tril_indices(4, 4)[1][:6]], (4, 4)),
+        "diagonal": (lambda x, w: (x * w).diagonal(), (3, 4)),
+        "diagonal_offset": (lambda x, w: (x * w).diagonal(offset=-1) + 2 * (x * w).diagonal(offset=1)[:2], (3, 4)),
+        "diagonal_3d": (lambda x, w: (x * w).diagonal(offset=1, dim1=2, dim2=0), (3, 2, 4)),
+        "adaptive_max_pool2d": (lambda x, w: F.adaptive_max_pool2d(x * w, (2, 1)), (2, 3, 4, 4)),
+        "adaptive_max_pool1d": (lambda x, w: F.adaptive_max_pool1d(x * w, 2), (3, 6)),
+    }
+    check_weighted(*fns[name])
