@@ -41,6 +41,9 @@ class Planner:
             self.points[v].append(p.n)
         self.root = roots(p)
         self.state = (set(), Schedule(), simulate(p, None, check=False))
+        # Candidates' costs, kept across steps: {gaps: cost}, the gaps whose dropping changes each, and
+        # the dropped gaps and `allowed` they hold for. A step drops a few hundred gaps of thousands.
+        self.memo, self.watch, self.seen = {}, {}, (None, set())
 
     dropped = property(lambda self: self.state[0])  # {(v, index of the gap's second point in points[v])}
     sim = property(lambda self: self.state[2])
@@ -90,24 +93,42 @@ class Planner:
     def candidates(self, t: int) -> list[tuple[float, int, int, list]]:
         """(cost per byte, -bytes, root, gaps) for each buffer held only by values idle across stage t."""
         p, dropped, by_root, blocked = self.p, self.dropped, {}, set()
+        points, root, allowed, n = self.points, self.root, self.allowed, p.n
+        if self.seen[0] is not allowed:
+            self.memo, self.watch = {}, {}
+        for g in self.seen[1] ^ dropped:
+            for key in self.watch.pop(g, ()):
+                self.memo.pop(key, None)
+        self.seen = (allowed, set(dropped))
         for v in range(t):
-            k = self.gap(v, t)
-            if not k:
+            pts = points[v]
+            k = bisect_left(pts, t)  # self.gap(v, t), inlined: the loop is O(n) a step
+            if not 0 < k < len(pts):
                 continue
-            pts, r = self.points[v], self.root[v]
-            if pts[k] == t or pts[k - 1] == t or pts[k] == p.n or (v, k) in dropped or not self.allowed[v]:
-                if pts[k] != p.n or (v, k) not in dropped:
-                    blocked.add(r)
+            if pts[k] == t or pts[k] == n or (v, k) in dropped or not allowed[v]:
+                if pts[k] != n or (v, k) not in dropped:
+                    blocked.add(root[v])
             else:
-                by_root.setdefault(r, []).append((v, k))
+                by_root.setdefault(root[v], []).append((v, k))
         out = []
         for r, gaps in by_root.items():
-            cost = None if r in blocked or p.sizes[r] <= 0 else self.cost(gaps, dropped)
+            cost = None if r in blocked or p.sizes[r] <= 0 else self.known_cost(tuple(gaps))
             if cost is not None:
                 out.append((cost / p.sizes[r], -p.sizes[r], r, gaps))
-        return sorted(out, key=lambda c: c[:3])
+        return sorted(out)  # roots are distinct: the gaps are never compared
 
-    def cost(self, gaps, dropped: set) -> float | None:
+    def known_cost(self, gaps: tuple) -> float | None:
+        """cost(gaps, dropped), remembered until a gap its closures look up is dropped or kept again."""
+        cost = self.memo.get(gaps)
+        if cost is None:
+            cost = self.cost(gaps, self.dropped, watch := [])
+            if cost is not None:
+                self.memo[gaps] = cost
+                for g in watch:
+                    self.watch.setdefault(g, []).append(gaps)
+        return cost
+
+    def cost(self, gaps, dropped: set, watch=None) -> float | None:
         """Cost of recomputing the values of `gaps` at their gaps' ends, given the dropped gaps and `gaps`.
         `gaps` join `dropped` for the closures and leave it after: copying the set for each candidate of
         a step made a step O(candidates x dropped)."""
@@ -117,6 +138,8 @@ class Planner:
             lists: list[list] = [[] for _ in gaps]
             if not all(self.closure(v, self.points[v][k], dropped, set(), lst) for (v, k), lst in zip(gaps, lists)):
                 return None
+            for (v, k), lst in zip(gaps, lists) if watch is not None else ():
+                watch += [(d, self.gap(d, self.points[v][k])) for x in lst for d in self.p.deps[x]]
             return sum((sum(self.p.costs[x] for x in lst) for lst in lists), 0.0)
         finally:
             dropped.difference_update(new)
