@@ -41,8 +41,8 @@ class Planner:
             self.points[v].append(p.n)
         self.root = roots(p)
         self.state = (set(), Schedule(), simulate(p, None, check=False))
-        # Candidates' costs, kept across steps: {gaps: cost}, the gaps whose dropping changes each, and
-        # the dropped gaps and `allowed` they hold for. A step drops a few hundred gaps of thousands.
+        # Closures' results kept across steps (a step drops a few hundred gaps of thousands): memo, for
+        # each gap the memo keys whose closures look it up, and the dropped gaps and `allowed` they hold for.
         self.memo, self.watch, self.seen = {}, {}, (None, set())
 
     dropped = property(lambda self: self.state[0])  # {(v, index of the gap's second point in points[v])}
@@ -76,14 +76,36 @@ class Planner:
         return True
 
     def build(self, dropped, at=None) -> Schedule | None:
-        """The schedule recomputing each dropped gap (v, k) before stage at[v, k] (default: its end)."""
-        per_stage: dict[int, tuple[set, list]] = {}
-        for v, k in sorted(dropped, key=lambda g: (self.points[g[0]][g[1]], g[0])):
-            b = self.points[v][k] if at is None else at[v, k]
-            have, out = per_stage.setdefault(b, (set(), []))
-            if not self.closure(v, b, dropped, have, out):
+        """The schedule recomputing each dropped gap (v, k) before stage at[v, k] (default: its end). A
+        stage's recomputations are remembered while the gaps their closures look up stay as they are."""
+        self.sync(dropped)
+        per_stage: dict[int, list] = {}
+        for v, k in dropped:
+            per_stage.setdefault(self.points[v][k] if at is None else at[v, k], []).append((v, k))
+        for b, gaps in per_stage.items():
+            key, have, out = (b, *sorted(gaps)), set(), []  # a value's dependencies first (single)
+            if key not in self.memo and not all(self.closure(v, b, dropped, have, out) for v, _ in key[1:]):
                 return None
-        return Schedule.from_lists(self.p.n, {b: out for b, (_, out) in per_stage.items()})
+            per_stage[b] = self.memo[key] if key in self.memo else self.remember(key, out, [(b, out)])
+        return Schedule.from_lists(self.p.n, per_stage)
+
+    def sync(self, dropped: set) -> None:
+        """Forget the remembered closures (memo) that look up a gap dropped or kept again since (all of
+        them when `allowed` changed): what is remembered then holds for `dropped`."""
+        if self.seen[0] is not self.allowed:
+            self.memo, self.watch = {}, {}
+        for g in self.seen[1] ^ dropped:
+            for key in self.watch.pop(g, ()):
+                self.memo.pop(key, None)
+        self.seen = (self.allowed, set(dropped))
+
+    def remember(self, key, value, closures):
+        """memo[key] = value, forgotten when a gap read by the nodes of `closures` ((stage, nodes)) changes."""
+        self.memo[key] = value
+        for b, lst in closures:
+            for d in {d for x in lst for d in self.p.deps[x]}:
+                self.watch.setdefault((d, self.gap(d, b)), []).append(key)
+        return value
 
     def attempt(self, dropped) -> tuple | None:
         """The state of dropping `dropped`, or None when it cannot be built."""
@@ -94,12 +116,7 @@ class Planner:
         """(cost per byte, -bytes, root, gaps) for each buffer held only by values idle across stage t."""
         p, dropped, by_root, blocked = self.p, self.dropped, {}, set()
         points, root, allowed, n = self.points, self.root, self.allowed, p.n
-        if self.seen[0] is not allowed:
-            self.memo, self.watch = {}, {}
-        for g in self.seen[1] ^ dropped:
-            for key in self.watch.pop(g, ()):
-                self.memo.pop(key, None)
-        self.seen = (allowed, set(dropped))
+        self.sync(dropped)
         for v in range(t):
             pts = points[v]
             k = bisect_left(pts, t)  # self.gap(v, t), inlined: the loop is O(n) a step
@@ -112,24 +129,15 @@ class Planner:
                 by_root.setdefault(root[v], []).append((v, k))
         out = []
         for r, gaps in by_root.items():
-            cost = None if r in blocked or p.sizes[r] <= 0 else self.known_cost(tuple(gaps))
+            key = tuple(gaps)
+            cost = None if r in blocked or p.sizes[r] <= 0 else self.memo[key] if key in self.memo else self.cost(gaps, dropped, key)
             if cost is not None:
                 out.append((cost / p.sizes[r], -p.sizes[r], r, gaps))
         return sorted(out)  # roots are distinct: the gaps are never compared
 
-    def known_cost(self, gaps: tuple) -> float | None:
-        """cost(gaps, dropped), remembered until a gap its closures look up is dropped or kept again."""
-        cost = self.memo.get(gaps)
-        if cost is None:
-            cost = self.cost(gaps, self.dropped, watch := [])
-            if cost is not None:
-                self.memo[gaps] = cost
-                for g in watch:
-                    self.watch.setdefault(g, []).append(gaps)
-        return cost
-
-    def cost(self, gaps, dropped: set, watch=None) -> float | None:
-        """Cost of recomputing the values of `gaps` at their gaps' ends, given the dropped gaps and `gaps`.
+    def cost(self, gaps, dropped: set, key=None) -> float | None:
+        """Cost of recomputing the values of `gaps` at their gaps' ends, given the dropped gaps and `gaps`
+        (remembered as memo[key] when a key is given).
         `gaps` join `dropped` for the closures and leave it after: copying the set for each candidate of
         a step made a step O(candidates x dropped)."""
         new = [g for g in gaps if g not in dropped]
@@ -138,9 +146,8 @@ class Planner:
             lists: list[list] = [[] for _ in gaps]
             if not all(self.closure(v, self.points[v][k], dropped, set(), lst) for (v, k), lst in zip(gaps, lists)):
                 return None
-            for (v, k), lst in zip(gaps, lists) if watch is not None else ():
-                watch += [(d, self.gap(d, self.points[v][k])) for x in lst for d in self.p.deps[x]]
-            return sum((sum(self.p.costs[x] for x in lst) for lst in lists), 0.0)
+            cost = sum((sum(self.p.costs[x] for x in lst) for lst in lists), 0.0)
+            return cost if key is None else self.remember(key, cost, [(self.points[v][k], lst) for (v, k), lst in zip(gaps, lists)])
         finally:
             dropped.difference_update(new)
 
