@@ -88,17 +88,15 @@ class Planner:
         """Forget what memo holds of closures looking up a gap dropped or kept since (all when `allowed` changed)."""
         if self.seen[0] is not self.allowed:
             self.memo, self.watch = {}, {}
-        for g in self.seen[1] ^ dropped:
-            for key in self.watch.pop(g, ()):
-                self.memo.pop(key, None)
+        for key in [key for g in self.seen[1] ^ dropped for key in self.watch.pop(g, ())]:
+            self.memo.pop(key, None)
         self.seen = (self.allowed, set(dropped))
 
     def remember(self, key, value, closures):
         """memo[key] = value, forgotten when a gap read by the nodes of `closures` ((stage, nodes)) changes."""
         self.memo[key] = value
-        for b, lst in closures:
-            for d in {d for x in lst for d in self.p.deps[x]}:
-                self.watch.setdefault((d, self.gap(d, b)), []).append(key)
+        for g in {(d, self.gap(d, b)) for b, lst in closures for x in lst for d in self.p.deps[x]}:
+            self.watch.setdefault(g, []).append(key)
         return value
 
     def attempt(self, dropped) -> tuple | None:
@@ -130,9 +128,8 @@ class Planner:
         return sorted(out)  # roots are distinct: the gaps are never compared
 
     def cost(self, gaps, dropped: set, key=None) -> float | None:
-        """Cost of recomputing the values of `gaps` at their gaps' ends, given the dropped gaps and `gaps` (memo[key]
-        if a key is given). `gaps` join `dropped` for the closures and leave it after: copying the set for each
-        candidate of a step made a step O(candidates x dropped)."""
+        """Cost of recomputing the values of `gaps` at their gaps' ends, given the dropped gaps and `gaps` (memo[key] if
+        a key is given); `gaps` join `dropped` for the closures and leave it after (a copy made a step O(cands x dropped))."""
         new = [g for g in gaps if g not in dropped]
         dropped.update(new)
         try:
@@ -154,12 +151,13 @@ class Planner:
         cands = self.candidates(t)
         want = (peak - self.p.pinned_bytes) // BATCH_FRACTION if self.p.n > BATCH_NODES else 0
         if want > 0:
-            trial, freed = set(self.dropped), 0
+            trial, freed, stale = set(self.dropped), 0, set()
             for score, neg, _, gaps in cands:
-                # Skip a candidate that earlier ones made dearer (a longer chain to recompute).
-                cost = self.cost(gaps, trial)
+                # Skip one that earlier ones made dearer: its cost (memo) holds unless a gap its closures read joined.
+                cost = self.cost(gaps, trial) if tuple(gaps) in stale else -score * neg
                 if cost is not None and cost <= -score * neg * (1 + 1e-9):
                     trial.update(gaps)
+                    stale.update(key for g in gaps for key in self.watch.get(g, ()))
                     freed -= neg
                     if freed >= want:
                         break
