@@ -1,18 +1,17 @@
 """The scalable heuristic: drop, step by step, the value idle across the peak cheapest to recompute per byte.
 
-A value's uses (its readers' stages, and the end for an output) split its life into gaps; dropping a
-gap frees the value after the gap's first end and recomputes it before the second, from the values
-live there (recursively recomputing those that are not). Each step drops, of the first TRIES buffers
-idle across the current peak, the cheapest whose drop does not raise it. The sequence of plans does
-not depend on the budget and the plan for a budget is the first that fits: a lower budget never gets
-a higher peak."""
+A value's uses (its readers' stages, and the end for an output) split its life into gaps; dropping a gap frees
+the value after the gap's first end and recomputes it before the second, from the values live there
+(recursively recomputing those that are not). Each step drops, of the first TRIES buffers idle across the
+current peak, the cheapest whose drop does not raise it. The sequence of plans does not depend on the budget
+and the plan for a budget is the first that fits: a lower budget never gets a higher peak."""
 
 from __future__ import annotations
 
 from bisect import bisect_left
 
 from retrograd.passes.checkpoint.problem import Problem, Schedule
-from retrograd.passes.checkpoint.simulate import Simulation, simulate
+from retrograd.passes.checkpoint.simulate import Simulation, events, simulate
 
 BATCH_NODES = 400
 BATCH_FRACTION = 12
@@ -23,8 +22,7 @@ def roots(problem: Problem) -> list[int]:
     """root[v]: the node owning the buffer v holds (v itself unless v is an alias)."""
     root = list(range(problem.n))
     for v, a in enumerate(problem.alias_of):
-        if a is not None:
-            root[v] = root[a]
+        root[v] = root[a] if a is not None else v
     return root
 
 
@@ -40,15 +38,17 @@ class Planner:
         for v in set(p.outputs):
             self.points[v].append(p.n)
         self.root = roots(p)
-        self.state = (set(), Schedule(), simulate(p, None, check=False))
+        # Kept across steps (a step drops a few hundred gaps of thousands): memo of closures' results, for each gap
+        # the keys whose closures look it up, the dropped gaps and `allowed` memo holds for; the last simulation's events.
+        self.memo, self.watch, self.seen, self.last = {}, {}, (None, set()), None
+        self.state = self.attempt(set())
 
     dropped = property(lambda self: self.state[0])  # {(v, index of the gap's second point in points[v])}
     sim = property(lambda self: self.state[2])
 
     def gap(self, d: int, b: int) -> int:
         """Index k of d's points with points[k-1] < b <= points[k] (0 when b is outside d's life)."""
-        pts = self.points[d]
-        k = bisect_left(pts, b)
+        k = bisect_left(pts := self.points[d], b)
         return k if 0 < k < len(pts) else 0
 
     def closure(self, v: int, b: int, dropped, have: set, out: list) -> bool:
@@ -66,79 +66,98 @@ class Planner:
                 return False
             stack.append((x, True))
             for d in self.p.deps[x]:
-                if d not in have:
-                    k = self.gap(d, b)  # not live at b (nor recomputed there for node b itself):
-                    if not k or (self.points[d][k] != b and (d, k) in dropped):
-                        stack.append((d, False))
+                k = self.gap(d, b)  # not live at b (nor recomputed there for node b itself):
+                if d not in have and (not k or (self.points[d][k] != b and (d, k) in dropped)):
+                    stack.append((d, False))
         return True
 
     def build(self, dropped, at=None) -> Schedule | None:
         """The schedule recomputing each dropped gap (v, k) before stage at[v, k] (default: its end)."""
-        per_stage: dict[int, tuple[set, list]] = {}
-        for v, k in sorted(dropped, key=lambda g: (self.points[g[0]][g[1]], g[0])):
-            b = self.points[v][k] if at is None else at[v, k]
-            have, out = per_stage.setdefault(b, (set(), []))
-            if not self.closure(v, b, dropped, have, out):
+        self.sync(dropped)
+        per_stage: dict[int, list] = {}
+        for v, k in dropped:
+            per_stage.setdefault(self.points[v][k] if at is None else at[v, k], []).append((v, k))
+        for b, gaps in per_stage.items():
+            key, have, out = (b, *sorted(gaps)), set(), []  # a value's dependencies first (single)
+            if key not in self.memo and not all(self.closure(v, b, dropped, have, out) for v, _ in key[1:]):
                 return None
-        return Schedule.from_lists(self.p.n, {b: out for b, (_, out) in per_stage.items()})
+            per_stage[b] = self.memo[key] if key in self.memo else self.remember(key, out, [(b, out)])
+        return Schedule.from_lists(self.p.n, per_stage)
+
+    def sync(self, dropped: set) -> None:
+        """Forget what memo holds of closures looking up a gap dropped or kept since (all when `allowed` changed)."""
+        if self.seen[0] is not self.allowed:
+            self.memo, self.watch = {}, {}
+        for key in [key for g in self.seen[1] ^ dropped for key in self.watch.pop(g, ())]:
+            self.memo.pop(key, None)
+        self.seen = (self.allowed, set(dropped))
+
+    def remember(self, key, value, closures):
+        """memo[key] = value, forgotten when a gap read by the nodes of `closures` ((stage, nodes)) changes."""
+        self.memo[key] = value
+        for g in {(d, self.gap(d, b)) for b, lst in closures for x in lst for d in self.p.deps[x]}:
+            self.watch.setdefault(g, []).append(key)
+        return value
 
     def attempt(self, dropped) -> tuple | None:
-        """The state of dropping `dropped`, or None when it cannot be built."""
+        """The state of dropping `dropped` (None: it cannot be built), simulated from the last one's events."""
         sched = self.build(dropped)
-        return None if sched is None else (dropped, sched, simulate(self.p, sched, check=False))
+        if sched is not None:
+            self.last = (sched, events(self.p, sched, False, self.last))
+            return dropped, sched, simulate(self.p, sched, check=False, ev=self.last[1])
 
     def candidates(self, t: int) -> list[tuple[float, int, int, list]]:
         """(cost per byte, -bytes, root, gaps) for each buffer held only by values idle across stage t."""
-        p, dropped, by_root, blocked = self.p, self.dropped, {}, set()
+        p, n, dropped, by_root, blocked, points, root, allowed = self.p, self.p.n, self.dropped, {}, set(), self.points, self.root, self.allowed
+        self.sync(dropped)
         for v in range(t):
-            k = self.gap(v, t)
-            if not k:
+            k = bisect_left(pts := points[v], t)  # self.gap(v, t), inlined: the loop is O(n) a step
+            if not 0 < k < len(pts):
                 continue
-            pts, r = self.points[v], self.root[v]
-            if pts[k] == t or pts[k - 1] == t or pts[k] == p.n or (v, k) in dropped or not self.allowed[v]:
-                if pts[k] != p.n or (v, k) not in dropped:
-                    blocked.add(r)
+            if pts[k] == t or pts[k] == n or (v, k) in dropped or not allowed[v]:
+                if pts[k] != n or (v, k) not in dropped:
+                    blocked.add(root[v])
             else:
-                by_root.setdefault(r, []).append((v, k))
+                by_root.setdefault(root[v], []).append((v, k))
         out = []
         for r, gaps in by_root.items():
-            cost = None if r in blocked or p.sizes[r] <= 0 else self.cost(gaps, dropped)
+            key = tuple(gaps)
+            cost = None if r in blocked or p.sizes[r] <= 0 else self.memo[key] if key in self.memo else self.cost(gaps, dropped, key)
             if cost is not None:
                 out.append((cost / p.sizes[r], -p.sizes[r], r, gaps))
-        return sorted(out, key=lambda c: c[:3])
+        return sorted(out)  # roots are distinct: the gaps are never compared
 
-    def cost(self, gaps, dropped: set) -> float | None:
-        """Cost of recomputing the values of `gaps` at their gaps' ends, given the dropped gaps and `gaps`.
-        `gaps` join `dropped` for the closures and leave it after: copying the set for each candidate of
-        a step made a step O(candidates x dropped)."""
+    def cost(self, gaps, dropped: set, key=None) -> float | None:
+        """Cost of recomputing the values of `gaps` at their gaps' ends, given the dropped gaps and `gaps` (memo[key] if
+        a key is given); `gaps` join `dropped` for the closures and leave it after (a copy made a step O(cands x dropped))."""
         new = [g for g in gaps if g not in dropped]
         dropped.update(new)
         try:
             lists: list[list] = [[] for _ in gaps]
             if not all(self.closure(v, self.points[v][k], dropped, set(), lst) for (v, k), lst in zip(gaps, lists)):
                 return None
-            return sum((sum(self.p.costs[x] for x in lst) for lst in lists), 0.0)
+            cost = sum((sum(self.p.costs[x] for x in lst) for lst in lists), 0.0)
+            return cost if key is None else self.remember(key, cost, [(self.points[v][k], lst) for (v, k), lst in zip(gaps, lists)])
         finally:
             dropped.difference_update(new)
 
     def step(self) -> bool:
-        """Drop the best candidates across the current peak; False when there are none.
-
-        On large problems a step first drops, in order, candidates freeing a twelfth of the activation
-        peak (at least one), so that a plan takes tens of simulations, not thousands.
-        """
+        """Drop the best candidates across the current peak; False when there are none. On large problems
+        a step first drops, in order, candidates freeing a twelfth of the activation peak (at least one),
+        so that a plan takes tens of simulations, not thousands."""
         t, peak = self.sim.peak_stage, self.sim.peak_bytes
         if t < 0:
             return False
         cands = self.candidates(t)
         want = (peak - self.p.pinned_bytes) // BATCH_FRACTION if self.p.n > BATCH_NODES else 0
         if want > 0:
-            trial, freed = set(self.dropped), 0
+            trial, freed, stale = set(self.dropped), 0, set()
             for score, neg, _, gaps in cands:
-                # Skip a candidate that earlier ones made dearer (a longer chain to recompute).
-                cost = self.cost(gaps, trial)
+                # Skip one that earlier ones made dearer: its cost (memo) holds unless a gap its closures read joined.
+                cost = self.cost(gaps, trial) if tuple(gaps) in stale else -score * neg
                 if cost is not None and cost <= -score * neg * (1 + 1e-9):
                     trial.update(gaps)
+                    stale.update(key for g in gaps for key in self.watch.get(g, ()))
                     freed -= neg
                     if freed >= want:
                         break
@@ -151,14 +170,11 @@ class Planner:
         tried = []
         for *_, gaps in cands:
             new = self.attempt(self.dropped | set(gaps))
-            if new is not None and new[2].peak_bytes <= peak:
-                tried = [new]
-                break
             tried += [new] if new is not None else []
-            if len(tried) == TRIES:
+            if new is not None and new[2].peak_bytes <= peak or len(tried) == TRIES:
                 break
-        if tried:
-            self.state = tried[0]
+        if tried:  # only the last one tried can be the one found
+            self.state = tried[-1] if tried[-1][2].peak_bytes <= peak else tried[0]
         return bool(tried)
 
     def prune(self, budget: int) -> None:
@@ -205,11 +221,9 @@ def least_peak(problem: Problem, allowed, single: bool = False, then=None) -> tu
 def idle_across_peak(pl: Planner) -> list[tuple[int, int]]:
     """(value, gap) of the recomputable values idle across the unplanned plan's peak, in program order,
     each recomputable alone (not reading a value that cannot be)."""
-    t, p = pl.sim.peak_stage, pl.p
-    out = []
+    t, p, out = pl.sim.peak_stage, pl.p, []
     for v in range(max(t, 0)):
         k = pl.gap(v, t)
-        if k and pl.points[v][k - 1] < t < pl.points[v][k] != p.n and p.recomputable[v]:
-            if pl.closure(v, pl.points[v][k], {(v, k)}, set(), []):
-                out.append((v, k))
+        if k and pl.points[v][k - 1] < t < pl.points[v][k] != p.n and p.recomputable[v] and pl.closure(v, pl.points[v][k], {(v, k)}, set(), []):
+            out.append((v, k))
     return out

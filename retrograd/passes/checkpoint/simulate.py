@@ -1,11 +1,10 @@
 """The executor's memory rule (runtime/interp.py) on a Problem and a Schedule: peak live bytes, extra cost, validity.
 
-Parameters (pinned_bytes) live for the whole call; an instance from its computation to its last use
-(outputs: the end); the peak is taken after a node's result is stored and before its dying inputs go,
-with what the node holds inside (Problem.inner); an alias counts its root buffer once; an in-place node
-reuses the buffer of its first in-place dep dying there when nothing else holds it (runtime/inplace.py).
-The exact memory model (analysis/memory.py) measures the same on every corpus and benchmark function
-(tests/passes/checkpoint/test_ckpt_model_equals_exact.py)."""
+Parameters (pinned_bytes) live for the whole call; an instance from its computation to its last use (outputs:
+the end); the peak is taken after a node's result is stored and before its dying inputs go, with what the node
+holds inside (Problem.inner); an alias counts its root buffer once; an in-place node reuses the buffer of its
+first in-place dep dying there when nothing else holds it (runtime/inplace.py). The exact memory model
+(analysis/memory.py) measures the same on every corpus and benchmark function (test_ckpt_model_equals_exact.py)."""
 
 from __future__ import annotations
 
@@ -35,34 +34,37 @@ def _invalid(p: Problem, t: int, extra: tuple) -> str | None:
     seen: dict[int, int] = {}
     for k, v in enumerate(extra):
         if not 0 <= v < t:
-            what = "is not a node" if not 0 <= v < p.n else "is not computed yet"
-            return f"stage {t}: recomputed node #{v} {what} (only nodes before stage {t} can be recomputed)"
+            return f"stage {t}: recomputed node #{v} {'is not a node' if not 0 <= v < p.n else 'is not computed yet'} (only nodes before stage {t} can be recomputed)"
         if not p.recomputable[v] or v in seen:
             return f"stage {t}: node {p.names[v]} (#{v}) is {'recomputed twice' if v in seen else 'not recomputable'}"
         seen[v] = k
     for k, v in enumerate(extra):
         for d in p.deps[v]:
             if seen.get(d, -1) > k:
-                return (
-                    f"stage {t}: recomputations out of order: {p.names[v]} (#{v}) reads {p.names[d]} (#{d}), "
-                    f"which is recomputed after it"
-                )
-    return None
+                return f"stage {t}: recomputations out of order: {p.names[v]} (#{v}) reads {p.names[d]} (#{d}), which is recomputed after it"
 
 
-def events(problem: Problem, schedule: Schedule | None, check: bool = True):
+def events(problem: Problem, schedule: Schedule | None, check: bool = True, base=None):
     """(nodes, stages, reads, last_use) of the schedule's computations in order, or an error message.
-
-    reads[e]: the event index of the instance read for each dep of event e; last_use[e]: the last
-    event reading instance e (e itself when unread, len(nodes) for a final output instance).
-    """
+    reads[e]: the event index of the instance read for each dep of event e; last_use[e]: the last event
+    reading instance e (e itself when unread, len(nodes) for a final output instance). base: (another
+    schedule, its events), whose events before the first stage the two schedules differ at are taken."""
     p, n = problem, problem.n
     rec = schedule.recompute if schedule is not None else ()
     if len(rec) > n:
         return f"the schedule has {len(rec)} stages, the problem {n}"
-    deps, cur = p.deps, [-1] * n
-    nodes, stages, reads, last_use, e = [], [], [], [], 0
-    for t in range(n):
+    deps, cur, t0, nodes, stages, reads, last_use = p.deps, [-1] * n, 0, [], [], [], []
+    if base is not None:
+        old = base[0].recompute  # the first stage they differ at: t0
+        t0 = next((t for t, (a, b) in enumerate(zip(rec, old)) if a != b), min(len(rec), len(old)))
+        nodes, stages, reads = (x[: t0 + sum(map(len, rec[:t0]))] for x in base[1][:3])
+        last_use = list(range(len(nodes)))
+        for e, (v, r) in enumerate(zip(nodes, reads)):
+            cur[v] = e
+            for i in r:
+                last_use[i] = e
+    e = len(nodes)
+    for t in range(t0, n):
         extra = rec[t] if t < len(rec) else ()
         if extra and check and (error := _invalid(p, t, extra)):
             return error
@@ -81,34 +83,25 @@ def events(problem: Problem, schedule: Schedule | None, check: bool = True):
     return nodes, stages, reads, last_use
 
 
-def simulate(problem: Problem, schedule: Schedule | None = None, stage_peaks: bool = False, check: bool = True) -> Simulation:
+def simulate(problem: Problem, schedule: Schedule | None = None, stage_peaks: bool = False, check: bool = True, ev=None) -> Simulation:
     """Peak live bytes (parameters included), extra cost and validity of running `problem` with `schedule`.
-
-    check=False skips the validity checks, for schedules built valid by the solvers.
-    """
-    ev = events(problem, schedule, check)
+    check=False skips the validity checks, for schedules built valid by the solvers; ev: the schedule's
+    events when made already (their last_use is used up)."""
+    ev = ev or events(problem, schedule, check)
     if isinstance(ev, str):
         return Simulation(valid=False, error=ev)
     nodes, stages, reads, last_use = ev
     p, m = problem, len(nodes)
-    sizes, alias_of, inplace, deps, fields, field = p.sizes, p.alias_of, p.inplace, p.deps, p.fields, p.field
-    costs, inner = p.costs, p.inner
-    group_last = {}  # (stage, instance) -> the last recomputation of that stage's group reading it
-    for e in range(m):
-        if stages[e] != nodes[e]:
-            for i in reads[e]:
-                group_last[stages[e], i] = e
-    buf = [0] * m  # the event whose buffer the instance uses
-    refs = [0] * m  # per buffer (indexed by its owning event): live instances holding it
-    nbytes = [0] * m
-    # A tuple's buffer: per field, the live instances holding it (the whole tuple or that field); its
-    # bytes are its held fields'.
-    held: dict[int, list] = {}
-    fld: list = [None] * m  # per instance: the field of a tuple buffer it holds (None: all, or no tuple)
+    sizes, alias_of, inplace, deps, fields, field, inner = p.sizes, p.alias_of, p.inplace, p.deps, p.fields, p.field, p.inner
+    # (stage, instance) -> the last recomputation of that stage's group reading it
+    group_last = {(s, i): e for e, (v, s, r) in enumerate(zip(nodes, stages, reads)) if s != v for i in r}
+    # Per instance: the event whose buffer it uses, the field of a tuple buffer it holds (None: all, or no tuple).
+    # Per buffer (its owning event): live instances holding it, bytes; a tuple's, per field, the live instances
+    # holding the whole tuple or that field (its bytes are its held fields').
+    buf, fld, refs, nbytes, held = [0] * m, [None] * m, [0] * m, [0] * m, {}
 
     def hold(k, f, d):
-        """Bytes newly live (or freed, negative) when a holder of field f (None: all) of tuple buffer k
-        comes (d = 1) or goes (d = -1)."""
+        """Bytes newly live (or freed, negative) when a holder of field f (None: all) of tuple buffer k comes (d = 1) or goes (d = -1)."""
         counts, delta = held[k], 0
         for j in range(len(counts)) if f is None else (f,):
             counts[j] += d
@@ -119,52 +112,43 @@ def simulate(problem: Problem, schedule: Schedule | None = None, stage_peaks: bo
         """Bytes freed when instance i dies."""
         k = buf[i]
         refs[k] -= 1
-        if k not in held:
-            return nbytes[k] if refs[k] == 0 else 0
-        return -hold(k, fld[i], -1)
+        return -hold(k, fld[i], -1) if k in held else nbytes[k] if refs[k] == 0 else 0
 
     cur = peak = p.pinned_bytes
     peak_stage, extra, per_stage = -1, 0.0, [0] * p.n if stage_peaks else None
-    for e in range(m):
-        v, r, b = nodes[e], reads[e], e
+    for e, (v, s, r) in enumerate(zip(nodes, stages, reads)):
+        b = e
         if alias_of[v] is not None:
-            b = buf[r[deps[v].index(alias_of[v])]]
-            fld[e] = field[v]
-        else:
-            for pos in inplace[v]:
-                i = r[pos]
-                # The executor tries the first candidate whose register dies here only. A recomputation
-                # reads a value from outside its group through a marker of the group (rewrite.py), whose
-                # register dies at the group's last read of it even when the value lives on.
-                outside = stages[e] != v and (stages[i] != stages[e] or stages[i] == nodes[i])
-                if (group_last[stages[e], i] if outside else last_use[i]) == e:
-                    k = buf[i]
-                    # Written over when nothing else holds the buffer (a view keeps the whole buffer).
-                    if k in held:  # a tuple's field, held by i alone
-                        f = fld[i]
-                        if last_use[i] == e and f is not None and held[k][f] == 1 and sizes[v] > 0:
-                            b, fld[e] = k, f
-                    elif last_use[i] == e and refs[k] == 1 and sizes[v] > 0 and (alias_of[nodes[i]] is not None or nbytes[k] == sizes[v]):
-                        b = k
-                    break
+            b, fld[e] = buf[r[deps[v].index(alias_of[v])]], field[v]
+        for pos in inplace[v] if alias_of[v] is None else ():
+            i = r[pos]
+            # The executor tries the first candidate whose register dies here only. A recomputation
+            # reads a value from outside its group through a marker of the group (rewrite.py), whose
+            # register dies at the group's last read of it even when the value lives on.
+            outside = s != v and (stages[i] != s or stages[i] == nodes[i])
+            if (group_last[s, i] if outside else last_use[i]) == e:
+                k, f = buf[i], fld[i]
+                # Written over when nothing else holds the buffer (a view keeps the whole buffer).
+                if k in held:  # a tuple's field, held by i alone
+                    if last_use[i] == e and f is not None and held[k][f] == 1 and sizes[v] > 0:
+                        b, fld[e] = k, f
+                elif last_use[i] == e and refs[k] == 1 and sizes[v] > 0 and (alias_of[nodes[i]] is not None or nbytes[k] == sizes[v]):
+                    b = k
+                break
         if b == e:
-            nbytes[e] = sizes[v]
-            refs[e] = 1
+            nbytes[e], refs[e], cur = sizes[v], 1, cur + sizes[v]
             if fields[v]:
                 held[e] = [1] * len(fields[v])
-            cur += sizes[v]
         else:
             refs[b] += 1
-            if b in held:
-                cur += hold(b, fld[e], 1)
-        buf[e] = b
-        top = cur + inner[v]
+            cur += hold(b, fld[e], 1) if b in held else 0
+        buf[e], top = b, cur + inner[v]
         if top > peak:
-            peak, peak_stage = top, stages[e]
-        if per_stage is not None and top > per_stage[stages[e]]:
-            per_stage[stages[e]] = top
-        if stages[e] != v:
-            extra += costs[v]
+            peak, peak_stage = top, s
+        if per_stage is not None and top > per_stage[s]:
+            per_stage[s] = top
+        if s != v:
+            extra += p.costs[v]
         for i in r:
             if last_use[i] == e:
                 last_use[i] = -1  # released once even when read twice
