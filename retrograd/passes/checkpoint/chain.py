@@ -8,7 +8,6 @@ simulated plan fits the budget is taken."""
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from functools import lru_cache
 from itertools import accumulate
 from math import comb, gcd
 
@@ -23,14 +22,20 @@ MAX_TRIPLES = 400_000  # (i, k, b) triples: past this the DP is not tried (chain
 INF = float("inf")
 
 
-@lru_cache(maxsize=1 << 16)  # keyed on two ints: the binary searches of revolve_choice ask the same few again
+_THRESHOLDS: dict = {}  # s -> [C(s + 1 + r, s + 1) for r = 0, 1, ...], as far as asked so far
+
+
 def repetitions(l: int, s: int) -> int:
     """Revolve's repetition number: the least r with C(s + 1 + r, s + 1) >= l (0 for l <= 1). It is also
     the slope revolve_steps(l, s) - revolve_steps(l - 1, s), which is what revolve_choice needs."""
-    r = 0
-    while comb(s + 1 + r, s + 1) < l:
-        r += 1
-    return r
+    if s == 0:
+        return max(l - 1, 0)
+    t = _THRESHOLDS.get(s)
+    if t is None:
+        t = _THRESHOLDS[s] = [1]
+    while t[-1] < l:  # grows as a power of r: a few entries reach any length
+        t.append(comb(s + 1 + len(t), s + 1))
+    return bisect_left(t, l)
 
 
 def revolve_steps(l: int, s: int) -> int:
@@ -104,25 +109,30 @@ def replay(problem: Problem, need: dict, reads, m: int, choose, size) -> Schedul
 
 def revolve_choice(sweep: int, i: int, b: int, s: int) -> tuple[int, int]:
     """Revolve's next checkpoint after node i, serving nodes i..b with s free slots: node i + j for the
-    least j minimising j + F(l - j, s - 1) + F(j, s) (convex in j: a binary search)."""
+    least j minimising j + F(l - j, s - 1) + F(j, s) (convex in j)."""
     l = b - i + 1
     if s == 0:
         return b, 0
     if s + 2 >= l:
         return i + 1, 0  # a slot for every value: one sweep
-    lo, hi = 1, l - 1
-    while lo < hi:  # the least j where the slope 1 - F'(l - j, s - 1) + F'(j + 1, s) turns non-negative
-        j = (lo + hi) // 2
-        if repetitions(j + 1, s) + 1 >= repetitions(l - j, s - 1):
-            hi = j
-        else:
-            lo = j + 1
-    return i + lo, 0
+    # The least j < l - 1 where the slope 1 - F'(l - j, s - 1) + F'(j + 1, s) turns non-negative (else l - 1),
+    # the slopes being repetition numbers: over the j where repetitions(j + 1, s) is a (a = 1, 2, ...), the
+    # slope is non-negative from l - C(s + a + 1, s) on, repetitions(l - j, s - 1) being at most a + 1 there.
+    a = 1
+    while True:
+        first, last = comb(s + a, s + 1), comb(s + 1 + a, s + 1) - 1
+        j = max(first, l - comb(s + a + 1, s))
+        if j <= min(last, l - 2):
+            return i + j, 0
+        if last >= l - 2:
+            return i + l - 1, 0
+        a += 1
 
 
 def chain_schedule(problem: Problem, chain: Chain, c: int) -> Schedule:
     """Revolve's plan with c slots (the input, a parameter, counted) on a uniform chain."""
-    return replay(problem, chain.need, range(chain.last + 1), c - 1, revolve_choice, lambda k: 1)
+    reads = list(range(chain.last + 1))  # a list: replay bisects it (a range is far slower to)
+    return replay(problem, chain.need, reads, c - 1, revolve_choice, lambda k: 1)
 
 
 def largest(problem: Problem, budget: int, make, guess: int, top: int) -> tuple[int, Schedule | None]:

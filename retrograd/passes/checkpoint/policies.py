@@ -121,7 +121,9 @@ def plan_budget(problem: Problem, budget: int) -> Schedule | None:
         if s is not None and optimal:
             return s
         plans += [s] if s is not None else []
-    return min(plans, key=lambda s: rank(problem, s)) if plans else None
+    if len(plans) < 2:  # nothing to rank (ranking simulates each plan)
+        return plans[0] if plans else None
+    return min(plans, key=lambda s: rank(problem, s))
 
 
 def heuristic(problem: Problem, budget: int) -> Schedule | None:
