@@ -193,9 +193,6 @@ class GraphImporter:
 
     def _expand(self, node, index: int, where: str) -> None:
         """Import a node without a converter as the nodes of its ONNX function body (onnx_functions.py)."""
-        for name in node.input:
-            if name and name not in self.env:
-                raise OnnxNodeError(f"from_onnx: {where}: input '{name}' is not defined before the node")
         try:
             found = function_body(self.onnx, node, self.opset, [self._type_of(n) for n in node.input], f"{node.op_type}_{index}_")
         except UnsupportedError as err:
@@ -228,8 +225,6 @@ class GraphImporter:
         """An If whose condition is known at import time (a constant, or folded from shapes): the nodes of
         the branch it takes, in place. A condition computed at run time is not supported."""
         cond = node.input[0]
-        if cond not in self.env:
-            raise OnnxNodeError(f"from_onnx: {where}: input '{cond}' is not defined before the node")
         if not self.known(cond):
             raise NeedsConstant(cond, f"from_onnx: {where}: the condition '{cond}' is computed at run time; only an "
                                       "If whose condition is known at import time is supported")
@@ -271,6 +266,9 @@ class GraphImporter:
         where = f"node {index} '{node.name or '(unnamed)'}' ({node.op_type})"
         if node.domain not in ("", "ai.onnx"):
             raise OnnxNodeError(f"from_onnx: {where}: operator domain '{node.domain}' is not supported")
+        for name in node.input:
+            if name and name not in self.env:
+                raise OnnxNodeError(f"from_onnx: {where}: input '{name}' is not defined before the node")
         if node.op_type == "If":
             self._if(node, index, where)
             return
@@ -288,9 +286,6 @@ class GraphImporter:
                 attrs[k] = self.onnx.numpy_helper.to_array(v)
             elif isinstance(v, self.onnx.GraphProto):
                 raise OnnxNodeError(f"from_onnx: {where}: sub-graph attribute '{k}' (control flow) is not supported")
-        for name in node.input:
-            if name and name not in self.env:
-                raise OnnxNodeError(f"from_onnx: {where}: input '{name}' is not defined before the node")
         inputs = [self.env[n] if n else None for n in node.input]
         try:
             folded = self._fold(node)

@@ -93,6 +93,7 @@ class _Recurrence:
         self.gates = gates
         self.clip = attrs.get("clip")
         self.lens = None if lens is None or self._full_length(g, node) else lens
+        self.lens_column = None  # lens as (batch, 1) int64, emitted once when first needed
 
     def _full_length(self, g, node) -> bool:
         """Whether sequence_lens is a constant of the full length everywhere (no mask needed)."""
@@ -132,22 +133,14 @@ class _Recurrence:
     def order(self, d: int) -> range:
         return range(self.steps) if self.directions[d] == "forward" else range(self.steps - 1, -1, -1)
 
-    def keep(self, t: int, new: list, old: list):
-        """The states after step t: the new ones where t is within the entry's length, else the old."""
+    def inside(self, t: int):
+        """Per batch entry (batch, 1), whether step t is within its length; None without sequence_lens."""
         if self.lens is None:
-            return new
+            return None
         g = self.g
-        lens = g.emit(reshape(g.emit(R.astype(self.lens, dtype="int64")), (self.batch, 1)))
-        inside = g.emit(R.less(g.const(t, "int64"), lens))
-        return [g.emit(R.where(inside, n, o)) for n, o in zip(new, old)]
-
-    def output(self, t: int, h):
-        if self.lens is None:
-            return h
-        g = self.g
-        lens = g.emit(reshape(g.emit(R.astype(self.lens, dtype="int64")), (self.batch, 1)))
-        inside = g.emit(R.less(g.const(t, "int64"), lens))
-        return g.emit(R.where(inside, h, scalar(g, 0, h)))
+        if self.lens_column is None:
+            self.lens_column = g.emit(reshape(g.emit(R.astype(self.lens, dtype="int64")), (self.batch, 1)))
+        return g.emit(R.less(g.const(t, "int64"), self.lens_column))
 
     def run(self, step, states: int) -> list:
         """Y, then each final state (Y_h, Y_c), in the node's layout; step(d, t, x_t, state) -> new state."""
@@ -160,8 +153,12 @@ class _Recurrence:
             for t in self.order(d):
                 x_t = g.emit(R.take(xw, g.const(t, "int64"), axis=0))
                 new = step(d, x_t, state)
-                outs[t] = self.output(t, new[0])
-                state = self.keep(t, new, state)
+                inside = self.inside(t)
+                if inside is None:
+                    outs[t], state = new[0], new
+                else:  # past an entry's length: its output zero, its states kept
+                    outs[t] = g.emit(R.where(inside, new[0], scalar(g, 0, new[0])))
+                    state = [g.emit(R.where(inside, n, o)) for n, o in zip(new, state)]
             ys.append(g.emit(R.stack(Tuple(tuple(outs)), axis=0)))
             for k in range(states):
                 finals[k].append(state[k])

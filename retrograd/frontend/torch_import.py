@@ -87,20 +87,24 @@ def from_exported_program(ep, *, seed: int = 0, dim_names: dict | None = None):
     return _Importer(ep, seed, dim_names or {}).run()
 
 
-def _converter(name: str):
-    """The TABLE entry converting the ATen op `name` (`add.Tensor`), its in-place form's too; None if none."""
+def _converter(name: str) -> tuple:
+    """(the TABLE entry converting the ATen op `name` (`add.Tensor`) or None, whether it is the entry of the
+    op's out-of-place form: `name` an in-place op (`relu_`) without an entry of its own)."""
     base = name.split(".")[0]
     conv = TABLE.get(name) or TABLE.get(base)
     if conv is None and base.endswith("_") and not base.startswith("_"):
-        conv = TABLE.get(name.replace(base, base[:-1], 1)) or TABLE.get(base[:-1])
-    return conv
+        return TABLE.get(name.replace(base, base[:-1], 1)) or TABLE.get(base[:-1]), True
+    return conv, False
+
+
+_NOT_CONVERTED = _CHECKS | _SYM_OPS  # nodes the importer reads without a converter
 
 
 def _unmapped(ep) -> bool:
     for node in ep.graph.nodes:
         if node.op == "call_function" and hasattr(node.target, "_schema"):
             name = _op_name(node.target)
-            if name.split(".")[0] not in _CHECKS | _SYM_OPS and _converter(name) is None:
+            if name.split(".")[0] not in _NOT_CONVERTED and _converter(name)[0] is None:
                 return True
     return False
 
@@ -110,14 +114,13 @@ def _decompose_unmapped(ep, rounds: int = 4):
     lstm, the antialiased or bicubic upsamplings) replaced by torch's own decompositions into ops it
     has; mapped ops are kept as they are. Each round may leave ops a decomposition produced: the next
     decomposes those. Whatever has no decomposition is reported by the importer, naming the op."""
-    if not _unmapped(ep):
-        return ep
-    torch = _torch()
-    table = {op: fn for op, fn in torch.export.default_decompositions().items()
-             if _converter(_op_name(op)) is None}
+    table = None
     for _ in range(rounds):
         if not _unmapped(ep):
             break
+        if table is None:
+            table = {op: fn for op, fn in _torch().export.default_decompositions().items()
+                     if _converter(_op_name(op))[0] is None}
         ep = ep.run_decompositions(table)
     return ep
 
@@ -211,8 +214,7 @@ class _Importer:
             seq = cx.value(node.args[0])
             cx.env[node] = seq[node.args[1]]
             return
-        conv = _converter(name)
-        inplace = TABLE.get(name) is None and TABLE.get(base) is None and base.endswith("_") and not base.startswith("_")
+        conv, inplace = _converter(name)
         if conv is None:
             raise UnsupportedError(f"from_exported_program: ATen op {name} has no retrograd mapping (fx node "
                                    f"'{node.name}'){_source(node)}")

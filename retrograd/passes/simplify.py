@@ -171,10 +171,6 @@ class Simplifier(ExprMutator):
             return self.permute(var, value)
         return value
 
-    def axes(self, call: Call) -> tuple | None:
-        """permute_axes(call), kept by attribute dict and rank: the replayed calls of a gradient share them."""
-        return self.permutation(call)[0]
-
     def permutation(self, call: Call) -> tuple:
         """(permute_axes(call), whether that is the identity, whether it swaps the last two axes), kept by
         attribute dict and rank (the replayed calls of a gradient share them); (None, False, False)

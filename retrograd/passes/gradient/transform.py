@@ -336,10 +336,7 @@ def _copy_binding(b: VarBinding, vmap: dict, promote: bool, shared, sinfos: dict
     args = value.args
     value = new_call(value.op, tuple(map(vmap.get, args, args)), shared(value.attrs), value.struct_info, value.span)
     old = b.var
-    sinfo = old.struct_info
-    if sinfo.__class__ is TensorStructInfo:
-        sinfo = sinfos.setdefault(sinfo, sinfo)
-    var = new_var(Var if promote else old.__class__, old.name_hint, sinfo, old.span)
+    var = new_var(Var if promote else old.__class__, old.name_hint, _shared_sinfo(old.struct_info, sinfos), old.span)
     vmap[old] = var
     return new_binding(var, value, b.span)
 
