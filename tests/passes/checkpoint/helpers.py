@@ -34,6 +34,33 @@ class Builder:
         return Problem(**self.fields, outputs=tuple(self.outputs), pinned_bytes=pinned_bytes)
 
 
+def hetero_chain(rng: random.Random, n: int) -> Problem:
+    """A chain adjoint with uneven stages: forward y_0..y_{n-1} (sizes 4..32, costs 1..50), backward
+    steps reading y_k and the previous step, some emitting an output (a weight gradient) that lives to
+    the end, so the backward's own memory grows as it goes (as the matmul chain's gradients do)."""
+    sizes, costs, deps, rec, outs = [], [], [], [], []
+    for k in range(n):
+        sizes.append(4 * rng.randint(1, 8))
+        costs.append(float(rng.choice([1, 2, 5, 10, 50])))
+        deps.append((k - 1,) if k else ())
+        rec.append(True)
+    prev = None
+    for k in range(n - 1, -1, -1):
+        sizes.append(4 * rng.randint(1, 4))
+        costs.append(1.0)
+        deps.append((k,) if prev is None else (prev, k))
+        rec.append(False)
+        prev = len(sizes) - 1
+        if rng.random() < 0.6:
+            sizes.append(4 * rng.randint(1, 3))
+            costs.append(1.0)
+            deps.append((prev,))
+            rec.append(False)
+            outs.append(len(sizes) - 1)
+    outs.append(prev)
+    return Problem(sizes=sizes, costs=costs, deps=deps, recomputable=rec, outputs=tuple(sorted(set(outs))), pinned_bytes=16)
+
+
 def random_problem(rng: random.Random, n: int, *, adjoint: bool | None = None, extras: bool = False) -> Problem:
     """A random DAG of n nodes: mixed costs (cheap pointwise, expensive matmul-like) and sizes.
 

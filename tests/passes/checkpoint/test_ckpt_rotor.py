@@ -6,38 +6,11 @@ from __future__ import annotations
 import itertools
 import random
 
-from passes.checkpoint.helpers import adjoint_module, chain_problem, inputs_for, models, revolve_extra, run
+from passes.checkpoint.helpers import adjoint_module, chain_problem, hetero_chain, inputs_for, models, revolve_extra, run
 
 from retrograd.passes import plan_checkpoint
 from retrograd.passes.checkpoint import Problem, Schedule, chain, simulate
 from retrograd.passes.checkpoint.extract import extract
-
-
-def hetero_chain(rng: random.Random, n: int) -> Problem:
-    """A chain adjoint with uneven stages: forward y_0..y_{n-1} (sizes 4..32, costs 1..50), backward
-    steps reading y_k and the previous step, some emitting an output (a weight gradient) that lives to
-    the end, so the backward's own memory grows as it goes (as the matmul chain's gradients do)."""
-    sizes, costs, deps, rec, outs = [], [], [], [], []
-    for k in range(n):
-        sizes.append(4 * rng.randint(1, 8))
-        costs.append(float(rng.choice([1, 2, 5, 10, 50])))
-        deps.append((k - 1,) if k else ())
-        rec.append(True)
-    prev = None
-    for k in range(n - 1, -1, -1):
-        sizes.append(4 * rng.randint(1, 4))
-        costs.append(1.0)
-        deps.append((k,) if prev is None else (prev, k))
-        rec.append(False)
-        prev = len(sizes) - 1
-        if rng.random() < 0.6:
-            sizes.append(4 * rng.randint(1, 3))
-            costs.append(1.0)
-            deps.append((prev,))
-            rec.append(False)
-            outs.append(len(sizes) - 1)
-    outs.append(prev)
-    return Problem(sizes=sizes, costs=costs, deps=deps, recomputable=rec, outputs=tuple(sorted(set(outs))), pinned_bytes=16)
 
 
 def brute_force(p: Problem, budget: int, need: dict) -> float | None:
