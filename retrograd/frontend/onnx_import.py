@@ -17,6 +17,7 @@ from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.expr import Constant, Function, Tuple, Var
 from retrograd.ir.module import IRModule
 from retrograd.ir.struct_info import TensorStructInfo
+from retrograd.frontend.onnx_attrs import invalid_attribute
 from retrograd.frontend.onnx_functions import function_body
 from retrograd.frontend.onnx_ops import CONVERTERS, NeedsConstant, OnnxNodeError
 
@@ -70,13 +71,19 @@ def _ir_name(name: str, used: set) -> str:
 
 
 def load_model(model):
-    """An onnx.ModelProto from a ModelProto, a path or bytes."""
+    """An onnx.ModelProto from a ModelProto, a path or bytes; UnsupportedError when it cannot be read."""
     onnx = _onnx()
     if isinstance(model, onnx.ModelProto):
         return model
-    if isinstance(model, bytes | bytearray):
-        return onnx.load_from_string(bytes(model))
-    return onnx.load(str(model))
+    what = "the bytes given" if isinstance(model, bytes | bytearray) else f"'{model}'"
+    try:
+        if isinstance(model, bytes | bytearray):
+            return onnx.load_from_string(bytes(model))
+        return onnx.load(str(model))
+    except OSError as err:
+        raise UnsupportedError(f"from_onnx: cannot read {what}: {err.strerror or err}") from None
+    except Exception as err:  # protobuf's DecodeError and the like: not an ONNX model
+        raise UnsupportedError(f"from_onnx: {what} is not a readable ONNX model ({type(err).__name__}: {err})") from None
 
 
 def from_onnx(model, static_inputs: dict | None = None) -> tuple[IRModule, dict]:
@@ -90,7 +97,15 @@ def from_onnx(model, static_inputs: dict | None = None) -> tuple[IRModule, dict]
     onnx = _onnx()
     model = load_model(model)
     opset = {imp.domain or "ai.onnx": imp.version for imp in model.opset_import}
-    return GraphImporter(model.graph, opset.get("ai.onnx", 21), static_inputs or {}, onnx).run()
+    importer = GraphImporter(model.graph, opset.get("ai.onnx", 21), static_inputs or {}, onnx)
+    try:
+        return importer.run()
+    except (DiagnosticError, MemoryError, RecursionError):
+        raise
+    except Exception as err:  # a malformed model the checks before conversion let through: name the node
+        node = importer.node
+        where = "the graph" if node is None else f"node '{node.name or '(unnamed)'}' ({node.op_type})"
+        raise OnnxNodeError(f"from_onnx: {where}: malformed ({type(err).__name__}: {err})") from err
 
 
 class GraphImporter:
@@ -262,6 +277,34 @@ class GraphImporter:
                     uses[name] = uses.get(name, True) and i in value_slots
         return {n for n, only in uses.items() if only}
 
+    def _check_schema(self, node, where: str) -> None:
+        """The node's inputs and attributes against its ONNX schema at the model's opset: a required input
+        left out, too many inputs or a required attribute missing is named here, not met by a converter."""
+        kinds = self.onnx.AttributeProto
+        simple = {a.name: a.i if a.type == kinds.INT else a.s.decode(errors="replace")
+                  for a in node.attribute if a.type in (kinds.INT, kinds.STRING)}
+        wrong = invalid_attribute(node.op_type, simple)
+        if wrong:
+            raise OnnxNodeError(f"from_onnx: {where}: {wrong}")
+        defs = self.onnx.defs
+        try:
+            schema = defs.get_schema(node.op_type, self.opset, node.domain or "")
+        except defs.SchemaError:
+            return  # no such operator at this opset: the converters' table says what is supported
+        n = len(node.input)
+        if not schema.min_input <= n <= schema.max_input:
+            expected = (f"{schema.min_input}" if schema.min_input == schema.max_input
+                        else f"from {schema.min_input} to {schema.max_input}")
+            raise OnnxNodeError(f"from_onnx: {where}: expected {expected} inputs, got {n}")
+        single = defs.OpSchema.FormalParameterOption.Single
+        for i, formal in enumerate(schema.inputs[:n]):
+            if formal.option == single and not node.input[i]:
+                raise OnnxNodeError(f"from_onnx: {where}: input {i} ('{formal.name}') is required but empty")
+        given = {a.name for a in node.attribute}
+        missing = [name for name, spec in schema.attributes.items() if spec.required and name not in given]
+        if missing:
+            raise OnnxNodeError(f"from_onnx: {where}: required attribute {', '.join(map(repr, missing))} is missing")
+
     def _convert(self, node, index: int) -> None:
         where = f"node {index} '{node.name or '(unnamed)'}' ({node.op_type})"
         if node.domain not in ("", "ai.onnx"):
@@ -269,6 +312,7 @@ class GraphImporter:
         for name in node.input:
             if name and name not in self.env:
                 raise OnnxNodeError(f"from_onnx: {where}: input '{name}' is not defined before the node")
+        self._check_schema(node, where)
         if node.op_type == "If":
             self._if(node, index, where)
             return
@@ -278,10 +322,11 @@ class GraphImporter:
             return
         attrs = {a.name: self.onnx.helper.get_attribute_value(a) for a in node.attribute}
         for k, v in list(attrs.items()):
-            if isinstance(v, bytes):
-                attrs[k] = v.decode()
-            elif isinstance(v, list) and v and isinstance(v[0], bytes):
-                attrs[k] = [x.decode() for x in v]
+            if isinstance(v, bytes) or isinstance(v, list) and v and isinstance(v[0], bytes):
+                try:
+                    attrs[k] = v.decode() if isinstance(v, bytes) else [x.decode() for x in v]
+                except UnicodeDecodeError:
+                    raise OnnxNodeError(f"from_onnx: {where}: attribute '{k}' is not UTF-8 text") from None
             elif isinstance(v, self.onnx.TensorProto):
                 attrs[k] = self.onnx.numpy_helper.to_array(v)
             elif isinstance(v, self.onnx.GraphProto):
@@ -294,7 +339,7 @@ class GraphImporter:
             raise NeedsConstant(need.name, f"from_onnx: {where}: input '{need.name}' must be a constant") from None
         except OnnxNodeError:
             raise
-        except (UnsupportedError, ValueError, TypeError, KeyError, IndexError) as err:
+        except (UnsupportedError, ValueError, TypeError, KeyError, IndexError, AttributeError, ArithmeticError) as err:
             raise OnnxNodeError(f"from_onnx: {where}: {err}") from err
         except Exception as err:  # an op's inference error: name the node
             if type(err).__module__.startswith("retrograd"):

@@ -289,7 +289,7 @@ def _axis_softmax(g, node, attrs, x, fn):
     axis = int(attrs.get("axis", -1 if g.opset >= 13 else 1))
     if g.opset >= 13:
         return fn(x, axis=axis)
-    # opset < 13: softmax over the flattened trailing dims
+    # opset < 13: over the flattened trailing dims (the input coerced to 2-D at `axis`)
     shape = x.struct_info.shape
     flat = g.emit(reshape(x, (int(np.prod(shape[:axis])) if axis else 1, -1)))
     return reshape(g.emit(fn(flat, axis=1)), shape)
@@ -307,11 +307,12 @@ def _log_softmax(g, node, inputs, attrs):
 
 @converter("Hardmax")
 def _hardmax(g, node, inputs, attrs):
-    x = inputs[0]
-    axis = int(attrs.get("axis", -1)) % ndim_of(x)
-    depth = x.struct_info.shape[axis]
-    idx = g.emit(R.argmax(x, axis=axis))
-    return R.one_hot(idx, prim(1, dtype_of(x)), prim(0, dtype_of(x)), depth=depth, axis=axis)
+    def hardmax(x, axis):
+        axis %= ndim_of(x)
+        idx = g.emit(R.argmax(x, axis=axis))
+        return R.one_hot(idx, prim(1, dtype_of(x)), prim(0, dtype_of(x)), depth=x.struct_info.shape[axis], axis=axis)
+
+    return _axis_softmax(g, node, attrs, inputs[0], hardmax)
 
 
 def reshape(x, shape):
