@@ -301,13 +301,24 @@ def _norm(cx, a):
     p = 2 if p is None else p
     ax = axes(a.get("dim"), ndim(x))
     keep = bool(a.get("keepdim", False))
-    if p == 2:
-        return R.sqrt(cx.emit(R.sum(R.multiply(x, x), axis=ax, keepdims=keep)))
     if p == 1:
         return R.sum(R.abs(x), axis=ax, keepdims=keep)
-    if p == math.inf:
-        return R.max(R.abs(x), axis=ax, keepdims=keep)
-    raise UnsupportedError(f"vector norm of order {p}")
+    if p in (math.inf, -math.inf):
+        return (R.max if p > 0 else R.min)(R.abs(x), axis=ax, keepdims=keep)
+    dt = x.struct_info.dtype
+    if p == 0:
+        return R.sum(cx.emit(R.astype(R.not_equal(x, cx.tensor(0, dt)), dtype=dt)), axis=ax, keepdims=keep)
+    # PyTorch's gradients are zero where a power's derivative is infinite (a zero norm; |x|^p at x = 0 for
+    # p < 1): the power is taken of 1 there and the zero selected, so no infinity meets a zero cotangent.
+    def power_at_nonzero(v, exponent):
+        zero = cx.emit(R.equal(v, cx.tensor(0, dt)))
+        safe = cx.emit(R.where(zero, cx.tensor(1, dt), v))
+        raised = R.sqrt(safe) if exponent == 0.5 else R.power(safe, cx.tensor(exponent, dt))
+        return R.where(zero, cx.tensor(0, dt), cx.emit(raised))
+
+    powered = R.multiply(x, x) if p == 2 else power_at_nonzero(cx.emit(R.abs(x)), p)
+    total = cx.emit(R.sum(cx.emit(powered), axis=ax, keepdims=keep))
+    return power_at_nonzero(total, 1 / p)
 
 
 @op("cumsum", "cumprod")

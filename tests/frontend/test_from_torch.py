@@ -612,3 +612,26 @@ def test_more_aten_ops_equal_pytorch(name):
         "adaptive_max_pool1d": (lambda x, w: F.adaptive_max_pool1d(x * w, 2), (3, 6)),
     }
     check_weighted(*fns[name])
+
+
+@pytest.mark.parametrize("order", [2, 1, 3, 0.5, 0, "inf", "-inf"])
+def test_vector_norms_of_every_order_and_their_gradients_at_zero_equal_pytorch(order):
+    """A zero row (a zero norm) and zero entries (|x|^p at 0 for p < 1): PyTorch's gradient is zero there,
+    where the root's or the power's derivative is infinite; forward and gradients equal PyTorch's."""
+    torch = need("torch")
+    p = float(order) if isinstance(order, str) else order
+
+    class Norm(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.randn(3, 4))
+
+        def forward(self, x):
+            rows = torch.linalg.vector_norm(x * self.w, ord=p, dim=-1, keepdim=True)
+            return rows * self.w + torch.nn.functional.normalize(x * self.w, dim=0)
+
+    torch.manual_seed(0)
+    x = torch.randn(3, 4)
+    x[1] = 0.0
+    x[:, 2] = 0.0
+    check_against_torch(Norm(), (x,))
