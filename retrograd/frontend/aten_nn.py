@@ -547,8 +547,15 @@ def _resize(cx, a, method):
         raise UnsupportedError(f"{k}-D interpolation (retrograd resizes 2-D images here)")
     size = cx.shape(cx.meta().shape[2:])
     mode = "align_corners" if a.get("align_corners") else ("asymmetric" if method == "nearest_neighbor" else "half_pixel")
-    if a.get("scale_factors") is not None and method != "nearest_neighbor":
-        raise UnsupportedError("bilinear interpolation with a scale factor (recompute_scale_factor=False); give a size")
+    scales = a.get("scale_factors")
+    if scales is not None and method != "nearest_neighbor" and not a.get("align_corners"):
+        # PyTorch then maps output to input coordinates by 1 / scale, not by in / out: the same map exactly
+        # when out = in * scale (an integer scale, say), which is when the size-based resize is taken.
+        ins = x.struct_info.shape[2:]
+        if not all(isinstance(i, int) and isinstance(o, int) and i * s == o
+                   for i, o, s in zip(ins, cx.meta().shape[2:], scales)):
+            raise UnsupportedError(f"bilinear interpolation by scale factors {tuple(scales)} whose output size is "
+                                   "not the input size times the factor (recompute_scale_factor=False); give a size")
     return R.image.resize2d(x, ShapeExpr(size), method=method, coordinate_transformation_mode=mode,
                             rounding_method="floor" if method == "nearest_neighbor" else "round")
 

@@ -635,3 +635,34 @@ def test_vector_norms_of_every_order_and_their_gradients_at_zero_equal_pytorch(o
     x[1] = 0.0
     x[:, 2] = 0.0
     check_against_torch(Norm(), (x,))
+
+
+@pytest.mark.parametrize("scale,align,shape", [(2, False, (2, 3, 4, 5)), (3, False, (1, 2, 3, 3)), (1.5, False, (1, 2, 4, 4)),
+                                               (2, True, (1, 2, 3, 4))])
+def test_bilinear_upsampling_by_a_scale_factor_equals_pytorch(scale, align, shape):
+    """nn.Upsample(scale_factor=..., mode="bilinear") (FPN, U-Net decoders): where the output size is the input
+    size times the factor, PyTorch's 1 / scale coordinate map is the size-based one."""
+    torch = need("torch")
+
+    class Up(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(shape[1], shape[1], 1)
+
+        def forward(self, x):
+            return torch.nn.functional.interpolate(self.conv(x), scale_factor=scale, mode="bilinear", align_corners=align)
+
+    torch.manual_seed(0)
+    check_against_torch(Up(), (torch.randn(*shape),))
+
+
+def test_bilinear_upsampling_by_a_scale_that_does_not_divide_is_refused_clearly():
+    torch = need("torch")
+    from retrograd.frontend import from_torch
+
+    class Up(torch.nn.Module):
+        def forward(self, x):
+            return torch.nn.functional.interpolate(x, scale_factor=1.3, mode="bilinear")
+
+    with pytest.raises(retrograd.errors.UnsupportedError, match=r"scale factors \(1.3, 1.3\) whose output size is not the input size"):
+        from_torch(Up(), (torch.randn(1, 2, 4, 5),))
