@@ -101,10 +101,9 @@ def _one_walk(func: Function) -> Function | None:
     body = walk.resolve(seq.body)
     reads.clear()
     read_vars(body, reads)
-    live = set(reads)
-    if not live.issuperset([b.var for b in out if b.var.__class__ is Var]):
+    out = _live_bindings(out, set(reads), tuple_args)
+    if out is None:
         return None  # the passes demote such outputs to dataflow vars before CSE, which may then merge them
-    out = _live_bindings(out, live, tuple_args)
     if not walk.changed and len(out) == len(bindings):
         return func
     new_seq = SeqExpr((DataflowBlock(tuple(out)),) if out else (), body, body.struct_info)
@@ -113,10 +112,14 @@ def _one_walk(func: Function) -> Function | None:
 
 def _live_bindings(bindings: list, live: set, tuple_args: bool) -> list:
     """Dead code elimination of flat bindings: one backward walk; `live` starts as what the result reads.
-    `tuple_args`: whether a call may read a tuple of vars."""
+    `tuple_args`: whether a call may read a tuple of vars. None when the result does not read every output
+    var of the block."""
+    result = frozenset(live)
     kept = []
     reads: list = []
     for b in reversed(bindings):
+        if b.var.__class__ is Var and b.var not in result:
+            return None
         value = b.value
         if value.__class__ is Call:
             if b.var not in live and getattr(value.op, "pure", True):
@@ -148,7 +151,6 @@ class _OneWalk(Simplifier):
         self.init_tables(uses)
         self.out: list = []
         self.table: dict = {}  # value key -> the var bound to it
-        self.key_of: dict = {}  # var -> its value key
         self._normalizer = BlockBuilder()
         self.will_promote = promoted
         self.keys = CallKeys()
@@ -212,7 +214,6 @@ class _OneWalk(Simplifier):
             known = self.table.get(key)
             if known is None or (not self.outlives(known) and self.outlives(var)):
                 self.table[key] = var
-                self.key_of[var] = key
         return value is not old
 
     def _call_on_leaves(self, b: VarBinding, var, old: Call):
@@ -228,6 +229,7 @@ class _OneWalk(Simplifier):
         args = old.args
         new = None
         has_var = False
+        all_vars = True  # then the CSE key is (head, args): CallKeys.key without its loop
         for i, a in enumerate(args):
             cls = a.__class__
             if cls is DataflowVar or cls is Var:
@@ -243,8 +245,12 @@ class _OneWalk(Simplifier):
                     has_var = True
                 elif cls is Tuple:
                     return None
+                else:
+                    all_vars = False
             elif cls is Tuple:
                 return None
+            else:
+                all_vars = False
         if not has_var:
             return None
         value = old if new is None else new_call(op, tuple(new), old.attrs, old.struct_info, old.span)
@@ -253,7 +259,8 @@ class _OneWalk(Simplifier):
             if value.__class__ is not Call and is_leaf(value) and self.alias(var, value):
                 self._promoted_key(value, var)
                 return True
-        key = self.keys.key(value)
+            all_vars = False  # the rewrite may have changed the arguments
+        key = self.keys.key(value) if not all_vars else self.keys.var_args_key(value)
         first = None
         if key is not None:
             first = self.table.get(key)
@@ -268,8 +275,20 @@ class _OneWalk(Simplifier):
         # (the table is as it was: `first` is still the representative of the key)
         if key is not None and (first is None or (not self.outlives(first) and self.outlives(var))):
             self.table[key] = var
-            self.key_of[var] = key
         return value is not old
+
+    def finish_block(self) -> bool:
+        promoted = self.promoted
+        if not promoted:
+            return False
+        # A binding after a promoted var's position reads it only if some binding read it before the clean-up
+        # (other than the alias that promoted it) or if a removed var now stands for it: every var a rewritten
+        # value reads was read by the value it comes from or is a replacement (var_remap). Outputs of
+        # gradients are usually read by their alias alone; then there is nothing to rename.
+        uses = self.uses
+        if all(uses.get(t, 0) <= 1 for t in promoted) and promoted.keys().isdisjoint(self.var_remap.values()):
+            return True
+        return super().finish_block()
 
     def outlives(self, var) -> bool:
         """An output var, or a dataflow var an output var takes the binding of later in the block: CSE
@@ -279,10 +298,9 @@ class _OneWalk(Simplifier):
     def _promoted_key(self, target, var) -> None:
         """After an output var took the binding of the dataflow var `target`: it represents its value."""
         if self.promoted.get(target) is var:
-            key = self.key_of.pop(target, None)
+            key = self.keys.key(self.defs[target])  # the key target was entered with, if any
             if key is not None and self.table.get(key) is target:
                 self.table[key] = var
-                self.key_of[var] = key
 
     def emit_transpose(self, x):
         var = super().emit_transpose(x)
@@ -297,5 +315,4 @@ class _OneWalk(Simplifier):
             return first
         if key is not None:
             self.table[key] = var
-            self.key_of[var] = key
         return var

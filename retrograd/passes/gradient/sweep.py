@@ -279,8 +279,10 @@ class Sweep:
         var = binding.var
         if isinstance(var.struct_info, TupleStructInfo):
             g = self.as_tuple(adj, var.struct_info, var)
-        else:
+        elif adj.__class__ is tuple:
             g = self.materialize(adj, var.struct_info, var)
+        else:
+            g = adj  # materialize's answer for a leaf
         templates = self.templates
         key = None if templates is None else templates.key(call, var, g, self.active, self.adj, self.bb.in_dataflow)
         try:

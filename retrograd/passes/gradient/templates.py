@@ -35,27 +35,26 @@ class RuleTemplates:
         leaves by identity), the result's and the adjoint's class and struct info, the block kind."""
         if (g.__class__ is not Var and g.__class__ is not DataflowVar) or var.struct_info.__class__ is not TensorStructInfo:
             return None
-        parts = []
+        # One flat tuple (a variable's five entries start with its class, which no other leaf equals).
+        parts = [call.op, None, var.__class__, var.struct_info, g.__class__, g.struct_info, in_dataflow]
         args = call.args
-        for j, a in enumerate(args):
+        for a in args:
             cls = a.__class__
             if cls is Var or cls is DataflowVar:
                 if a is g:
                     return None
-                first = j
-                for i in range(j):
-                    if args[i] is a:
-                        first = i
-                        break
-                parts.append((cls, a.struct_info, a in active, a in adj, first))
+                parts += (cls, a.struct_info, a in active, a in adj, args.index(a))  # index: the first (vars compare by identity)
             elif cls is Tuple:
                 return None
             else:
                 parts.append(a)
-        attrs = self.attr_keys(call.attrs)
+        given = call.attrs
+        hit = self.attr_keys.by_id.get(id(given))
+        attrs = hit[1][1] if hit is not None and hit[0] is given else self.attr_keys(given)
         if attrs is None:
             return None
-        return (call.op, attrs, tuple(parts), var.__class__, var.struct_info, g.__class__, g.struct_info, in_dataflow)
+        parts[1] = attrs
+        return tuple(parts)
 
     def get(self, key):
         return self.memo.get(key)
