@@ -12,7 +12,7 @@ import attrs
 
 from retrograd.ir.block import DataflowBlock, VarBinding, new_binding
 from retrograd.ir.builder import BlockBuilder
-from retrograd.ir.expr import LEAF_TYPES, Call, Constant, DataflowVar, Function, Op, SeqExpr, Tuple, TupleGetItem, Var, is_leaf, new_call
+from retrograd.ir.expr import LEAF_CLASSES, LEAF_TYPES, Call, Constant, DataflowVar, Function, Op, SeqExpr, Tuple, TupleGetItem, Var, is_leaf, new_call
 from retrograd.ir.vars import read_vars
 from retrograd.passes.cse import CallKeys, eliminate_common_subexpressions
 from retrograd.passes.dce import eliminate_dead_code
@@ -31,7 +31,6 @@ def cleanup_function(func: Function) -> Function:
     return eliminate_dead_code(func)
 
 
-_LEAF_CLASSES = frozenset(LEAF_TYPES) | {DataflowVar}
 _PLAIN, _PERMUTE, _OTHER = "plain", "permute", "other"  # kinds of callee in the one walk
 
 
@@ -81,7 +80,7 @@ def _one_walk(func: Function) -> Function | None:
                             return None
                         if isinstance(f, Var):
                             uses[f] = get(f, 0) + 1
-                elif cls not in _LEAF_CLASSES:
+                elif cls not in LEAF_CLASSES:
                     return None
             continue
         if value.__class__ is Call or not _is_flat(value):  # a call of a function, or not flat
@@ -151,6 +150,7 @@ class _OneWalk(Simplifier):
         self.init_tables(uses)
         self.out: list = []
         self.table: dict = {}  # value key -> the var bound to it
+        self.key_of: dict = {}  # var -> its value key
         self._normalizer = BlockBuilder()
         self.will_promote = promoted
         self.keys = CallKeys()
@@ -158,8 +158,11 @@ class _OneWalk(Simplifier):
 
     def run(self, bindings) -> list:
         changed = False
+        on_leaves, rest = self._call_on_leaves, self._visit_rest  # visit_binding, inlined: the hot loop
         for b in bindings:
-            changed |= self.visit_binding(b)
+            old = b.value
+            done = on_leaves(b, b.var, old) if old.__class__ is Call else None
+            changed |= rest(b, b.var, old) if done is None else done
         self.changed = self.finish_block() or changed
         return self.out
 
@@ -177,11 +180,12 @@ class _OneWalk(Simplifier):
 
     def visit_binding(self, b: VarBinding) -> bool:
         var, old = b.var, b.value
-        if old.__class__ is Call:
-            done = self._call_on_leaves(b, var, old)
-            if done is not None:
-                return done
-        elif old.__class__ is DataflowVar or old.__class__ is Var:  # an alias: the steps below, shortened
+        done = self._call_on_leaves(b, var, old) if old.__class__ is Call else None
+        return self._visit_rest(b, var, old) if done is None else done
+
+    def _visit_rest(self, b: VarBinding, var, old) -> bool:
+        """visit_binding past the calls _call_on_leaves takes."""
+        if old.__class__ is DataflowVar or old.__class__ is Var:  # an alias: the steps below, shortened
             value = self.var_remap.get(old, old)
             if value.__class__ is not Constant and self.alias(var, value):
                 self._promoted_key(value, var)
@@ -214,6 +218,7 @@ class _OneWalk(Simplifier):
             known = self.table.get(key)
             if known is None or (not self.outlives(known) and self.outlives(var)):
                 self.table[key] = var
+                self.key_of[var] = key
         return value is not old
 
     def _call_on_leaves(self, b: VarBinding, var, old: Call):
@@ -275,6 +280,7 @@ class _OneWalk(Simplifier):
         # (the table is as it was: `first` is still the representative of the key)
         if key is not None and (first is None or (not self.outlives(first) and self.outlives(var))):
             self.table[key] = var
+            self.key_of[var] = key
         return value is not old
 
     def finish_block(self) -> bool:
@@ -298,9 +304,10 @@ class _OneWalk(Simplifier):
     def _promoted_key(self, target, var) -> None:
         """After an output var took the binding of the dataflow var `target`: it represents its value."""
         if self.promoted.get(target) is var:
-            key = self.keys.key(self.defs[target])  # the key target was entered with, if any
+            key = self.key_of.pop(target, None)
             if key is not None and self.table.get(key) is target:
                 self.table[key] = var
+                self.key_of[var] = key
 
     def emit_transpose(self, x):
         var = super().emit_transpose(x)
@@ -315,4 +322,5 @@ class _OneWalk(Simplifier):
             return first
         if key is not None:
             self.table[key] = var
+            self.key_of[var] = key
         return var

@@ -175,6 +175,8 @@ class FunctionAD:
         self.parent = parent
         self.spec = spec
         self.sparse = SparseGrads(spec)
+        # The sweep asks at every op call: the tables' method itself, one frame less.
+        self.sparse_contribution = self.sparse.contribute
         self.recompute: Recompute | None = None
         # Attribute dicts and tensor struct infos that the forward copies share (see _copy_binding); the
         # templates key attributes with the same AttrKeys.
@@ -186,9 +188,6 @@ class FunctionAD:
 
     def vjp_function(self, callee: str, binding):
         return self.parent.vjp_function(callee, binding, self)
-
-    def sparse_contribution(self, sweep, binding, call, adj) -> bool:
-        return self.sparse.contribute(sweep, binding, call, adj)
 
     def restore(self, expr: Expr) -> Expr:
         return expr if self.recompute is None else self.recompute.restore(expr)
@@ -203,7 +202,9 @@ class FunctionAD:
         blocks = func.body.blocks
         # An If, or an impure call (a collective, whose adjoint is one too), keeps the backward out of
         # dataflow blocks, where neither may stand.
-        has_if = any(isinstance(b.value, If) or not is_pure(b.value, self.parent.mod) for blk in blocks for b in blk.bindings)
+        values = [b.value for blk in blocks for b in blk.bindings]
+        by_op = {v.op: v for v in values if v.__class__ is Call}  # a call's purity is its callee's
+        has_if = If in set(map(type, values)) or not all(is_pure(v, self.parent.mod) for v in by_op.values())
         # The backward joins the last forward block when that is a dataflow block (TVM's form);
         # otherwise forward values are made visible to it by turning dataflow vars into outputs.
         merged = not has_if and bool(blocks) and isinstance(blocks[-1], DataflowBlock)
