@@ -265,7 +265,13 @@ class _OneWalk(Simplifier):
                 self._promoted_key(value, var)
                 return True
             all_vars = False  # the rewrite may have changed the arguments
-        key = self.keys.key(value) if not all_vars else self.keys.var_args_key(value)
+        if all_vars:  # CallKeys.key without its loop over the arguments, nor a call
+            attrs = old.attrs
+            hit = self.keys.heads.get(id(attrs))
+            head = hit[2] if hit is not None and hit[0] is attrs and hit[1] is op else self.keys.head(op, attrs)
+            key = None if head is None else (head, value.args)
+        else:
+            key = self.keys.key(value)
         first = None
         if key is not None:
             first = self.table.get(key)

@@ -147,16 +147,9 @@ class CallKeys:
             parts.append(known[1])
         return (head, tuple(parts))
 
-    def var_args_key(self, call: Call):
-        """`key(call)` for a call whose arguments are all variables."""
-        op, attrs = call.op, call.attrs
-        hit = self.heads.get(id(attrs))
-        head = hit[2] if hit is not None and hit[0] is attrs and hit[1] is op else self.head(op, attrs)
-        return None if head is None else (head, call.args)
-
     def head(self, op, attrs: dict):
-        """The head number of calls of `op` with `attrs` (None: such calls get no key), when `heads` holds
-        another op's for this dict."""
+        """The head number of calls of `op` with `attrs` (None: such calls get no key): the lookup behind
+        `heads`, which holds each dict's latest op only."""
         hit = self.pairs.get((id(attrs), op))
         if hit is None or hit[0] is not attrs:
             hit = self.pairs[id(attrs), op] = (attrs, op, self._number(op, attrs))

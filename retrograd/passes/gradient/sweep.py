@@ -288,8 +288,7 @@ class Sweep:
         try:
             template = None if key is None else templates.get(key)
             if template is not None:
-                args = call.args
-                templates.replay(template, call, var, g, lambda i: self._hint(args[i]), self.bb.current_bindings(), self.add)
+                templates.replay(template, call, var, g, self._hint, self.bb.current_bindings(), self.add)
                 return
             partials = rule(call, var, g)
             if isinstance(partials, ComposedVjp):

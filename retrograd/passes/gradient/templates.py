@@ -11,8 +11,8 @@ inference.
 from __future__ import annotations
 
 from retrograd.ir.copy import substitute
-from retrograd.ir.expr import LEAF_TYPES, Call, DataflowVar, Tuple, Var, new_call, new_var
-from retrograd.ir.block import VarBinding, new_binding
+from retrograd.ir.expr import LEAF_TYPES, Call, DataflowVar, Tuple, Var, new_var
+from retrograd.ir.block import VarBinding, new_binding, new_call_binding
 from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ir.vars import read_vars
 from retrograd.passes.cse import AttrKeys
@@ -81,8 +81,8 @@ class RuleTemplates:
 
     def replay(self, template, call: Call, var: Var, g, hint_of, block: list, add) -> None:
         """Per segment, append its copied bindings to `block`, then `add(argument, fitted value)` (which
-        may append an accumulation); `hint_of(index)` is the name that argument's partial takes now (as
-        the caller names it)."""
+        may append an accumulation); `hint_of(argument)` is the name its partial takes now (as the caller
+        names it)."""
         t_args, t_var, t_g, segments = template
         mapping = {t_var: var, t_g: g}
         for ta, a in zip(t_args, call.args):
@@ -100,11 +100,14 @@ class RuleTemplates:
                         mapping[old] = source
                         continue
                 if name is None:
-                    name = hint = hint_of(index) if hint is None else hint
+                    name = hint = hint_of(call.args[index]) if hint is None else hint
                 if leaves:  # a call on leaves: vars are looked up, other leaves kept
                     args = value.args
-                    value = new_call(value.op, tuple(map(get, args, args)), value.attrs, value.struct_info)
-                elif value.__class__ is Call:
+                    b = new_call_binding(cls, name, sinfo, value.op, tuple(map(get, args, args)), value.attrs, value.struct_info)
+                    append(b)
+                    mapping[old] = b.var
+                    continue
+                if value.__class__ is Call:
                     args = tuple(get(a, a) if isinstance(a, Var) else substitute(a, mapping) for a in value.args)
                     value = Call(value.op, args, value.attrs, value.struct_info)
                 else:

@@ -7,10 +7,10 @@ from typing import Any
 from retrograd.errors import GradientError, did_you_mean
 from retrograd.gc_pause import collector_paused, promote_survivors
 from retrograd.ir.vars import called_functions
-from retrograd.ir.block import DataflowBlock, VarBinding, new_binding
+from retrograd.ir.block import DataflowBlock, VarBinding, new_call_binding
 from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.copy import copy_binding, copy_expr, fresh_var
-from retrograd.ir.expr import Call, Constant, DataflowVar, Expr, Function, GlobalVar, If, Tuple, Var, new_call, new_var, shape_expr
+from retrograd.ir.expr import Call, Constant, DataflowVar, Expr, Function, GlobalVar, If, Tuple, Var, new_var, shape_expr
 from retrograd.ir.module import IRModule
 from retrograd.ir.nested import fold
 from retrograd.ir.struct_info import FuncStructInfo, TensorStructInfo, TupleStructInfo, annotation_form, tuple_fields
@@ -335,11 +335,13 @@ def _copy_binding(b: VarBinding, vmap: dict, promote: bool, shared, sinfos: dict
     if value.__class__ is not Call or Tuple in map(type, value.args):
         return copy_binding(b, vmap, promote)
     args = value.args
-    value = new_call(value.op, tuple(map(vmap.get, args, args)), shared(value.attrs), value.struct_info, value.span)
     old = b.var
-    var = new_var(Var if promote else old.__class__, old.name_hint, _shared_sinfo(old.struct_info, sinfos), old.span)
-    vmap[old] = var
-    return new_binding(var, value, b.span)
+    new = new_call_binding(
+        Var if promote else old.__class__, old.name_hint, _shared_sinfo(old.struct_info, sinfos), value.op,
+        tuple(map(vmap.get, args, args)), shared(value.attrs), value.struct_info, old.span, value.span, b.span,
+    )
+    vmap[old] = new.var
+    return new
 
 
 def _shared_sinfo(sinfo, sinfos: dict):
