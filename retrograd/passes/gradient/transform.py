@@ -348,7 +348,8 @@ def _shared_sinfo(sinfo, sinfos: dict):
     """The first tensor struct info equal to `sinfo` (equal ones print alike: dims are ints or names, the
     dtype a string); other kinds as they are (a prim's value 0.0 equals -0.0)."""
     if sinfo.__class__ is TensorStructInfo:
-        return sinfos.setdefault(sinfo, sinfo)
+        # Keyed by its fields (what its equality compares): hashed and compared at C speed.
+        return sinfos.setdefault((sinfo.shape, sinfo.dtype, sinfo.ndim), sinfo)
     return sinfo
 
 
