@@ -94,11 +94,12 @@ def _live_bindings(bindings: list, live: set, tuple_args: bool) -> list:
     kept = []
     reads: list = []
     for b in reversed(bindings):
-        if b.var.__class__ is Var and b.var not in result:
+        var = b.var
+        if var.__class__ is Var and var not in result:
             return None
         value = b.value
         if value.__class__ is Call:
-            if b.var not in live and getattr(value.op, "pure", True):
+            if var not in live and getattr(value.op, "pure", True):
                 continue
             args = value.args
             live.update(args)  # leaves that are not vars too: only vars are ever looked up
@@ -107,7 +108,7 @@ def _live_bindings(bindings: list, live: set, tuple_args: bool) -> list:
                     if a.__class__ is Tuple:
                         live.update(f for f in a.fields if isinstance(f, Var))
         else:
-            if b.var not in live:
+            if var not in live:
                 continue
             reads.clear()
             read_vars(value, reads)

@@ -55,10 +55,13 @@ def compute_active(bindings, seeds) -> set:
         if not is_float:
             continue
         value = b.value
-        if value.__class__ is Call and LEAF_CLASSES.issuperset(map(type, value.args)):  # reads its var arguments
-            if not active.isdisjoint(value.args):
+        if value.__class__ is Call:
+            args = value.args
+            if not active.isdisjoint(args):  # reads an active var argument
                 active.add(var)
-            continue
+                continue
+            if LEAF_CLASSES.issuperset(map(type, args)):  # reads nothing but its arguments
+                continue
         reads.clear()
         read_vars(value, reads)
         for v in reads:
