@@ -5,7 +5,7 @@ from __future__ import annotations
 import attrs
 
 from retrograd.errors import Span
-from retrograd.ir.expr import Expr, Var
+from retrograd.ir.expr import Call, Expr, Var
 
 
 @attrs.frozen(eq=False, repr=False)
@@ -45,5 +45,33 @@ def new_binding(var, value, span=None) -> VarBinding:
     binding = _new(VarBinding)
     _binding_var(binding, var)
     _binding_value(binding, value)
+    _binding_span(binding, span)
+    return binding
+
+
+_call_op, _call_args, _call_attrs, _call_sinfo, _call_span = (
+    getattr(Call, f).__set__ for f in ("op", "args", "attrs", "struct_info", "span")
+)
+_var_name, _var_sinfo, _var_span = (getattr(Var, f).__set__ for f in ("name_hint", "struct_info", "span"))
+
+
+def new_call_binding(
+    var_cls: type, name_hint: str, var_sinfo, op, args: tuple, attrs: dict, call_sinfo, var_span=None, call_span=None, span=None
+) -> VarBinding:
+    """`new_binding(new_var(var_cls, name_hint, var_sinfo, var_span), new_call(op, args, attrs, call_sinfo,
+    call_span), span)` in one frame: the hot paths (replayed rules, copies) build thousands."""
+    var = _new(var_cls)
+    _var_name(var, name_hint)
+    _var_sinfo(var, var_sinfo)
+    _var_span(var, var_span)
+    call = _new(Call)
+    _call_op(call, op)
+    _call_args(call, args)
+    _call_attrs(call, attrs)
+    _call_sinfo(call, call_sinfo)
+    _call_span(call, call_span)
+    binding = _new(VarBinding)
+    _binding_var(binding, var)
+    _binding_value(binding, call)
     _binding_span(binding, span)
     return binding

@@ -191,6 +191,8 @@ class Function(Expr):
 
 
 LEAF_TYPES = (Var, GlobalVar, Constant, ShapeExpr, PrimValue, StringImm)
+# The exact classes of leaves, for `cls in LEAF_CLASSES` and `LEAF_CLASSES.issuperset(map(type, args))`.
+LEAF_CLASSES = frozenset(LEAF_TYPES) | {DataflowVar}
 
 
 def is_leaf(expr: Expr) -> bool:

@@ -12,7 +12,7 @@ import attrs
 
 from retrograd.ir.block import DataflowBlock, VarBinding, new_binding
 from retrograd.ir.builder import BlockBuilder
-from retrograd.ir.expr import LEAF_TYPES, Call, Constant, DataflowVar, Function, Op, SeqExpr, Tuple, TupleGetItem, Var, is_leaf, new_call
+from retrograd.ir.expr import LEAF_CLASSES, LEAF_TYPES, Call, Constant, DataflowVar, Function, Op, SeqExpr, Tuple, TupleGetItem, Var, is_leaf, new_call
 from retrograd.ir.vars import read_vars
 from retrograd.passes.cse import CallKeys, eliminate_common_subexpressions
 from retrograd.passes.dce import eliminate_dead_code
@@ -31,7 +31,6 @@ def cleanup_function(func: Function) -> Function:
     return eliminate_dead_code(func)
 
 
-_LEAF_CLASSES = frozenset(LEAF_TYPES) | {DataflowVar}
 _PLAIN, _PERMUTE, _OTHER = "plain", "permute", "other"  # kinds of callee in the one walk
 
 
@@ -62,64 +61,45 @@ def _one_walk(func: Function) -> Function | None:
     if len(seq.blocks) != 1 or not isinstance(seq.blocks[0], DataflowBlock):
         return None
     bindings = seq.blocks[0].bindings
-    uses: dict = {}
-    get = uses.get
-    promoted: set = set()  # dataflow vars an output var will take the binding of (see _OneWalk.outlives)
-    tuple_args = False  # whether a call reads a tuple: the walk puts none where there was none
-    for b in bindings:
-        value = b.value
-        if value.__class__ is Call and isinstance(value.op, Op):
-            # _is_flat and the use counts in one loop over the arguments: the hot path
-            for a in value.args:
-                cls = a.__class__
-                if cls is DataflowVar or cls is Var:
-                    uses[a] = get(a, 0) + 1
-                elif cls is Tuple:
-                    tuple_args = True
-                    for f in a.fields:
-                        if not isinstance(f, LEAF_TYPES):
-                            return None
-                        if isinstance(f, Var):
-                            uses[f] = get(f, 0) + 1
-                elif cls not in _LEAF_CLASSES:
-                    return None
-            continue
-        if value.__class__ is Call or not _is_flat(value):  # a call of a function, or not flat
-            return None
-        if value.__class__ is DataflowVar and b.var.__class__ is Var:
-            promoted.add(value)
-        reads: list = []
-        read_vars(value, reads)
-        for v in reads:
-            uses[v] = get(v, 0) + 1
-    reads = []
-    read_vars(seq.body, reads)
-    for v in reads:
-        uses[v] = get(v, 0) + 1
-    walk = _OneWalk(uses, promoted)
-    out = walk.run(bindings)
+    walk = _OneWalk(bindings)
+    try:
+        out = walk.run(bindings, seq.body)
+    except _NotFlat:
+        return None
+    if walk.guessed_wrong():
+        # A rewrite took a var to be read once, and a later binding read it: again, with every count known.
+        walk = _OneWalk(bindings, walk.counted)
+        out = walk.run(bindings, seq.body)
     body = walk.resolve(seq.body)
-    reads.clear()
+    reads: list = []
     read_vars(body, reads)
-    live = set(reads)
-    if not live.issuperset([b.var for b in out if b.var.__class__ is Var]):
+    out = _live_bindings(out, set(reads), walk.tuple_args)
+    if out is None:
         return None  # the passes demote such outputs to dataflow vars before CSE, which may then merge them
-    out = _live_bindings(out, live, tuple_args)
     if not walk.changed and len(out) == len(bindings):
         return func
     new_seq = SeqExpr((DataflowBlock(tuple(out)),) if out else (), body, body.struct_info)
     return attrs.evolve(func, body=new_seq, attrs=dict(func.attrs))
 
 
+class _NotFlat(Exception):
+    """A binding the one walk does not take (a call of a function, a value that is not flat)."""
+
+
 def _live_bindings(bindings: list, live: set, tuple_args: bool) -> list:
     """Dead code elimination of flat bindings: one backward walk; `live` starts as what the result reads.
-    `tuple_args`: whether a call may read a tuple of vars."""
+    `tuple_args`: whether a call may read a tuple of vars. None when the result does not read every output
+    var of the block."""
+    result = frozenset(live)
     kept = []
     reads: list = []
     for b in reversed(bindings):
+        var = b.var
+        if var.__class__ is Var and var not in result:
+            return None
         value = b.value
         if value.__class__ is Call:
-            if b.var not in live and getattr(value.op, "pure", True):
+            if var not in live and getattr(value.op, "pure", True):
                 continue
             args = value.args
             live.update(args)  # leaves that are not vars too: only vars are ever looked up
@@ -128,7 +108,7 @@ def _live_bindings(bindings: list, live: set, tuple_args: bool) -> list:
                     if a.__class__ is Tuple:
                         live.update(f for f in a.fields if isinstance(f, Var))
         else:
-            if b.var not in live:
+            if var not in live:
                 continue
             reads.clear()
             read_vars(value, reads)
@@ -142,24 +122,87 @@ class _OneWalk(Simplifier):
     """fold_constants, simplify and CSE applied to each binding in turn. One table of replacements
     (`var_remap`) serves all three: each pass would substitute the earlier ones' anyway."""
 
-    def __init__(self, uses: dict, promoted: set):
-        # Not ExprMutator's builder (see `builder`); the caller counted the uses while checking.
+    def __init__(self, bindings, uses: dict | None = None):
+        # Not ExprMutator's builder (see `builder`). The walk counts each var's reads as it goes
+        # (`counted`), checking each binding's form on the way (_NotFlat). Without `uses` (every count
+        # known), a rewrite that asks whether a var is read once reads the count so far, and
+        # `guessed_wrong` says at the end whether a later read changed the answer.
         self.var_remap = {}
-        self.init_tables(uses)
+        self.counted: dict = {}
+        self.init_tables(self.counted if uses is None else uses)
+        self.guesses: list | None = [] if uses is None else None  # (var, its count when asked)
+        self.bindings = bindings
+        self.tuple_args = False  # whether a call reads a tuple: the walk puts none where there was none
         self.out: list = []
         self.table: dict = {}  # value key -> the var bound to it
         self.key_of: dict = {}  # var -> its value key
         self._normalizer = BlockBuilder()
-        self.will_promote = promoted
+        self._will_promote: set | None = None  # see outlives
         self.keys = CallKeys()
         self.op_kinds: dict = {}  # op -> _PLAIN, _PERMUTE or _OTHER (see _call_on_leaves)
 
-    def run(self, bindings) -> list:
+    def run(self, bindings, body) -> list:
+        """The walk over `bindings`; `body` (the function's result) is read after them."""
         changed = False
+        on_leaves, rest, count = self._call_on_leaves, self._visit_rest, self._count_value
         for b in bindings:
-            changed |= self.visit_binding(b)
+            old = b.value
+            if old.__class__ is Call:
+                done = on_leaves(b, b.var, old)  # counts the call's reads
+            else:
+                count(old)
+                done = None
+            changed |= rest(b, b.var, old) if done is None else done
+        reads: list = []
+        read_vars(body, reads)
+        self._count(reads)
         self.changed = self.finish_block() or changed
         return self.out
+
+    def read_once(self, var) -> bool:
+        n = self.uses.get(var, 0)
+        if self.guesses is not None and n <= 1:
+            self.guesses.append((var, n))  # later reads would change the answer
+        return n == 1
+
+    def guessed_wrong(self) -> bool:
+        counted = self.counted
+        return self.guesses is not None and any(counted.get(v, 0) != n for v, n in self.guesses)
+
+    def _count(self, reads) -> None:
+        counted = self.counted
+        get = counted.get
+        for v in reads:
+            counted[v] = get(v, 0) + 1
+
+    def _count_value(self, value) -> None:
+        """Check and count the reads of a binding value that is not a call."""
+        cls = value.__class__
+        if cls is DataflowVar or cls is Var:  # an alias
+            self.counted[value] = self.counted.get(value, 0) + 1
+            return
+        if not _is_flat(value):
+            raise _NotFlat
+        reads: list = []
+        read_vars(value, reads)
+        self._count(reads)
+
+    def _count_args(self, args, start: int) -> None:
+        """Check and count the reads of `args[start:]`, the arguments of an op call."""
+        counted = self.counted
+        for a in args[start:]:
+            cls = a.__class__
+            if cls is DataflowVar or cls is Var:
+                counted[a] = counted.get(a, 0) + 1
+            elif cls is Tuple:
+                self.tuple_args = True
+                for f in a.fields:
+                    if not isinstance(f, LEAF_TYPES):
+                        raise _NotFlat
+                    if isinstance(f, Var):
+                        counted[f] = counted.get(f, 0) + 1
+            elif cls not in LEAF_CLASSES:
+                raise _NotFlat
 
     @property
     def builder(self):
@@ -177,9 +220,14 @@ class _OneWalk(Simplifier):
         var, old = b.var, b.value
         if old.__class__ is Call:
             done = self._call_on_leaves(b, var, old)
-            if done is not None:
-                return done
-        elif old.__class__ is DataflowVar or old.__class__ is Var:  # an alias: the steps below, shortened
+        else:
+            self._count_value(old)
+            done = None
+        return self._visit_rest(b, var, old) if done is None else done
+
+    def _visit_rest(self, b: VarBinding, var, old) -> bool:
+        """visit_binding past the calls _call_on_leaves takes."""
+        if old.__class__ is DataflowVar or old.__class__ is Var:  # an alias: the steps below, shortened
             value = self.var_remap.get(old, old)
             if value.__class__ is not Constant and self.alias(var, value):
                 self._promoted_key(value, var)
@@ -223,14 +271,18 @@ class _OneWalk(Simplifier):
         if kind is None:
             kind = self.op_kinds[op] = (_PERMUTE if op.name == PERMUTE else _PLAIN) if isinstance(op, Op) else _OTHER
         if kind is _OTHER:
-            return None
+            raise _NotFlat  # a call of a function
         remap = self.var_remap
+        counted = self.counted
+        count = counted.get
         args = old.args
         new = None
         has_var = False
+        all_vars = True  # then the CSE key is (head, args): CallKeys.key without its loop
         for i, a in enumerate(args):
             cls = a.__class__
             if cls is DataflowVar or cls is Var:
+                counted[a] = count(a, 0) + 1
                 to = remap.get(a)
                 if to is None:
                     has_var = True
@@ -242,9 +294,17 @@ class _OneWalk(Simplifier):
                 if cls is DataflowVar or cls is Var:
                     has_var = True
                 elif cls is Tuple:
+                    self._count_args(args, i + 1)
                     return None
+                else:
+                    all_vars = False
             elif cls is Tuple:
+                self._count_args(args, i)
                 return None
+            elif cls in LEAF_CLASSES:
+                all_vars = False
+            else:
+                raise _NotFlat
         if not has_var:
             return None
         value = old if new is None else new_call(op, tuple(new), old.attrs, old.struct_info, old.span)
@@ -253,7 +313,14 @@ class _OneWalk(Simplifier):
             if value.__class__ is not Call and is_leaf(value) and self.alias(var, value):
                 self._promoted_key(value, var)
                 return True
-        key = self.keys.key(value)
+            all_vars = False  # the rewrite may have changed the arguments
+        if all_vars:  # CallKeys.key without its loop over the arguments, nor a call
+            attrs = old.attrs
+            hit = self.keys.heads.get(id(attrs))
+            head = hit[2] if hit is not None and hit[0] is attrs and hit[1] is op else self.keys.head(op, attrs)
+            key = None if head is None else (head, value.args)
+        else:
+            key = self.keys.key(value)
         first = None
         if key is not None:
             first = self.table.get(key)
@@ -271,10 +338,30 @@ class _OneWalk(Simplifier):
             self.key_of[var] = key
         return value is not old
 
+    def finish_block(self) -> bool:
+        promoted = self.promoted
+        if not promoted:
+            return False
+        # A binding after a promoted var's position reads it only if some binding read it before the clean-up
+        # (other than the alias that promoted it) or if a removed var now stands for it: every var a rewritten
+        # value reads was read by the value it comes from or is a replacement (var_remap). Outputs of
+        # gradients are usually read by their alias alone; then there is nothing to rename.
+        uses = self.uses
+        if all(uses.get(t, 0) <= 1 for t in promoted) and promoted.keys().isdisjoint(self.var_remap.values()):
+            return True
+        return super().finish_block()
+
     def outlives(self, var) -> bool:
         """An output var, or a dataflow var an output var takes the binding of later in the block: CSE
         runs after simplify's promotions in the passes, and sees these as output vars."""
-        return var.__class__ is not DataflowVar or var in self.will_promote
+        if var.__class__ is not DataflowVar:
+            return True
+        promote = self._will_promote
+        if promote is None:  # asked only when two bindings compute the same value: found then
+            promote = self._will_promote = {
+                b.value for b in self.bindings if b.value.__class__ is DataflowVar and b.var.__class__ is Var
+            }
+        return var in promote
 
     def _promoted_key(self, target, var) -> None:
         """After an output var took the binding of the dataflow var `target`: it represents its value."""

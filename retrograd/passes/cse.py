@@ -117,7 +117,10 @@ class CallKeys:
     thousands of calls. Keys of calls are (head number, argument keys): equal exactly when value_key's are."""
 
     def __init__(self):
-        self.heads: dict = {}  # id(attrs dict) -> (the dict, the op, its head number or None)
+        self.heads: dict = {}  # id(attrs dict) -> (the dict, the op, its head number or None), the latest op
+        # (id(attrs dict), op) -> the same, for every op: ops without attributes share one empty dict (see
+        # AttrKeys.shared), and the calls of a network alternate between them.
+        self.pairs: dict = {}
         self.numbers: dict = {}  # (op name, attribute items) -> head number
         self.leaves: dict = {}  # id(argument) -> (the argument, its key)
         self.attr_keys = AttrKeys()
@@ -128,9 +131,7 @@ class CallKeys:
             return value_key(value)
         op, attrs = value.op, value.attrs
         hit = self.heads.get(id(attrs))
-        if hit is None or hit[0] is not attrs or hit[1] is not op:
-            hit = self.heads[id(attrs)] = (attrs, op, self._number(op, attrs))
-        head = hit[2]
+        head = hit[2] if hit is not None and hit[0] is attrs and hit[1] is op else self.head(op, attrs)
         if head is None:
             return None
         leaves = self.leaves
@@ -145,6 +146,15 @@ class CallKeys:
                 known = leaves[id(a)] = (a, a if isinstance(a, Var) else _arg_key(a))
             parts.append(known[1])
         return (head, tuple(parts))
+
+    def head(self, op, attrs: dict):
+        """The head number of calls of `op` with `attrs` (None: such calls get no key): the lookup behind
+        `heads`, which holds each dict's latest op only."""
+        hit = self.pairs.get((id(attrs), op))
+        if hit is None or hit[0] is not attrs:
+            hit = self.pairs[id(attrs), op] = (attrs, op, self._number(op, attrs))
+        self.heads[id(attrs)] = hit
+        return hit[2]
 
     def _number(self, op, attrs: dict):
         head = _head(op, attrs, self.attr_keys)

@@ -171,6 +171,10 @@ class Simplifier(ExprMutator):
             return self.permute(var, value)
         return value
 
+    def read_once(self, var) -> bool:
+        """Whether one binding (or the result) reads `var`."""
+        return self.uses.get(var, 0) == 1
+
     def permutation(self, call: Call) -> tuple:
         """(permute_axes(call), whether that is the identity, whether it swaps the last two axes), kept by
         attribute dict and rank (the replayed calls of a gradient share them); (None, False, False)
@@ -204,7 +208,7 @@ class Simplifier(ExprMutator):
                 if composed == tuple(range(len(composed))):
                     return base
                 return attrs.evolve(call, args=(base,), attrs={**call.attrs, "axes": composed})
-        elif name == _MATMUL and swaps and self.uses.get(src, 0) == 1:
+        elif name == _MATMUL and swaps and self.read_once(src):
             return self.matmul_transpose(call, inner) or call
         return call
 

@@ -157,3 +157,28 @@ def test_replayed_rules_skip_what_the_cleanup_cancels(text, skips, monkeypatch):
     found.clear()
     Gradient("main", cleanup=False)(mod)
     assert not any(found)
+
+
+def _transposed_product(read_again: bool) -> str:
+    """t = permute_dims(matmul(permute_dims(a), b)): simplify rewrites t when nothing else reads the
+    product; `read_again` reads it once more, after t (the walk counts reads as it goes)."""
+    again = ["v = R.multiply(m, R.const(2.0, \"float32\"))", "s2 = R.sum(v)"] if read_again else ["s2 = R.sum(at)"]
+    lines = ["at = R.permute_dims(a)", "m = R.matmul(at, b)", "t = R.permute_dims(m)", "s1 = R.sum(t)"]
+    lines += again + ["gv = R.add(s1, s2)", "R.output(gv)"]
+    body = "\n".join("            " + line for line in lines)
+    return (
+        "@I.ir_module\nclass Module:\n    @R.function\n"
+        '    def main(a: R.Tensor((3, 4), "float32"), b: R.Tensor((3, 5), "float32")) -> R.Tensor((), "float32"):\n'
+        f"        with R.dataflow():\n{body}\n        return gv\n"
+    )
+
+
+@pytest.mark.parametrize("read_again", [False, True])
+def test_one_walk_read_counts_found_later(read_again):
+    # The product is read once when t asks; read_again reads it later: the walk's guess is wrong
+    # and it must clean as the passes do (which count every read first), leaving t a transpose.
+    func = retrograd.parse(_transposed_product(read_again))["main"]
+    fast = cleanup_function(func)
+    assert_structural_equal(fast, _passes(func))
+    t = next(b.value for b in fast.body.blocks[0].bindings if b.var.name_hint == "t")
+    assert t.op.name == ("relax.permute_dims" if read_again else "relax.matmul")

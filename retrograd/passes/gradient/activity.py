@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from retrograd.ir.expr import LEAF_CLASSES, Call
 from retrograd.ir.vars import read_vars
 from retrograd.ir.nested import fold, preorder
 from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, is_float_dtype, tuple_fields
@@ -42,13 +43,29 @@ def compute_active(bindings, seeds) -> set:
     active = set(seeds)
     reads: list = []
     memo: dict = {}
+    floats: dict = {}  # id(struct info) -> has_float: copies share their struct infos (alive while the vars are)
     for b in bindings:
-        if b.var in active or not has_float(b.var.struct_info, memo):
+        var = b.var
+        if var in active:
             continue
+        sinfo = var.struct_info
+        is_float = floats.get(id(sinfo))
+        if is_float is None:
+            is_float = floats[id(sinfo)] = has_float(sinfo, memo)
+        if not is_float:
+            continue
+        value = b.value
+        if value.__class__ is Call:
+            args = value.args
+            if not active.isdisjoint(args):  # reads an active var argument
+                active.add(var)
+                continue
+            if LEAF_CLASSES.issuperset(map(type, args)):  # reads nothing but its arguments
+                continue
         reads.clear()
-        read_vars(b.value, reads)
+        read_vars(value, reads)
         for v in reads:
             if v in active:
-                active.add(b.var)
+                active.add(var)
                 break
     return active

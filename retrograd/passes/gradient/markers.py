@@ -5,7 +5,7 @@ from __future__ import annotations
 from retrograd.ir.vars import read_vars
 from retrograd.ir.copy import rebuild_keeping_sinfo, copy_expr
 from retrograd.ir.expr import Call, Expr, Function, Tuple, TupleGetItem, Var, map_tuple_nest
-from retrograd.passes.barriers import END, START, emit_recomputation, is_barrier
+from retrograd.passes.barriers import BARRIER_OPS, END, START, emit_recomputation, is_barrier
 from retrograd.passes.dce import is_pure
 
 
@@ -24,7 +24,8 @@ def collect_checkpoints(func: Function, mod=None) -> tuple[set, dict] | None:
     the segment's end_checkpoint. Values only read constants are kept (nothing to recompute from), and
     so are impure calls (running one twice is not the same)."""
     bindings = [b for block in func.body.blocks for b in block.bindings]
-    if not any(marker_kind(b.value) for b in bindings):
+    ops = {b.value.op for b in bindings if b.value.__class__ is Call}  # the usual answer, without a call per binding
+    if all(getattr(op, "name", None) not in BARRIER_OPS for op in ops) or not any(marker_kind(b.value) for b in bindings):
         return None
     kept = set(func.params)
     ends: set = set()

@@ -279,15 +279,16 @@ class Sweep:
         var = binding.var
         if isinstance(var.struct_info, TupleStructInfo):
             g = self.as_tuple(adj, var.struct_info, var)
-        else:
+        elif adj.__class__ is tuple:
             g = self.materialize(adj, var.struct_info, var)
+        else:
+            g = adj  # materialize's answer for a leaf
         templates = self.templates
         key = None if templates is None else templates.key(call, var, g, self.active, self.adj, self.bb.in_dataflow)
         try:
             template = None if key is None else templates.get(key)
             if template is not None:
-                args = call.args
-                templates.replay(template, call, var, g, lambda i: self._hint(args[i]), self.bb.current_bindings(), self.add)
+                templates.replay(template, call, var, g, self._hint, self.bb.current_bindings(), self.add)
                 return
             partials = rule(call, var, g)
             if isinstance(partials, ComposedVjp):

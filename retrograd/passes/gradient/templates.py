@@ -11,8 +11,8 @@ inference.
 from __future__ import annotations
 
 from retrograd.ir.copy import substitute
-from retrograd.ir.expr import LEAF_TYPES, Call, DataflowVar, Tuple, Var, new_call, new_var
-from retrograd.ir.block import VarBinding, new_binding
+from retrograd.ir.expr import LEAF_TYPES, Call, DataflowVar, Tuple, Var, new_var
+from retrograd.ir.block import VarBinding, new_binding, new_call_binding
 from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ir.vars import read_vars
 from retrograd.passes.cse import AttrKeys
@@ -35,27 +35,26 @@ class RuleTemplates:
         leaves by identity), the result's and the adjoint's class and struct info, the block kind."""
         if (g.__class__ is not Var and g.__class__ is not DataflowVar) or var.struct_info.__class__ is not TensorStructInfo:
             return None
-        parts = []
+        # One flat tuple (a variable's five entries start with its class, which no other leaf equals).
+        parts = [call.op, None, var.__class__, var.struct_info, g.__class__, g.struct_info, in_dataflow]
         args = call.args
-        for j, a in enumerate(args):
+        for a in args:
             cls = a.__class__
             if cls is Var or cls is DataflowVar:
                 if a is g:
                     return None
-                first = j
-                for i in range(j):
-                    if args[i] is a:
-                        first = i
-                        break
-                parts.append((cls, a.struct_info, a in active, a in adj, first))
+                parts += (cls, a.struct_info, a in active, a in adj, args.index(a))  # index: the first (vars compare by identity)
             elif cls is Tuple:
                 return None
             else:
                 parts.append(a)
-        attrs = self.attr_keys(call.attrs)
+        given = call.attrs
+        hit = self.attr_keys.by_id.get(id(given))
+        attrs = hit[1][1] if hit is not None and hit[0] is given else self.attr_keys(given)
         if attrs is None:
             return None
-        return (call.op, attrs, tuple(parts), var.__class__, var.struct_info, g.__class__, g.struct_info, in_dataflow)
+        parts[1] = attrs
+        return tuple(parts)
 
     def get(self, key):
         return self.memo.get(key)
@@ -82,8 +81,8 @@ class RuleTemplates:
 
     def replay(self, template, call: Call, var: Var, g, hint_of, block: list, add) -> None:
         """Per segment, append its copied bindings to `block`, then `add(argument, fitted value)` (which
-        may append an accumulation); `hint_of(index)` is the name that argument's partial takes now (as
-        the caller names it)."""
+        may append an accumulation); `hint_of(argument)` is the name its partial takes now (as the caller
+        names it)."""
         t_args, t_var, t_g, segments = template
         mapping = {t_var: var, t_g: g}
         for ta, a in zip(t_args, call.args):
@@ -101,11 +100,14 @@ class RuleTemplates:
                         mapping[old] = source
                         continue
                 if name is None:
-                    name = hint = hint_of(index) if hint is None else hint
+                    name = hint = hint_of(call.args[index]) if hint is None else hint
                 if leaves:  # a call on leaves: vars are looked up, other leaves kept
                     args = value.args
-                    value = new_call(value.op, tuple(map(get, args, args)), value.attrs, value.struct_info)
-                elif value.__class__ is Call:
+                    b = new_call_binding(cls, name, sinfo, value.op, tuple(map(get, args, args)), value.attrs, value.struct_info)
+                    append(b)
+                    mapping[old] = b.var
+                    continue
+                if value.__class__ is Call:
                     args = tuple(get(a, a) if isinstance(a, Var) else substitute(a, mapping) for a in value.args)
                     value = Call(value.op, args, value.attrs, value.struct_info)
                 else:

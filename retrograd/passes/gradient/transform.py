@@ -7,10 +7,10 @@ from typing import Any
 from retrograd.errors import GradientError, did_you_mean
 from retrograd.gc_pause import collector_paused, promote_survivors
 from retrograd.ir.vars import called_functions
-from retrograd.ir.block import DataflowBlock, VarBinding, new_binding
+from retrograd.ir.block import DataflowBlock, VarBinding, new_call_binding
 from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.copy import copy_binding, copy_expr, fresh_var
-from retrograd.ir.expr import Call, Constant, DataflowVar, Expr, Function, GlobalVar, If, Tuple, Var, new_call, new_var, shape_expr
+from retrograd.ir.expr import Call, Constant, DataflowVar, Expr, Function, GlobalVar, If, Tuple, Var, new_var, shape_expr
 from retrograd.ir.module import IRModule
 from retrograd.ir.nested import fold
 from retrograd.ir.struct_info import FuncStructInfo, TensorStructInfo, TupleStructInfo, annotation_form, tuple_fields
@@ -175,6 +175,8 @@ class FunctionAD:
         self.parent = parent
         self.spec = spec
         self.sparse = SparseGrads(spec)
+        # The sweep asks at every op call: the tables' method itself, one frame less.
+        self.sparse_contribution = self.sparse.contribute
         self.recompute: Recompute | None = None
         # Attribute dicts and tensor struct infos that the forward copies share (see _copy_binding); the
         # templates key attributes with the same AttrKeys.
@@ -186,9 +188,6 @@ class FunctionAD:
 
     def vjp_function(self, callee: str, binding):
         return self.parent.vjp_function(callee, binding, self)
-
-    def sparse_contribution(self, sweep, binding, call, adj) -> bool:
-        return self.sparse.contribute(sweep, binding, call, adj)
 
     def restore(self, expr: Expr) -> Expr:
         return expr if self.recompute is None else self.recompute.restore(expr)
@@ -203,7 +202,9 @@ class FunctionAD:
         blocks = func.body.blocks
         # An If, or an impure call (a collective, whose adjoint is one too), keeps the backward out of
         # dataflow blocks, where neither may stand.
-        has_if = any(isinstance(b.value, If) or not is_pure(b.value, self.parent.mod) for blk in blocks for b in blk.bindings)
+        values = [b.value for blk in blocks for b in blk.bindings]
+        by_op = {v.op: v for v in values if v.__class__ is Call}  # a call's purity is its callee's
+        has_if = If in set(map(type, values)) or not all(is_pure(v, self.parent.mod) for v in by_op.values())
         # The backward joins the last forward block when that is a dataflow block (TVM's form);
         # otherwise forward values are made visible to it by turning dataflow vars into outputs.
         merged = not has_if and bool(blocks) and isinstance(blocks[-1], DataflowBlock)
@@ -334,18 +335,21 @@ def _copy_binding(b: VarBinding, vmap: dict, promote: bool, shared, sinfos: dict
     if value.__class__ is not Call or Tuple in map(type, value.args):
         return copy_binding(b, vmap, promote)
     args = value.args
-    value = new_call(value.op, tuple(map(vmap.get, args, args)), shared(value.attrs), value.struct_info, value.span)
     old = b.var
-    var = new_var(Var if promote else old.__class__, old.name_hint, _shared_sinfo(old.struct_info, sinfos), old.span)
-    vmap[old] = var
-    return new_binding(var, value, b.span)
+    new = new_call_binding(
+        Var if promote else old.__class__, old.name_hint, _shared_sinfo(old.struct_info, sinfos), value.op,
+        tuple(map(vmap.get, args, args)), shared(value.attrs), value.struct_info, old.span, value.span, b.span,
+    )
+    vmap[old] = new.var
+    return new
 
 
 def _shared_sinfo(sinfo, sinfos: dict):
     """The first tensor struct info equal to `sinfo` (equal ones print alike: dims are ints or names, the
     dtype a string); other kinds as they are (a prim's value 0.0 equals -0.0)."""
     if sinfo.__class__ is TensorStructInfo:
-        return sinfos.setdefault(sinfo, sinfo)
+        # Keyed by its fields (what its equality compares): hashed and compared at C speed.
+        return sinfos.setdefault((sinfo.shape, sinfo.dtype, sinfo.ndim), sinfo)
     return sinfo
 
 
