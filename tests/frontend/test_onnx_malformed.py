@@ -119,7 +119,7 @@ def test_mutated_node_tests_import_or_fail_with_a_diagnostic():
     """ONNX's node tests, each mutated once (an attribute's value, an input dropped or reordered, a declared
     shape or dtype, the opset, a few bytes): from_onnx returns a module or raises a DiagnosticError."""
     onnx = need("onnx")
-    from onnx.backend.test.case.node import collect_testcases
+    collect_testcases = need("onnx.backend.test.case.node").collect_testcases
 
     models = [c.model for c in collect_testcases(None) if c.model is not None]
     rng, outcomes = random.Random(20261129), {"ok": 0, "refused": 0}
