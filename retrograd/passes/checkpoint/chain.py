@@ -1,9 +1,7 @@
-"""Plans for chain adjoints (a forward chain whose values the backward reads one at a time, in reverse
-order): Revolve's binomial closed form (Griewank & Walther) on uniform chains, of any length, and the
-discretized-memory DP of Herrmann et al. 2019 on the others (docs/checkpoint.md). Both choose, from a
-held checkpoint i with m units free, the next checkpoint k; `replay` makes the plan of the choices.
-Revolve's units are slots, the DP's bytes rounded to its unit; the largest slot count or memory whose
-simulated plan fits the budget is taken."""
+"""Plans for chain adjoints (a forward chain the backward reads in reverse order): Revolve (Griewank &
+Walther) on uniform chains, the DP of Herrmann et al. 2019 on the others (docs/checkpoint.md). Both choose,
+from a checkpoint i with m units (slots; bytes / the DP's unit) free, the next one k; `replay` makes the
+plan of the choices, and the most units whose simulated plan fits the budget are taken."""
 
 from __future__ import annotations
 
@@ -20,22 +18,10 @@ from retrograd.passes.checkpoint.simulate import events, simulate
 MAX_UNITS = 256  # memory levels of the DP; sizes are rounded up to coarser units past it
 MAX_TRIPLES = 400_000  # (i, k, b) triples: past this the DP is not tried (chains of about 130 reads)
 INF = float("inf")
-
-
-_THRESHOLDS: dict = {}  # s -> [C(s + 1 + r, s + 1) for r = 0, 1, ...], as far as asked so far
-
-
-def repetitions(l: int, s: int) -> int:
-    """Revolve's repetition number: the least r with C(s + 1 + r, s + 1) >= l (0 for l <= 1). It is also
-    the slope revolve_steps(l, s) - revolve_steps(l - 1, s), which is what revolve_choice needs."""
-    if s == 0:
-        return max(l - 1, 0)
-    t = _THRESHOLDS.get(s)
-    if t is None:
-        t = _THRESHOLDS[s] = [1]
-    while t[-1] < l:  # grows as a power of r: a few entries reach any length
-        t.append(comb(s + 1 + len(t), s + 1))
-    return bisect_left(t, l)
+# Revolve plans recomputing over max(MAX_REPEAT * L, MAX_STEPS) steps (about L^(1+1/s) with s slots) are never
+# built: on a long chain they take hours. Chains of L <= 362 keep every plan (one slot included).
+MAX_REPEAT = 8
+MAX_STEPS = 2**16
 
 
 def revolve_steps(l: int, s: int) -> int:
@@ -44,7 +30,9 @@ def revolve_steps(l: int, s: int) -> int:
         return 0
     if s == 0:
         return l * (l - 1) // 2
-    r = repetitions(l, s)
+    r = 1  # Revolve's repetition number: the least r with C(s + 1 + r, s + 1) >= l
+    while comb(s + 1 + r, s + 1) < l:
+        r += 1
     return r * l - comb(s + r + 1, s + 2)
 
 
@@ -108,16 +96,16 @@ def replay(problem: Problem, need: dict, reads, m: int, choose, size) -> Schedul
 
 
 def revolve_choice(sweep: int, i: int, b: int, s: int) -> tuple[int, int]:
-    """Revolve's next checkpoint after node i, serving nodes i..b with s free slots: node i + j for the
-    least j minimising j + F(l - j, s - 1) + F(j, s) (convex in j)."""
+    """Revolve's next checkpoint after node i, serving nodes i..b with s free slots: node i + j, the least j
+    minimising j + F(l - j, s - 1) + F(j, s) (convex in j)."""
     l = b - i + 1
     if s == 0:
         return b, 0
     if s + 2 >= l:
         return i + 1, 0  # a slot for every value: one sweep
     # The least j < l - 1 where the slope 1 - F'(l - j, s - 1) + F'(j + 1, s) turns non-negative (else l - 1),
-    # the slopes being repetition numbers: over the j where repetitions(j + 1, s) is a (a = 1, 2, ...), the
-    # slope is non-negative from l - C(s + a + 1, s) on, repetitions(l - j, s - 1) being at most a + 1 there.
+    # the slopes F'(l, s) being repetition numbers r(l, s) (see revolve_steps): over the j where r(j + 1, s) is
+    # a (a = 1, 2, ...), the slope is non-negative from l - C(s + a + 1, s) on, r(l - j, s - 1) <= a + 1 there.
     a = 1
     while True:
         first, last = comb(s + a, s + 1), comb(s + 1 + a, s + 1) - 1
@@ -135,10 +123,19 @@ def chain_schedule(problem: Problem, chain: Chain, c: int) -> Schedule:
     return replay(problem, chain.need, reads, c - 1, revolve_choice, lambda k: 1)
 
 
-def largest(problem: Problem, budget: int, make, guess: int, top: int) -> tuple[int, Schedule | None]:
-    """(the largest x in 1..top whose plan make(x) fits `budget`, that plan), or (0, None), the peaks of
-    the plans growing with x: a gallop from `guess`, then a bisection."""
-    lo, hi, x, step, plans = 0, top + 1, guess, 1, {}
+def fewest_slots(L: int) -> int:
+    """The fewest slots of a Revolve plan the planner considers on a chain of L (see MAX_REPEAT)."""
+    c = 1
+    while revolve_steps(L, c - 1) > max(MAX_REPEAT * L, MAX_STEPS):
+        c += 1
+    return c
+
+
+def largest(problem: Problem, budget: int, make, guess: int, top: int, bottom: int = 1) -> tuple[int, Schedule | None]:
+    """(the largest x in bottom..top whose plan make(x) fits `budget`, that plan), or (bottom - 1, None), the
+    peaks of the plans growing with x: a gallop from `guess`, then a bisection. A bottom over 1 (a long chain,
+    see MAX_REPEAT) is tried right after a guess that does not fit: when it does not fit either, no other."""
+    lo, hi, x, step, plans = bottom - 1, top + 1, guess, 1, {}
     while hi - lo > 1:
         if not lo < x < hi:
             x = (lo + hi) // 2
@@ -147,19 +144,18 @@ def largest(problem: Problem, budget: int, make, guess: int, top: int) -> tuple[
             plans[x] = plan
             lo, x = x, x + step
         else:
-            hi, x = x, x - step
+            hi, x = x, lo + 1 if bottom > 1 and step == 1 else x - step
         step *= 2
     return lo, plans.get(lo)
 
 
 def revolve(problem: Problem, chain: Chain, budget: int) -> Schedule | None:
     """Revolve's plan with the fewest extra steps whose simulated peak fits `budget` (None if none fits)."""
-    # Peaks grow with c, by about one value a slot: start where the budget says, never from a few slots
-    # (a plan of s slots recomputes about L^(1+1/s) steps: on a long chain, too many to simulate).
+    # Peaks grow with c, by about one value a slot: start where the budget says.
     L, size = chain.last + 2, problem.sizes[0]
     guess = max(1, min(L, (budget - problem.pinned_bytes) // size - 1)) if size else L
-    c, plan = largest(problem, budget, lambda c: chain_schedule(problem, chain, c), guess, L)
-    if c == 0:
+    c, plan = largest(problem, budget, lambda c: chain_schedule(problem, chain, c), guess, L, bottom=fewest_slots(L))
+    if plan is None:
         return None
     top, steps = c, revolve_steps(L, c - 1)
     while c > 1 and revolve_steps(L, c - 2) == steps:
@@ -186,9 +182,8 @@ class ChainDP:
         self.transient = [p.sizes[0]] + [
             p.sizes[l] + (0 if 0 in p.inplace[l] and p.sizes[l] == p.sizes[l - 1] else p.sizes[l - 1])
             for l in range(1, self.reads[-1] + 1)]
-        # The backward part's memory per read r, in the store-all plan: the most bytes live during a stage
-        # from r's first read to its last one (held), then up to the next read's first one (dead), and
-        # between the stages just before r's first read (before: where the recomputations serving r run).
+        # The backward's memory per read r, in the store-all plan: the most bytes live from r's first read to
+        # its last (held), then up to the next read's first (dead), and just before r's first read (before).
         first, last = self.reads[-1] + 1, events(p, None, check=False)[3]  # stages of last reads (outputs: n)
         during, after = [0] * (p.n + 2), [0] * (p.n + 2)
         for v in range(first, p.n):

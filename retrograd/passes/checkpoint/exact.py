@@ -1,12 +1,8 @@
-"""Exact plans for small problems: the Checkmate MILP (Jain et al. 2020) with the stage order fixed, via scipy
-(optional: without it `available()` is False and the planner uses its heuristics).
-
-Stage t computes node t, preceded by recomputations R[t,k] (k < t, in node order); S[t,k]: node k's value
-is live entering stage t; FREE[t,i,k] releases i right after event (t,k) when no later event of stage t
-reads it and it is not kept into t+1; IP[t,k,d]: event k reuses the buffer of its dying in-place dep d.
-The memory after each event, before its frees (with Problem.inner), is the simulator's; aliases are
-charged their root's size (an upper bound of the simulated memory, exact without aliases).
-"""
+"""Exact plans for small problems: the Checkmate MILP (Jain et al. 2020), stage order fixed, via scipy
+(optional: without it `available()` is False). Stage t computes node t after recomputations R[t,k] (k < t);
+S[t,k]: k is live entering stage t; FREE[t,i,k] releases i after event (t,k) when no later event of stage
+t reads it and it is not kept into t+1; IP: event k reuses its dying in-place dep's buffer. The memory
+after each event is the simulator's; aliases are charged their root's size (exact without aliases)."""
 
 from __future__ import annotations
 
@@ -15,9 +11,8 @@ from math import gcd
 from retrograd.passes.checkpoint.greedy import roots
 from retrograd.passes.checkpoint.problem import Problem, Schedule
 
-# Counts, never wall-clock time, so that the same problem gets the same plan on any machine. Past
-# NODE_LIMIT branch-and-bound nodes, or MAX_VARIABLES variables (there HiGHS spends seconds a node: a
-# 32-node residual block's 2,559 reach the node limit unsolved after 13-44 s), the heuristics plan.
+# Counts, never time (the same plan on any machine): past NODE_LIMIT branch-and-bound nodes or MAX_VARIABLES
+# variables (a 32-node residual block's 2,559 reach the node limit unsolved in 13-44 s) the heuristics plan.
 NODE_LIMIT = 200
 MAX_VARIABLES = 2000
 INF = float("inf")
@@ -123,9 +118,8 @@ class Model:
         return out
 
     def solve(self, budget: int | None, minimize_peak: bool = False, peak_weight: float = 0.0):
-        """(schedule, objective) of the best plan, or None when infeasible, not solved within the node
-        limit or too large. The objective is the extra cost (plus peak_weight times the peak in units), or
-        the peak in units when minimize_peak."""
+        """(schedule, objective) of the best plan, or None (infeasible or past the limits). The objective: the
+        extra cost plus peak_weight times the peak in units, or the peak alone when minimize_peak."""
         if self.nvar > MAX_VARIABLES:
             return None
         import numpy as np
@@ -164,9 +158,8 @@ class Model:
 
 
 def solve(problem: Problem, budget: int) -> Schedule | None:
-    """The exact solver: the least-cost plan within `budget`, or else the least-peak plan when it fits.
-    With costs that are multiples of one unit (FLOP counts are), cost / unit + peak / (peak bound + 1)
-    orders the plans by cost, then by peak: one MILP breaks ties towards the lower peak."""
+    """The least-cost plan within `budget`, else the least-peak plan when it fits. With costs multiples of
+    one unit (FLOPs are), cost / unit + peak / (peak bound + 1) breaks cost ties towards the lower peak."""
     m = Model(problem)
     costs = [c for c, r in zip(problem.costs, problem.recomputable) if r]
     whole = all(c == int(c) and c <= 2**52 for c in costs)

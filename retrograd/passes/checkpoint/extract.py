@@ -34,11 +34,9 @@ def static_bytes(sinfo, what: str, span=None) -> int:
 
 @attrs.frozen(eq=False)
 class Extraction:
-    """The Problem and how its nodes map back to the function.
-
-    plan: the function's Plan; bindings[i]: node i's binding (top-level, in order); block_of[i]: index of
-    its block; node_of[r]: the node whose instruction fills register r (None: none); transparent: the
-    bindings without an instruction (aliases, tuples, leaves: their readers read the sources themselves)."""
+    """The Problem and how its nodes map back to the function: bindings[i]: node i's binding; block_of[i]:
+    its block's index; node_of[r]: the node filling register r (None: none); transparent: bindings without
+    an instruction (aliases, tuples: their readers read the sources themselves)."""
 
     problem: Problem
     func: Function
@@ -86,10 +84,8 @@ def nodes_of(srcs, node_of: list) -> list[int]:
 
 
 def extract(func: Function) -> Extraction:
-    """Nodes, sizes, costs, dependencies, aliases and in-place rights of `func`'s top-level bindings.
-
-    Whether a result shares an argument's buffer, and with which strides, is retrograd.analysis.layout's
-    (the memory model's own rules), replayed here on each node's layout over its buffer."""
+    """Nodes, sizes, costs, deps, aliases and in-place rights of `func`'s top-level bindings; whether a result
+    shares an argument's buffer, with which strides, by the memory model's rules (analysis/layout.py)."""
     pinned = sum(static_bytes(p.struct_info, f"parameter '{p.name_hint}'", p.span) for p in func.params)
     try:
         plan = plan_function("checkpoint", func)
@@ -104,9 +100,10 @@ def extract(func: Function) -> Extraction:
     sinfo_of = {reg: x.struct_info for reg, x in [*plan.params, *plan.consts.items()]}
     sizes, costs, deps, alias_of, inplace = [0] * n, [0.0] * n, [()] * n, [None] * n, [()] * n
     recomputable, kinds, fields, field = [True] * n, ["view"] * n, [()] * n, [None] * n
-    # layouts: register -> Layout (a tuple of them for a tuple; None: not an array); c_order: struct info ->
-    # its C-ordered layout(s); owns[i]: node i's value is a buffer of its own that may be written over.
+    # layouts: register -> Layout (a tuple of them for a tuple; None: not an array; parameters' and constants':
+    # C order); c_order: struct info -> its C-ordered layout(s); owns[i]: node i's buffer may be written over.
     layouts, c_order, candidates, owns = {}, {}, {}, [False] * n
+    layout_of = lambda r: layouts[r] if r in layouts else _fresh_layout(sinfo_of.get(r))  # noqa: E731
     for ins in plan.block.ins:
         i, var, sinfo = ins.binding, ins.var, ins.var.struct_info
         what, span = f"binding '{var.name_hint}'", bindings[i].span
@@ -128,7 +125,7 @@ def extract(func: Function) -> Extraction:
             kind, cost = op_cost.kind, op_cost(call, sinfo)
             # Without a variable to read, a recomputation could not be told apart from the original (CSE).
             rec = bool(getattr(call.op, "pure", True)) and bool(ins.reads)
-            args = [_layout_of(s, layouts, sinfo_of) for s in ins.srcs] if 0 in ins.aliases else None
+            args = [fold_source(s, layout_of, tuple) for s in ins.srcs] if 0 in ins.aliases else None
             shared = _shared_layouts(call, sinfo, args) if args is not None else None
             if shared is not None:
                 size, layout = 0, shared
@@ -153,11 +150,6 @@ def extract(func: Function) -> Extraction:
                       kinds=kinds, names=plan.names, fields=fields, field=field)
     transparent = frozenset(set(range(n)) - {ins.binding for ins in plan.block.ins})
     return Extraction(problem, func, plan, tuple(bindings), tuple(block_of), node_of, transparent, dict(plan.params))
-
-
-def _layout_of(src, layouts: dict, sinfo_of: dict):
-    """The layout(s) of a source: a node's as extracted, parameters' and constants' C order."""
-    return fold_source(src, lambda r: layouts[r] if r in layouts else _fresh_layout(sinfo_of.get(r)), tuple)
 
 
 def _fresh_layout(sinfo):

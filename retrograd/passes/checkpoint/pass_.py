@@ -70,15 +70,10 @@ def parse_budget(value) -> Budget | None:
 
 @attrs.frozen
 class PlanReport:
-    """One checkpoint plan.
-
-    kept: values with a buffer of their own that are never recomputed; recomputed: distinct values
-    recomputed at least once; recomputations: bindings added (a value may be recomputed more than once);
-    extra_cost / base_cost: FLOPs-like cost of the recomputations / of the function as written;
-    extra_matmul_cost: the part of extra_cost spent in matmul and conv; unplanned_peak: the function's peak
-    before planning; predicted_peak: the memory model's peak of the rewritten function; chosen: per
-    stage, (stage binding, recomputed bindings) where recomputation happens.
-    """
+    """One checkpoint plan. kept: values with a buffer of their own never recomputed; recomputed: distinct
+    values recomputed; recomputations: bindings added; extra_cost / base_cost: FLOPs-like cost of those /
+    of the function (extra_matmul_cost: of matmul and conv); predicted_peak: the exact memory model's, of
+    the rewritten function; chosen: (stage binding, recomputed bindings) per stage that recomputes."""
 
     function: str
     policy: str
@@ -140,15 +135,10 @@ def _options(budget, policy: str):
 
 @module_pass(name="checkpoint", aliases={"func": "func_name"})
 class Checkpoint:
-    """Recompute values of `func_name` instead of keeping them, so that its peak of live bytes fits `budget`.
-
-    budget: bytes (int), or text: "40%" of the function's unplanned peak, "50%act" of its activation
-    memory (the unplanned peak less the parameters), "12MiB", "1.5GB" (KB = 1000, KiB = 1024); None: no
-    limit (policy "budget" then recomputes nothing). policy: "budget" (least recomputation cost within
-    the budget), "sqrt" (Chen et al. 2016 segments), "cheap" (recompute only pointwise ops, views and
-    reductions). The options are frozen; the plan's report goes to each instrument of the PassContext
-    with a `plan_report(report)` hook (`plan_checkpoint` returns it).
-    """
+    """Recompute values of `func_name` instead of keeping them, so that its peak of live bytes fits `budget`
+    (as `parse_budget` reads it; None: no limit). policy: "budget" (least recomputation cost within the
+    budget), "sqrt" (Chen et al. 2016 segments), "cheap" (recompute only pointwise ops, views, reductions).
+    The options are frozen; the report goes to each PassContext instrument with a `plan_report` hook."""
 
     def __init__(self, func_name: str, budget: int | str | None = None, policy: str = "budget"):
         self.budget, self.policy = _options(budget, policy)
@@ -175,8 +165,7 @@ def _plan(mod: IRModule, func_name: str, parsed, policy: str) -> tuple[IRModule,
     if not isinstance(func, Function):
         names = [name for name, f in mod.items() if isinstance(f, Function)]
         listed = f"{did_you_mean(func_name, names)} (functions: {', '.join(names) or 'none'})"
-        raise PassError(f"checkpoint: the module has no function '{func_name}'{listed}").about_option(
-            "func_name")
+        raise PassError(f"checkpoint: the module has no function '{func_name}'{listed}").about_option("func_name")
     # Like Gradient: without the pause, the collector rescans the big IR again and again (superlinear).
     with collector_paused():
         ex = extract(func)
@@ -208,9 +197,8 @@ def _plan(mod: IRModule, func_name: str, parsed, policy: str) -> tuple[IRModule,
 
 
 def planning_problem(mod: IRModule, func_name: str, ex) -> Problem:
-    """The Problem of `ex` with what each If and call of another function holds inside it (Problem.inner):
-    the exact memory model's bytes during it over the Problem's own, on the function as written. A plan
-    changes none of that and can only free their inputs earlier: the Problem counts at least as much."""
+    """The Problem of `ex` with what each If and call holds inside it (Problem.inner: the exact model's bytes
+    during it over the Problem's own; a plan changes none of it): the Problem counts at least as much."""
     p = ex.problem
     if not ex.opaque:
         return p
@@ -226,13 +214,12 @@ def planning_problem(mod: IRModule, func_name: str, ex) -> Problem:
 def _least(mod: IRModule, func_name: str, ex, problem: Problem, unplanned: int) -> tuple[int, Schedule | None]:
     """(the least budget the pass meets, the plan meeting it; None: the function as it is): the measured
     peak of the plan for the Problem's least peak, or the unplanned peak when that is no higher."""
-    peak, plan = least_plan(problem)  # the plan's simulated peak
+    peak, plan = least_plan(problem)
     peak = peak if plan is None else _measure(mod, func_name, ex, lambda: rewrite(ex, plan.recompute), peak)
     return (unplanned, None) if plan is None or peak >= unplanned else (peak, plan)
 
 
 def _measure(mod: IRModule, func_name: str, ex, new_func, planned: int) -> int:
-    """The (rewritten) function's peak by the exact memory model: without an If or a call the simulator's,
-    `planned` (test_ckpt_model_equals_exact.py); with them the Problem may count more (a branch returning
-    an outer value): `new_func()` is made and measured (only then: a long chain's least plan is O(n^2))."""
+    """The (rewritten) function's peak by the exact memory model: without an If or a call `planned`, the
+    simulator's (test_ckpt_model_equals_exact.py); with them (the Problem may count more) `new_func()`'s."""
     return peak_memory(mod.with_function(func_name, new_func()), func_name) if ex.opaque else planned

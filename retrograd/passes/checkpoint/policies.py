@@ -1,13 +1,10 @@
-"""solve(problem, budget, policy): the planner's entry point (docs/checkpoint.md).
-
-A solver is `(Problem, budget) -> Schedule | None`. Policy "budget" takes the least recomputation cost
-within the budget, ties to the lower peak (a plan recomputing a matmul, conv or pool ranks after every
-plan that does not), from the solvers that each alone find the best plan somewhere (tests): chain
-(Revolve's optimum on uniform chain adjoints, taken as soon as it fits; the heterogeneous-chain DP on
-others), exact (the MILP, up to EXACT_NODES nodes when scipy is importable; taken as soon as it fits
-without aliases) and the greedy descent, its recomputations shared between close uses (`share`).
-Every limit is a count, never wall-clock time. Policies "sqrt" and "cheap" are predicates over the
-problem, like JAX's `save_*` policies (`sqrt_saved`, applied by `remat`; `cheap`)."""
+"""solve(problem, budget, policy): the planner's entry point (docs/checkpoint.md). A solver is `(Problem,
+budget) -> Schedule | None`. Policy "budget" takes the least recomputation cost within the budget, ties to
+the lower peak (plans recomputing a matmul, conv or pool rank last), from solvers that each alone find the
+best plan somewhere (tests): chain (Revolve, optimal: taken as soon as it fits; the DP), exact (the MILP on
+up to EXACT_NODES nodes with scipy; taken as soon as it fits without aliases) and the greedy descent,
+shared (`share`). Limits are counts, never time. "sqrt" and "cheap" are predicates over the problem, like
+JAX's `save_*` policies (`sqrt_saved`, applied by `remat`; `cheap`)."""
 
 from __future__ import annotations
 
@@ -127,9 +124,8 @@ def plan_budget(problem: Problem, budget: int) -> Schedule | None:
 
 
 def heuristic(problem: Problem, budget: int) -> Schedule | None:
-    """The scalable solver: the greedy descent's plan (light kinds first), shared (`share`) on problems
-    small enough for the descent's pruning within the plan's own peak, not the budget: plans then depend
-    on the budget only through the descent's first fit, which keeps them monotone in the budget."""
+    """The greedy descent's plan (light kinds first), shared within its own peak, not the budget, on up to
+    BATCH_NODES nodes (plans then depend on the budget through the descent's first fit alone: monotone)."""
     descent = greedy.descend(problem, budget, light(problem))
     if descent is None or problem.n > greedy.BATCH_NODES:
         return None if descent is None else descent[0]
@@ -148,8 +144,8 @@ def least_feasible(problem: Problem) -> int:
 
 
 def least_plan(problem: Problem) -> tuple[int, Schedule | None]:
-    """(least peak, a plan reaching it; the peak simulated): the MILP's on small problems without aliases,
-    else the peak of the plan for the lowest peak of the plans tried (an upper bound of the least)."""
+    """(least peak, a plan reaching it), simulated: the MILP's on small problems without aliases, else the
+    peak of the plan for the lowest peak of the plans tried (on long chains, see chain.MAX_REPEAT)."""
     found = chain.detect(problem)
     best = [greedy.least_peak(problem, light(problem), then=problem.recomputable)[1].peak_bytes]
     exact_too = use_exact(problem, found) and lower_bound(problem) < best[0]
@@ -158,7 +154,8 @@ def least_plan(problem: Problem) -> tuple[int, Schedule | None]:
         return simulate(problem, least[1], check=False).peak_bytes, least[1]  # the model's memory is the simulator's
     best += [simulate(problem, least[1]).peak_bytes] if least is not None else []
     if found is not None and found.uniform(problem):
-        best.append(simulate(problem, chain.chain_schedule(problem, found, 1), check=False).peak_bytes)
+        fewest = chain.chain_schedule(problem, found, chain.fewest_slots(found.last + 2))
+        best.append(simulate(problem, fewest, check=False).peak_bytes)
     plan = plan_budget(problem, min(best))
     return (min(best), None) if plan is None else (simulate(problem, plan, check=False).peak_bytes, plan)
 
@@ -174,8 +171,7 @@ def lower_bound(problem: Problem) -> int:
 
 
 def _drop_unread(problem: Problem, groups: list[list[int]]) -> None:
-    """Remove, in place, the recomputations whose instance nothing reads, and then those only they read
-    (one pass with reader counts: removing an unread instance changes no other read)."""
+    """Remove, in place, the recomputations whose instance nothing reads, then those only they read."""
     outputs = set(problem.outputs)
     nodes, stages, reads, last_use = events(problem, Schedule(groups), check=False)
     readers = [0] * len(nodes)
@@ -199,8 +195,7 @@ def _exclusive_cost(problem: Problem, group: list[int], t: int, v: int) -> float
         for d in problem.deps[u]:
             if d in members:
                 readers.setdefault(d, set()).add(u)
-    # Readers within the group come after their inputs: scan back from v. Stage t's own node (and so
-    # later stages) may read any of them: only those read solely by gone ones count.
+    # Back from v (readers follow inputs): u goes too when only gone ones read it, and not stage t's node.
     for u in reversed(group[: group.index(v)]):
         if readers.get(u) and readers[u] <= gone and u not in problem.deps[t]:
             gone.add(u)
@@ -219,9 +214,7 @@ def share(problem: Problem, schedule: Schedule, limit: int, sim: Simulation | No
         changed = False
         dearest = lambda tv: (-_exclusive_cost(problem, groups[tv[0]], *tv), -tv[0], tv[1])  # noqa: E731
         for t, v in sorted(((t, v) for t, g in enumerate(groups) for v in g), key=dearest):
-            if trials >= MAX_TRIALS:
-                break
-            if v in groups[t]:
+            if trials < MAX_TRIALS and v in groups[t]:
                 trials += 1
                 trial = [list(g) for g in groups]
                 trial[t].remove(v)

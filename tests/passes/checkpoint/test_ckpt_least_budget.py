@@ -78,3 +78,25 @@ def test_an_if_returning_an_outer_value():
     mod = retrograd.parse(ALIASING_IF)
     assert _check(mod, "main", peak_memory)
     assert _check(Gradient("main", seeds="ones")(mod), "main_adjoint", peak_memory)
+
+
+
+def test_a_uniform_chain_past_the_revolve_limit(monkeypatch):
+    # Revolve's plans recomputing more than max(MAX_REPEAT * L, MAX_STEPS) steps are never built (the one-slot
+    # plan's L^2 / 2 would make refusing a budget quadratic): the least feasible budget is the least peak of
+    # the plans that are, met when passed back.
+    import bench_checkpoint_scale as scale
+
+    from retrograd.passes.checkpoint import chain
+    from retrograd.passes.checkpoint.extract import extract
+
+    mod, name = scale.build("params", 500)  # a parameter per layer: the gradients are outputs
+    problem = extract(mod[name]).problem
+    found = chain.detect(problem)
+    L = found.last + 2
+    assert found.uniform(problem) and L == 1000 and chain.fewest_slots(L) == 2
+    assert chain.revolve_steps(L, 0) > chain.MAX_STEPS >= chain.revolve_steps(L, 1) > chain.MAX_REPEAT * L
+    slots, schedule = [], chain.chain_schedule
+    monkeypatch.setattr(chain, "chain_schedule", lambda p, f, c: slots.append(c) or schedule(p, f, c))
+    assert _check(mod, name, peak_memory)
+    assert slots and min(slots) == 2
