@@ -21,7 +21,7 @@ def _once(v, item=int) -> tuple:
 
 
 def _ints(ds) -> tuple:
-    return tuple([int(d) for d in ds])
+    return tuple(map(int, ds))
 
 
 def _optional(v) -> tuple:
@@ -111,7 +111,7 @@ class Schedule:
     none). Every use reads the most recent instance of a value; an instance lives from its computation to
     its last use before the next instance of the same node (outputs: to the end)."""
 
-    recompute: tuple = attrs.field(default=(), converter=lambda v: tuple(map(_ints, v)))
+    recompute: tuple = attrs.field(default=(), converter=lambda v: tuple([_ints(s) if len(s) else () for s in v]))
 
     @classmethod
     def from_lists(cls, n: int, per_stage: dict) -> Schedule:
