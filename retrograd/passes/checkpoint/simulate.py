@@ -53,17 +53,16 @@ MARK = 1024  # the least number of events between two marks (a mark's lists cost
 def events(problem: Problem, schedule: Schedule | None, check: bool = True, base=None, marks: list | None = None):
     """(nodes, stages, reads, last_use) of the schedule's computations in order, or an error message.
     reads[e]: the event index of the instance read for each dep of event e; last_use[e]: the last event
-    reading instance e (e itself when unread, len(nodes) for a final output instance). marks: a list this
-    fills with [stage, event, the loop's state there, simulate's (None until it runs)] every n/16 events;
-    base: (another schedule, its events, its marks), whose events before the first stage t0 the two schedules
-    differ at are taken, replayed from its last mark before t0, and whose marks are kept up to t0 (simulate's
-    up to the first event whose run can differ: where an instance's last use changes, or t0's)."""
+    reading instance e (e itself when unread, len(nodes) for a final output instance). marks: filled with
+    [stage, event, the loop's state, simulate's] every n/16 events; base: (another schedule, its events, its
+    marks): its events before the first stage t0 the two differ at are taken, replayed from its last mark
+    before t0 (simulate's kept up to the first event whose run can differ: an instance's last use changes)."""
     p, n = problem, problem.n
     rec = schedule.recompute if schedule is not None else ()
     if len(rec) > n:
         return f"the schedule has {len(rec)} stages, the problem {n}"
     deps, cur, t0, nodes, stages, reads, last_use, kept = p.deps, [-1] * n, 0, [], [], [], [], []
-    gap = max(MARK, n // 32)
+    gap = max(MARK, n // 16)
     if base is not None:
         old, (nodes, stages, reads, old_last), old_marks = base
         t0 = next(compress(count(), map(ne, rec, old.recompute)), min(len(rec), len(old.recompute)))
