@@ -54,7 +54,7 @@ def events(problem: Problem, schedule: Schedule | None, check: bool = True, base
     """(nodes, stages, reads, last_use) of the schedule's computations in order, or an error message.
     reads[e]: the event index of the instance read for each dep of event e; last_use[e]: the last event
     reading instance e (e itself when unread, len(nodes) for a final output instance). marks: filled with
-    [stage, event, the loop's state, simulate's] every n/16 events; base: (another schedule, its events, its
+    [stage, event, the loop's state, simulate's] every len(nodes)/16 events; base: (another schedule, its events, its
     marks): its events before the first stage t0 the two differ at are taken, replayed from its last mark
     before t0 (simulate's kept up to the first event whose run can differ: an instance's last use changes)."""
     p, n = problem, problem.n
@@ -62,7 +62,7 @@ def events(problem: Problem, schedule: Schedule | None, check: bool = True, base
     if len(rec) > n:
         return f"the schedule has {len(rec)} stages, the problem {n}"
     deps, cur, t0, nodes, stages, reads, last_use, kept = p.deps, [-1] * n, 0, [], [], [], [], []
-    gap = max(MARK, n // 16)
+    gap = max(MARK, (n + sum(map(len, rec))) // 16)  # of the len(nodes) events
     if base is not None:
         old, (nodes, stages, reads, old_last), old_marks = base
         t0 = next(compress(count(), map(ne, rec, old.recompute)), min(len(rec), len(old.recompute)))
