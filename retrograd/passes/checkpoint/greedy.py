@@ -9,6 +9,7 @@ and the plan for a budget is the first that fits: a lower budget never gets a hi
 from __future__ import annotations
 
 from bisect import bisect_left
+from itertools import compress
 
 from retrograd.passes.checkpoint.problem import Problem, Schedule
 from retrograd.passes.checkpoint.simulate import Simulation, events, simulate
@@ -37,10 +38,11 @@ class Planner:
         self.points: list[list[int]] = [[v, *users] for v, users in enumerate(p.users())]
         for v in set(p.outputs):
             self.points[v].append(p.n)
+        self.ends = [pts[-1] for pts in self.points]
         self.root = roots(p)
         # Kept across steps (a step drops a few hundred gaps of thousands): memo of closures' results, for each gap
         # the keys whose closures look it up, the dropped gaps and `allowed` memo holds for; the last simulation's events.
-        self.memo, self.watch, self.seen, self.last = {}, {}, (None, set()), None
+        self.memo, self.watch, self.seen, self.last, self.built = {}, {}, (None, set()), None, (set(), {})
         self.state = self.attempt(set())
 
     dropped = property(lambda self: self.state[0])  # {(v, index of the gap's second point in points[v])}
@@ -72,17 +74,29 @@ class Planner:
         return True
 
     def build(self, dropped, at=None) -> Schedule | None:
-        """The schedule recomputing each dropped gap (v, k) before stage at[v, k] (default: its end)."""
+        """The schedule recomputing each dropped gap (v, k) before stage at[v, k] (default: its end). Each stage's
+        key, (stage, its gaps), is kept from the last build (a step changes a few stages of thousands)."""
         self.sync(dropped)
-        per_stage: dict[int, list] = {}
-        for v, k in dropped:
-            per_stage.setdefault(self.points[v][k] if at is None else at[v, k], []).append((v, k))
-        for b, gaps in per_stage.items():
-            key, have, out = (b, *sorted(gaps)), set(), []  # a value's dependencies first (single)
-            if key not in self.memo and not all(self.closure(v, b, dropped, have, out) for v, _ in key[1:]):
-                return None
-            per_stage[b] = self.memo[key] if key in self.memo else self.remember(key, out, [(b, out)])
-        return Schedule.from_lists(self.p.n, per_stage)
+        old, keys = self.built if at is None else (set(), {})
+        changed: dict[int, set] = {}
+        for v, k in old ^ dropped:
+            changed.setdefault(self.points[v][k] if at is None else at[v, k], set()).add((v, k))
+        keys, rec = dict(keys), [()] * self.p.n
+        for b, gaps in changed.items():
+            if gaps := gaps ^ set(keys.pop(b, (b,))[1:]):
+                keys[b] = (b, *sorted(gaps))
+        for b, key in keys.items():
+            if key not in self.memo:  # a value's dependencies first (single)
+                have, out = set(), []
+                if not all(self.closure(v, b, dropped, have, out) for v, _ in key[1:]):
+                    return None
+                self.remember(key, tuple(sorted(out)), [(b, out)])
+            rec[b] = self.memo[key]
+        if at is None:
+            self.built = (set(dropped), keys)
+        while rec and not rec[-1]:
+            rec.pop()
+        return Schedule(rec)
 
     def sync(self, dropped: set) -> None:
         """Forget what memo holds of closures looking up a gap dropped or kept since (all when `allowed` changed)."""
@@ -103,17 +117,16 @@ class Planner:
         """The state of dropping `dropped` (None: it cannot be built), simulated from the last one's events."""
         sched = self.build(dropped)
         if sched is not None:
-            self.last = (sched, events(self.p, sched, False, self.last))
-            return dropped, sched, simulate(self.p, sched, check=False, ev=self.last[1])
+            marks: list = []
+            self.last = (sched, events(self.p, sched, False, self.last, marks), marks)
+            return dropped, sched, simulate(self.p, sched, check=False, ev=self.last[1], marks=marks)
 
     def candidates(self, t: int) -> list[tuple[float, int, int, list]]:
         """(cost per byte, -bytes, root, gaps) for each buffer held only by values idle across stage t."""
         p, n, dropped, by_root, blocked, points, root, allowed = self.p, self.p.n, self.dropped, {}, set(), self.points, self.root, self.allowed
         self.sync(dropped)
-        for v in range(t):
-            k = bisect_left(pts := points[v], t)  # self.gap(v, t), inlined: the loop is O(n) a step
-            if not 0 < k < len(pts):
-                continue
+        for v in compress(range(t), map(t.__le__, self.ends)):  # the values live at t (the loop is O(n) a step)
+            k = bisect_left(pts := points[v], t)  # self.gap(v, t), inlined
             if pts[k] == t or pts[k] == n or (v, k) in dropped or not allowed[v]:
                 if pts[k] != n or (v, k) not in dropped:
                     blocked.add(root[v])

@@ -21,7 +21,7 @@ def _once(v, item=int) -> tuple:
 
 
 def _ints(ds) -> tuple:
-    return tuple([int(d) for d in ds])
+    return tuple(map(int, ds))
 
 
 def _optional(v) -> tuple:
@@ -75,26 +75,21 @@ class Problem:
         for i, ds in enumerate(self.deps):
             if self.sizes[i] < 0 or not self.costs[i] >= 0 or self.inner[i] < 0:
                 raise ValueError(f"Problem: node {self.names[i]} has a negative size or cost")
-            for d in ds:
-                if not 0 <= d < i:
-                    raise ValueError(f"Problem: node {self.names[i]} (#{i}) reads #{d}, which is not an earlier node")
+            if (d := next((d for d in ds if not 0 <= d < i), None)) is not None:
+                raise ValueError(f"Problem: node {self.names[i]} (#{i}) reads #{d}, which is not an earlier node")
             a = self.alias_of[i]
             if a is not None and a not in ds:
                 raise ValueError(f"Problem: node {self.names[i]} is an alias of #{a}, which it does not read")
             if self.fields[i] and (sum(self.fields[i]) != self.sizes[i] or a is not None):
                 raise ValueError(f"Problem: node {self.names[i]}: its fields do not add up to its own buffer")
-            for p in self.inplace[i]:
-                if not 0 <= p < len(ds):
-                    raise ValueError(f"Problem: node {self.names[i]}: in-place position {p} is not one of its deps")
+            if (p := next((p for p in self.inplace[i] if not 0 <= p < len(ds)), None)) is not None:
+                raise ValueError(f"Problem: node {self.names[i]}: in-place position {p} is not one of its deps")
             if self.kinds[i] not in KINDS:
                 raise ValueError(f"Problem: node {self.names[i]}: unknown kind {self.kinds[i]!r} (one of {KINDS})")
-        for o in self.outputs:
-            if not 0 <= o < n:
-                raise ValueError(f"Problem: output #{o} is not a node")
+        if (o := next((o for o in self.outputs if not 0 <= o < n), None)) is not None:
+            raise ValueError(f"Problem: output #{o} is not a node")
 
-    @property
-    def n(self) -> int:
-        return len(self.sizes)
+    n = property(lambda self: len(self.sizes))
 
     def users(self) -> list[list[int]]:
         """users[v]: the nodes reading v, in program order (once per reading node)."""
@@ -111,21 +106,15 @@ class Schedule:
     none). Every use reads the most recent instance of a value; an instance lives from its computation to
     its last use before the next instance of the same node (outputs: to the end)."""
 
-    recompute: tuple = attrs.field(default=(), converter=lambda v: tuple(map(_ints, v)))
+    recompute: tuple = attrs.field(default=(), converter=lambda v: tuple([_ints(s) if len(s) else () for s in v]))
 
     @classmethod
     def from_lists(cls, n: int, per_stage: dict) -> Schedule:
         """A schedule from {stage: [nodes]} (the nodes of a stage are sorted: node order is topological)."""
-        rec = [()] * n
-        for t, nodes in per_stage.items():
-            rec[t] = tuple(sorted(set(nodes)))
-        while rec and not rec[-1]:
-            rec.pop()
-        return cls(tuple(rec))
+        last = max((t for t, nodes in per_stage.items() if nodes), default=-1)  # no empty stages at the end
+        return cls(tuple(tuple(sorted(set(per_stage[t]))) if t in per_stage else () for t in range(last + 1)))
 
-    @property
-    def count(self) -> int:
-        return sum(len(s) for s in self.recompute)
+    count = property(lambda self: sum(len(s) for s in self.recompute))
 
 
 class InfeasibleBudget(ValueError):

@@ -8,6 +8,7 @@ import pytest
 from passes.checkpoint.helpers import chain_problem, naive_peak, random_problem, random_schedule
 
 from retrograd.passes.checkpoint import InfeasibleBudget, Problem, Schedule, simulate
+from retrograd.passes.checkpoint.simulate import events
 
 
 @pytest.mark.parametrize("seed", range(120))
@@ -103,3 +104,30 @@ def test_a_tuple_field_outlives_the_tuple_alone():
     assert sim.peak_bytes == 32 == naive_peak(q, Schedule())[0] and sim.stage_peaks[2:] == (16, 16)
     with pytest.raises(ValueError, match="fields"):
         Problem(sizes=[30], costs=[1], deps=[()], recomputable=[True], fields=[(16, 8, 8)])
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_resumed_runs_match_fresh_ones(seed, monkeypatch):
+    """events(base=, marks=) and simulate(marks=) resume from the last schedule's saved states (a mark every
+    stage here): on a sequence of schedules each changed from a random stage on, and on unrelated ones, the
+    events and the simulation are the naive simulator's and a fresh run's."""
+    import sys
+
+    monkeypatch.setattr(sys.modules["retrograd.passes.checkpoint.simulate"], "MARK", 1)
+    rng = random.Random(seed)
+    p = random_problem(rng, rng.randint(2, 24), extras=seed % 2 == 0)
+    last, rec = None, list(random_schedule(rng, p).recompute)
+    for _ in range(8):
+        if rng.random() < 0.2:
+            rec = list(random_schedule(rng, p, density=rng.choice([0.0, 0.3])).recompute)
+        else:  # keep a prefix: change the stages from t on
+            t = rng.randrange(p.n)
+            rec[t:] = random_schedule(rng, p, density=rng.choice([0.1, 0.4])).recompute[t:]
+        s, marks = Schedule(tuple(rec)), []
+        ev = events(p, s, False, last, marks)
+        assert ev == events(p, s, False)
+        last = (s, ev, marks)
+        sim = simulate(p, s, check=False, ev=ev, marks=marks)
+        fresh = simulate(p, s)
+        assert (sim.peak_bytes, sim.extra_cost, sim.peak_stage) == (fresh.peak_bytes, fresh.extra_cost, fresh.peak_stage)
+        assert sim.peak_bytes == naive_peak(p, s)[0]
