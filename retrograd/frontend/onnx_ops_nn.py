@@ -358,23 +358,26 @@ def _dequantize(g, node, inputs, attrs):
     if dtype_of(xf) != out_dtype:
         xf = g.emit(R.astype(xf, dtype=out_dtype))
     y = R.multiply(xf, scale)
-    wanted = _output_dtype(g, attrs)
+    wanted = _output_dtype(attrs)
     return y if wanted in (None, out_dtype) else R.astype(g.emit(y), dtype=wanted)
 
 
-def _output_dtype(g, attrs) -> str | None:
+def _output_dtype(attrs) -> str | None:
     """The `output_dtype` attribute (opset 21+) as a NumPy dtype name; None when absent or 0 (unset)."""
+    from retrograd.frontend.onnx_import import np_dtype
+
     code = int(attrs.get("output_dtype", 0))
-    return str(np.dtype(g.onnx.helper.tensor_dtype_to_np_dtype(code))) if code else None
+    return np_dtype(code) if code else None
 
 
 @converter("QuantizeLinear")
 def _quantize(g, node, inputs, attrs):
     x = inputs[0]
     scale, zp = _qparams(g, node, inputs, attrs, x)
-    out = dtype_of(zp) if zp is not None else _output_dtype(g, attrs) or "uint8"
-    if zp is not None and _output_dtype(g, attrs) not in (None, out):
-        raise UnsupportedError(f"output_dtype {_output_dtype(g, attrs)} differs from the zero point's {out}")
+    wanted = _output_dtype(attrs)
+    out = dtype_of(zp) if zp is not None else wanted or "uint8"
+    if wanted not in (None, out):
+        raise UnsupportedError(f"output_dtype {wanted} differs from the zero point's {out}")
     if out not in _QRANGE:
         raise UnsupportedError(f"QuantizeLinear to {out} is not supported")
     lo, hi = _QRANGE[out]

@@ -100,8 +100,8 @@ def events(problem: Problem, schedule: Schedule | None, check: bool = True, base
     if kept:
         differ = list(map(ne, old_last, last_use[:e0]))
         same = min([e0, *map(min, compress(old_last, differ), compress(last_use, differ))])
-        for mk in kept:
-            mk[4] = (mk[4] if mk[1] <= same else None) or None
+        for mk in kept:  # None: simulate saves its state; False (made by this call): not yet, from the next on
+            mk[4] = mk[4] if mk[4] and mk[1] <= same else None
     return nodes, stages, reads, last_use
 
 
