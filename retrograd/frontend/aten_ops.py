@@ -104,7 +104,7 @@ def _binary(fn, promote=True):
     return conv
 
 
-for _n, _f in (("maximum", R.maximum), ("minimum", R.minimum), ("atan2", R.atan2), ("remainder", R.floor_mod),
+for _n, _f in (("atan2", R.atan2), ("remainder", R.floor_mod),
                ("fmod", R.mod), ("bitwise_left_shift", R.left_shift), ("bitwise_right_shift", R.right_shift),
                ("logaddexp", R.log_add_exp)):
     TABLE[_n] = _binary(_f)
@@ -173,9 +173,16 @@ def _clip(cx, x, lo, hi):
     dt = cx.out_dtype()
     x = cx.tensor(x, dt)
     if isinstance(lo, Expr) or isinstance(hi, Expr):  # clamp.Tensor
-        if lo is not None:
-            x = cx.emit(R.maximum(x, cx.tensor(lo, dt)))
-        return x if hi is None else R.minimum(x, cx.tensor(hi, dt))
+        # min(max(x, lo), hi) as PyTorch's: x kept at a tie (the gradient is x's there), a NaN on either
+        # side propagated.
+        for bound, past in ((lo, R.less), (hi, R.greater)):
+            if bound is not None:
+                bound = cx.tensor(bound, dt)
+                take = cx.emit(past(x, bound))
+                if is_float(dt):
+                    take = cx.emit(R.logical_or(take, cx.emit(R.isnan(bound))))
+                x = cx.emit(R.where(take, bound, x))
+        return x
     if lo is not None and hi is not None:
         return R.clip(x, PrimValue(float(lo) if is_float(dt) else int(lo), dt), PrimValue(float(hi) if is_float(dt) else int(hi), dt))
     if lo is not None:
@@ -227,20 +234,6 @@ TABLE["mean"] = _reduce(R.mean)
 TABLE["prod"] = _reduce(R.prod)
 TABLE["amax"] = _reduce(R.max)
 TABLE["amin"] = _reduce(R.min)
-
-
-@op("max", "min")
-def _max_min(cx, a):
-    name = cx.node.target._schema.name.split("::")[1]
-    fn, arg = (R.max, R.argmax) if name == "max" else (R.min, R.argmin)
-    x = a["self"]
-    if "other" in a and a["other"] is not None:
-        return (R.maximum if name == "max" else R.minimum)(*cx.operands(x, a["other"], dtype=cx.out_dtype()))
-    if a.get("dim") is None:
-        return fn(x)
-    keep = bool(a.get("keepdim", False))
-    d = a["dim"] % max(ndim(x), 1)
-    return fn(x, axis=[d], keepdims=keep), R.argmax(x, axis=d, keepdims=keep) if arg is R.argmax else R.argmin(x, axis=d, keepdims=keep)
 
 
 @op("argmax", "argmin")

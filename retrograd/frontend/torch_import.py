@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 from retrograd.errors import DiagnosticError, UnsupportedError
-from retrograd.frontend import aten_data_dependent, aten_index, aten_math, aten_nn, aten_ops
+from retrograd.frontend import aten_data_dependent, aten_index, aten_math, aten_nn, aten_ops, aten_select
 from retrograd.frontend.aten_common import Converter, dtype_of
 from retrograd.ir.expr import Function, Tuple, Var
 from retrograd.ir.module import IRModule
@@ -25,7 +25,7 @@ _CHECKS = {"_assert_scalar", "_assert_tensor_metadata", "sym_constrain_range", "
            "_assert_async", "_print", "_functional_assert_async"}
 _SYM_OPS = {"sym_size", "sym_numel", "sym_stride", "sym_storage_offset"}
 
-TABLE = {**aten_ops.TABLE, **aten_index.TABLE, **aten_math.TABLE, **aten_nn.TABLE, **aten_data_dependent.TABLE}
+TABLE = {**aten_ops.TABLE, **aten_index.TABLE, **aten_math.TABLE, **aten_select.TABLE, **aten_nn.TABLE, **aten_data_dependent.TABLE}
 
 
 def _torch():

@@ -12,6 +12,7 @@ from optional import need
 
 def _cases(torch):
     F = torch.nn.functional
+    TIES = _ties(torch)
     r = lambda *s: torch.randn(*s)  # noqa: E731
     i = lambda hi, *s: torch.randint(0, hi, s)  # noqa: E731
     return {
@@ -84,7 +85,23 @@ def _cases(torch):
         "logical": (lambda a, b: (a & b, a | b, a ^ b, ~a, torch.logical_and(a, b), a.all(), b.any(0)),
                     (torch.tensor([[True, False], [True, True]]), torch.tensor([[False, False], [True, False]]))),
         "glu_prelu": (lambda x, w: F.glu(x, -1) + F.prelu(x[..., :2], w), (r(3, 4), torch.tensor([0.25]))),
+        # Ties everywhere: PyTorch halves a maximum's gradient at a tie, sends fmax's to self, max(dim)'s and
+        # median(dim)'s to the returned index, clamp's to x.
+        "select_ties": (lambda x, y: torch.maximum(x, y) * 2 + torch.minimum(y, x) * 3 + torch.max(x, y)
+                        + torch.fmax(x, y) * 5 - torch.fmin(y, x) * 7 + x.max(1).values.unsqueeze(1)
+                        + x.min(0, keepdim=True)[0] * 11 + x.median(1).values.unsqueeze(1) * 13
+                        + torch.clamp(x, y, y + 1) * 17 + torch.clamp(x, max=y) * 19 + x.cummax(1)[0] * 23
+                        + y.t().cummin(0).values.t() * 29, TIES),
+        "select_nan": (lambda x, y: (torch.maximum(x, y), torch.minimum(x, y), torch.fmax(x, y), torch.fmin(x, y),
+                                     torch.clamp(x, y, y + 1), torch.clamp(x, min=y), *x.max(1), *y.min(0),
+                                     *x.cummax(1), *y.cummin(0), *x.nan_to_num(2.0).int().cummax(0), *(x > 1).cummin(1)),
+                       (TIES[0].masked_fill(TIES[0] == 3, float("nan")), TIES[1].masked_fill(TIES[1] == 0, float("nan")))),
     }
+
+
+def _ties(torch):
+    return (torch.tensor([[1.0, 2.0, 2.0, 0.0], [3.0, 3.0, -1.0, 0.5], [0.0, 0.0, 0.0, 0.0]]),
+            torch.tensor([[1.0, 0.0, 2.0, 0.0], [3.0, 4.0, -1.0, 0.25], [0.0, 1.0, 0.0, -1.0]]))
 
 
 def _run_case(name):
@@ -115,7 +132,7 @@ def _run_case(name):
     "arith", "rsub_pow", "div_modes", "unary", "activations", "compare_where", "reductions", "cumsum", "views",
     "cat_stack_split", "slicing", "flip_roll_tri", "repeat_tile", "gather_index", "scatter", "creation", "topk_sort",
     "linalg", "conv_pool", "conv1d_3d", "norms", "softmax_losses", "pad_interp", "pixel_shuffle", "sdpa", "embedding", "dtype_casts",
-    "logical", "glu_prelu"])
+    "logical", "glu_prelu", "select_ties"])
 def test_op_forward_and_input_gradients(name):
     torch = need("torch")
     mod, inputs, values, outs, fn = _run_case(name)
@@ -132,3 +149,9 @@ def test_op_forward_and_input_gradients(name):
         want = leaves[k].grad
         want = np.zeros_like(g) if want is None else want.numpy()
         np.testing.assert_allclose(g, want, rtol=1e-4, atol=1e-5, err_msg=f"input {k}")
+
+
+def test_choices_propagate_nan_as_pytorch():
+    """maximum / minimum / clamp with tensor bounds / max(dim) give NaN where PyTorch does, fmax / fmin
+    where both sides are NaN; `_run_case` compares every output with NaN in place."""
+    _run_case("select_nan")
