@@ -12,6 +12,7 @@ import numpy as np
 
 from retrograd.errors import UnsupportedError
 from retrograd.frontend.aten_common import ndim, registrar
+from retrograd.frontend.aten_select import torch_abs
 from retrograd.ir.expr import PrimValue, ShapeExpr, TupleGetItem, const
 from retrograd.ops.api import R
 
@@ -519,7 +520,7 @@ def _pointwise_loss(fn):
 
 
 TABLE["mse_loss"] = _pointwise_loss(lambda cx, d: R.multiply(d, d))
-TABLE["l1_loss"] = _pointwise_loss(lambda cx, d: R.abs(d))
+TABLE["l1_loss"] = _pointwise_loss(lambda cx, d: torch_abs(d))
 
 
 # -- padding and resampling -------------------------------------------------------------------

@@ -12,6 +12,7 @@ import math
 
 from retrograd.errors import UnsupportedError
 from retrograd.frontend.aten_common import axes, is_float, ndim, registrar
+from retrograd.frontend.aten_select import torch_abs
 from retrograd.ir.expr import Expr, PrimValue, ShapeExpr, Tuple
 from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops.api import R
@@ -142,7 +143,7 @@ def _unary(fn, float_only=True):
     return conv
 
 
-for _n, _f in (("abs", R.abs), ("neg", R.negative), ("exp", R.exp), ("log", R.log), ("sqrt", R.sqrt),
+for _n, _f in (("neg", R.negative), ("exp", R.exp), ("log", R.log), ("sqrt", R.sqrt),
                ("rsqrt", R.rsqrt), ("sin", R.sin), ("cos", R.cos), ("tan", R.tan), ("tanh", R.tanh),
                ("sinh", R.sinh), ("cosh", R.cosh), ("asin", R.asin), ("acos", R.acos), ("atan", R.atan),
                ("asinh", R.asinh), ("acosh", R.acosh), ("atanh", R.atanh), ("sigmoid", R.sigmoid),
@@ -295,9 +296,9 @@ def _norm(cx, a):
     ax = axes(a.get("dim"), ndim(x))
     keep = bool(a.get("keepdim", False))
     if p == 1:
-        return R.sum(R.abs(x), axis=ax, keepdims=keep)
+        return R.sum(cx.emit(torch_abs(x)), axis=ax, keepdims=keep)
     if p in (math.inf, -math.inf):
-        return (R.max if p > 0 else R.min)(R.abs(x), axis=ax, keepdims=keep)
+        return (R.max if p > 0 else R.min)(cx.emit(torch_abs(x)), axis=ax, keepdims=keep)
     dt = x.struct_info.dtype
     if p == 0:
         return R.sum(cx.emit(R.astype(R.not_equal(x, cx.tensor(0, dt)), dtype=dt)), axis=ax, keepdims=keep)

@@ -1,5 +1,5 @@
 """ATen's ops that choose among values (maximum / minimum, fmax / fmin, max / min along a dim, median, cummax / cummin) as
-retrograd ops, with PyTorch's rules for ties and NaN (see aten_ops.py for the table's conventions).
+retrograd ops, and abs, with PyTorch's rules for ties and NaN (see aten_ops.py for the table's conventions).
 
 TVM's `R.maximum(x, y)` is one comparison and a select: a NaN in `x` gives `y`, and at a tie the whole
 gradient goes to `x`. PyTorch propagates a NaN from either side and splits a tie's gradient in half,
@@ -33,6 +33,15 @@ def torch_extremum(cx, x, y, take_larger: bool):
     return R.where(cx.emit(x_wins(x, y)), x, cx.emit(R.where(cx.emit(y_wins(x, y)), y, mid)))
 
 
+def torch_abs(x):
+    """|x| with PyTorch's gradient sign(x), zero at 0 (TVM's abs gradient is +1 there): x * sign(x), the
+    same value (NaN stays NaN)."""
+    if not is_float(x.struct_info.dtype):
+        return R.abs(x)
+    return R.multiply(x, R.sign(x))
+
+
+TABLE["abs"] = lambda cx, a: torch_abs(cx.tensor(a["self"], cx.out_dtype()))
 TABLE["maximum"] = lambda cx, a: torch_extremum(cx, a["self"], a["other"], True)
 TABLE["minimum"] = lambda cx, a: torch_extremum(cx, a["self"], a["other"], False)
 

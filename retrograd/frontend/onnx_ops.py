@@ -167,7 +167,10 @@ def _variadic(g, node, inputs, attrs):
     fn = {"Max": R.maximum, "Min": R.minimum, "Sum": R.add, "Mean": R.add}[node.op_type]
     acc = inputs[0]
     for x in inputs[1:]:
-        acc = g.emit(fn(acc, x))
+        if fn is R.add or not dtype_of(acc).startswith(("float", "bfloat")):
+            acc = g.emit(fn(acc, x))
+        else:  # a NaN on either side gives NaN (onnxruntime, ONNX's reference); R.maximum drops one in acc
+            acc = g.emit(R.where(g.emit(R.isnan(acc)), acc, g.emit(fn(acc, x))))
     if node.op_type == "Mean":
         return R.divide(acc, scalar(g, len(inputs), acc))
     if len(inputs) == 1:
@@ -194,10 +197,11 @@ def _clip(g, node, inputs, attrs):
         lo = scalar(g, attrs["min"], x)
     if "max" in attrs:
         hi = scalar(g, attrs["max"], x)
-    if lo is not None:
-        x = g.emit(R.maximum(x, lo))
-    if hi is not None:
-        x = g.emit(R.minimum(x, hi))
+    # Two selects, so that a NaN in x stays NaN (onnxruntime, ONNX's reference) and x keeps the gradient at
+    # a bound; R.maximum(x, lo) would give lo for a NaN.
+    for bound, past in ((lo, R.less), (hi, R.greater)):
+        if bound is not None:
+            x = g.emit(R.where(g.emit(past(x, bound)), bound, x))
     return x
 
 

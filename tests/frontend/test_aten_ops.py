@@ -86,12 +86,14 @@ def _cases(torch):
                     (torch.tensor([[True, False], [True, True]]), torch.tensor([[False, False], [True, False]]))),
         "glu_prelu": (lambda x, w: F.glu(x, -1) + F.prelu(x[..., :2], w), (r(3, 4), torch.tensor([0.25]))),
         # Ties everywhere: PyTorch halves a maximum's gradient at a tie, sends fmax's to self, max(dim)'s and
-        # median(dim)'s to the returned index, clamp's to x.
+        # median(dim)'s to the returned index, clamp's to x; abs has gradient 0 at 0 (a zero row's norms too).
         "select_ties": (lambda x, y: torch.maximum(x, y) * 2 + torch.minimum(y, x) * 3 + torch.max(x, y)
                         + torch.fmax(x, y) * 5 - torch.fmin(y, x) * 7 + x.max(1).values.unsqueeze(1)
                         + x.min(0, keepdim=True)[0] * 11 + x.median(1).values.unsqueeze(1) * 13
                         + torch.clamp(x, y, y + 1) * 17 + torch.clamp(x, max=y) * 19 + x.cummax(1)[0] * 23
-                        + y.t().cummin(0).values.t() * 29, TIES),
+                        + y.t().cummin(0).values.t() * 29 + x.abs() * 31 + F.l1_loss(x, y) * 37
+                        + torch.linalg.vector_norm(x, 1, dim=1, keepdim=True) * 41
+                        + torch.linalg.vector_norm(x, float("inf"), dim=1, keepdim=True) * 43, TIES),
         "select_nan": (lambda x, y: (torch.maximum(x, y), torch.minimum(x, y), torch.fmax(x, y), torch.fmin(x, y),
                                      torch.clamp(x, y, y + 1), torch.clamp(x, min=y), *x.max(1), *y.min(0),
                                      *x.cummax(1), *y.cummin(0), *x.nan_to_num(2.0).int().cummax(0), *(x > 1).cummin(1)),

@@ -274,3 +274,17 @@ def test_attention_sliding_window_and_nonpad_lengths_match_onnx_reference():
     fn = retrograd.build(mod)["main"]
     for lens in (np.array([6, 4], I), np.array([3, 5], I)):  # runtime lengths: one module
         np.testing.assert_allclose(fn(q, k, v, lens), ref.run(None, {"q": q, "k": k, "v": v, "lens": lens})[0], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("op", ["Max", "Min"])
+def test_max_min_propagate_nan_from_any_input(op):
+    """onnxruntime gives NaN where any input is NaN; a single select would drop a NaN in the first."""
+    nan = np.nan
+    a, b, c = F([nan, 1, 2, 3, -1]), F([0, nan, 2, 4, -1]), F([0, 1, nan, 5, -2])
+    _check(op, [[("a", a), ("b", b), ("c", c)], [("a", c), ("b", a), ("c", b)]])
+
+
+def test_clip_keeps_nan_with_runtime_bounds():
+    x = F([np.nan, 1.0, -1.0, 0.25, 0.5, 0.0])
+    bounds = lambda lo, hi: [("lo", np.array(lo, F)), ("hi", np.array(hi, F))]  # noqa: E731
+    _check("Clip", [[("x", x), *bounds(0.0, 0.5)], [("x", x[::-1].copy()), *bounds(-2.0, 0.0)]])
