@@ -1,8 +1,9 @@
-"""ATen's ops that choose among values (maximum / minimum, fmax / fmin, max / min along a dim, median, cummax / cummin) as
-retrograd ops, and abs, with PyTorch's rules for ties and NaN (see aten_ops.py for the table's conventions).
+"""ATen's ops that choose among values (maximum / minimum, fmax / fmin, max / min along a dim, median,
+cummax / cummin), and abs, as retrograd ops with PyTorch's rules for ties and NaN (see aten_ops.py for
+the table's conventions).
 
 TVM's `R.maximum(x, y)` is one comparison and a select: a NaN in `x` gives `y`, and at a tie the whole
-gradient goes to `x`. PyTorch propagates a NaN from either side and splits a tie's gradient in half,
+gradient goes to one side. PyTorch propagates a NaN from either side and splits a tie's gradient in half,
 so float operands are written as two selects around their midpoint. Integers keep the single op.
 """
 

@@ -46,7 +46,8 @@ def not_equal_kernel(a, b):
 
 
 def _max_min_grad(compare: str):
-    """maximum/minimum route g to x1 where it won (ties go to x1, as TVM), else to x2."""
+    """maximum/minimum route g to x1 where `compare(x1, x2)`, else to x2: TVM's rules, under which a tie
+    goes to x1 for maximum (x1 >= x2) and to x2 for minimum (x1 < x2)."""
 
     def grad(call, out, g):
         x1, x2 = call.args
@@ -95,7 +96,7 @@ def _power_grad(x1, x2, out, g):
 
 
 maximum = register_binary("maximum", select_kernel("maximum", np.maximum, np.greater), _max_min_grad("greater_equal"), inplace=True)
-minimum = register_binary("minimum", select_kernel("minimum", np.minimum, np.less), _max_min_grad("less_equal"), inplace=True)
+minimum = register_binary("minimum", select_kernel("minimum", np.minimum, np.less), _max_min_grad("less"), inplace=True)
 equal = register_binary("equal", np.equal, out_dtype="bool")
 not_equal = register_binary("not_equal", not_equal_kernel, out_dtype="bool")
 greater = register_binary("greater", np.greater, out_dtype="bool")

@@ -112,3 +112,25 @@ def test_our_printed_adjoint_parses_in_tvm():
     ours = Gradient("main")(retrograd.parse(MODULES["mlp"]))
     theirs = tvm.script.from_source(ours.script())
     assert "main_adjoint" in [gv.name_hint for gv in theirs.get_global_vars()]
+
+
+def test_maximum_minimum_ties_follow_tvms_adjoint():
+    """At ties TVM's adjoint gives maximum's gradient to x1 and minimum's to x2."""
+    text = HEAD + """
+    @R.function
+    def main(x: R.Tensor((6,), "float32"), y: R.Tensor((6,), "float32")) -> R.Tensor((), "float32"):
+        with R.dataflow():
+            a = R.minimum(x, y)
+            b = R.maximum(x, y)
+            gv = R.sum(R.add(a, R.multiply(b, R.const(10.0, "float32"))))
+            R.output(gv)
+        return gv
+"""
+    x = np.array([1.0, 2.0, 3.0, -1.0, 0.0, 5.0], "float32")
+    y = np.array([1.0, 3.0, 2.0, -1.0, 0.0, 4.0], "float32")  # ties at 0, 3 and 4
+    theirs = relax.transform.Gradient("main")(tvm.script.from_source(text))
+    vm = relax.VirtualMachine(tvm.compile(theirs, target="llvm"), tvm.cpu())
+    _, t_grads = _to_numpy(vm["main_adjoint"](tvm.runtime.tensor(x), tvm.runtime.tensor(y)))
+    _, grads = retrograd.build(Gradient("main")(retrograd.parse(text)))["main_adjoint"](x, y)
+    for g, t in zip(grads, t_grads):
+        np.testing.assert_array_equal(g, t)
