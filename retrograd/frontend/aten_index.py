@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from retrograd.errors import UnsupportedError
-from retrograd.frontend.aten_common import ndim, registrar
+from retrograd.frontend.aten_common import is_float, ndim, registrar
 from retrograd.frontend.aten_ops import scaled
 from retrograd.ir.expr import Expr, PrimValue, ShapeExpr, Tuple, TupleGetItem, const
 from retrograd.ops.api import R
@@ -80,27 +80,57 @@ def _index(cx, a):
 
 @op("index_put")
 def _index_put(cx, a):
-    """x[i0, i1, ...] = values (+= with accumulate); indices for the leading dims only are completed
-    with aranges over the trailing ones, all broadcast to one shape."""
+    """x[i0, :, i2, ...] = values (+= with accumulate). Every dim gets an index tensor over the shape of
+    x[indices] as PyTorch lays it out (the broadcast index dims in place of adjacent indexed dims, first
+    otherwise; a full slice's dim as an arange), so that R.index_put sees one index per dim."""
     x, idx = a["self"], list(a["indices"])
-    if any(t is None for t in idx):
-        raise UnsupportedError("index_put with a full slice among the indices")
     vals = cx.tensor(a["values"], cx.out_dtype())
-    shape = x.struct_info.shape
-    if len(idx) < len(shape):
-        lead = np.broadcast_shapes(*(tuple(t.struct_info.shape) for t in idx))
-        trail = tuple(shape[len(idx):])
-        if not all(isinstance(d, int) for d in (*lead, *trail)):
+    shape = tuple(x.struct_info.shape)
+    idx += [None] * (len(shape) - len(idx))
+    present = [d for d, t in enumerate(idx) if t is not None]
+    if len(present) < len(shape):
+        lead = np.broadcast_shapes(*(tuple(idx[d].struct_info.shape) for d in present))
+        sliced = [d for d in range(len(shape)) if idx[d] is None]
+        if present == list(range(present[0], present[-1] + 1)):
+            layout = [d for d in sliced if d < present[0]] + [None] + [d for d in sliced if d > present[-1]]
+        else:
+            layout = [None] + sliced
+        at = layout.index(None)
+        full = tuple(n for d in layout for n in (lead if d is None else (shape[d],)))
+        if not all(isinstance(n, int) for n in full):
             raise UnsupportedError("index_put over symbolic dims")
-        full = ShapeExpr(lead + trail)
-        k = len(trail)
-        idx = [cx.emit(R.broadcast_to(cx.emit(R.reshape(t, ShapeExpr(tuple(t.struct_info.shape) + (1,) * k))), full))
-               for t in idx]
-        for j, n in enumerate(trail):
-            ar = const(np.arange(n, dtype="int64").reshape((n,) + (1,) * (k - 1 - j)))
-            idx.append(cx.emit(R.broadcast_to(ar, full)))
-        vals = cx.emit(R.broadcast_to(vals, full))
+
+        def spread(t, tshape, first):
+            return cx.emit(R.broadcast_to(cx.emit(R.reshape(t, ShapeExpr(
+                (1,) * first + tshape + (1,) * (len(full) - first - len(tshape))))), ShapeExpr(full)))
+
+        for d in range(len(shape)):
+            if idx[d] is not None:
+                t = idx[d]
+                tshape = (1,) * (len(lead) - ndim(t)) + tuple(t.struct_info.shape)
+                idx[d] = spread(t, tshape, at)
+            else:
+                p = layout.index(d)
+                idx[d] = spread(const(np.arange(shape[d], dtype="int64")), (shape[d],), p + (len(lead) - 1 if p > at else 0))
+        vals = cx.emit(R.broadcast_to(vals, ShapeExpr(full)))
     return R.index_put(x, Tuple(tuple(idx)), vals, accumulate=bool(a["accumulate"]))
+
+
+@op("unfold")
+def _unfold(cx, a):
+    """Tensor.unfold(dim, size, step): the windows along `dim` (a take of a (windows, size) index grid),
+    each window's elements moved to a new last dim."""
+    x = a["self"]
+    d = a["dimension"] % max(ndim(x), 1)
+    n, size, step = x.struct_info.shape[d] if ndim(x) else 1, a["size"], a["step"]
+    if not isinstance(n, int):
+        raise UnsupportedError("unfold over a symbolic dim")
+    grid = np.arange(0, n - size + 1, step)[:, None] + np.arange(size)[None, :]
+    if not ndim(x):
+        return R.reshape(x, ShapeExpr((1,)))
+    y = cx.emit(R.take(x, const(grid.astype("int64")), axis=d, mode="fast"))
+    k = ndim(x) + 1
+    return y if d == k - 2 else R.permute_dims(y, axes=[i for i in range(k) if i != d + 1] + [d + 1])
 
 
 @op("eye")
@@ -124,6 +154,42 @@ def _scatter(cx, a):
     if not isinstance(src, Expr):
         src = R.full(ShapeExpr(a["index"].struct_info.shape), cx.tensor(src, cx.out_dtype()), dtype=cx.out_dtype())
     return R.scatter_elements(x, a["index"], src, axis=a["dim"] % ndim(x), reduction="add" if add else "update")
+
+
+@op("scatter_reduce")
+def _scatter_reduce(cx, a):
+    """PyTorch's scatter_reduce (sum, prod, mean, amax, amin; include_self or not): sum and mean as
+    scatter-adds (PyTorch's mean divides by the count), the others as R.scatter_elements' reductions, whose
+    gradients are PyTorch's. Without include_self, written positions start from the reduction's identity."""
+    x, idx, src, how = a["self"], a["index"], a["src"], a["reduce"]
+    axis, keep_self = a["dim"] % max(ndim(x), 1), bool(a.get("include_self", True))
+    dt = x.struct_info.dtype
+
+    def scatter(base, upd, reduction):
+        return cx.emit(R.scatter_elements(base, idx, upd, axis=axis, reduction=reduction))
+
+    def filled(like, v):
+        return cx.emit(R.full_like(like, const(v, dt)))
+
+    ones = filled(src, 1)
+    touched = None if keep_self else cx.emit(R.greater(scatter(filled(x, 0), ones, "update"), const(0, dt)))
+    if how in ("sum", "mean"):
+        base = x if keep_self else cx.emit(R.where(touched, const(0, dt), x))
+        total = scatter(base, src, "add")
+        if how == "sum":
+            return total
+        if not is_float(dt):
+            raise UnsupportedError("scatter_reduce mean of an integer tensor")
+        count = scatter(filled(x, 1 if keep_self else 0), ones, "add")
+        return R.divide(total, cx.emit(R.maximum(count, const(1, dt))))
+    if how == "prod":
+        base = x if keep_self else cx.emit(R.where(touched, const(1, dt), x))
+        return scatter(base, src, "mul")
+    if how not in ("amax", "amin"):
+        raise UnsupportedError(f"scatter_reduce with reduce={how!r}")
+    worst = (-np.inf if how == "amax" else np.inf) if is_float(dt) else np.iinfo(dt).min if how == "amax" else np.iinfo(dt).max
+    base = x if keep_self else cx.emit(R.where(touched, const(worst, dt), x))
+    return scatter(base, src, "max" if how == "amax" else "min")
 
 
 @op("topk")

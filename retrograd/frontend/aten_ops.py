@@ -315,6 +315,10 @@ def _norm(cx, a):
     return power_at_nonzero(total, 1 / p)
 
 
+TABLE["dist"] = lambda cx, a: _norm(cx, {"self": cx.emit(R.subtract(*cx.operands(a["self"], a["other"]))),
+                                         "p": a.get("p", 2)})
+
+
 @op("cumsum", "cumprod")
 def _cumsum(cx, a):
     fn = R.cumsum if cx.node.target._schema.name.endswith("cumsum") else R.cumprod

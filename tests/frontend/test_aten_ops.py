@@ -94,11 +94,33 @@ def _cases(torch):
                         + y.t().cummin(0).values.t() * 29 + x.abs() * 31 + F.l1_loss(x, y) * 37
                         + torch.linalg.vector_norm(x, 1, dim=1, keepdim=True) * 41
                         + torch.linalg.vector_norm(x, float("inf"), dim=1, keepdim=True) * 43, TIES),
+        "put_slices_fold": (lambda x: (_put_with_slices(torch, x), F.fold(x.reshape(1, 12, 5)[:, :, :4], (3, 3), 2),
+                                       x.unfold(2, 2, 1), x.unfold(1, 3, 2), torch.dist(x, x.flip(0), 3)), (r(3, 4, 5),)),
+        # Ties and zeros in the data: amax / amin share the gradient among equal values, prod skips a zero.
+        "scatter_reduce": (lambda x, s: _scatter_reductions(torch, x, s), TIES),
         "select_nan": (lambda x, y: (torch.maximum(x, y), torch.minimum(x, y), torch.fmax(x, y), torch.fmin(x, y),
                                      torch.clamp(x, y, y + 1), torch.clamp(x, min=y), *x.max(1), *y.min(0),
                                      *x.cummax(1), *y.cummin(0), *x.nan_to_num(2.0).int().cummax(0), *(x > 1).cummin(1)),
                        (TIES[0].masked_fill(TIES[0] == 3, float("nan")), TIES[1].masked_fill(TIES[1] == 0, float("nan")))),
     }
+
+
+def _put_with_slices(torch, x):
+    y = x.clone()
+    y[:, torch.tensor([0, 2])] = x[:, :2] * 3
+    y[torch.tensor([1, 0]), :, torch.tensor([2, 3])] += x[0, :, :2].t() * 5
+    y[..., torch.tensor([[1], [3]])] = 2.0
+    return y + x.index_fill(1, torch.tensor([0, 2]), 1.5) + x.index_add(1, torch.tensor([0, 0, 2]), x[:, :3] * 2)
+
+
+def _scatter_reductions(torch, x, s):
+    idx = torch.tensor([[0, 1, 0, 3], [2, 2, 2, 2], [3, 0, 1, 1]])
+    out = x.scatter_reduce(1, idx, s, "sum", include_self=False)
+    for k, how in enumerate(("prod", "mean")):
+        out = out + x.scatter_reduce(1, idx, s * 1.5, how, include_self=bool(k % 2)) * (k + 2)
+        out = out + x.scatter_reduce(1, idx, s - 0.5, how, include_self=not k % 2) * (k + 7)
+    # amax / amin without include_self: PyTorch counts self among the ties and drops its share (docs/import.md).
+    return out + x.scatter_reduce(1, idx, s * 1.5, "amax") * 11 + x.scatter_reduce(1, idx, s - 0.5, "amin") * 13
 
 
 def _ties(torch):
@@ -134,7 +156,7 @@ def _run_case(name):
     "arith", "rsub_pow", "div_modes", "unary", "activations", "compare_where", "reductions", "cumsum", "views",
     "cat_stack_split", "slicing", "flip_roll_tri", "repeat_tile", "gather_index", "scatter", "creation", "topk_sort",
     "linalg", "conv_pool", "conv1d_3d", "norms", "softmax_losses", "pad_interp", "pixel_shuffle", "sdpa", "embedding", "dtype_casts",
-    "logical", "glu_prelu", "select_ties"])
+    "logical", "glu_prelu", "select_ties", "put_slices_fold", "scatter_reduce"])
 def test_op_forward_and_input_gradients(name):
     torch = need("torch")
     mod, inputs, values, outs, fn = _run_case(name)

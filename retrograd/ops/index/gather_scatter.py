@@ -13,6 +13,7 @@ from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
 from retrograd.ops.kernels import scatter as kernels
 from retrograd.ops.registry import Attr, InferCtx, register
+from retrograd.ops.rule_helpers import scalar
 from retrograd.ops.shape_utils import axes_of
 
 
@@ -62,14 +63,18 @@ def _infer_scatter_elements(ctx: InferCtx) -> TensorStructInfo:
 def _scatter_grad(gather, updates_grad_args):
     """update: data keeps g outside the written positions; add: all of g. Updates read g where they
     land; under update, an update overwritten by a later duplicate gets none (exact, where PyTorch's
-    rule hands g to every duplicate; we keep PyTorch's rule only when the updates' shape is symbolic)."""
+    rule hands g to every duplicate; we keep PyTorch's rule only when the updates' shape is symbolic).
+    max / min and mul: PyTorch's scatter_reduce rules (amax / amin share g evenly among the values equal
+    to the result, data included; prod divides the result by each factor, zeros handled)."""
 
     def grad(call, out, g):
         data, idx, upd = call.args
         reduction = call.attrs["reduction"]
-        if reduction not in ("update", "add"):
-            raise GradientError(f"{call.op.script_name}: no gradient for reduction {reduction!r} (update and add only)", call.span)
         extra = updates_grad_args(call)
+        if reduction in ("max", "min", "mul"):
+            return _reducing_scatter_grad(call, out, g, lambda x: gather(x, idx, **extra))
+        if reduction != "update" and reduction != "add":
+            raise GradientError(f"{call.op.script_name}: no gradient for reduction {reduction!r} (TVM's halving mean)", call.span)
         landed = gather(g, idx, **extra)
         if reduction == "add":
             return [g, None, landed]
@@ -83,6 +88,30 @@ def _scatter_grad(gather, updates_grad_args):
         return [d, None, landed]
 
     return grad
+
+
+def _reducing_scatter_grad(call, out, g, gather):
+    data, idx, upd = call.args
+    dtype = out.struct_info.dtype
+    one, zero = scalar(1, out), scalar(0, out)
+
+    def scatter(base, updates, reduction):
+        return call.op(base, idx, updates, **{**call.attrs, "reduction": reduction})
+
+    if call.attrs["reduction"] != "mul":
+        data_ties = R.astype(R.equal(data, out), dtype=dtype)
+        upd_ties = R.astype(R.equal(upd, gather(out)), dtype=dtype)
+        share = R.divide(g, R.maximum(scatter(data_ties, upd_ties, "add"), one))
+        return [R.multiply(data_ties, share), None, R.multiply(upd_ties, gather(share))]
+    # A factor's gradient is the product of the others: result / factor, or, for the only zero at its
+    # position, the product with that zero replaced by one (two zeros: 0).
+    free_data = R.where(R.equal(data, zero), one, data)
+    data_grad = R.divide(R.multiply(g, scatter(free_data, upd, "mul")), free_data)
+    upd_zero = R.equal(upd, zero)
+    lone_zero = R.logical_and(upd_zero, R.equal(gather(scatter(R.zeros_like(data), R.astype(upd_zero, dtype=dtype), "add")), one))
+    without_it = gather(R.multiply(g, scatter(data, R.where(lone_zero, one, upd), "mul")))
+    upd_grad = R.where(lone_zero, without_it, R.divide(gather(R.multiply(g, out)), R.where(upd_zero, one, upd)))
+    return [data_grad, None, upd_grad]
 
 
 def _gather_elements_grad(call, out, g):
