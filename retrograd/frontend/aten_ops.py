@@ -289,7 +289,7 @@ def _logsumexp(cx, a):
 
 
 @op("linalg_vector_norm", "norm")
-def _norm(cx, a):
+def vector_norm(cx, a):
     x = a["self"]
     p = a.get("ord", a.get("p", 2))
     p = 2 if p is None else p
@@ -313,10 +313,6 @@ def _norm(cx, a):
     powered = R.multiply(x, x) if p == 2 else power_at_nonzero(cx.emit(R.abs(x)), p)
     total = cx.emit(R.sum(cx.emit(powered), axis=ax, keepdims=keep))
     return power_at_nonzero(total, 1 / p)
-
-
-TABLE["dist"] = lambda cx, a: _norm(cx, {"self": cx.emit(R.subtract(*cx.operands(a["self"], a["other"]))),
-                                         "p": a.get("p", 2)})
 
 
 @op("cumsum", "cumprod")

@@ -1,5 +1,5 @@
 """ATen's ops that choose among values (maximum / minimum, fmax / fmin, max / min along a dim, median,
-cummax / cummin), and abs, as retrograd ops with PyTorch's rules for ties and NaN (see aten_ops.py for
+kthvalue, cummax / cummin), and abs, as retrograd ops with PyTorch's rules for ties and NaN (see aten_ops.py for
 the table's conventions).
 
 TVM's `R.maximum(x, y)` is one comparison and a select: a NaN in `x` gives `y`, and at a tie the whole
@@ -74,6 +74,20 @@ def _max_min(cx, a):
     idx = cx.emit(R.argmax(x, axis=d, keepdims=True) if name == "max" else R.argmin(x, axis=d, keepdims=True))
     vals = cx.emit(R.gather_elements(x, idx, axis=d))
     if keep:
+        return vals, idx
+    return R.squeeze(vals, axis=[d]), R.squeeze(idx, axis=[d])
+
+
+@op("kthvalue")
+def _kthvalue(cx, a):
+    """The k-th smallest along a dim and its index (a stable sort's; NaN sorts last), the gradient following
+    the index."""
+    x = a["self"]
+    d = a.get("dim", -1) % max(ndim(x), 1)
+    order = cx.emit(R.argsort(x, axis=d, dtype="int64"))
+    idx = cx.emit(R.take(order, const(np.array([a["k"] - 1], "int64")), axis=d))
+    vals = cx.emit(R.gather_elements(x, idx, axis=d))
+    if a.get("keepdim", False):
         return vals, idx
     return R.squeeze(vals, axis=[d]), R.squeeze(idx, axis=[d])
 

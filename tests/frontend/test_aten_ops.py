@@ -98,6 +98,11 @@ def _cases(torch):
                                        x.unfold(2, 2, 1), x.unfold(1, 3, 2), torch.dist(x, x.flip(0), 3)), (r(3, 4, 5),)),
         # Ties and zeros in the data: amax / amin share the gradient among equal values, prod skips a zero.
         "scatter_reduce": (lambda x, s: _scatter_reductions(torch, x, s), TIES),
+        # cdist of at most 25 rows (more: torch.export writes its matmul form, whose sqrt has no gradient at 0).
+        "distances": (lambda x, y: (torch.cdist(x, y) + torch.cdist(x, y, p=1) + torch.cdist(x, x, p=float("inf"))
+                                    + torch.cdist(x, y * 2, p=3) + F.pdist(x, 1.5)[:5].sum() + torch.dist(x, y[:3], 3)
+                                    + torch.kthvalue(x[:, :3].round(), 2, 1, keepdim=True).values),
+                      (r(3, 4), r(3, 4))),
         "select_nan": (lambda x, y: (torch.maximum(x, y), torch.minimum(x, y), torch.fmax(x, y), torch.fmin(x, y),
                                      torch.clamp(x, y, y + 1), torch.clamp(x, min=y), *x.max(1), *y.min(0),
                                      *x.cummax(1), *y.cummin(0), *x.nan_to_num(2.0).int().cummax(0), *(x > 1).cummin(1)),
@@ -156,7 +161,8 @@ def _run_case(name):
     "arith", "rsub_pow", "div_modes", "unary", "activations", "compare_where", "reductions", "cumsum", "views",
     "cat_stack_split", "slicing", "flip_roll_tri", "repeat_tile", "gather_index", "scatter", "creation", "topk_sort",
     "linalg", "conv_pool", "conv1d_3d", "norms", "softmax_losses", "pad_interp", "pixel_shuffle", "sdpa", "embedding", "dtype_casts",
-    "logical", "glu_prelu", "select_ties", "put_slices_fold", "scatter_reduce"])
+    "logical", "glu_prelu", "select_ties", "put_slices_fold", "scatter_reduce",
+    "distances"])
 def test_op_forward_and_input_gradients(name):
     torch = need("torch")
     mod, inputs, values, outs, fn = _run_case(name)
