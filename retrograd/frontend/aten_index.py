@@ -3,6 +3,8 @@ table's conventions)."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from retrograd.errors import UnsupportedError
@@ -114,6 +116,24 @@ def _index_put(cx, a):
                 idx[d] = spread(const(np.arange(shape[d], dtype="int64")), (shape[d],), p + (len(lead) - 1 if p > at else 0))
         vals = cx.emit(R.broadcast_to(vals, ShapeExpr(full)))
     return R.index_put(x, Tuple(tuple(idx)), vals, accumulate=bool(a["accumulate"]))
+
+
+@op("masked_scatter")
+def _masked_scatter(cx, a):
+    """x with its masked positions, in row-major order, taking source's leading elements: the k-th masked
+    position reads source's k-th (an exclusive cumulative count of the mask), the rest keep x."""
+    x, src = a["self"], a["source"]
+    shape = x.struct_info.shape
+    size = math.prod(shape) if all(isinstance(n, int) for n in shape) else None
+    count = math.prod(src.struct_info.shape) if all(isinstance(n, int) for n in src.struct_info.shape) else None
+    if size is None or count is None:
+        raise UnsupportedError("masked_scatter over symbolic dims")
+    mask = cx.emit(R.reshape(cx.emit(R.broadcast_to(a["mask"], ShapeExpr(shape))), ShapeExpr((size,))))
+    slot = cx.emit(R.cumsum(cx.emit(R.astype(mask, dtype="int64")), axis=0, exclusive=True))
+    slot = cx.emit(R.minimum(slot, const(max(count - 1, 0), "int64")))
+    taken = cx.emit(R.take(cx.emit(R.reshape(src, ShapeExpr((count,)))), slot, axis=0))
+    flat = cx.emit(R.where(mask, taken, cx.emit(R.reshape(x, ShapeExpr((size,))))))
+    return R.reshape(flat, ShapeExpr(shape))
 
 
 @op("unfold")

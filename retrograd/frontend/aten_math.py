@@ -1,5 +1,5 @@
-"""ATen's hypot, bucketize, distances (dist, cdist, pdist), and the index constants triu_indices /
-tril_indices, as retrograd ops (see aten_ops.py for the table's conventions)."""
+"""ATen's hypot, copysign, logcumsumexp, bucketize / searchsorted, distances (dist, cdist, pdist), and the
+index constants triu_indices / tril_indices, as retrograd ops (see aten_ops.py for the table's conventions)."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import numpy as np
 from retrograd.errors import UnsupportedError
 from retrograd.frontend.aten_common import registrar
 from retrograd.frontend.aten_ops import vector_norm
+from retrograd.frontend.aten_select import torch_abs
 from retrograd.ir.expr import ShapeExpr, const
 from retrograd.ops.api import R
 
@@ -22,14 +23,62 @@ def _hypot(cx, a):
     return R.sqrt(cx.emit(R.add(cx.emit(R.multiply(x, x)), cx.emit(R.multiply(y, y)))))
 
 
-@op("bucketize")
-def _bucketize(cx, a):
-    """The bucket of each value: how many boundaries lie below it (at or below it with right=True)."""
-    x, bounds = a["self"], a["boundaries"]
-    below = R.less_equal if a.get("right") else R.less
-    hits = cx.emit(below(cx.emit(R.expand_dims(bounds, axis=list(range(x.struct_info.ndim)))),
-                         cx.emit(R.expand_dims(x, axis=-1))))
-    return R.sum(cx.emit(R.astype(hits, dtype=cx.out_dtype())), axis=[-1])
+def buckets(cx, x, bounds, right: bool):
+    """How many boundaries lie below each value (at or below it with right=True): R.bucketize against one
+    1-D list; each row of values (..., K) against its own row of boundaries (..., M) by comparisons."""
+    x = cx.tensor(x, bounds.struct_info.dtype)
+    out = cx.out_dtype()
+    if bounds.struct_info.ndim == 1:
+        return R.bucketize(x, bounds, out_int32=out == "int32", right=right)
+    below = R.less_equal if right else R.less
+    hits = cx.emit(below(cx.emit(R.expand_dims(bounds, axis=[-2])), cx.emit(R.expand_dims(x, axis=-1))))
+    return R.sum(cx.emit(R.astype(hits, dtype=out)), axis=[-1])
+
+
+TABLE["bucketize"] = lambda cx, a: buckets(cx, a["self"], a["boundaries"], bool(a.get("right")))
+
+
+@op("searchsorted")
+def _searchsorted(cx, a):
+    if a.get("sorter") is not None:
+        raise UnsupportedError("searchsorted with a sorter")
+    right = bool(a.get("right")) or a.get("side") == "right"
+    return buckets(cx, a["self"], a["sorted_sequence"], right)
+
+
+@op("copysign")
+def _copysign(cx, a):
+    """|x| with the sign of other (-0.0 counts as negative); the gradient is PyTorch's, 0 at x = 0."""
+    dt = cx.out_dtype()
+    x, y = cx.tensor(a["self"], dt), cx.tensor(a["other"], dt)
+    zero = const(0, dt)
+    neg_zero = cx.emit(R.logical_and(cx.emit(R.equal(y, zero)), cx.emit(R.less(cx.emit(R.divide(const(1, dt), y)), zero))))
+    negative = cx.emit(R.logical_or(cx.emit(R.less(y, zero)), neg_zero))
+    size = cx.emit(torch_abs(x))
+    return R.where(negative, cx.emit(R.negative(size)), size)
+
+
+@op("logcumsumexp")
+def _logcumsumexp(cx, a):
+    """log of the running sum of exp along a dim, each prefix shifted by its own maximum (so that values far
+    below a later maximum do not underflow): O(n²) in the dim's extent."""
+    x = a["self"]
+    d = a["dim"] % max(x.struct_info.ndim, 1)
+    n = x.struct_info.shape[d] if x.struct_info.ndim else 1
+    if not isinstance(n, int):
+        raise UnsupportedError("logcumsumexp over a symbolic dim")
+    if not x.struct_info.ndim:
+        return x
+    dt = x.struct_info.dtype
+    trail = (1,) * (x.struct_info.ndim - d - 1)
+    i, j = np.ogrid[:n, :n]
+    seen = const((j <= i).reshape((n, n) + trail))
+    rows = cx.emit(R.expand_dims(x, axis=[d]))  # (..., 1, n, ...): position i reads x[j] along d + 1
+    prefix = cx.emit(R.where(seen, rows, const(-np.inf, dt)))
+    top = cx.emit(R.grad.no_grad(cx.emit(R.max(prefix, axis=[d + 1], keepdims=True))))
+    top = cx.emit(R.where(cx.emit(R.isfinite(top)), top, const(0, dt)))
+    total = cx.emit(R.sum(cx.emit(R.exp(cx.emit(R.subtract(prefix, top)))), axis=[d + 1]))
+    return R.add(cx.emit(R.log(total)), cx.emit(R.squeeze(top, axis=[d + 1])))
 
 
 @op("triu_indices", "tril_indices")

@@ -103,6 +103,14 @@ def _cases(torch):
                                     + torch.cdist(x, y * 2, p=3) + F.pdist(x, 1.5)[:5].sum() + torch.dist(x, y[:3], 3)
                                     + torch.kthvalue(x[:, :3].round(), 2, 1, keepdim=True).values),
                       (r(3, 4), r(3, 4))),
+        # logcumsumexp of values ~100 apart (exp underflows): a prefix far below a later maximum must not underflow to -inf.
+        "search_sign_scan": (lambda x, b: (torch.logcumsumexp(x * 40, 1) + torch.logcumsumexp(x, 0)
+                                           + torch.copysign(x, x.flip(0)) + torch.copysign(x, -0.0) * 2
+                                           + x.masked_scatter(x > 0, x.flip(0) * 3)
+                                           + torch.searchsorted(b, x, right=True).float() * x
+                                           + torch.bucketize(x, b, out_int32=True).float()
+                                           + torch.searchsorted(x.sort(1).values, x[:, :1] * 0.5).float()),
+                             (r(4, 5), torch.tensor([-1.0, 0.0, 0.5, 1.0]))),
         "select_nan": (lambda x, y: (torch.maximum(x, y), torch.minimum(x, y), torch.fmax(x, y), torch.fmin(x, y),
                                      torch.clamp(x, y, y + 1), torch.clamp(x, min=y), *x.max(1), *y.min(0),
                                      *x.cummax(1), *y.cummin(0), *x.nan_to_num(2.0).int().cummax(0), *(x > 1).cummin(1)),
@@ -162,7 +170,7 @@ def _run_case(name):
     "cat_stack_split", "slicing", "flip_roll_tri", "repeat_tile", "gather_index", "scatter", "creation", "topk_sort",
     "linalg", "conv_pool", "conv1d_3d", "norms", "softmax_losses", "pad_interp", "pixel_shuffle", "sdpa", "embedding", "dtype_casts",
     "logical", "glu_prelu", "select_ties", "put_slices_fold", "scatter_reduce",
-    "distances"])
+    "distances", "search_sign_scan"])
 def test_op_forward_and_input_gradients(name):
     torch = need("torch")
     mod, inputs, values, outs, fn = _run_case(name)
