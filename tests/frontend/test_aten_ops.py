@@ -111,6 +111,9 @@ def _cases(torch):
                                            + torch.bucketize(x, b, out_int32=True).float()
                                            + torch.searchsorted(x.sort(1).values, x[:, :1] * 0.5).float()),
                              (r(4, 5), torch.tensor([-1.0, 0.0, 0.5, 1.0]))),
+        "gamma": (lambda x: torch.lgamma(x) + torch.digamma(x) * 2 + torch.special.gammaln(x * 7) * 3,
+                  (torch.tensor([0.01, 0.3, 0.5, 0.9, 1.0, 1.5, 2.0, 3.7, 10.0, 24.5, -0.3, -1.7, -2.5],
+                                dtype=torch.float64),)),
         "select_nan": (lambda x, y: (torch.maximum(x, y), torch.minimum(x, y), torch.fmax(x, y), torch.fmin(x, y),
                                      torch.clamp(x, y, y + 1), torch.clamp(x, min=y), *x.max(1), *y.min(0),
                                      *x.cummax(1), *y.cummin(0), *x.nan_to_num(2.0).int().cummax(0), *(x > 1).cummin(1)),
@@ -170,7 +173,7 @@ def _run_case(name):
     "cat_stack_split", "slicing", "flip_roll_tri", "repeat_tile", "gather_index", "scatter", "creation", "topk_sort",
     "linalg", "conv_pool", "conv1d_3d", "norms", "softmax_losses", "pad_interp", "pixel_shuffle", "sdpa", "embedding", "dtype_casts",
     "logical", "glu_prelu", "select_ties", "put_slices_fold", "scatter_reduce",
-    "distances", "search_sign_scan"])
+    "distances", "search_sign_scan", "gamma"])
 def test_op_forward_and_input_gradients(name):
     torch = need("torch")
     mod, inputs, values, outs, fn = _run_case(name)
