@@ -62,18 +62,23 @@ def _one_walk(func: Function) -> Function | None:
         return None
     bindings = seq.blocks[0].bindings
     walk = _OneWalk(bindings)
+    result_reads: list = []
+    read_vars(seq.body, result_reads)
     try:
-        out = walk.run(bindings, seq.body)
+        out = walk.run(bindings, result_reads)
     except _NotFlat:
         return None
     if walk.guessed_wrong():
         # A rewrite took a var to be read once, and a later binding read it: again, with every count known.
         walk = _OneWalk(bindings, walk.counted)
-        out = walk.run(bindings, seq.body)
-    body = walk.resolve(seq.body)
-    reads: list = []
-    read_vars(body, reads)
-    out = _live_bindings(out, set(reads), walk.tuple_args)
+        out = walk.run(bindings, result_reads)
+    if walk.var_remap.keys().isdisjoint(result_reads):
+        body = seq.body  # the usual case (the result reads output vars, never removed): nothing to resolve
+    else:
+        body = walk.resolve(seq.body)
+        result_reads = []
+        read_vars(body, result_reads)
+    out = _live_bindings(out, set(result_reads), walk.tuple_args)
     if out is None:
         return None  # the passes demote such outputs to dataflow vars before CSE, which may then merge them
     if not walk.changed and len(out) == len(bindings):
@@ -141,21 +146,30 @@ class _OneWalk(Simplifier):
         self.keys = CallKeys()
         self.op_kinds: dict = {}  # op -> _PLAIN, _PERMUTE or _OTHER (see _call_on_leaves)
 
-    def run(self, bindings, body) -> list:
-        """The walk over `bindings`; `body` (the function's result) is read after them."""
+    def run(self, bindings, result_reads: list) -> list:
+        """The walk over `bindings`; the function's result reads `result_reads` after them."""
         changed = False
         on_leaves, rest, count = self._call_on_leaves, self._visit_rest, self._count_value
+        counted, remap, alias, promoted_key = self.counted, self.var_remap, self.alias, self._promoted_key
         for b in bindings:
             old = b.value
-            if old.__class__ is Call:
+            cls = old.__class__
+            if cls is Call:
                 done = on_leaves(b, b.var, old)  # counts the call's reads
+            elif cls is DataflowVar or cls is Var:
+                # An alias (each gradient output is one): _count_value and _visit_rest's first step, inline.
+                counted[old] = counted.get(old, 0) + 1
+                value = remap.get(old, old)
+                if value.__class__ is not Constant and alias(b.var, value):
+                    promoted_key(value, b.var)
+                    changed = True
+                    continue
+                done = None
             else:
                 count(old)
                 done = None
             changed |= rest(b, b.var, old) if done is None else done
-        reads: list = []
-        read_vars(body, reads)
-        self._count(reads)
+        self._count(result_reads)
         self.changed = self.finish_block() or changed
         return self.out
 
@@ -313,14 +327,12 @@ class _OneWalk(Simplifier):
             if value.__class__ is not Call and is_leaf(value) and self.alias(var, value):
                 self._promoted_key(value, var)
                 return True
-            all_vars = False  # the rewrite may have changed the arguments
-        if all_vars:  # CallKeys.key without its loop over the arguments, nor a call
+            key = self.keys.key(value)  # the rewrite may have changed the op, attributes and arguments
+        else:  # CallKeys.key without a call (nor, for arguments that are all vars, its loop over them)
             attrs = old.attrs
             hit = self.keys.heads.get(id(attrs))
             head = hit[2] if hit is not None and hit[0] is attrs and hit[1] is op else self.keys.head(op, attrs)
-            key = None if head is None else (head, value.args)
-        else:
-            key = self.keys.key(value)
+            key = None if head is None else (head, value.args if all_vars else self.keys.arg_keys(value.args))
         first = None
         if key is not None:
             first = self.table.get(key)

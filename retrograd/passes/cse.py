@@ -134,9 +134,13 @@ class CallKeys:
         head = hit[2] if hit is not None and hit[0] is attrs and hit[1] is op else self.head(op, attrs)
         if head is None:
             return None
+        return (head, self.arg_keys(value.args))
+
+    def arg_keys(self, args: tuple) -> tuple:
+        """The arguments' part of a call's key."""
         leaves = self.leaves
         parts = []
-        for a in value.args:
+        for a in args:
             cls = a.__class__
             if cls is Var or cls is DataflowVar:
                 parts.append(a)
@@ -145,7 +149,7 @@ class CallKeys:
             if known is None or known[0] is not a:
                 known = leaves[id(a)] = (a, a if isinstance(a, Var) else _arg_key(a))
             parts.append(known[1])
-        return (head, tuple(parts))
+        return tuple(parts)
 
     def head(self, op, attrs: dict):
         """The head number of calls of `op` with `attrs` (None: such calls get no key): the lookup behind

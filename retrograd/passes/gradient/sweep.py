@@ -233,6 +233,10 @@ class Sweep:
 
     # -- the sweep --------------------------------------------------------------
     def run(self, bindings) -> None:
+        # The open block and its kind, asked at every op call: neither changes during the sweep (a
+        # backward If emits its branches in scopes of their own, closed before the next binding).
+        self.in_dataflow = self.bb.in_dataflow
+        self.block = self.bb.current_bindings()
         for binding in reversed(bindings):
             adj = self.adj.get(binding.var)
             if adj is None:
@@ -284,11 +288,11 @@ class Sweep:
         else:
             g = adj  # materialize's answer for a leaf
         templates = self.templates
-        key = None if templates is None else templates.key(call, var, g, self.active, self.adj, self.bb.in_dataflow)
+        key = None if templates is None else templates.key(call, var, g, self.active, self.adj, self.in_dataflow)
         try:
             template = None if key is None else templates.get(key)
             if template is not None:
-                templates.replay(template, call, var, g, self._hint, self.bb.current_bindings(), self.add)
+                templates.replay(template, call, var, g, self._hint, self.block, self.add)
                 return
             partials = rule(call, var, g)
             if isinstance(partials, ComposedVjp):

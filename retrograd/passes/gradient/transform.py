@@ -336,8 +336,11 @@ def _copy_binding(b: VarBinding, vmap: dict, promote: bool, shared, sinfos: dict
         return copy_binding(b, vmap, promote)
     args = value.args
     old = b.var
+    sinfo = old.struct_info
+    if sinfo.__class__ is TensorStructInfo:  # _shared_sinfo, inline: one call less per binding
+        sinfo = sinfos.setdefault((sinfo.shape, sinfo.dtype, sinfo.ndim), sinfo)
     new = new_call_binding(
-        Var if promote else old.__class__, old.name_hint, _shared_sinfo(old.struct_info, sinfos), value.op,
+        Var if promote else old.__class__, old.name_hint, sinfo, value.op,
         tuple(map(vmap.get, args, args)), shared(value.attrs), value.struct_info, old.span, value.span, b.span,
     )
     vmap[old] = new.var
