@@ -17,14 +17,29 @@ from retrograd.ir.vars import read_vars
 from retrograd.passes.cse import CallKeys, eliminate_common_subexpressions
 from retrograd.passes.dce import eliminate_dead_code
 from retrograd.passes.fold_constant import fold_call, fold_constants
-from retrograd.passes.simplify import PERMUTE, Simplifier, simplify_function
+from retrograd.passes.simplify import MATMUL, PERMUTE, Simplifier, simplify_function
 
 
-def cleanup_function(func: Function) -> Function:
-    """`func` folded, simplified, with repeated computations bound once and dead bindings removed."""
-    fast = _one_walk(func)
+def cleanup_function(func: Function, sites: dict | None = None) -> Function:
+    """`func` folded, simplified, with repeated computations bound once and dead bindings removed.
+
+    `sites` (from the Gradient pass, see Sweep.fuse_transposed_operand): {var t: (p, dwt, dw, m)}, func
+    binding t and m where it would bind p, dwt and dw; t and m are what the clean-up makes of those three.
+    The result is the clean-up of func with each site's three bindings put back: the one walk checks each
+    site against its state, and takes the three bindings back where it would not have come to t and m."""
+    unfused = False
+    try:
+        fast = _one_walk(func, sites)
+    except _Unfused:
+        fast, unfused = None, True
     if fast is not None:
         return fast
+    if sites:
+        func = expand_sites(func, sites)
+        if unfused:  # (not when the walk does not take the function: nor will it now)
+            fast = _one_walk(func)
+            if fast is not None:
+                return fast
     func = fold_constants(func)
     func = simplify_function(func)
     func = eliminate_common_subexpressions(func)
@@ -54,14 +69,39 @@ def _is_flat(value) -> bool:
     return isinstance(value, LEAF_TYPES)
 
 
-def _one_walk(func: Function) -> Function | None:
+def expand_sites(func: Function, sites: dict) -> Function:
+    """`func` with each site's three bindings in place of its two (see cleanup_function): the function the
+    clean-up is the clean-up of."""
+    seq = func.body
+    blocks = tuple(attrs.evolve(block, bindings=_expand(block.bindings, sites)) for block in seq.blocks)
+    return attrs.evolve(func, body=attrs.evolve(seq, blocks=blocks), attrs=dict(func.attrs))
+
+
+def _expand(bindings, sites: dict) -> list:
+    out = []
+    skip = None
+    for b in bindings:
+        site = sites.get(b.var)
+        if site is not None:
+            out += site[:3]
+            skip = site[3]
+        elif b is not skip:
+            out.append(b)
+    return out
+
+
+class _Unfused(Exception):
+    """A site of cleanup_function's that the clean-up would not have turned into its two bindings."""
+
+
+def _one_walk(func: Function, sites: dict | None = None) -> Function | None:
     """The clean-up of a function whose body is one dataflow block of flat bindings, or None when the
     function is not of that form (or needs block outputs demoted): the passes run instead."""
     seq = func.body
     if len(seq.blocks) != 1 or not isinstance(seq.blocks[0], DataflowBlock):
         return None
     bindings = seq.blocks[0].bindings
-    walk = _OneWalk(bindings)
+    walk = _OneWalk(bindings, sites=sites)
     result_reads: list = []
     read_vars(seq.body, result_reads)
     try:
@@ -70,7 +110,7 @@ def _one_walk(func: Function) -> Function | None:
         return None
     if walk.guessed_wrong():
         # A rewrite took a var to be read once, and a later binding read it: again, with every count known.
-        walk = _OneWalk(bindings, walk.counted)
+        walk = _OneWalk(bindings, walk.counted, sites)
         out = walk.run(bindings, result_reads)
     if walk.var_remap.keys().isdisjoint(result_reads):
         body = seq.body  # the usual case (the result reads output vars, never removed): nothing to resolve
@@ -127,7 +167,7 @@ class _OneWalk(Simplifier):
     """fold_constants, simplify and CSE applied to each binding in turn. One table of replacements
     (`var_remap`) serves all three: each pass would substitute the earlier ones' anyway."""
 
-    def __init__(self, bindings, uses: dict | None = None):
+    def __init__(self, bindings, uses: dict | None = None, sites: dict | None = None):
         # Not ExprMutator's builder (see `builder`). The walk counts each var's reads as it goes
         # (`counted`), checking each binding's form on the way (_NotFlat). Without `uses` (every count
         # known), a rewrite that asks whether a var is read once reads the count so far, and
@@ -145,6 +185,10 @@ class _OneWalk(Simplifier):
         self._will_promote: set | None = None  # see outlives
         self.keys = CallKeys()
         self.op_kinds: dict = {}  # op -> _PLAIN, _PERMUTE or _OTHER (see _call_on_leaves)
+        self.sites = sites  # see cleanup_function
+        # The vars of the sites' bindings p and dwt that the walk of the three bindings would have put in
+        # `table`: a binding finding one there would have kept p alive (see transposed_site).
+        self.ghosts: set = set()
 
     def run(self, bindings, result_reads: list) -> list:
         """The walk over `bindings`; the function's result reads `result_reads` after them."""
@@ -265,6 +309,8 @@ class _OneWalk(Simplifier):
         key = self.keys.key(value)
         if key is not None:
             first = self.table.get(key)
+            if first is not None and self.ghosts and first in self.ghosts:
+                raise _Unfused
             if first is not None and (not self.outlives(var) or self.outlives(first)):
                 if first.struct_info == var.struct_info:
                     self.var_remap[var] = first
@@ -320,9 +366,15 @@ class _OneWalk(Simplifier):
             else:
                 raise _NotFlat
         if not has_var:
+            if self.sites and var in self.sites:
+                raise _Unfused  # a site's g replaced by a constant: t would fold, emit_transpose's does not
             return None
         value = old if new is None else new_call(op, tuple(new), old.attrs, old.struct_info, old.span)
         if kind is _PERMUTE:  # the one simplify pattern of calls on leaves (see Simplifier.rewrite)
+            if self.sites:
+                site = self.sites.get(var)
+                if site is not None:
+                    return self.transposed_site(b, var, old, value, site)
             value = self.permute(var, value)
             if value.__class__ is not Call and is_leaf(value) and self.alias(var, value):
                 self._promoted_key(value, var)
@@ -330,12 +382,14 @@ class _OneWalk(Simplifier):
             key = self.keys.key(value)  # the rewrite may have changed the op, attributes and arguments
         else:  # CallKeys.key without a call (nor, for arguments that are all vars, its loop over them)
             attrs = old.attrs
-            hit = self.keys.heads.get(id(attrs))
+            hit = self.keys.heads.get(id(attrs))  # _head, inline
             head = hit[2] if hit is not None and hit[0] is attrs and hit[1] is op else self.keys.head(op, attrs)
             key = None if head is None else (head, value.args if all_vars else self.keys.arg_keys(value.args))
         first = None
         if key is not None:
             first = self.table.get(key)
+            if first is not None and self.ghosts and first in self.ghosts:
+                raise _Unfused
             if first is not None and (not self.outlives(var) or self.outlives(first)):
                 if first.struct_info is var.struct_info or first.struct_info == var.struct_info:
                     remap[var] = first
@@ -349,6 +403,66 @@ class _OneWalk(Simplifier):
             self.table[key] = var
             self.key_of[var] = key
         return value is not old
+
+    def transposed_site(self, b: VarBinding, var, old: Call, value: Call, site: tuple) -> bool:
+        """_call_on_leaves of a site's transpose t = permute_dims(g) (see cleanup_function), its reads counted:
+        what the walk of p = permute_dims(a), dwt = matmul(p, g) and dw = permute_dims(dwt) would have done
+        in its place. That walk leaves p as it is, adds p and dwt to the table, and rewrites dw by
+        matmul_transpose, which emits t (as emit_transpose: looked up in the table, not simplified) and
+        makes dw matmul(t, a): the site's m, walked next. Raises _Unfused where that walk would have gone
+        otherwise (rare forms, which the checks below keep to simple conditions)."""
+        p, dwt, _, _ = site
+        a, g = p.value.args[0], value.args[0]
+        a = self.var_remap.get(a, a)
+        if a.__class__ is not DataflowVar and a.__class__ is not Var or g.__class__ is not DataflowVar and g.__class__ is not Var:
+            raise _Unfused  # replaced by a constant: p would fold, t would not have
+        # p's walk: permute would compose a permute_dims, or ask whether a matmul's var is read once (which
+        # must answer no, p reading it too, and record no guess). dw's: a transposed g would be used as is.
+        d = self.defs.get(a)
+        if d.__class__ is Call:
+            name = getattr(d.op, "name", None)
+            reads = self.uses.get(a, 0) + (self.guesses is not None and a is p.value.args[0])  # p's read
+            if name == PERMUTE or name == MATMUL and reads < 2:
+                raise _Unfused
+        if self.transposed_source(g) is not None:
+            raise _Unfused
+        if self._ghost(dwt, (self._ghost(p, (a,)), g)) is not dwt.var:
+            raise _Unfused  # dwt would have been replaced by an earlier equal matmul
+        # t as emit_transpose emits it
+        key = (self._head(value), (g,))
+        first = self.table.get(key)
+        if first is not None:
+            if first in self.ghosts:
+                raise _Unfused
+            if first.struct_info == var.struct_info:
+                self.var_remap[var] = first
+                return True
+        out = self.out
+        self.position[var] = len(out)
+        out.append(b if value is old else new_binding(var, value, b.span))
+        self.defs[var] = value
+        self.table[key] = var
+        self.key_of[var] = key
+        return value is not old
+
+    def _head(self, call: Call):
+        """The head of a call's key (CallKeys.key's first step)."""
+        op, attrs = call.op, call.attrs
+        hit = self.keys.heads.get(id(attrs))
+        return hit[2] if hit is not None and hit[0] is attrs and hit[1] is op else self.keys.head(op, attrs)
+
+    def _ghost(self, b: VarBinding, args: tuple):
+        """The var standing for a site's binding `b` (p or dwt, reading `args`) after the CSE step of its walk:
+        an earlier equal one, or b's var (put in the table as a ghost where nothing was)."""
+        key = (self._head(b.value), args)
+        first = self.table.get(key)
+        if first is None:
+            self.table[key] = b.var
+            self.ghosts.add(b.var)
+            return b.var
+        if first.struct_info is b.var.struct_info or first.struct_info == b.var.struct_info:
+            return first
+        return b.var  # emitted by that walk, not in the table: dead, as dwt reads it
 
     def finish_block(self) -> bool:
         promoted = self.promoted
@@ -389,6 +503,8 @@ class _OneWalk(Simplifier):
         b = self.out[-1]
         key = self.keys.key(b.value)
         first = self.table.get(key) if key is not None else None
+        if first is not None and self.ghosts and first in self.ghosts:
+            raise _Unfused
         if first is not None and first.struct_info == var.struct_info:
             self.out.pop()
             del self.position[var]

@@ -27,7 +27,7 @@ from retrograd.ops.registry import get as get_op
 from retrograd.passes.infra import function_pass
 
 PERMUTE = "relax.permute_dims"
-_MATMUL = "relax.matmul"
+MATMUL = "relax.matmul"
 
 
 def _op_name(value) -> str | None:
@@ -48,6 +48,24 @@ def _swaps_last_two(axes: tuple | None) -> bool:
         return False
     n = len(axes)
     return axes == tuple(range(n - 2)) + (n - 1, n - 2)
+
+
+def swaps_last_two(call: Call) -> bool:
+    """Whether a permute_dims call swaps the last two axes of its argument and keeps the others."""
+    return _swaps_last_two(permute_axes(call))
+
+
+def transpose_call(builder, x, cache: dict) -> Call:
+    """permute_dims(x) swapping x's last two axes, normalized by `builder` once per struct info of x (kept
+    in `cache`: inference depends on the argument's struct info alone)."""
+    sinfo = x.struct_info
+    known = cache.get(sinfo)
+    if known is None:
+        n = sinfo.ndim
+        call = builder.normalize(get_op(PERMUTE)(x, axes=list(range(n - 2)) + [n - 1, n - 2]))
+        cache[sinfo] = (call.op, call.attrs, call.struct_info)
+        return call
+    return new_call(known[0], (x,), known[1], known[2])
 
 
 class Simplifier(ExprMutator):
@@ -208,7 +226,7 @@ class Simplifier(ExprMutator):
                 if composed == tuple(range(len(composed))):
                     return base
                 return attrs.evolve(call, args=(base,), attrs={**call.attrs, "axes": composed})
-        elif name == _MATMUL and swaps and self.read_once(src):
+        elif name == MATMUL and swaps and self.read_once(src):
             return self.matmul_transpose(call, inner) or call
         return call
 
@@ -235,15 +253,7 @@ class Simplifier(ExprMutator):
         return None
 
     def emit_transpose(self, x):
-        # Inference depends on the argument's struct info alone: one normalization per struct info.
-        sinfo = x.struct_info
-        known = self._transposes.get(sinfo)
-        if known is None:
-            n = sinfo.ndim
-            call = self.builder.normalize(get_op(PERMUTE)(x, axes=list(range(n - 2)) + [n - 1, n - 2]))
-            self._transposes[sinfo] = (call.op, call.attrs, call.struct_info)
-        else:
-            call = new_call(known[0], (x,), known[1], known[2])
+        call = transpose_call(self.builder, x, self._transposes)
         var = new_var(DataflowVar if self.builder.in_dataflow else Var, "lv", call.struct_info)
         self.emit(new_binding(var, call))
         return var

@@ -97,6 +97,7 @@ class ModuleAD:
         self.new_functions: dict[str, Function] = {}
         self.vjps: dict[str, tuple] = {}
         self.reserved: set[str] = set()
+        self.sites: dict[str, dict] = {}  # function name -> its FunctionAD's sites
 
     def _fresh_name(self, base: str) -> str:
         """`base`, or `base_1`, `base_2`, ... : a name no function of the module (or of this pass) has."""
@@ -127,9 +128,10 @@ class ModuleAD:
             )
         self.reserved.add(adjoint_name)
         self.new_functions = {adjoint_name: ad.build(return_forward=True, new_name=adjoint_name), **self.new_functions}
+        self.sites[adjoint_name] = ad.sites
         out = self.mod
         if o.cleanup:
-            self.new_functions = {n: cleanup_function(f) for n, f in self.new_functions.items()}
+            self.new_functions = {n: cleanup_function(f, self.sites.get(n)) for n, f in self.new_functions.items()}
         for fname, f in self.new_functions.items():
             out = out.with_function(fname, f)
         return out
@@ -151,6 +153,7 @@ class ModuleAD:
         if indices:
             ad = FunctionAD(self, vjp_spec(callee, func, indices))
             self.new_functions[vjp_name] = ad.build(return_forward=False, new_name=vjp_name, private=True)
+            self.sites[vjp_name] = ad.sites
         return self.vjps[callee]
 
 
@@ -182,6 +185,7 @@ class FunctionAD:
         # templates key attributes with the same AttrKeys.
         self.attr_keys = AttrKeys()
         self.sinfos: dict = {}
+        self.sites: dict = {}  # the sweep's rewrites for the clean-up to check (Sweep.fuse_transposed_operand)
 
     def error(self, message: str, binding=None) -> GradientError:
         return self.spec.error(message, binding)
@@ -227,6 +231,8 @@ class FunctionAD:
             # With the clean-up to come, replayed rules skip the transposes it would cancel (param_source).
             templates = RuleTemplates(self.attr_keys, {b.var: b.value for b in forward} if self.parent.options.cleanup else None)
         sweep = Sweep(self, bb, compute_active(forward, required), templates)
+        if templates is not None and templates.forward is not None:
+            sweep.sites, sweep.kept = self.sites, set(required)
         seed_params = self._seed(sweep, bb, ret)
         sweep.run(forward)
 
