@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import attrs
 
-from retrograd.ir.block import DataflowBlock, VarBinding, new_binding
+from retrograd.ir.block import DataflowBlock, VarBinding, new_binding, new_call_binding
 from retrograd.ir.builder import BlockBuilder
-from retrograd.ir.expr import LEAF_CLASSES, LEAF_TYPES, Call, Constant, DataflowVar, Function, Op, SeqExpr, Tuple, TupleGetItem, Var, is_leaf, new_call
+from retrograd.ir.expr import LEAF_CLASSES, LEAF_TYPES, Call, Constant, DataflowVar, Function, Op, SeqExpr, Tuple, TupleGetItem, Var, is_leaf, new_call, new_var
 from retrograd.ir.vars import read_vars
 from retrograd.passes.cse import CallKeys, eliminate_common_subexpressions
 from retrograd.passes.dce import eliminate_dead_code
@@ -23,8 +23,8 @@ from retrograd.passes.simplify import MATMUL, PERMUTE, Simplifier, simplify_func
 def cleanup_function(func: Function, sites: dict | None = None) -> Function:
     """`func` folded, simplified, with repeated computations bound once and dead bindings removed.
 
-    `sites` (from the Gradient pass, see Sweep.fuse_transposed_operand): {var t: (p, dwt, dw, m)}, func
-    binding t and m where it would bind p, dwt and dw; t and m are what the clean-up makes of those three.
+    `sites` (from the Gradient pass, see gradient/transposed.py): {var t: TransposedSite}, func binding t and
+    m where it would bind p, dwt and dw; t and m are what the clean-up makes of those three.
     The result is the clean-up of func with each site's three bindings put back: the one walk checks each
     site against its state, and takes the three bindings back where it would not have come to t and m."""
     unfused = False
@@ -69,6 +69,25 @@ def _is_flat(value) -> bool:
     return isinstance(value, LEAF_TYPES)
 
 
+class TransposedSite:
+    """A site of cleanup_function's: the bindings t = permute_dims(g) and m (dw's var bound to matmul(t, a))
+    stand for p = permute_dims(a), dwt = matmul(p, g) and dw = permute_dims(dwt), rebuilt from each one's
+    var (class, name, struct info) and a call giving its op, attributes and struct info (the Gradient pass
+    keeps these, not the bindings, where it never built them)."""
+
+    __slots__ = ("a", "g", "p", "p_call", "dwt", "dwt_call", "dw_call", "m")
+
+    def __init__(self, a, g, p: tuple, p_call: Call, dwt: tuple, dwt_call: Call, dw_call: Call, m: VarBinding):
+        self.a, self.g, self.p, self.p_call, self.dwt, self.dwt_call, self.dw_call, self.m = a, g, p, p_call, dwt, dwt_call, dw_call, m
+
+    def bindings(self) -> list:
+        """[p, dwt, dw]."""
+        pc, dc, wc = self.p_call, self.dwt_call, self.dw_call
+        p = new_call_binding(*self.p, pc.op, (self.a,), pc.attrs, pc.struct_info)
+        dwt = new_call_binding(*self.dwt, dc.op, (p.var, self.g), dc.attrs, dc.struct_info)
+        return [p, dwt, new_binding(self.m.var, new_call(wc.op, (dwt.var,), wc.attrs, wc.struct_info))]
+
+
 def expand_sites(func: Function, sites: dict) -> Function:
     """`func` with each site's three bindings in place of its two (see cleanup_function): the function the
     clean-up is the clean-up of."""
@@ -83,8 +102,8 @@ def _expand(bindings, sites: dict) -> list:
     for b in bindings:
         site = sites.get(b.var)
         if site is not None:
-            out += site[:3]
-            skip = site[3]
+            out += site.bindings()
+            skip = site.m
         elif b is not skip:
             out.append(b)
     return out
@@ -411,8 +430,7 @@ class _OneWalk(Simplifier):
         matmul_transpose, which emits t (as emit_transpose: looked up in the table, not simplified) and
         makes dw matmul(t, a): the site's m, walked next. Raises _Unfused where that walk would have gone
         otherwise (rare forms, which the checks below keep to simple conditions)."""
-        p, dwt, _, _ = site
-        a, g = p.value.args[0], value.args[0]
+        a, g = site.a, value.args[0]
         a = self.var_remap.get(a, a)
         if a.__class__ is not DataflowVar and a.__class__ is not Var or g.__class__ is not DataflowVar and g.__class__ is not Var:
             raise _Unfused  # replaced by a constant: p would fold, t would not have
@@ -421,12 +439,13 @@ class _OneWalk(Simplifier):
         d = self.defs.get(a)
         if d.__class__ is Call:
             name = getattr(d.op, "name", None)
-            reads = self.uses.get(a, 0) + (self.guesses is not None and a is p.value.args[0])  # p's read
+            reads = self.uses.get(a, 0) + (self.guesses is not None and a is site.a)  # p's read
             if name == PERMUTE or name == MATMUL and reads < 2:
                 raise _Unfused
         if self.transposed_source(g) is not None:
             raise _Unfused
-        if self._ghost(dwt, (self._ghost(p, (a,)), g)) is not dwt.var:
+        p, _ = self._ghost(site.p_call, site.p, (a,))
+        if not self._ghost(site.dwt_call, site.dwt, (p, g))[1]:
             raise _Unfused  # dwt would have been replaced by an earlier equal matmul
         # t as emit_transpose emits it
         key = (self._head(value), (g,))
@@ -451,18 +470,20 @@ class _OneWalk(Simplifier):
         hit = self.keys.heads.get(id(attrs))
         return hit[2] if hit is not None and hit[0] is attrs and hit[1] is op else self.keys.head(op, attrs)
 
-    def _ghost(self, b: VarBinding, args: tuple):
-        """The var standing for a site's binding `b` (p or dwt, reading `args`) after the CSE step of its walk:
-        an earlier equal one, or b's var (put in the table as a ghost where nothing was)."""
-        key = (self._head(b.value), args)
+    def _ghost(self, call: Call, var: tuple, args: tuple) -> tuple:
+        """(the var standing for a site's binding p or dwt after the CSE step of its walk, whether it is the
+        binding's own): an earlier equal one, or a new var (class, name, struct info `var`), put in the table
+        as a ghost where nothing was (else that walk would have emitted it, dead: only dwt reads p)."""
+        key = (self._head(call), args)
         first = self.table.get(key)
+        sinfo = var[2]
+        if first is not None and (first.struct_info is sinfo or first.struct_info == sinfo):
+            return first, False
+        own = new_var(*var)
         if first is None:
-            self.table[key] = b.var
-            self.ghosts.add(b.var)
-            return b.var
-        if first.struct_info is b.var.struct_info or first.struct_info == b.var.struct_info:
-            return first
-        return b.var  # emitted by that walk, not in the table: dead, as dwt reads it
+            self.table[key] = own
+            self.ghosts.add(own)
+        return own, True
 
     def finish_block(self) -> bool:
         promoted = self.promoted

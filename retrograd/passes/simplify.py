@@ -55,17 +55,17 @@ def swaps_last_two(call: Call) -> bool:
     return _swaps_last_two(permute_axes(call))
 
 
-def transpose_call(builder, x, cache: dict) -> Call:
-    """permute_dims(x) swapping x's last two axes, normalized by `builder` once per struct info of x (kept
-    in `cache`: inference depends on the argument's struct info alone)."""
+def transpose_parts(builder, x, cache: dict) -> tuple:
+    """(op, attributes, struct info) of permute_dims(x) swapping x's last two axes, normalized by `builder`
+    once per struct info object of x (kept in `cache`, by identity: inference depends on the argument's
+    struct info alone, and the vars of a gradient's replayed rules share theirs)."""
     sinfo = x.struct_info
-    known = cache.get(sinfo)
-    if known is None:
+    known = cache.get(id(sinfo))
+    if known is None or known[0] is not sinfo:
         n = sinfo.ndim
         call = builder.normalize(get_op(PERMUTE)(x, axes=list(range(n - 2)) + [n - 1, n - 2]))
-        cache[sinfo] = (call.op, call.attrs, call.struct_info)
-        return call
-    return new_call(known[0], (x,), known[1], known[2])
+        known = cache[id(sinfo)] = (sinfo, call.op, call.attrs, call.struct_info)
+    return known[1:]
 
 
 class Simplifier(ExprMutator):
@@ -84,7 +84,7 @@ class Simplifier(ExprMutator):
         self.promoted: dict = {}  # dataflow var -> the output var now bound in its place
         self._resolved: dict = {}  # see resolve
         self._memo_size = 0
-        self._transposes: dict = {}  # argument struct info -> what emit_transpose's call takes
+        self._transposes: dict = {}  # see transpose_parts
         self._axes: dict = {}  # see axes
 
     def resolve(self, expr):
@@ -253,7 +253,8 @@ class Simplifier(ExprMutator):
         return None
 
     def emit_transpose(self, x):
-        call = transpose_call(self.builder, x, self._transposes)
+        op, attrs_, sinfo = transpose_parts(self.builder, x, self._transposes)
+        call = new_call(op, (x,), attrs_, sinfo)
         var = new_var(DataflowVar if self.builder.in_dataflow else Var, "lv", call.struct_info)
         self.emit(new_binding(var, call))
         return var

@@ -13,7 +13,8 @@ import retrograd.passes.cleanup as cleanup
 from retrograd.ir.structural import assert_structural_equal
 from retrograd.ir.well_formed import well_formed
 from retrograd.passes import Gradient
-from retrograd.passes.gradient.sweep import Sweep
+import retrograd.passes.gradient.transform as transform
+from retrograd.passes.gradient.transposed import TransposedOperands
 from retrograd.testing import check_gradients
 
 from .helpers import random_inputs
@@ -72,6 +73,18 @@ TRANSPOSED_ADJOINT = _module(
      "t = R.tanh(p)", "gv = R.sum(t)"],
 )
 
+# As SITE_REUSED, the site made at the matmul (the layer's rules replayed): r0 is also multiplied by u.
+MATMUL_SITE_REUSED = _module(
+    f"x: {_t(4, 8)}, u: {_t(8, 8)}, " + ", ".join(f"w{i}: {_t(8, 8)}, b{i}: {_t(8)}" for i in range(3)),
+    [
+        "wt0 = R.permute_dims(w0)", "m0 = R.matmul(x, wt0)", "a0 = R.add(m0, b0)", "r0 = R.nn.relu(a0)",
+        "h = R.matmul(r0, u)",
+        "wt1 = R.permute_dims(w1)", "m1 = R.matmul(r0, wt1)", "a1 = R.add(m1, b1)", "r1 = R.nn.relu(a1)",
+        "wt2 = R.permute_dims(w2)", "m2 = R.matmul(r1, wt2)", "a2 = R.add(m2, b2)", "r2 = R.nn.relu(a2)",
+        "s = R.add(r2, h)", "gv = R.sum(s)",
+    ],
+)
+
 # The input is a repeated product (bound once by the clean-up) that nothing else reads.
 REPEATED_INPUT = _module(
     f"x: {_t(4, 8)}, u: {_t(8, 8)}, w: {_t(8, 8)}",
@@ -96,54 +109,68 @@ CALLED = _module(
     ),
 )
 
-# (module, Gradient options, sites the sweep makes, whether the clean-up takes sites back)
+# (module, Gradient options, sites the sweep makes, of which at the matmul, whether the clean-up takes
+# sites back). The first layer of a kind runs the rules; the layer reading the parameter x is of its own kind.
 CASES = [
-    pytest.param(linear_stack(4, "nn.relu"), {}, 4, False, id="relu-stack"),
+    pytest.param(linear_stack(4, "nn.relu"), {}, 4, 2, False, id="relu-stack"),
     # each layer's input a matmul's product, read by two bindings
-    pytest.param(linear_stack(4, None), {}, 4, False, id="linear-stack"),
-    pytest.param(linear_stack(3, "tanh", batch=(2,)), {}, 3, False, id="batched"),
+    pytest.param(linear_stack(4, None), {}, 4, 2, False, id="linear-stack"),
+    pytest.param(linear_stack(3, "tanh", batch=(2,)), {}, 3, 1, False, id="batched"),
     # wt1's adjoint is returned: no site for w1
-    pytest.param(linear_stack(3, "tanh"), {"require_grads": ["x", "w0", "w1", "w2", "wt1"]}, 2, False, id="required"),
-    pytest.param(SHARED_INPUT, {}, 3, False, id="shared-input"),
-    pytest.param(SITE_REUSED, {}, 1, True, id="site-reused"),
-    pytest.param(TRANSPOSED_ADJOINT, {}, 1, True, id="transposed-adjoint"),
-    pytest.param(REPEATED_INPUT, {}, 1, True, id="repeated-input"),
-    pytest.param(SHARED_WEIGHT, {}, 0, False, id="shared-weight"),
+    pytest.param(linear_stack(3, "tanh"), {"require_grads": ["x", "w0", "w1", "w2", "wt1"]}, 2, 0, False, id="required"),
+    pytest.param(SHARED_INPUT, {}, 3, 1, False, id="shared-input"),
+    pytest.param(SITE_REUSED, {}, 1, 0, True, id="site-reused"),
+    pytest.param(MATMUL_SITE_REUSED, {}, 3, 1, True, id="matmul-site-reused"),
+    pytest.param(TRANSPOSED_ADJOINT, {}, 1, 0, True, id="transposed-adjoint"),
+    pytest.param(REPEATED_INPUT, {}, 1, 0, True, id="repeated-input"),
+    pytest.param(SHARED_WEIGHT, {}, 0, 0, False, id="shared-weight"),
     # The vjp's block outputs the layer's result, which the vjp does not return: the clean-up passes
     # run instead of the one walk, on the three bindings.
-    pytest.param(CALLED, {}, 1, True, id="called"),
+    pytest.param(CALLED, {}, 1, 0, True, id="called"),
 ]
 
 
 def _gradient_with_sites(mod, options: dict, monkeypatch):
-    """Gradient's result, how many sites the sweep made and how many functions the clean-up took them back in."""
-    made, undone = [], []
-    fuse, expand = Sweep.fuse_transposed_operand, cleanup.expand_sites
+    """Gradient's result, how many sites the sweep made, whether the one walk made them at the matmul (the
+    rules' templates replayed) and in how many functions the clean-up took them back."""
+    made, at_matmul, undone = [], [], []
+    clean, expand, fuse = cleanup.cleanup_function, cleanup.expand_sites, TransposedOperands.at_matmul
 
-    def counting_fuse(self, binding, after):
-        before = len(self.sites)
-        fuse(self, binding, after)
-        made.append(len(self.sites) - before)
+    def counting_cleanup(func, sites=None):
+        made.append(len(sites or ()))
+        return clean(func, sites)
+
+    def counting_fuse(self, sweep, before, call, var, g, template):
+        before_sites = len(self.sites)
+        done = fuse(self, sweep, before, call, var, g, template)
+        at_matmul.append(len(self.sites) - before_sites)
+        return done
 
     def counting_expand(func, sites):
         undone.append(func)
         return expand(func, sites)
 
     with monkeypatch.context() as m:
-        m.setattr(Sweep, "fuse_transposed_operand", counting_fuse)
+        m.setattr(transform, "cleanup_function", counting_cleanup)
+        m.setattr(TransposedOperands, "at_matmul", counting_fuse)
         m.setattr(cleanup, "expand_sites", counting_expand)
         out = Gradient("main", **options)(mod)
-    return out, sum(made), len(undone)
+    return out, sum(made), sum(at_matmul), len(undone)
 
 
-@pytest.mark.parametrize("text, options, sites, undone", CASES)
-def test_sites_clean_up_to_what_the_rules_clean_up_to(text, options, sites, undone, monkeypatch):
+def _without_sites(monkeypatch):
+    monkeypatch.setattr(TransposedOperands, "after_permute", lambda self, sweep, binding, after: None)
+    monkeypatch.setattr(TransposedOperands, "at_matmul", lambda self, sweep, before, call, var, g, template: False)
+
+
+@pytest.mark.parametrize("text, options, sites, at_matmul, undone", CASES)
+def test_sites_clean_up_to_what_the_rules_clean_up_to(text, options, sites, at_matmul, undone, monkeypatch):
     mod = retrograd.parse(text)
-    fast, made, taken_back = _gradient_with_sites(mod, options, monkeypatch)
-    assert made == sites
+    fast, made, made_at_matmul, taken_back = _gradient_with_sites(mod, options, monkeypatch)
+    assert (made, made_at_matmul) == (sites, at_matmul)
     assert bool(taken_back) is undone
     # The reference: the rules' bindings all emitted, the clean-up rewriting them itself.
-    monkeypatch.setattr(Sweep, "fuse_transposed_operand", lambda self, binding, after: None)
+    _without_sites(monkeypatch)
     reference = Gradient("main", **options)(mod)
     for name in reference.keys():
         assert_structural_equal(fast[name], reference[name])
@@ -176,8 +203,8 @@ def test_linear_layer_gradient_against_numpy():
 
 def test_no_sites_without_the_cleanup(monkeypatch):
     mod = retrograd.parse(linear_stack(3, "nn.relu"))
-    made = []
-    fuse = Sweep.fuse_transposed_operand
-    monkeypatch.setattr(Sweep, "fuse_transposed_operand", lambda self, b, a: made.append(fuse(self, b, a)))
-    Gradient("main", cleanup=False)(mod)
-    assert made == []  # the raw adjoint keeps every rule's bindings
+    raw = Gradient("main", cleanup=False)(mod)
+    _without_sites(monkeypatch)
+    assert raw.script() == Gradient("main", cleanup=False)(mod).script()  # every rule's bindings, as they were
+    dw = {b.var.name_hint: b.value for b in raw["main_adjoint"].body.blocks[0].bindings}["w0_adjoint"]
+    assert dw.op.name == "relax.permute_dims"  # the rule's dw, not a site's m

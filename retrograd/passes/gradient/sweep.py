@@ -6,10 +6,10 @@ from typing import Protocol
 
 from retrograd.errors import DiagnosticError, GradientError
 from retrograd.ir.vars import free_vars
-from retrograd.ir.block import VarBinding, new_binding
+from retrograd.ir.block import VarBinding
 from retrograd.ir.copy import copy_binding, copy_expr
 from retrograd.ir.expr import Call, Constant, Expr, Function, GlobalVar, If, PrimValue, SeqExpr, ShapeExpr, StringImm
-from retrograd.ir.expr import DataflowVar, Tuple, TupleGetItem, Var, is_leaf, new_call, new_var, prim_value, shape_expr, tuple_fields_of
+from retrograd.ir.expr import Tuple, TupleGetItem, Var, is_leaf, prim_value, shape_expr, tuple_fields_of
 from retrograd.ir.nested import postorder, trampoline
 from retrograd.ir.struct_info import PrimStructInfo, TensorStructInfo, TupleStructInfo
 from retrograd.ops.composed import ComposedVjp
@@ -17,12 +17,9 @@ from retrograd.ops.registry import get as get_op
 from retrograd.ops.shape_utils import broadcast_shapes
 from retrograd.passes.gradient.activity import compute_active
 from retrograd.passes.gradient.templates import RuleTemplates
-from retrograd.passes.simplify import MATMUL, PERMUTE, swaps_last_two, transpose_call
+from retrograd.passes.gradient.transposed import TransposedOperands
 
 _NO_GRAD = "relax.grad.no_grad"
-
-
-_VARS = (Var, DataflowVar)
 
 
 def _is_no_grad(expr) -> bool:
@@ -59,13 +56,10 @@ class Sweep:
         # (no recomputation emitted by restore).
         self.templates = templates
         self._active_tuples: dict = {}  # id -> (tuple, is_active), see is_active
-        # Transposed matmul operands in the clean-up's form (see fuse_transposed_operand): None (not
-        # done: no clean-up to come, or a sweep of a part) or {transpose var: the bindings it replaced, and
-        # the matmul after it}, for the clean-up to check; `kept` the vars whose adjoints are returned.
-        self.sites: dict | None = None
-        self.kept: set = set()
-        self._transposes: dict = {}  # see transpose_call
-        self._swapping: dict = {}  # see _swaps
+        # Transposed matmul operands in the clean-up's form (transposed.py): None where not done (no
+        # clean-up to come, or the sweep of a part of a function).
+        self.transposed: TransposedOperands | None = None
+        self.before = None  # the forward binding before a matmul swept, when `transposed` is set
 
     # -- adjoint algebra ------------------------------------------------------
     # Tuples nest to any depth: what recurses over a tuple's fields is a generator run by `trampoline`
@@ -248,11 +242,13 @@ class Sweep:
         # backward If emits its branches in scopes of their own, closed before the next binding).
         self.in_dataflow = self.bb.in_dataflow
         self.block = self.bb.current_bindings()
-        permute = get_op(PERMUTE) if self.sites is not None and self.in_dataflow else None
-        self._matmul = get_op(MATMUL)
-        following = None
-        for binding in reversed(bindings):
-            after, following = following, binding  # `after`: the binding that follows this one
+        transposed = self.transposed if self.in_dataflow else None
+        permute = matmul = None
+        if transposed is not None:
+            permute, matmul = transposed.permute, transposed.matmul
+        last = len(bindings) - 1
+        for i in range(last, -1, -1):
+            binding = bindings[i]
             adj = self.adj.get(binding.var)
             if adj is None:
                 continue
@@ -260,10 +256,14 @@ class Sweep:
             if value.__class__ is Call:  # the common case first
                 if isinstance(value.op, GlobalVar):
                     self._call_function(binding, value, adj)
+                elif value.op is matmul:
+                    self.before = bindings[i - 1] if i else None  # see TransposedOperands.at_matmul
+                    self._call_op(binding, value, adj)
+                    self.before = None
                 else:
                     self._call_op(binding, value, adj)
-                    if value.op is permute and after is not None:
-                        self.fuse_transposed_operand(binding, after)
+                    if value.op is permute and i < last:
+                        transposed.after_permute(self, binding, bindings[i + 1])
             elif isinstance(value, Var | Tuple):
                 self.add(value, adj)
             elif isinstance(value, TupleGetItem):
@@ -274,51 +274,6 @@ class Sweep:
                 continue
             elif isinstance(value, Function | SeqExpr):
                 raise self.host.error(f"cannot differentiate through a {type(value).__name__} value", binding)
-
-    def fuse_transposed_operand(self, binding: VarBinding, after: VarBinding) -> None:
-        """After the backward of `wt = permute_dims(w)` when the next forward binding is `y = matmul(a, wt)`
-        (a linear layer's transposed weight), with the block ending [p = permute_dims(a), dwt = matmul(p, g),
-        dw = permute_dims(dwt)] (matmul's and permute_dims's rules, g the adjoint of y): put
-        [t = permute_dims(g), dw = matmul(t, a)] in their place, what the clean-up rewrites them into
-        (Simplifier.matmul_transpose; p and dwt are then dead). The clean-up checks each such site
-        against its state and undoes the lot if any would have come out otherwise (cleanup_function)."""
-        mm = after.value
-        wt = binding.var
-        if mm.__class__ is not Call or mm.op is not self._matmul or len(mm.args) != 2 or mm.args[1] is not wt:
-            return
-        a = mm.args[0]
-        block = self.block
-        if a is wt or wt in self.kept or len(block) < 3:
-            return
-        p, dwt, dw = block[-3], block[-2], block[-1]
-        g = self.adj.get(after.var)
-        pv, dwtv, dwv = p.value, dwt.value, dw.value
-        if self.adj.get(wt) is not dwt.var or g.__class__ not in _VARS or a.__class__ not in _VARS:
-            return
-        if dwv.__class__ is not Call or dwv.op is not binding.value.op or dwv.args[0] is not dwt.var:
-            return
-        if dwtv.__class__ is not Call or dwtv.op is not mm.op or dwtv.args != (p.var, g):
-            return
-        if pv.__class__ is not Call or pv.op is not dwv.op or pv.args[0] is not a:
-            return
-        sa, sg = a.struct_info, g.struct_info
-        if sa.__class__ is not TensorStructInfo or sg.__class__ is not TensorStructInfo or sa.ndim < 2 or sg.ndim < 2:
-            return
-        if not (self._swaps(pv) and self._swaps(dwv)):
-            return
-        t = transpose_call(self.bb, g, self._transposes)
-        tb = new_binding(new_var(DataflowVar, "lv", t.struct_info), t)
-        mb = new_binding(dw.var, new_call(dwtv.op, (tb.var, a), dwtv.attrs, dwv.struct_info))
-        block[-3:] = [tb, mb]
-        self.sites[tb.var] = (p, dwt, dw, mb)
-
-    def _swaps(self, call: Call) -> bool:
-        """swaps_last_two(call), kept by attribute dict and rank (replayed calls share their dicts)."""
-        attrs, ndim = call.attrs, getattr(call.struct_info, "ndim", None)
-        hit = self._swapping.get(id(attrs))
-        if hit is None or hit[0] is not attrs or hit[1] != ndim:
-            hit = self._swapping[id(attrs)] = (attrs, ndim, swaps_last_two(call))
-        return hit[2]
 
     def _getitem(self, value: TupleGetItem, adj) -> None:
         tup = value.tuple_value
@@ -354,7 +309,10 @@ class Sweep:
         try:
             template = None if key is None else templates.get(key)
             if template is not None:
-                templates.replay(template, call, var, g, self._hint, self.block, self.add)
+                before = self.before
+                if before is not None and self.transposed.at_matmul(self, before, call, var, g, template):
+                    return
+                templates.replay(template, call, var, g, self.hint, self.block, self.add)
                 return
             partials = rule(call, var, g)
             if isinstance(partials, ComposedVjp):
@@ -369,7 +327,7 @@ class Sweep:
             for index, (arg, part) in enumerate(zip(call.args, partials)):
                 if part is None or _is_no_grad(part) or not self.is_active(arg):
                     continue
-                hint = self._hint(arg)
+                hint = self.hint(arg)
                 block = self.bb.current_bindings()
                 start = len(block)
                 # The forward values a partial reads, as the backward part has them: kept, or recomputed here.
@@ -386,7 +344,7 @@ class Sweep:
         except DiagnosticError as err:
             raise self.host.error(f"the gradient rule of {op.script_name} failed: {err.message}", binding) from err
 
-    def _hint(self, arg) -> str:
+    def hint(self, arg) -> str:
         """The name of an argument's partial: its adjoint's name when it is the first."""
         return f"{arg.name_hint}_adjoint" if isinstance(arg, Var) and arg not in self.adj else "lv"
 

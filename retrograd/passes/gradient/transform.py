@@ -25,6 +25,7 @@ from retrograd.passes.gradient.sparse import SparseGrads
 from retrograd.passes.gradient.spec import GradientSpec, resolve_spec, return_fields, vjp_spec
 from retrograd.passes.gradient.sweep import Sweep
 from retrograd.passes.gradient.templates import RuleTemplates
+from retrograd.passes.gradient.transposed import TransposedOperands
 from retrograd.passes.infra import module_pass
 
 
@@ -185,7 +186,7 @@ class FunctionAD:
         # templates key attributes with the same AttrKeys.
         self.attr_keys = AttrKeys()
         self.sinfos: dict = {}
-        self.sites: dict = {}  # the sweep's rewrites for the clean-up to check (Sweep.fuse_transposed_operand)
+        self.sites: dict = {}  # the sweep's rewrites for the clean-up to check (transposed.py)
 
     def error(self, message: str, binding=None) -> GradientError:
         return self.spec.error(message, binding)
@@ -232,7 +233,8 @@ class FunctionAD:
             templates = RuleTemplates(self.attr_keys, {b.var: b.value for b in forward} if self.parent.options.cleanup else None)
         sweep = Sweep(self, bb, compute_active(forward, required), templates)
         if templates is not None and templates.forward is not None:
-            sweep.sites, sweep.kept = self.sites, set(required)
+            sweep.transposed = TransposedOperands(set(required))
+            self.sites = sweep.transposed.sites
         seed_params = self._seed(sweep, bb, ret)
         sweep.run(forward)
 
