@@ -214,6 +214,7 @@ class _OneWalk(Simplifier):
         changed = False
         on_leaves, rest, count = self._call_on_leaves, self._visit_rest, self._count_value
         counted, remap, alias, promoted_key = self.counted, self.var_remap, self.alias, self._promoted_key
+        promote, out, table, key_of = self.promote, self.out, self.table, self.key_of
         for b in bindings:
             old = b.value
             cls = old.__class__
@@ -223,8 +224,19 @@ class _OneWalk(Simplifier):
                 # An alias (each gradient output is one): _count_value and _visit_rest's first step, inline.
                 counted[old] = counted.get(old, 0) + 1
                 value = remap.get(old, old)
-                if value.__class__ is not Constant and alias(b.var, value):
-                    promoted_key(value, b.var)
+                var = b.var
+                if var.__class__ is Var and value.__class__ is DataflowVar:
+                    # An output: alias's and _promoted_key's steps for it, inline.
+                    sinfo = var.struct_info
+                    if (value.struct_info is sinfo or value.struct_info == sinfo) and promote(var, value, out):
+                        key = key_of.pop(value, None)
+                        if key is not None and table.get(key) is value:
+                            table[key] = var
+                            key_of[var] = key
+                        changed = True
+                        continue
+                elif value.__class__ is not Constant and alias(var, value):
+                    promoted_key(value, var)
                     changed = True
                     continue
                 done = None
@@ -436,14 +448,16 @@ class _OneWalk(Simplifier):
             raise _Unfused  # replaced by a constant: p would fold, t would not have
         # p's walk: permute would compose a permute_dims, or ask whether a matmul's var is read once (which
         # must answer no, p reading it too, and record no guess). dw's: a transposed g would be used as is.
-        d = self.defs.get(a)
+        defs = self.defs
+        d = defs.get(a)
         if d.__class__ is Call:
             name = getattr(d.op, "name", None)
             reads = self.uses.get(a, 0) + (self.guesses is not None and a is site.a)  # p's read
             if name == PERMUTE or name == MATMUL and reads < 2:
                 raise _Unfused
-        if self.transposed_source(g) is not None:
-            raise _Unfused
+        d = defs.get(g)
+        if d.__class__ is Call and getattr(d.op, "name", None) == PERMUTE and self.permutation(d)[2]:
+            raise _Unfused  # (transposed_source)
         p, _ = self._ghost(site.p_call, site.p, (a,))
         if not self._ghost(site.dwt_call, site.dwt, (p, g))[1]:
             raise _Unfused  # dwt would have been replaced by an earlier equal matmul

@@ -158,11 +158,14 @@ class Simplifier(ExprMutator):
         if isinstance(var, DataflowVar) or not isinstance(target, DataflowVar):
             self.var_remap[var] = target
             return True
-        # An output var aliasing a dataflow var of this block: bind the output var in its place.
+        return self.promote(var, target, self.builder.current_bindings())
+
+    def promote(self, var: Var, target: DataflowVar, out: list) -> bool:
+        """alias's last case: an output var aliasing a dataflow var of the open block (its bindings `out`)
+        takes the dataflow var's binding; False when the block has none (or it was taken already)."""
         pos = self.position.get(target)
         if pos is None or target in self.promoted:
             return False
-        out = self.builder.current_bindings()
         old = out[pos]
         out[pos] = new_binding(var, old.value, old.span)
         del self.position[target]

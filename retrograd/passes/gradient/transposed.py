@@ -30,6 +30,7 @@ class TransposedOperands:
         self.matmul = get_op(MATMUL)
         self._transposes: dict = {}  # see transpose_parts
         self._swapping: dict = {}  # see swaps
+        self._forms: dict = {}  # id(template) -> (template, what _matmul_form or _permute_form found)
 
     def swaps(self, call: Call) -> bool:
         """swaps_last_two(call), kept by attribute dict and rank (replayed calls share their dicts)."""
@@ -88,38 +89,31 @@ class TransposedOperands:
         [p, dwt] and permute_dims's rule for wt replays [dw] (a template too), the site's t and m with
         w's adjoint accumulated, as the two rules and after_permute would have left them. False (nothing
         done) or True (the backward of y done, and of wt where there is a site)."""
-        wt = before.var
-        if call.op is not self.matmul or len(call.args) != 2 or call.args[1] is not wt:
+        wt, wv = before.var, before.value
+        args = call.args
+        if len(args) != 2 or args[1] is not wt or wt in sweep.adj or wv.__class__ is not Call or wv.op is not self.permute:
             return False
-        a = call.args[0]
-        wv = before.value
-        if wt in sweep.adj or wv.__class__ is not Call:
-            return False
-        w = wv.args[0] if wv.op is self.permute else None
+        a, w = args[0], wv.args[0]
         if w.__class__ not in _VARS or w not in sweep.active or not self.operands(sweep, wt, a, g):
             return False
-        t_args, t_var, t_g, segments = template
-        index, _, steps, fitted = segments[-1]
-        if index != 1 or len(steps) != 2 or fitted is not steps[1][0]:
+        form = self._matmul_form(template)
+        if form is None:
             return False
-        (p_old, p_cls, p_name, p_sinfo, p_call, p_leaves, p_transposes), (_, d_cls, d_name, d_sinfo, d_call, d_leaves, _) = steps
-        if not (p_leaves and d_leaves) or p_call.op is not self.permute or p_call.args[0] is not t_args[0]:
-            return False
-        if d_call.op is not call.op or d_call.args != (p_old, t_g) or not self.swaps(p_call):
-            return False
+        others, last, p_step, d_step = form
         templates = sweep.templates
-        if p_transposes and templates.param_source(a, p_call, p_sinfo) is not None:
+        if p_step[6] and templates.param_source(a, p_step[4], p_step[3]) is not None:
             return False  # the replay would read a parameter in place of p: no site
         block = sweep.block
-        templates.replay((t_args, t_var, t_g, segments[:-1]), call, var, g, sweep.hint, block, sweep.add)
+        templates.replay(others, call, var, g, sweep.hint, block, sweep.add)
         # permute_dims's template for wt, looked up as its backward would (dwt's stand-in: its recorded var)
-        key = templates.key(wv, wt, steps[1][0], sweep.active, sweep.adj, True)
-        w_template = None if key is None else templates.get(key)
-        w_step = _single_step(w_template)
-        if w_step is None or w_step[4].op is not self.permute or w_step[4].args != (w_template[2],) or not self.swaps(w_step[4]):
-            templates.replay((t_args, t_var, t_g, segments[-1:]), call, var, g, sweep.hint, block, sweep.add)
+        key = templates.key(wv, wt, d_step[0], sweep.active, sweep.adj, True)
+        w_step = None if key is None else self._permute_form(templates.get(key))
+        if w_step is None:
+            templates.replay(last, call, var, g, sweep.hint, block, sweep.add)
             return True
         wt_hint = sweep.hint(wt)
+        _, p_cls, p_name, p_sinfo, p_call, _, _ = p_step
+        _, d_cls, d_name, d_sinfo, d_call, _, _ = d_step
         _, w_cls, w_name, w_sinfo, dw_call, _, _ = w_step
         dw_var = new_var(w_cls, sweep.hint(w) if w_name is None else w_name, w_sinfo)
         block += self.site(
@@ -129,13 +123,38 @@ class TransposedOperands:
         sweep.add(w, dw_var)
         return True
 
+    def _matmul_form(self, template):
+        """(the template without its last segment, the last alone, p's and dwt's steps) when matmul's rule
+        replays [p, dwt] for its second argument last; else None. Kept by template."""
+        hit = self._forms.get(id(template))
+        if hit is not None and hit[0] is template:
+            return hit[1]
+        form = None
+        t_args, t_var, t_g, segments = template
+        index, _, steps, fitted = segments[-1]
+        if index == 1 and len(steps) == 2 and fitted is steps[1][0]:
+            p_step, d_step = steps
+            p_call, d_call = p_step[4], d_step[4]
+            if p_step[5] and d_step[5] and p_call.op is self.permute and p_call.args[0] is t_args[0] and self.swaps(p_call):
+                if d_call.op is self.matmul and d_call.args == (p_step[0], t_g):
+                    form = ((t_args, t_var, t_g, segments[:-1]), (t_args, t_var, t_g, segments[-1:]), p_step, d_step)
+        self._forms[id(template)] = (template, form)
+        return form
 
-def _single_step(template):
-    """The step of a template of one segment, for the call's first argument, of one call step whose var is
-    the segment's partial; else None."""
-    if template is None or len(template[3]) != 1:
-        return None
-    index, _, steps, fitted = template[3][0]
-    if index != 0 or len(steps) != 1 or fitted is not steps[0][0] or not steps[0][5] or steps[0][6]:
-        return None
-    return steps[0]
+    def _permute_form(self, template):
+        """The step of permute_dims's template when it replays [dw = permute_dims(g)] swapping g's last two
+        axes, dw its partial; else None. Kept by template."""
+        if template is None:
+            return None
+        hit = self._forms.get(id(template))
+        if hit is not None and hit[0] is template:
+            return hit[1]
+        step = None
+        if len(template[3]) == 1:
+            index, _, steps, fitted = template[3][0]
+            if index == 0 and len(steps) == 1 and fitted is steps[0][0] and steps[0][5] and not steps[0][6]:
+                value = steps[0][4]
+                if value.op is self.permute and value.args == (template[2],) and self.swaps(value):
+                    step = steps[0]
+        self._forms[id(template)] = (template, step)
+        return step
