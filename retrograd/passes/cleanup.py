@@ -156,6 +156,7 @@ def _live_bindings(bindings: list, live: set, tuple_args: bool) -> list:
     var of the block."""
     result = frozenset(live)
     kept = []
+    keep, update = kept.append, live.update
     reads: list = []
     for b in reversed(bindings):
         var = b.var
@@ -166,7 +167,7 @@ def _live_bindings(bindings: list, live: set, tuple_args: bool) -> list:
             if var not in live and getattr(value.op, "pure", True):
                 continue
             args = value.args
-            live.update(args)  # leaves that are not vars too: only vars are ever looked up
+            update(args)  # leaves that are not vars too: only vars are ever looked up
             if tuple_args and Tuple in map(type, args):
                 for a in args:
                     if a.__class__ is Tuple:
@@ -176,8 +177,8 @@ def _live_bindings(bindings: list, live: set, tuple_args: bool) -> list:
                 continue
             reads.clear()
             read_vars(value, reads)
-            live.update(reads)
-        kept.append(b)
+            update(reads)
+        keep(b)
     kept.reverse()
     return kept
 
