@@ -31,6 +31,7 @@ class TransposedOperands:
         self._transposes: dict = {}  # see transpose_parts
         self._swapping: dict = {}  # see swaps
         self._forms: dict = {}  # id(template) -> (template, what _matmul_form or _permute_form found)
+        self._lookups: dict = {}  # see at_matmul
 
     def swaps(self, call: Call) -> bool:
         """swaps_last_two(call), kept by attribute dict and rank (replayed calls share their dicts)."""
@@ -105,9 +106,18 @@ class TransposedOperands:
             return False  # the replay would read a parameter in place of p: no site
         block = sweep.block
         templates.replay(others, call, var, g, sweep.hint, block, sweep.add)
-        # permute_dims's template for wt, looked up as its backward would (dwt's stand-in: its recorded var)
-        key = templates.key(wv, wt, d_step[0], sweep.active, sweep.adj, True)
-        w_step = None if key is None else self._permute_form(templates.get(key))
+        # permute_dims's template for wt, looked up as its backward would (dwt's stand-in: its recorded var);
+        # what the lookup depends on that the layers of a network share, by identity (all kept alive by
+        # the pass: `forms` holds the template): found once for them.
+        shared = (id(template), id(wv.attrs), id(wt.struct_info), id(w.struct_info), wt.__class__, w.__class__, w in sweep.adj)
+        hit = self._lookups.get(shared)
+        if hit is not None and hit[0] is template:
+            w_step = hit[1]
+        else:
+            key = templates.key(wv, wt, d_step[0], sweep.active, sweep.adj, True)
+            w_step = None if key is None else self._permute_form(templates.get(key))
+            if w_step is not None:  # (a template found stays: store keeps the first of a key)
+                self._lookups[shared] = (template, w_step)
         if w_step is None:
             templates.replay(last, call, var, g, sweep.hint, block, sweep.add)
             return True
