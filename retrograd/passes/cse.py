@@ -80,12 +80,18 @@ class AttrKeys:
         self.by_id: dict = {}  # id(dict) -> (the dict, (the first dict of its key, the key))
         self.by_content: dict = {}  # (items, value types) -> (the first dict, the key)
         self.by_key: dict = {}  # key -> (the first dict, the key), for other dicts
+        self.empty: dict | None = None  # the first empty dict seen
 
     def __call__(self, given: dict):
         return self._entry(given)[1]
 
     def shared(self, given: dict) -> dict:
         """The first dict seen of given's key (given itself for a dict of unhashable values)."""
+        if not given:  # the attributes of most ops: no key to build
+            empty = self.empty
+            if empty is None:
+                empty = self.empty = self._entry(given)[0]
+            return empty
         types = tuple(map(type, given.values()))
         if _PLAIN_VALUES.issuperset(types):  # _entry's content lookup: the usual hit, without the id table
             entry = self.by_content.get((tuple(given.items()), types))
