@@ -41,7 +41,7 @@ class TransposedOperands:
             hit = self._swapping[id(attrs)] = (attrs, ndim, swaps_last_two(call))
         return hit[2]
 
-    def operands(self, sweep, wt, a, g) -> bool:
+    def operands(self, wt, a, g) -> bool:
         """Whether `matmul(a, wt)` with adjoint g may make a site: wt's adjoint is this matmul's partial only
         and not returned, a and g are variables of tensors of rank 2 at least."""
         if a is wt or wt in self.kept or g.__class__ not in _VARS or a.__class__ not in _VARS:
@@ -67,7 +67,7 @@ class TransposedOperands:
             return
         a, g = mm.args[0], sweep.adj.get(after.var)
         p, dwt, dw = block[-3], block[-2], block[-1]
-        if sweep.adj.get(wt) is not dwt.var or not self.operands(sweep, wt, a, g):
+        if sweep.adj.get(wt) is not dwt.var or not self.operands(wt, a, g):
             return
         pv, dwtv, dwv = p.value, dwt.value, dw.value
         if dwv.__class__ is not Call or dwv.op is not self.permute or dwv.args[0] is not dwt.var:
@@ -95,7 +95,7 @@ class TransposedOperands:
         if len(args) != 2 or args[1] is not wt or wt in sweep.adj or wv.__class__ is not Call or wv.op is not self.permute:
             return False
         a, w = args[0], wv.args[0]
-        if w.__class__ not in _VARS or w not in sweep.active or not self.operands(sweep, wt, a, g):
+        if w.__class__ not in _VARS or w not in sweep.active or not self.operands(wt, a, g):
             return False
         form = self._matmul_form(template)
         if form is None:
