@@ -208,3 +208,55 @@ def test_no_sites_without_the_cleanup(monkeypatch):
     assert raw.script() == Gradient("main", cleanup=False)(mod).script()  # every rule's bindings, as they were
     dw = {b.var.name_hint: b.value for b in raw["main_adjoint"].body.blocks[0].bindings}["w0_adjoint"]
     assert dw.op.name == "relax.permute_dims"  # the rule's dw, not a site's m
+
+
+def _random_network(rng) -> str:
+    """Layers drawn at random: matmuls by transposed (sometimes shared) or plain weights, transposes,
+    sums of earlier values, squares and activations, a matmul by a layer's transposed weight reused."""
+    n = rng.choice([4, 6])
+    params, lines, values = {"x": (3, n)}, [], ["x"]
+    for i in range(rng.randint(2, 7)):
+        src, kind, last = rng.choice(values[-3:]), rng.random(), f"m{i}"
+        if kind < 0.55:
+            w = f"w{rng.randrange(i)}" if i and rng.random() < 0.2 and f"w{i - 1}" in params else f"w{i}"
+            params.setdefault(w, (n, n))
+            lines += [f"wt{i} = R.permute_dims({w})", f"m{i} = R.matmul({src}, wt{i})"]
+            if rng.random() < 0.15:
+                lines.append(f"d{i} = R.matmul({values[-1]}, wt{i})")
+                values.append(f"d{i}")
+        elif kind < 0.7:
+            params[f"u{i}"] = (n, n)
+            lines.append(f"m{i} = R.matmul({src}, u{i})")
+        elif kind < 0.8:
+            lines += [f"m{i} = R.permute_dims({src})", f"t{i} = R.permute_dims(m{i})"]
+            last = f"t{i}"
+        elif kind < 0.9:
+            lines.append(f"m{i} = R.add({src}, {rng.choice(values)})")
+        else:
+            lines.append(f"m{i} = R.multiply({src}, {src})")
+        activation = rng.choice(["nn.relu", "tanh", None, None])
+        if activation:
+            lines.append(f"r{i} = R.{activation}({last})")
+            last = f"r{i}"
+        values.append(last)
+    terms = rng.sample(values[1:], min(len(values) - 1, rng.randint(1, 3)))
+    for j, t in enumerate(terms[1:]):
+        lines.append(f"s{j} = R.add({terms[0] if j == 0 else f's{j - 1}'}, {t})")
+    lines.append(f"gv = R.sum({f's{len(terms) - 2}' if len(terms) > 1 else terms[0]})")
+    return _module(", ".join(f"{p}: {_t(*s)}" for p, s in params.items()), lines)
+
+
+def test_random_networks_clean_up_to_what_the_rules_clean_up_to(monkeypatch):
+    import random
+
+    rng = random.Random(7)
+    texts = [_random_network(rng) for _ in range(40)]
+    fast, made, undone = [], 0, 0
+    for text in texts:
+        out, sites, _, taken_back = _gradient_with_sites(retrograd.parse(text), {}, monkeypatch)
+        fast.append(out.script())
+        made, undone = made + sites, undone + bool(taken_back)
+    assert made > 40 and undone > 0  # both kinds of outcome drawn
+    _without_sites(monkeypatch)
+    for text, got in zip(texts, fast):
+        assert got == Gradient("main")(retrograd.parse(text)).script(), text
