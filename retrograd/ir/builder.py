@@ -139,7 +139,9 @@ class BlockBuilder:
 
     def emit_output(self, expr: Expr, name_hint: str = "gv", span=None) -> Var:
         """Inside a dataflow block: bind to a Var visible after the block."""
-        value = self.normalize(expr)
+        cls = expr.__class__
+        # A var with struct info is its own normal form (a gradient's outputs are vars).
+        value = expr if (cls is DataflowVar or cls is Var) and expr.struct_info is not None else self.normalize(expr)
         var = new_var(Var, name_hint, value.struct_info, span)
         self.current_bindings().append(new_binding(var, value, span))
         return var

@@ -10,21 +10,36 @@ from __future__ import annotations
 
 import attrs
 
-from retrograd.ir.block import DataflowBlock, VarBinding, new_binding
+from retrograd.ir.block import DataflowBlock, VarBinding, new_binding, new_call_binding
 from retrograd.ir.builder import BlockBuilder
-from retrograd.ir.expr import LEAF_CLASSES, LEAF_TYPES, Call, Constant, DataflowVar, Function, Op, SeqExpr, Tuple, TupleGetItem, Var, is_leaf, new_call
+from retrograd.ir.expr import LEAF_CLASSES, LEAF_TYPES, Call, Constant, DataflowVar, Function, Op, SeqExpr, Tuple, TupleGetItem, Var, is_leaf, new_call, new_var
 from retrograd.ir.vars import read_vars
 from retrograd.passes.cse import CallKeys, eliminate_common_subexpressions
 from retrograd.passes.dce import eliminate_dead_code
 from retrograd.passes.fold_constant import fold_call, fold_constants
-from retrograd.passes.simplify import PERMUTE, Simplifier, simplify_function
+from retrograd.passes.simplify import MATMUL, PERMUTE, Simplifier, simplify_function
 
 
-def cleanup_function(func: Function) -> Function:
-    """`func` folded, simplified, with repeated computations bound once and dead bindings removed."""
-    fast = _one_walk(func)
+def cleanup_function(func: Function, sites: dict | None = None) -> Function:
+    """`func` folded, simplified, with repeated computations bound once and dead bindings removed.
+
+    `sites` (from the Gradient pass, see gradient/transposed.py): {var t: TransposedSite}, func binding t and
+    m where it would bind p, dwt and dw; t and m are what the clean-up makes of those three.
+    The result is the clean-up of func with each site's three bindings put back: the one walk checks each
+    site against its state, and takes the three bindings back where it would not have come to t and m."""
+    unfused = False
+    try:
+        fast = _one_walk(func, sites)
+    except _Unfused:
+        fast, unfused = None, True
     if fast is not None:
         return fast
+    if sites:
+        func = expand_sites(func, sites)
+        if unfused:  # (not when the walk does not take the function: nor will it now)
+            fast = _one_walk(func)
+            if fast is not None:
+                return fast
     func = fold_constants(func)
     func = simplify_function(func)
     func = eliminate_common_subexpressions(func)
@@ -54,26 +69,75 @@ def _is_flat(value) -> bool:
     return isinstance(value, LEAF_TYPES)
 
 
-def _one_walk(func: Function) -> Function | None:
+class TransposedSite:
+    """A site of cleanup_function's: the bindings t = permute_dims(g) and m (dw's var bound to matmul(t, a))
+    stand for p = permute_dims(a), dwt = matmul(p, g) and dw = permute_dims(dwt), rebuilt from each one's
+    var (class, name, struct info) and a call giving its op, attributes and struct info (the Gradient pass
+    keeps these, not the bindings, where it never built them)."""
+
+    __slots__ = ("a", "g", "p", "p_call", "dwt", "dwt_call", "dw_call", "m")
+
+    def __init__(self, a, g, p: tuple, p_call: Call, dwt: tuple, dwt_call: Call, dw_call: Call, m: VarBinding):
+        self.a, self.g, self.p, self.p_call, self.dwt, self.dwt_call, self.dw_call, self.m = a, g, p, p_call, dwt, dwt_call, dw_call, m
+
+    def bindings(self) -> list:
+        """[p, dwt, dw]."""
+        pc, dc, wc = self.p_call, self.dwt_call, self.dw_call
+        p = new_call_binding(*self.p, pc.op, (self.a,), pc.attrs, pc.struct_info)
+        dwt = new_call_binding(*self.dwt, dc.op, (p.var, self.g), dc.attrs, dc.struct_info)
+        return [p, dwt, new_binding(self.m.var, new_call(wc.op, (dwt.var,), wc.attrs, wc.struct_info))]
+
+
+def expand_sites(func: Function, sites: dict) -> Function:
+    """`func` with each site's three bindings in place of its two (see cleanup_function): the function the
+    clean-up is the clean-up of."""
+    seq = func.body
+    blocks = tuple(attrs.evolve(block, bindings=_expand(block.bindings, sites)) for block in seq.blocks)
+    return attrs.evolve(func, body=attrs.evolve(seq, blocks=blocks), attrs=dict(func.attrs))
+
+
+def _expand(bindings, sites: dict) -> list:
+    out = []
+    skip = None
+    for b in bindings:
+        site = sites.get(b.var)
+        if site is not None:
+            out += site.bindings()
+            skip = site.m
+        elif b is not skip:
+            out.append(b)
+    return out
+
+
+class _Unfused(Exception):
+    """A site of cleanup_function's that the clean-up would not have turned into its two bindings."""
+
+
+def _one_walk(func: Function, sites: dict | None = None) -> Function | None:
     """The clean-up of a function whose body is one dataflow block of flat bindings, or None when the
     function is not of that form (or needs block outputs demoted): the passes run instead."""
     seq = func.body
     if len(seq.blocks) != 1 or not isinstance(seq.blocks[0], DataflowBlock):
         return None
     bindings = seq.blocks[0].bindings
-    walk = _OneWalk(bindings)
+    walk = _OneWalk(bindings, sites=sites)
+    result_reads: list = []
+    read_vars(seq.body, result_reads)
     try:
-        out = walk.run(bindings, seq.body)
+        out = walk.run(bindings, result_reads)
     except _NotFlat:
         return None
     if walk.guessed_wrong():
         # A rewrite took a var to be read once, and a later binding read it: again, with every count known.
-        walk = _OneWalk(bindings, walk.counted)
-        out = walk.run(bindings, seq.body)
-    body = walk.resolve(seq.body)
-    reads: list = []
-    read_vars(body, reads)
-    out = _live_bindings(out, set(reads), walk.tuple_args)
+        walk = _OneWalk(bindings, walk.counted, sites)
+        out = walk.run(bindings, result_reads)
+    if walk.var_remap.keys().isdisjoint(result_reads):
+        body = seq.body  # the usual case (the result reads output vars, never removed): nothing to resolve
+    else:
+        body = walk.resolve(seq.body)
+        result_reads = []
+        read_vars(body, result_reads)
+    out = _live_bindings(out, set(result_reads), walk.tuple_args)
     if out is None:
         return None  # the passes demote such outputs to dataflow vars before CSE, which may then merge them
     if not walk.changed and len(out) == len(bindings):
@@ -92,6 +156,7 @@ def _live_bindings(bindings: list, live: set, tuple_args: bool) -> list:
     var of the block."""
     result = frozenset(live)
     kept = []
+    keep, update = kept.append, live.update
     reads: list = []
     for b in reversed(bindings):
         var = b.var
@@ -102,7 +167,7 @@ def _live_bindings(bindings: list, live: set, tuple_args: bool) -> list:
             if var not in live and getattr(value.op, "pure", True):
                 continue
             args = value.args
-            live.update(args)  # leaves that are not vars too: only vars are ever looked up
+            update(args)  # leaves that are not vars too: only vars are ever looked up
             if tuple_args and Tuple in map(type, args):
                 for a in args:
                     if a.__class__ is Tuple:
@@ -112,8 +177,8 @@ def _live_bindings(bindings: list, live: set, tuple_args: bool) -> list:
                 continue
             reads.clear()
             read_vars(value, reads)
-            live.update(reads)
-        kept.append(b)
+            update(reads)
+        keep(b)
     kept.reverse()
     return kept
 
@@ -122,7 +187,7 @@ class _OneWalk(Simplifier):
     """fold_constants, simplify and CSE applied to each binding in turn. One table of replacements
     (`var_remap`) serves all three: each pass would substitute the earlier ones' anyway."""
 
-    def __init__(self, bindings, uses: dict | None = None):
+    def __init__(self, bindings, uses: dict | None = None, sites: dict | None = None):
         # Not ExprMutator's builder (see `builder`). The walk counts each var's reads as it goes
         # (`counted`), checking each binding's form on the way (_NotFlat). Without `uses` (every count
         # known), a rewrite that asks whether a var is read once reads the count so far, and
@@ -140,22 +205,47 @@ class _OneWalk(Simplifier):
         self._will_promote: set | None = None  # see outlives
         self.keys = CallKeys()
         self.op_kinds: dict = {}  # op -> _PLAIN, _PERMUTE or _OTHER (see _call_on_leaves)
+        self.sites = sites  # see cleanup_function
+        # The vars of the sites' bindings p and dwt that the walk of the three bindings would have put in
+        # `table`: a binding finding one there would have kept p alive (see transposed_site).
+        self.ghosts: set = set()
 
-    def run(self, bindings, body) -> list:
-        """The walk over `bindings`; `body` (the function's result) is read after them."""
+    def run(self, bindings, result_reads: list) -> list:
+        """The walk over `bindings`; the function's result reads `result_reads` after them."""
         changed = False
         on_leaves, rest, count = self._call_on_leaves, self._visit_rest, self._count_value
+        counted, remap, alias, promoted_key = self.counted, self.var_remap, self.alias, self._promoted_key
+        promote, out, table, key_of = self.promote, self.out, self.table, self.key_of
         for b in bindings:
             old = b.value
-            if old.__class__ is Call:
+            cls = old.__class__
+            if cls is Call:
                 done = on_leaves(b, b.var, old)  # counts the call's reads
+            elif cls is DataflowVar or cls is Var:
+                # An alias (each gradient output is one): _count_value and _visit_rest's first step, inline.
+                counted[old] = counted.get(old, 0) + 1
+                value = remap.get(old, old)
+                var = b.var
+                if var.__class__ is Var and value.__class__ is DataflowVar:
+                    # An output: alias's and _promoted_key's steps for it, inline.
+                    sinfo = var.struct_info
+                    if (value.struct_info is sinfo or value.struct_info == sinfo) and promote(var, value, out):
+                        key = key_of.pop(value, None)
+                        if key is not None and table.get(key) is value:
+                            table[key] = var
+                            key_of[var] = key
+                        changed = True
+                        continue
+                elif value.__class__ is not Constant and alias(var, value):
+                    promoted_key(value, var)
+                    changed = True
+                    continue
+                done = None
             else:
                 count(old)
                 done = None
             changed |= rest(b, b.var, old) if done is None else done
-        reads: list = []
-        read_vars(body, reads)
-        self._count(reads)
+        self._count(result_reads)
         self.changed = self.finish_block() or changed
         return self.out
 
@@ -251,6 +341,8 @@ class _OneWalk(Simplifier):
         key = self.keys.key(value)
         if key is not None:
             first = self.table.get(key)
+            if first is not None and self.ghosts and first in self.ghosts:
+                raise _Unfused
             if first is not None and (not self.outlives(var) or self.outlives(first)):
                 if first.struct_info == var.struct_info:
                     self.var_remap[var] = first
@@ -306,24 +398,30 @@ class _OneWalk(Simplifier):
             else:
                 raise _NotFlat
         if not has_var:
+            if self.sites and var in self.sites:
+                raise _Unfused  # a site's g replaced by a constant: t would fold, emit_transpose's does not
             return None
         value = old if new is None else new_call(op, tuple(new), old.attrs, old.struct_info, old.span)
         if kind is _PERMUTE:  # the one simplify pattern of calls on leaves (see Simplifier.rewrite)
+            if self.sites:
+                site = self.sites.get(var)
+                if site is not None:
+                    return self.transposed_site(b, var, old, value, site)
             value = self.permute(var, value)
             if value.__class__ is not Call and is_leaf(value) and self.alias(var, value):
                 self._promoted_key(value, var)
                 return True
-            all_vars = False  # the rewrite may have changed the arguments
-        if all_vars:  # CallKeys.key without its loop over the arguments, nor a call
+            key = self.keys.key(value)  # the rewrite may have changed the op, attributes and arguments
+        else:  # CallKeys.key without a call (nor, for arguments that are all vars, its loop over them)
             attrs = old.attrs
-            hit = self.keys.heads.get(id(attrs))
+            hit = self.keys.heads.get(id(attrs))  # _head, inline
             head = hit[2] if hit is not None and hit[0] is attrs and hit[1] is op else self.keys.head(op, attrs)
-            key = None if head is None else (head, value.args)
-        else:
-            key = self.keys.key(value)
+            key = None if head is None else (head, value.args if all_vars else self.keys.arg_keys(value.args))
         first = None
         if key is not None:
             first = self.table.get(key)
+            if first is not None and self.ghosts and first in self.ghosts:
+                raise _Unfused
             if first is not None and (not self.outlives(var) or self.outlives(first)):
                 if first.struct_info is var.struct_info or first.struct_info == var.struct_info:
                     remap[var] = first
@@ -337,6 +435,70 @@ class _OneWalk(Simplifier):
             self.table[key] = var
             self.key_of[var] = key
         return value is not old
+
+    def transposed_site(self, b: VarBinding, var, old: Call, value: Call, site: tuple) -> bool:
+        """_call_on_leaves of a site's transpose t = permute_dims(g) (see cleanup_function), its reads counted:
+        what the walk of p = permute_dims(a), dwt = matmul(p, g) and dw = permute_dims(dwt) would have done
+        in its place. That walk leaves p as it is, adds p and dwt to the table, and rewrites dw by
+        matmul_transpose, which emits t (as emit_transpose: looked up in the table, not simplified) and
+        makes dw matmul(t, a): the site's m, walked next. Raises _Unfused where that walk would have gone
+        otherwise (rare forms, which the checks below keep to simple conditions)."""
+        a, g = site.a, value.args[0]
+        a = self.var_remap.get(a, a)
+        if a.__class__ is not DataflowVar and a.__class__ is not Var or g.__class__ is not DataflowVar and g.__class__ is not Var:
+            raise _Unfused  # replaced by a constant: p would fold, t would not have
+        # p's walk: permute would compose a permute_dims, or ask whether a matmul's var is read once (which
+        # must answer no, p reading it too, and record no guess). dw's: a transposed g would be used as is.
+        defs = self.defs
+        d = defs.get(a)
+        if d.__class__ is Call:
+            name = getattr(d.op, "name", None)
+            reads = self.uses.get(a, 0) + (self.guesses is not None and a is site.a)  # p's read
+            if name == PERMUTE or name == MATMUL and reads < 2:
+                raise _Unfused
+        d = defs.get(g)
+        if d.__class__ is Call and getattr(d.op, "name", None) == PERMUTE and self.permutation(d)[2]:
+            raise _Unfused  # (transposed_source)
+        p, _ = self._ghost(site.p_call, site.p, (a,))
+        if not self._ghost(site.dwt_call, site.dwt, (p, g))[1]:
+            raise _Unfused  # dwt would have been replaced by an earlier equal matmul
+        # t as emit_transpose emits it
+        key = (self._head(value), (g,))
+        first = self.table.get(key)
+        if first is not None:
+            if first in self.ghosts:
+                raise _Unfused
+            if first.struct_info == var.struct_info:
+                self.var_remap[var] = first
+                return True
+        out = self.out
+        self.position[var] = len(out)
+        out.append(b if value is old else new_binding(var, value, b.span))
+        self.defs[var] = value
+        self.table[key] = var
+        self.key_of[var] = key
+        return value is not old
+
+    def _head(self, call: Call):
+        """The head of a call's key (CallKeys.key's first step)."""
+        op, attrs = call.op, call.attrs
+        hit = self.keys.heads.get(id(attrs))
+        return hit[2] if hit is not None and hit[0] is attrs and hit[1] is op else self.keys.head(op, attrs)
+
+    def _ghost(self, call: Call, var: tuple, args: tuple) -> tuple:
+        """(the var standing for a site's binding p or dwt after the CSE step of its walk, whether it is the
+        binding's own): an earlier equal one, or a new var (class, name, struct info `var`), put in the table
+        as a ghost where nothing was (else that walk would have emitted it, dead: only dwt reads p)."""
+        key = (self._head(call), args)
+        first = self.table.get(key)
+        sinfo = var[2]
+        if first is not None and (first.struct_info is sinfo or first.struct_info == sinfo):
+            return first, False
+        own = new_var(*var)
+        if first is None:
+            self.table[key] = own
+            self.ghosts.add(own)
+        return own, True
 
     def finish_block(self) -> bool:
         promoted = self.promoted
@@ -377,6 +539,8 @@ class _OneWalk(Simplifier):
         b = self.out[-1]
         key = self.keys.key(b.value)
         first = self.table.get(key) if key is not None else None
+        if first is not None and self.ghosts and first in self.ghosts:
+            raise _Unfused
         if first is not None and first.struct_info == var.struct_info:
             self.out.pop()
             del self.position[var]

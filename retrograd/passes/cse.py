@@ -80,12 +80,18 @@ class AttrKeys:
         self.by_id: dict = {}  # id(dict) -> (the dict, (the first dict of its key, the key))
         self.by_content: dict = {}  # (items, value types) -> (the first dict, the key)
         self.by_key: dict = {}  # key -> (the first dict, the key), for other dicts
+        self.empty: dict | None = None  # the first empty dict seen
 
     def __call__(self, given: dict):
         return self._entry(given)[1]
 
     def shared(self, given: dict) -> dict:
         """The first dict seen of given's key (given itself for a dict of unhashable values)."""
+        if not given:  # the attributes of most ops: no key to build
+            empty = self.empty
+            if empty is None:
+                empty = self.empty = self._entry(given)[0]
+            return empty
         types = tuple(map(type, given.values()))
         if _PLAIN_VALUES.issuperset(types):  # _entry's content lookup: the usual hit, without the id table
             entry = self.by_content.get((tuple(given.items()), types))
@@ -134,9 +140,13 @@ class CallKeys:
         head = hit[2] if hit is not None and hit[0] is attrs and hit[1] is op else self.head(op, attrs)
         if head is None:
             return None
+        return (head, self.arg_keys(value.args))
+
+    def arg_keys(self, args: tuple) -> tuple:
+        """The arguments' part of a call's key."""
         leaves = self.leaves
         parts = []
-        for a in value.args:
+        for a in args:
             cls = a.__class__
             if cls is Var or cls is DataflowVar:
                 parts.append(a)
@@ -145,7 +155,7 @@ class CallKeys:
             if known is None or known[0] is not a:
                 known = leaves[id(a)] = (a, a if isinstance(a, Var) else _arg_key(a))
             parts.append(known[1])
-        return (head, tuple(parts))
+        return tuple(parts)
 
     def head(self, op, attrs: dict):
         """The head number of calls of `op` with `attrs` (None: such calls get no key): the lookup behind

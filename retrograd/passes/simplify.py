@@ -27,7 +27,7 @@ from retrograd.ops.registry import get as get_op
 from retrograd.passes.infra import function_pass
 
 PERMUTE = "relax.permute_dims"
-_MATMUL = "relax.matmul"
+MATMUL = "relax.matmul"
 
 
 def _op_name(value) -> str | None:
@@ -50,6 +50,24 @@ def _swaps_last_two(axes: tuple | None) -> bool:
     return axes == tuple(range(n - 2)) + (n - 1, n - 2)
 
 
+def swaps_last_two(call: Call) -> bool:
+    """Whether a permute_dims call swaps the last two axes of its argument and keeps the others."""
+    return _swaps_last_two(permute_axes(call))
+
+
+def transpose_parts(builder, x, cache: dict) -> tuple:
+    """(op, attributes, struct info) of permute_dims(x) swapping x's last two axes, normalized by `builder`
+    once per struct info object of x (kept in `cache`, by identity: inference depends on the argument's
+    struct info alone, and the vars of a gradient's replayed rules share theirs)."""
+    sinfo = x.struct_info
+    known = cache.get(id(sinfo))
+    if known is None or known[0] is not sinfo:
+        n = sinfo.ndim
+        call = builder.normalize(get_op(PERMUTE)(x, axes=list(range(n - 2)) + [n - 1, n - 2]))
+        known = cache[id(sinfo)] = (sinfo, call.op, call.attrs, call.struct_info)
+    return known[1:]
+
+
 class Simplifier(ExprMutator):
     """One forward sweep. `var_remap` replaces removed variables by what they alias; `defs` gives the
     (rewritten) value of each remaining variable, for pattern matching."""
@@ -66,7 +84,7 @@ class Simplifier(ExprMutator):
         self.promoted: dict = {}  # dataflow var -> the output var now bound in its place
         self._resolved: dict = {}  # see resolve
         self._memo_size = 0
-        self._transposes: dict = {}  # argument struct info -> what emit_transpose's call takes
+        self._transposes: dict = {}  # see transpose_parts
         self._axes: dict = {}  # see axes
 
     def resolve(self, expr):
@@ -140,11 +158,14 @@ class Simplifier(ExprMutator):
         if isinstance(var, DataflowVar) or not isinstance(target, DataflowVar):
             self.var_remap[var] = target
             return True
-        # An output var aliasing a dataflow var of this block: bind the output var in its place.
+        return self.promote(var, target, self.builder.current_bindings())
+
+    def promote(self, var: Var, target: DataflowVar, out: list) -> bool:
+        """alias's last case: an output var aliasing a dataflow var of the open block (its bindings `out`)
+        takes the dataflow var's binding; False when the block has none (or it was taken already)."""
         pos = self.position.get(target)
         if pos is None or target in self.promoted:
             return False
-        out = self.builder.current_bindings()
         old = out[pos]
         out[pos] = new_binding(var, old.value, old.span)
         del self.position[target]
@@ -208,7 +229,7 @@ class Simplifier(ExprMutator):
                 if composed == tuple(range(len(composed))):
                     return base
                 return attrs.evolve(call, args=(base,), attrs={**call.attrs, "axes": composed})
-        elif name == _MATMUL and swaps and self.read_once(src):
+        elif name == MATMUL and swaps and self.read_once(src):
             return self.matmul_transpose(call, inner) or call
         return call
 
@@ -235,15 +256,8 @@ class Simplifier(ExprMutator):
         return None
 
     def emit_transpose(self, x):
-        # Inference depends on the argument's struct info alone: one normalization per struct info.
-        sinfo = x.struct_info
-        known = self._transposes.get(sinfo)
-        if known is None:
-            n = sinfo.ndim
-            call = self.builder.normalize(get_op(PERMUTE)(x, axes=list(range(n - 2)) + [n - 1, n - 2]))
-            self._transposes[sinfo] = (call.op, call.attrs, call.struct_info)
-        else:
-            call = new_call(known[0], (x,), known[1], known[2])
+        op, attrs_, sinfo = transpose_parts(self.builder, x, self._transposes)
+        call = new_call(op, (x,), attrs_, sinfo)
         var = new_var(DataflowVar if self.builder.in_dataflow else Var, "lv", call.struct_info)
         self.emit(new_binding(var, call))
         return var

@@ -17,6 +17,7 @@ from retrograd.ops.registry import get as get_op
 from retrograd.ops.shape_utils import broadcast_shapes
 from retrograd.passes.gradient.activity import compute_active
 from retrograd.passes.gradient.templates import RuleTemplates
+from retrograd.passes.gradient.transposed import TransposedOperands
 
 _NO_GRAD = "relax.grad.no_grad"
 
@@ -55,6 +56,10 @@ class Sweep:
         # (no recomputation emitted by restore).
         self.templates = templates
         self._active_tuples: dict = {}  # id -> (tuple, is_active), see is_active
+        # Transposed matmul operands in the clean-up's form (transposed.py): None where not done (no
+        # clean-up to come, or the sweep of a part of a function).
+        self.transposed: TransposedOperands | None = None
+        self.before = None  # the forward binding before a matmul swept, when `transposed` is set
 
     # -- adjoint algebra ------------------------------------------------------
     # Tuples nest to any depth: what recurses over a tuple's fields is a generator run by `trampoline`
@@ -233,7 +238,17 @@ class Sweep:
 
     # -- the sweep --------------------------------------------------------------
     def run(self, bindings) -> None:
-        for binding in reversed(bindings):
+        # The open block and its kind, asked at every op call: neither changes during the sweep (a
+        # backward If emits its branches in scopes of their own, closed before the next binding).
+        self.in_dataflow = self.bb.in_dataflow
+        self.block = self.bb.current_bindings()
+        transposed = self.transposed if self.in_dataflow else None
+        permute = matmul = None
+        if transposed is not None:
+            permute, matmul = transposed.permute, transposed.matmul
+        last = len(bindings) - 1
+        for i in range(last, -1, -1):
+            binding = bindings[i]
             adj = self.adj.get(binding.var)
             if adj is None:
                 continue
@@ -241,8 +256,14 @@ class Sweep:
             if value.__class__ is Call:  # the common case first
                 if isinstance(value.op, GlobalVar):
                     self._call_function(binding, value, adj)
+                elif value.op is matmul:
+                    self.before = bindings[i - 1] if i else None  # see TransposedOperands.at_matmul
+                    self._call_op(binding, value, adj)
+                    self.before = None
                 else:
                     self._call_op(binding, value, adj)
+                    if value.op is permute and i < last:
+                        transposed.after_permute(self, binding, bindings[i + 1])
             elif isinstance(value, Var | Tuple):
                 self.add(value, adj)
             elif isinstance(value, TupleGetItem):
@@ -284,11 +305,14 @@ class Sweep:
         else:
             g = adj  # materialize's answer for a leaf
         templates = self.templates
-        key = None if templates is None else templates.key(call, var, g, self.active, self.adj, self.bb.in_dataflow)
+        key = None if templates is None else templates.key(call, var, g, self.active, self.adj, self.in_dataflow)
         try:
             template = None if key is None else templates.get(key)
             if template is not None:
-                templates.replay(template, call, var, g, self._hint, self.bb.current_bindings(), self.add)
+                before = self.before
+                if before is not None and self.transposed.at_matmul(self, before, call, var, g, template):
+                    return
+                templates.replay(template, call, var, g, self.hint, self.block, self.add)
                 return
             partials = rule(call, var, g)
             if isinstance(partials, ComposedVjp):
@@ -303,7 +327,7 @@ class Sweep:
             for index, (arg, part) in enumerate(zip(call.args, partials)):
                 if part is None or _is_no_grad(part) or not self.is_active(arg):
                     continue
-                hint = self._hint(arg)
+                hint = self.hint(arg)
                 block = self.bb.current_bindings()
                 start = len(block)
                 # The forward values a partial reads, as the backward part has them: kept, or recomputed here.
@@ -320,7 +344,7 @@ class Sweep:
         except DiagnosticError as err:
             raise self.host.error(f"the gradient rule of {op.script_name} failed: {err.message}", binding) from err
 
-    def _hint(self, arg) -> str:
+    def hint(self, arg) -> str:
         """The name of an argument's partial: its adjoint's name when it is the first."""
         return f"{arg.name_hint}_adjoint" if isinstance(arg, Var) and arg not in self.adj else "lv"
 

@@ -25,6 +25,7 @@ from retrograd.passes.gradient.sparse import SparseGrads
 from retrograd.passes.gradient.spec import GradientSpec, resolve_spec, return_fields, vjp_spec
 from retrograd.passes.gradient.sweep import Sweep
 from retrograd.passes.gradient.templates import RuleTemplates
+from retrograd.passes.gradient.transposed import TransposedOperands
 from retrograd.passes.infra import module_pass
 
 
@@ -97,6 +98,7 @@ class ModuleAD:
         self.new_functions: dict[str, Function] = {}
         self.vjps: dict[str, tuple] = {}
         self.reserved: set[str] = set()
+        self.sites: dict[str, dict] = {}  # function name -> its FunctionAD's sites
 
     def _fresh_name(self, base: str) -> str:
         """`base`, or `base_1`, `base_2`, ... : a name no function of the module (or of this pass) has."""
@@ -127,9 +129,10 @@ class ModuleAD:
             )
         self.reserved.add(adjoint_name)
         self.new_functions = {adjoint_name: ad.build(return_forward=True, new_name=adjoint_name), **self.new_functions}
+        self.sites[adjoint_name] = ad.sites
         out = self.mod
         if o.cleanup:
-            self.new_functions = {n: cleanup_function(f) for n, f in self.new_functions.items()}
+            self.new_functions = {n: cleanup_function(f, self.sites.get(n)) for n, f in self.new_functions.items()}
         for fname, f in self.new_functions.items():
             out = out.with_function(fname, f)
         return out
@@ -151,6 +154,7 @@ class ModuleAD:
         if indices:
             ad = FunctionAD(self, vjp_spec(callee, func, indices))
             self.new_functions[vjp_name] = ad.build(return_forward=False, new_name=vjp_name, private=True)
+            self.sites[vjp_name] = ad.sites
         return self.vjps[callee]
 
 
@@ -182,6 +186,7 @@ class FunctionAD:
         # templates key attributes with the same AttrKeys.
         self.attr_keys = AttrKeys()
         self.sinfos: dict = {}
+        self.sites: dict = {}  # the sweep's rewrites for the clean-up to check (transposed.py)
 
     def error(self, message: str, binding=None) -> GradientError:
         return self.spec.error(message, binding)
@@ -227,6 +232,9 @@ class FunctionAD:
             # With the clean-up to come, replayed rules skip the transposes it would cancel (param_source).
             templates = RuleTemplates(self.attr_keys, {b.var: b.value for b in forward} if self.parent.options.cleanup else None)
         sweep = Sweep(self, bb, compute_active(forward, required), templates)
+        if templates is not None and templates.forward is not None:
+            sweep.transposed = TransposedOperands(set(required))
+            self.sites = sweep.transposed.sites
         seed_params = self._seed(sweep, bb, ret)
         sweep.run(forward)
 
@@ -336,8 +344,11 @@ def _copy_binding(b: VarBinding, vmap: dict, promote: bool, shared, sinfos: dict
         return copy_binding(b, vmap, promote)
     args = value.args
     old = b.var
+    sinfo = old.struct_info
+    if sinfo.__class__ is TensorStructInfo:  # _shared_sinfo, inline: one call less per binding
+        sinfo = sinfos.setdefault((sinfo.shape, sinfo.dtype, sinfo.ndim), sinfo)
     new = new_call_binding(
-        Var if promote else old.__class__, old.name_hint, _shared_sinfo(old.struct_info, sinfos), value.op,
+        Var if promote else old.__class__, old.name_hint, sinfo, value.op,
         tuple(map(vmap.get, args, args)), shared(value.attrs), value.struct_info, old.span, value.span, b.span,
     )
     vmap[old] = new.var
