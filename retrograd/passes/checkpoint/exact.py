@@ -6,9 +6,9 @@ after each event is the simulator's; aliases are charged their root's size (exac
 
 from __future__ import annotations
 
+from importlib.util import find_spec
 from math import gcd
 
-from retrograd.passes.checkpoint.greedy import roots
 from retrograd.passes.checkpoint.problem import Problem, Schedule
 
 # Counts, never time (the same plan on any machine): past NODE_LIMIT branch-and-bound nodes or MAX_VARIABLES
@@ -19,11 +19,7 @@ INF = float("inf")
 
 
 def available() -> bool:
-    try:
-        import scipy.optimize, scipy.sparse  # noqa: F401, E401
-    except ImportError:  # pragma: no cover - scipy is in the test extra
-        return False
-    return True
+    return find_spec("scipy") is not None and find_spec("scipy.optimize") is not None  # scipy is optional
 
 
 class Model:
@@ -31,7 +27,7 @@ class Model:
 
     def __init__(self, problem: Problem):
         p = self.p = problem
-        n, self.nvar, self.mem_rows, root = p.n, 0, [], roots(p)
+        n, self.nvar, self.mem_rows, root = p.n, 0, [], p.roots()
         # Rows in groups, in a fixed order (HiGHS's path, and so which optimum it returns, depends on it).
         dep, tight, free = [], [], []
         self.unit = gcd(*(p.sizes[r] for r in root), *p.inner) or 1
@@ -149,7 +145,7 @@ class Model:
         for (t, k), v in self.R.items():
             if res.x[v] > 0.5:
                 per_stage.setdefault(t, []).append(k)
-        return Schedule.from_lists(self.p.n, per_stage), float(res.fun)
+        return Schedule.from_lists(per_stage), float(res.fun)
 
     def least_peak(self) -> tuple[int, Schedule] | None:
         """(least peak of the model in bytes, a plan reaching it), or None when not solved within limits."""

@@ -178,19 +178,16 @@ def _shared_layouts(call, out_sinfo, args):
 def _inplace(ins, deps: tuple, node_of: list, plan: Plan, owns: list, memo: dict) -> tuple:
     """Positions in deps whose buffer the executor may reuse for the result (see runtime/inplace.py).
     `memo`: the op's candidates by struct infos, for this function (a long adjoint repeats a few)."""
-    call, simple = ins.call, all(type(s) is int for s in ins.srcs)
-    key = (call.op, tuple(getattr(a, "struct_info", None) for a in call.args), ins.var.struct_info)
-    positions = memo.get(key) if simple else None
-    if positions is None:
-        positions = inplace_positions(call, ins.srcs, ins.var.struct_info)
-        if simple:
-            memo[key] = positions
-    out = []
-    for p in positions:
+    call, sinfo = ins.call, ins.var.struct_info
+    # What inplace_positions reads: the struct infos, and whether every source is a register.
+    key = (call.op, *(getattr(a, "struct_info", None) for a in call.args), sinfo, all(type(s) is int for s in ins.srcs))
+    if key not in memo:
+        memo[key] = inplace_positions(call, ins.srcs, sinfo)
+    out: dict[int, None] = {}  # positions in deps, each once, in order
+    for p in memo[key]:
         node = node_of[ins.srcs[p]]
         if node is not None and owns[node]:
-            if deps.index(node) not in out:
-                out.append(deps.index(node))
+            out[deps.index(node)] = None
         elif ins.srcs[p] not in plan.consts:
             # The executor tries only the first candidate dying here; a parameter, or a value of an If
             # or a call, may fail that try. The Problem cannot say when such a value dies, so the later
