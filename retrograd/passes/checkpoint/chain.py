@@ -199,19 +199,12 @@ class ChainDP:
         # more than MAX_UNITS levels (the backward's memory rounded up: conservative), or coarser still.
         sizes = [p.sizes[k] for k in cands]
         every = gcd(*sizes, *self.held.values(), *self.dead.values(), *self.before.values(), *self.transient)
-        for unit in (every, gcd(*sizes)):
-            if free // max(unit, 1) <= MAX_UNITS:
-                break
-        else:
-            unit = max(unit, -(-free // MAX_UNITS))
-        self.unit = unit = max(unit, 1)
+        unit = next((u for u in (every, gcd(*sizes)) if free // max(u, 1) <= MAX_UNITS), None)
+        unit = max(1, unit if unit is not None else max(gcd(*sizes), -(-free // MAX_UNITS)))
         self.M = M = max(free // unit, 0)
         self.nodes = nodes = [-1] + cands
         self.index = {k: ii for ii, k in enumerate(nodes)}
-
-        def units(values):
-            return -(-np.array(values, dtype=np.int64) // unit)
-
+        units = lambda values: -(-np.array(values, dtype=np.int64) // unit)  # noqa: E731
         size, pre, trans = units(sizes), units([self.before[r] for r in reads]), units(self.transient)
         self.size = dict(zip(cands, size.tolist()))
         is_read = np.array([k in need for k in cands])

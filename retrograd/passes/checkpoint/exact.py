@@ -42,8 +42,7 @@ class Model:
         S = {(t, k): self.new() for t in range(1, n + 1) for k in range(t) if latest[k] >= t or (t == n and k in p.outputs)}
         out = [({S[n, o]: 1.0}, 1.0, 1.0) for o in set(p.outputs)]
         for t in range(n):
-            ev = {k: R[t, k] for k in range(t) if (t, k) in R}
-            ev[t] = None  # node t itself is always computed
+            ev = {**{k: R[t, k] for k in range(t) if (t, k) in R}, t: None}  # node t itself is always computed
             reads: dict[int, list[int]] = {}
             for k, var in ev.items():  # k's inputs are live in stage t: recomputed before it or kept into t
                 for d in set(p.deps[k]):
@@ -62,10 +61,8 @@ class Model:
                 if size[i] == 0 or (i != t and (t, i) not in R and (t, i) not in S):
                     continue
                 readers = [j for j in users[i] if j in ev]
-                for k in ([i] if i in ev else []) + readers:
+                for k in [t] if t in readers else [i] * (i in ev) + readers:  # node t (always computed) reads last
                     later = [j for j in readers if j > k]
-                    if t in later:
-                        continue  # node t (always computed) reads i after k
                     f = self.new()
                     if ev[k] is not None:
                         self.le(free, 0, (1, f), (-1, ev[k]))
@@ -102,9 +99,7 @@ class Model:
         """IP variables: event k writes into the buffer of the in-place dep that dies there (the executor
         tries the first dying candidate only), so it allocates nothing."""
         p, free_of, out = self.p, {i: f for f, i in frees}, []
-        if p.alias_of[k] is not None:
-            return out
-        cands = list(dict.fromkeys(p.deps[k][pos] for pos in p.inplace[k]))
+        cands = list(dict.fromkeys(p.deps[k][pos] for pos in p.inplace[k])) if p.alias_of[k] is None else []
         for pos, d in enumerate(cands):
             if d in free_of and p.alias_of[d] is None and self.size[d] == self.size[k]:
                 out.append(self.new())
@@ -130,8 +125,7 @@ class Model:
         entries = [(r, v, c) for r, (row, _, _) in enumerate(rows) for v, c in row.items() if c]
         ri, ci, data = np.array(entries, dtype=float).reshape(-1, 3).T
         c, ub = np.zeros(nv), np.ones(nv)
-        for (t, k), v in self.R.items():
-            c[v] = 0.0 if minimize_peak else self.p.costs[k]
+        c[list(self.R.values())] = 0.0 if minimize_peak else [self.p.costs[k] for _, k in self.R]
         c[peak] = 1.0 if minimize_peak else peak_weight
         ub[peak] = cap if cap != INF else sum(self.size) + 1
         matrix = coo_matrix((data, (ri.astype(int), ci.astype(int))), shape=(len(rows), nv)).tocsr()

@@ -83,7 +83,7 @@ def solve(problem: Problem, budget: int | None = None, policy: str = "budget", l
         # least feasible budget is taken when it fits, so that every budget from it up is met.
         least, plan = (least or least_plan)(problem)
         if plan is None or least > budget:
-            raise InfeasibleBudget(int(budget), least)
+            raise InfeasibleBudget(budget, least)
     return plan
 
 
@@ -157,11 +157,10 @@ def least_plan(problem: Problem) -> tuple[int, Schedule | None]:
 def lower_bound(problem: Problem) -> int:
     """No plan's peak is lower: parameters, plus each node's distinct input buffers, its own (unless it
     may reuse an input's) and what it holds inside while it is computed."""
-    p, root, best = problem, problem.roots(), 0
-    for v in range(p.n):
-        need = sum(p.sizes[r] for r in {root[d] for d in p.deps[v]})
-        best = max(best, need + (0 if p.alias_of[v] is not None or p.inplace[v] else p.sizes[v]) + p.inner[v])
-    return p.pinned_bytes + best
+    p, root = problem, problem.roots()
+    own = [0 if p.alias_of[v] is not None or p.inplace[v] else p.sizes[v] for v in range(p.n)]
+    inputs = [sum(p.sizes[r] for r in {root[d] for d in ds}) for ds in p.deps]
+    return p.pinned_bytes + max(map(sum, zip(inputs, own, p.inner)), default=0)
 
 
 def _drop_unread(problem: Problem, groups: list[list[int]]) -> None:

@@ -120,7 +120,7 @@ class Schedule:
     def from_lists(cls, per_stage: dict) -> Schedule:
         """A schedule from {stage: [nodes]} (the nodes of a stage are sorted: node order is topological)."""
         last = max((t for t, nodes in per_stage.items() if nodes), default=-1)  # no empty stages at the end
-        return cls(tuple(tuple(sorted(set(per_stage[t]))) if t in per_stage else () for t in range(last + 1)))
+        return cls([sorted(set(per_stage.get(t, ()))) for t in range(last + 1)])
 
     count = property(lambda self: sum(len(s) for s in self.recompute))
 
@@ -129,7 +129,7 @@ class InfeasibleBudget(ValueError):
     """No schedule keeps the peak within the budget; `least_feasible` is the least budget (bytes) that can
     be met."""
 
-    def __init__(self, budget: int, least_feasible: int, detail: str = ""):
+    def __init__(self, budget: int, least_feasible: int):
         self.budget, self.least_feasible = int(budget), int(least_feasible)
         super().__init__(f"memory budget of {self.budget} bytes cannot be met: the least feasible budget is "
-                         f"{self.least_feasible} bytes" + (f" ({detail})" if detail else ""))
+                         f"{self.least_feasible} bytes")
