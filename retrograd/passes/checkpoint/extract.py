@@ -9,7 +9,7 @@ import attrs
 
 from retrograd.analysis.layout import Fresh, Layout, Same, c_layout, results
 from retrograd.analysis.liveness import inplace_positions
-from retrograd.analysis.plan import Plan, plan_function
+from retrograd.analysis.plan import Plan, fold_source, plan_function
 from retrograd.errors import PassError, UnsupportedError
 from retrograd.ir.dtypes import itemsize
 from retrograd.ir.expr import Function, Tuple
@@ -65,14 +65,6 @@ class Extraction:
 
         return fold_source(src, leaf,
                            lambda kids: Tuple(kids, TupleStructInfo(tuple(k.struct_info for k in kids))))
-
-
-def fold_source(src, leaf, combine):
-    """A source (a register or nested tuples of them) bottom-up: leaf(register), combine(kids) per tuple."""
-    if type(src) is int:
-        return leaf(src)
-    step = lambda s, kids: leaf(s) if type(s) is int else combine(kids)  # noqa: E731
-    return fold(src, lambda s: () if type(s) is int else s, step, shared=False)
 
 
 def nodes_of(srcs, node_of: list) -> list[int]:
