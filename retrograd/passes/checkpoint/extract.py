@@ -36,7 +36,8 @@ def static_bytes(sinfo, what: str, span=None) -> int:
 class Extraction:
     """The Problem and how its nodes map back to the function: bindings[i]: node i's binding; block_of[i]:
     its block's index; node_of[r]: the node filling register r (None: none); transparent: bindings without
-    an instruction (aliases, tuples: their readers read the sources themselves)."""
+    an instruction (aliases, tuples: their readers read the sources themselves); opaque: the Ifs and calls of
+    other functions (what they hold inside is the exact model's: pass_.planning_problem)."""
 
     problem: Problem
     func: Function
@@ -45,12 +46,8 @@ class Extraction:
     block_of: tuple
     node_of: list
     transparent: frozenset
+    opaque: frozenset
     params: dict  # register -> parameter Var
-
-    @property
-    def opaque(self) -> bool:
-        """An If or a call of another function: what they hold inside is the exact model's (pass_.planning_problem)."""
-        return any(ins.kind in ("if", "call") for ins in self.plan.block.ins)
 
     def expr(self, src, node_var, param_var=None):
         """The expression a source stands for: node registers through node_var, parameters through
@@ -94,7 +91,7 @@ def extract(func: Function) -> Extraction:
     recomputable, kinds, fields, field = [True] * n, ["view"] * n, [()] * n, [None] * n
     # layouts: register -> Layout (a tuple of them for a tuple; None: not an array; parameters' and constants':
     # C order); c_order: struct info -> its C-ordered layout(s); owns[i]: node i's buffer may be written over.
-    layouts, c_order, candidates, owns = {}, {}, {}, [False] * n
+    layouts, c_order, candidates, owns, opaque = {}, {}, {}, [False] * n, set()
     layout_of = lambda r: layouts[r] if r in layouts else _fresh_layout(sinfo_of.get(r))  # noqa: E731
     for ins in plan.block.ins:
         i, var, sinfo = ins.binding, ins.var, ins.var.struct_info
@@ -127,6 +124,7 @@ def extract(func: Function) -> Extraction:
                 inplace[i] = _inplace(ins, deps[i], node_of, plan, owns, candidates)
         else:
             rec = False  # an If, a call of another function
+            opaque.add(i)
             for d in deps[i]:
                 owns[d] = False  # its result may be a value it reads (a branch returning it): never written over
         sizes[i], costs[i], recomputable[i], alias_of[i], kinds[i], field[i] = size, cost, rec, root, kind, part
@@ -141,7 +139,8 @@ def extract(func: Function) -> Extraction:
                       alias_of=alias_of, outputs=nodes_of([plan.block.result], node_of), inplace=inplace,
                       kinds=kinds, names=plan.names, fields=fields, field=field)
     transparent = frozenset(set(range(n)) - {ins.binding for ins in plan.block.ins})
-    return Extraction(problem, func, plan, tuple(bindings), tuple(block_of), node_of, transparent, dict(plan.params))
+    return Extraction(problem, func, plan, tuple(bindings), tuple(block_of), node_of, transparent, frozenset(opaque),
+                      dict(plan.params))
 
 
 def _fresh_layout(sinfo):

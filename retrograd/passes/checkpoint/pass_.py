@@ -202,11 +202,7 @@ def planning_problem(mod: IRModule, func_name: str, ex) -> Problem:
         return p
     during = memory_timeline(mod, func_name).during
     own = simulate(p, stage_peaks=True).check().stage_peaks
-    inner = [0] * p.n
-    for ins in ex.plan.block.ins:
-        if ins.kind in ("if", "call"):
-            inner[ins.binding] = max(0, during[ins.binding] - own[ins.binding])
-    return attrs.evolve(p, inner=inner)
+    return attrs.evolve(p, inner=[max(0, during[i] - own[i]) if i in ex.opaque else 0 for i in range(p.n)])
 
 
 def _least(mod: IRModule, func_name: str, ex, problem: Problem, unplanned: int) -> tuple[int, Schedule | None]:

@@ -4,7 +4,7 @@ the lower peak (plans recomputing a matmul, conv or pool rank last), from solver
 best plan somewhere (tests): chain (Revolve, optimal: taken as soon as it fits; the DP), exact (the MILP on
 up to EXACT_NODES nodes with scipy; taken as soon as it fits without aliases) and the greedy descent,
 shared (`share`). Limits are counts, never time. "sqrt" and "cheap" are predicates over the problem, like
-JAX's `save_*` policies (`sqrt_saved`, applied by `remat`; `cheap`)."""
+JAX's `save_*` policies (`sqrt_saved`, applied by `remat`; `of_kinds` with CHEAP_KINDS)."""
 
 from __future__ import annotations
 
