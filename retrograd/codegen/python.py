@@ -223,7 +223,8 @@ class _FunctionLowering:
             return self.reg[src]
         if depth(src, source_parts) <= _MAX_NEST:
             return render(src, lambda x: _tuple_text_parts(x, x) if not isinstance(x, int) else [self.reg[x]])
-        return fold(src, source_parts, lambda x, kids: self.reg[x] if isinstance(x, int) else self._level(x, kids), shared=False)
+        step = lambda x, kids: self.reg[x] if isinstance(x, int) else self._level(x, kids)  # noqa: E731
+        return fold(src, source_parts, step, shared=False)
 
     def _level(self, src, fields: list[str]) -> str:
         name = self.names.new("nest")

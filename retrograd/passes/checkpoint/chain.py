@@ -238,10 +238,10 @@ class ChainDP:
                     base = np.where(live, cost[sweep, b, kk[:, None], at[sl]], 0.0) + (0.0 if sweep else adv[:c, None])
                     row, pick = np.full(M + 1, INF), np.full(M + 1, -1, dtype=np.int64)
                     for drop, bef, good in ((0, before[sl], ok[sl]), (1, drop_before[sl], shifted[sl] >= 0)):
-                        usable = ((bef >= -1) & (bef < b)) if drop else np.ones(c, dtype=bool)
-                        # The reads between i and k (k too, when dropped): C(i, bef, m), same memory.
+                        # The reads between i and k (k too, when dropped): C(i, bef, m), same memory (bef < b always
+                        # holds for k kept; dropping needs a read k, bef -2 otherwise).
                         rest = np.where((bef >= fa[ii])[:, None], cost[0, np.maximum(bef, 0), ii, :], 0.0)
-                        total = np.where(good & fits & usable[:, None], base + rest, INF)
+                        total = np.where(good & fits & ((bef >= -1) & (bef < b))[:, None], base + rest, INF)
                         best = total.argmin(axis=0)
                         value = total[best, levels]
                         better = value < row

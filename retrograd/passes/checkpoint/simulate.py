@@ -41,7 +41,8 @@ def _invalid(p: Problem, t: int, extra: tuple) -> str | None:
         if not p.recomputable[v] or v in later:
             return f"stage {t}: node {p.names[v]} (#{v}) is {'recomputed twice' if v in later else 'not recomputable'}"
         if (d := next((d for d in p.deps[v] if d in later), None)) is not None:
-            return f"stage {t}: recomputations out of order: {p.names[v]} (#{v}) reads {p.names[d]} (#{d}), which is recomputed after it"
+            return (f"stage {t}: recomputations out of order: {p.names[v]} (#{v}) reads {p.names[d]} (#{d}), which "
+                    "is recomputed after it")
         later.add(v)
 
 
