@@ -61,7 +61,8 @@ class Model:
                 if size[i] == 0 or (i != t and (t, i) not in R and (t, i) not in S):
                     continue
                 readers = [j for j in users[i] if j in ev]
-                for k in [t] if t in readers else [i] * (i in ev) + readers:  # node t (always computed) reads last
+                # After its own event or a reader's; when node t (always computed) reads it, after node t's only.
+                for k in [t] if t in readers else ([i] if i in ev else []) + readers:
                     later = [j for j in readers if j > k]
                     f = self.new()
                     if ev[k] is not None:

@@ -185,5 +185,6 @@ def simulate(problem: Problem, schedule: Schedule | None = None, stage_peaks: bo
                 last_use[i], k = -1, buf[i]  # released once even when read twice
                 refs[k] -= 1
                 cur -= -hold(k, fld[i], -1) if k in held else nbytes[k] if refs[k] == 0 else 0
-    extra = sum((p.costs[v] for group in schedule.recompute for v in group), 0.0) if schedule else 0.0  # in event order
+    # In event order (stage by stage, each group in order): the same float as adding each cost as it runs.
+    extra = sum((p.costs[v] for group in schedule.recompute for v in group), 0.0) if schedule is not None else 0.0
     return Simulation(peak, extra, m - p.n, peak_stage=peak_stage, stage_peaks=tuple(per_stage or ()))
