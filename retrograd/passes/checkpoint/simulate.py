@@ -121,10 +121,10 @@ def simulate(problem: Problem, schedule: Schedule | None = None, stage_peaks: bo
     # holding the whole tuple or that field (its bytes are its held fields').
     buf, fld, refs, nbytes, held = [0] * m, [None] * m, [0] * m, [0] * m, {}
     cur = peak = p.pinned_bytes
-    start, peak_stage, per_stage, group_last = 0, -1, [0] * p.n if stage_peaks else None, {}
+    start, peak_stage, extra, per_stage, group_last = 0, -1, 0.0, [0] * p.n if stage_peaks else None, {}
     at = [mk for mk in marks if mk[4]]
     if at:  # resumed: the lists' entries before `start` hold from the saved run on
-        start, (cur, peak, peak_stage, refs, held, buf, fld, nbytes) = at[-1][1], at[-1][4]
+        start, (cur, peak, peak_stage, extra, refs, held, buf, fld, nbytes) = at[-1][1], at[-1][4]
         refs, held = refs + [0] * (m - start), {k: c[:] for k, c in held.items()}
         buf, fld, nbytes = (x[:start] + [d] * (m - start) for x, d in ((buf, 0), (fld, None), (nbytes, 0)))
     todo = iter([mk for mk in marks if mk[1] > start and mk[4] is None] + [[0, -1]])
@@ -140,7 +140,7 @@ def simulate(problem: Problem, schedule: Schedule | None = None, stage_peaks: bo
 
     for e, v, s, r in zip(range(start, m), nodes[start:], stages[start:], reads[start:]):
         if e == mark[1]:
-            mark[4] = (cur, peak, peak_stage, refs[:e], {k: c[:] for k, c in held.items()}, buf, fld, nbytes)
+            mark[4] = (cur, peak, peak_stage, extra, refs[:e], {k: c[:] for k, c in held.items()}, buf, fld, nbytes)
             mark = next(todo)
         b = e
         if alias_of[v] is not None:
@@ -180,11 +180,11 @@ def simulate(problem: Problem, schedule: Schedule | None = None, stage_peaks: bo
             peak, peak_stage = top, s
         if per_stage is not None and top > per_stage[s]:
             per_stage[s] = top
+        if s != v:
+            extra += p.costs[v]
         for i in r if last_use[e] != e else (*r, e):  # the instances dying here (e: when unread)
             if last_use[i] == e:
                 last_use[i], k = -1, buf[i]  # released once even when read twice
                 refs[k] -= 1
                 cur -= -hold(k, fld[i], -1) if k in held else nbytes[k] if refs[k] == 0 else 0
-    # In event order (stage by stage, each group in order): the same float as adding each cost as it runs.
-    extra = sum((p.costs[v] for group in schedule.recompute for v in group), 0.0) if schedule is not None else 0.0
     return Simulation(peak, extra, m - p.n, peak_stage=peak_stage, stage_peaks=tuple(per_stage or ()))
