@@ -7,7 +7,7 @@ import attrs
 import numpy as np
 
 from retrograd.analysis.layout import Layout, Same, View, c_layout, results
-from retrograd.analysis.plan import Block, Ins, Plan, Plans
+from retrograd.analysis.plan import Block, Ins, Plan, Plans, fold_source
 from retrograd.errors import UnsupportedError
 from retrograd.gc_pause import collector_paused
 from retrograd.ir.functor import module_if_depth, stack_room
@@ -330,7 +330,7 @@ class _Sim:
         if top:
             for k in range(done, len(rp.plan.names)):
                 self.during[k] = self.after[k] = self.cur
-        v = _read(regs, blk.result)
+        v = fold_source(blk.result, regs.__getitem__, tuple)
         for r in blk.endfree:
             self.release(regs[r])
             regs[r] = None
@@ -350,7 +350,7 @@ class _Sim:
                     "(a recursion whose depth depends on the data has no static peak)",
                     ins.var.span,
                 )
-            v = self.invoke(callee, [_read(regs, s) for s in ins.srcs], top=False)
+            v = self.invoke(callee, [fold_source(s, regs.__getitem__, tuple) for s in ins.srcs], top=False)
             self.depth -= 1
             return v
         cond = regs[ins.srcs[0]]
@@ -389,7 +389,7 @@ class _Sim:
         if not getattr(call.op, "aliases", ()):
             outs = [Arr(Buf(n, "fresh"), layout) for n, layout in fresh]
         else:
-            args = [_read(regs, s) for s in ins.srcs]
+            args = [fold_source(s, regs.__getitem__, tuple) for s in ins.srcs]
             layouts = [a.layout if isinstance(a, Arr) else None for a in args]
             rule = results(call.op, call.attrs, layouts, [lay.shape for _, lay in fresh])
             if len(rule) == 1 and isinstance(rule[0], Same):
@@ -403,17 +403,6 @@ class _Sim:
                 else:
                     outs.append(Arr(Buf(n, "fresh"), layout))
         return tuple(outs) if isinstance(ins.var.struct_info, TupleStructInfo) else outs[0]
-
-
-def _read(regs: list, src):
-    if isinstance(src, int):
-        return regs[src]
-    # Bottom-up with a stack: sources nest as deep as tuples do.
-    return fold(src, _src_parts, lambda s, kids: regs[s] if isinstance(s, int) else tuple(kids), shared=False)
-
-
-def _src_parts(src) -> tuple:
-    return () if isinstance(src, int) else src
 
 
 def human_bytes(n: int) -> str:

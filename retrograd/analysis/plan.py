@@ -115,6 +115,19 @@ def plan_function(name: str, func: Function, functions=None) -> Plan:
         return _Planner(name, func, functions).plan()
 
 
+def source_parts(src) -> tuple:
+    """A source's parts: none for a register, the sources it holds for a tuple."""
+    return () if type(src) is int else src
+
+
+def fold_source(src, leaf, combine):
+    """A source (a register or nested tuples of them) bottom-up: leaf(register), combine(kids) per tuple."""
+    if type(src) is int:
+        return leaf(src)
+    step = lambda s, kids: leaf(s) if type(s) is int else combine(kids)  # noqa: E731
+    return fold(src, source_parts, step, shared=False)
+
+
 class Plans:
     """Every function of a module planned once, on demand."""
 

@@ -22,7 +22,7 @@ from retrograd.ir.expr import (
     Var,
 )
 from retrograd.analysis.liveness import flat_registers
-from retrograd.analysis.plan import plan_function
+from retrograd.analysis.plan import plan_function, source_parts
 from retrograd.ir.functor import if_depth
 from retrograd.ir.nested import depth, fold, joined, render
 from retrograd.ir.struct_info import ShapeStructInfo, TensorStructInfo, TupleStructInfo
@@ -221,9 +221,10 @@ class _FunctionLowering:
         statement, in self.pre, its temporaries deleted after the statement as the executor holds none)."""
         if isinstance(src, int):
             return self.reg[src]
-        if depth(src, _src_parts) <= _MAX_NEST:
+        if depth(src, source_parts) <= _MAX_NEST:
             return render(src, lambda x: _tuple_text_parts(x, x) if not isinstance(x, int) else [self.reg[x]])
-        return fold(src, _src_parts, lambda x, kids: self.reg[x] if isinstance(x, int) else self._level(x, kids), shared=False)
+        step = lambda x, kids: self.reg[x] if isinstance(x, int) else self._level(x, kids)  # noqa: E731
+        return fold(src, source_parts, step, shared=False)
 
     def _level(self, src, fields: list[str]) -> str:
         name = self.names.new("nest")
@@ -291,10 +292,6 @@ def _in_read_order(ins) -> list:
         for r in flat_registers(src, set()) if not isinstance(src, int) else (src,):
             order.setdefault(r, len(order))
     return sorted(ins.frees, key=lambda r: order.get(r, len(order)))
-
-
-def _src_parts(src) -> tuple:
-    return () if isinstance(src, int) else src
 
 
 def _tuple_text_parts(e: Tuple, fields=None) -> list:

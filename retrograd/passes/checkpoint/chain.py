@@ -9,7 +9,6 @@ from bisect import bisect_left, bisect_right
 from itertools import accumulate
 from math import comb, gcd
 
-import attrs
 import numpy as np
 
 from retrograd.passes.checkpoint.problem import Problem, Schedule
@@ -36,25 +35,10 @@ def revolve_steps(l: int, s: int) -> int:
     return r * l - comb(s + r + 1, s + 2)
 
 
-@attrs.frozen(eq=False)
-class Chain:
-    """A chain adjoint: a prefix of nodes forms a chain (none an alias); every later node reads at most one
-    of them, in non-increasing order. need[k]: the stage of the first backward read of node k."""
-
-    need: dict
-
-    @property
-    def last(self) -> int:
-        return max(self.need)
-
-    def uniform(self, problem: Problem) -> bool:
-        """Revolve's case: every forward node up to the last one read is read, all of one size and cost."""
-        ks = range(self.last + 1)
-        return all(k in self.need for k in ks) and all(len({f[k] for k in ks}) == 1 for f in (problem.sizes, problem.costs))
-
-
-def detect(problem: Problem) -> Chain | None:
-    """The chain adjoint structure of `problem` (see Chain), or None."""
+def detect(problem: Problem) -> dict | None:
+    """The chain adjoint structure of `problem`, or None: a prefix of nodes forms a chain (none an alias);
+    every later node reads at most one of them, in non-increasing order. need[k]: the stage of the first
+    backward read of node k (the chain's `need`)."""
     p, m = problem, 0
     while m < p.n and p.recomputable[m] and p.alias_of[m] is None and set(p.deps[m]) == ({m - 1} if m else set()):
         m += 1
@@ -68,10 +52,16 @@ def detect(problem: Problem) -> Chain | None:
         if fw:
             last = fw.pop()
             need.setdefault(last, t)
-    return Chain(need) if need else None
+    return need or None
 
 
-def replay(problem: Problem, need: dict, reads, m: int, choose, size) -> Schedule:
+def uniform(problem: Problem, need: dict) -> bool:
+    """Revolve's case: every forward node up to the last one read is read, all of one size and cost."""
+    ks = range(max(need) + 1)
+    return len(need) == len(ks) and all(len({f[k] for k in ks}) == 1 for f in (problem.sizes, problem.costs))
+
+
+def replay(need: dict, reads, m: int, choose, size) -> Schedule:
     """The plan of the choices `choose(sweep, i, b, m) -> (k, drop)` from the parameters with m units free
     (reads: sorted; b indexes them; sweep: still in the original forward sweep, whose advances are free)."""
     per_stage, pending, stack = {}, [], [(1, -1, len(reads) - 1, m)]
@@ -92,7 +82,7 @@ def replay(problem: Problem, need: dict, reads, m: int, choose, size) -> Schedul
         if k in need and not drop:
             stack.append((k,))
         stack.append((sweep, k, b, m - size(k)))
-    return Schedule.from_lists(problem.n, {t: g for t, g in per_stage.items() if g})
+    return Schedule.from_lists(per_stage)
 
 
 def revolve_choice(sweep: int, i: int, b: int, s: int) -> tuple[int, int]:
@@ -117,10 +107,10 @@ def revolve_choice(sweep: int, i: int, b: int, s: int) -> tuple[int, int]:
         a += 1
 
 
-def chain_schedule(problem: Problem, chain: Chain, c: int) -> Schedule:
+def chain_schedule(need: dict, c: int) -> Schedule:
     """Revolve's plan with c slots (the input, a parameter, counted) on a uniform chain."""
-    reads = list(range(chain.last + 1))  # a list: replay bisects it (a range is far slower to)
-    return replay(problem, chain.need, reads, c - 1, revolve_choice, lambda k: 1)
+    reads = list(range(max(need) + 1))  # a list: replay bisects it (a range is far slower to)
+    return replay(need, reads, c - 1, revolve_choice, lambda k: 1)
 
 
 def fewest_slots(L: int) -> int:
@@ -149,18 +139,18 @@ def largest(problem: Problem, budget: int, make, guess: int, top: int, bottom: i
     return lo, plans.get(lo)
 
 
-def revolve(problem: Problem, chain: Chain, budget: int) -> Schedule | None:
+def revolve(problem: Problem, need: dict, budget: int) -> Schedule | None:
     """Revolve's plan with the fewest extra steps whose simulated peak fits `budget` (None if none fits)."""
     # Peaks grow with c, by about one value a slot: start where the budget says.
-    L, size = chain.last + 2, problem.sizes[0]
+    L, size = max(need) + 2, problem.sizes[0]
     guess = max(1, min(L, (budget - problem.pinned_bytes) // size - 1)) if size else L
-    c, plan = largest(problem, budget, lambda c: chain_schedule(problem, chain, c), guess, L, bottom=fewest_slots(L))
+    c, plan = largest(problem, budget, lambda c: chain_schedule(need, c), guess, L, bottom=fewest_slots(L))
     if plan is None:
         return None
-    top, steps = c, revolve_steps(L, c - 1)
+    steps = revolve_steps(L, c - 1)
     while c > 1 and revolve_steps(L, c - 2) == steps:
-        c -= 1  # the same number of steps with fewer slots has the lower peak
-    return plan if c == top else chain_schedule(problem, chain, c)
+        c, plan = c - 1, None  # the same number of steps with fewer slots has the lower peak
+    return plan or chain_schedule(need, c)
 
 
 class ChainDP:
@@ -169,8 +159,8 @@ class ChainDP:
     m] (sweep 1: the free original sweep, at the last read; i: 0 for the parameters, 1 + index in cands; a
     choice is k's index, plus len(nodes) when k is dropped)."""
 
-    def __init__(self, problem: Problem, chain: Chain):
-        p, need = problem, chain.need
+    def __init__(self, problem: Problem, need: dict):
+        p = problem
         self.problem, self.need, self.reads = p, need, sorted(need)
         nxt, cands = None, []
         for k in range(self.reads[-1], -1, -1):
@@ -209,19 +199,12 @@ class ChainDP:
         # more than MAX_UNITS levels (the backward's memory rounded up: conservative), or coarser still.
         sizes = [p.sizes[k] for k in cands]
         every = gcd(*sizes, *self.held.values(), *self.dead.values(), *self.before.values(), *self.transient)
-        for unit in (every, gcd(*sizes)):
-            if free // max(unit, 1) <= MAX_UNITS:
-                break
-        else:
-            unit = max(unit, -(-free // MAX_UNITS))
-        self.unit = unit = max(unit, 1)
+        unit = next((u for u in (every, gcd(*sizes)) if free // max(u, 1) <= MAX_UNITS), None)
+        unit = max(1, unit if unit is not None else max(gcd(*sizes), -(-free // MAX_UNITS)))
         self.M = M = max(free // unit, 0)
         self.nodes = nodes = [-1] + cands
         self.index = {k: ii for ii, k in enumerate(nodes)}
-
-        def units(values):
-            return -(-np.array(values, dtype=np.int64) // unit)
-
+        units = lambda values: -(-np.array(values, dtype=np.int64) // unit)  # noqa: E731
         size, pre, trans = units(sizes), units([self.before[r] for r in reads]), units(self.transient)
         self.size = dict(zip(cands, size.tolist()))
         is_read = np.array([k in need for k in cands])
@@ -255,10 +238,10 @@ class ChainDP:
                     base = np.where(live, cost[sweep, b, kk[:, None], at[sl]], 0.0) + (0.0 if sweep else adv[:c, None])
                     row, pick = np.full(M + 1, INF), np.full(M + 1, -1, dtype=np.int64)
                     for drop, bef, good in ((0, before[sl], ok[sl]), (1, drop_before[sl], shifted[sl] >= 0)):
-                        usable = ((bef >= -1) & (bef < b)) if drop else np.ones(c, dtype=bool)
-                        # The reads between i and k (k too, when dropped): C(i, bef, m), same memory.
+                        # The reads between i and k (k too, when dropped): C(i, bef, m), same memory (bef < b always
+                        # holds for k kept; dropping needs a read k, bef -2 otherwise).
                         rest = np.where((bef >= fa[ii])[:, None], cost[0, np.maximum(bef, 0), ii, :], 0.0)
-                        total = np.where(good & fits & usable[:, None], base + rest, INF)
+                        total = np.where(good & fits & ((bef >= -1) & (bef < b))[:, None], base + rest, INF)
                         best = total.argmin(axis=0)
                         value = total[best, levels]
                         better = value < row
@@ -275,19 +258,19 @@ class ChainDP:
             drop, at = divmod(int(self.choice[sweep, b, self.index[i], m]), len(self.nodes))
             return self.nodes[at], drop
 
-        return replay(self.problem, self.need, self.reads, m, choose, self.size.get)
+        return replay(self.need, self.reads, m, choose, self.size.get)
 
 
-def chain_costs(problem: Problem, chain: Chain | None) -> ChainDP | None:
+def chain_costs(problem: Problem, need: dict | None) -> ChainDP | None:
     """The DP of a chain, or None (no chain, or too long for the DP: more than MAX_TRIPLES (i, k, read))."""
-    if chain is None or (chain.last + 2) ** 2 * len(chain.need) // 6 > 4 * MAX_TRIPLES:
+    if need is None or (max(need) + 2) ** 2 * len(need) // 6 > 4 * MAX_TRIPLES:
         return None  # far too long: not even measured
-    dp = ChainDP(problem, chain)
+    dp = ChainDP(problem, need)
     nc = len(dp.cands) + 1
     return dp if nc * nc * len(dp.reads) // 6 + nc * len(dp.reads) <= MAX_TRIPLES else None
 
 
-def chain_dp(problem: Problem, budget: int, found: Chain | None = None) -> Schedule | None:
+def chain_dp(problem: Problem, budget: int, found: dict | None = None) -> Schedule | None:
     """The DP's plan with the most memory whose simulated peak fits `budget`, or None (none, or no DP)."""
     dp = chain_costs(problem, found or detect(problem))
     if dp is None:

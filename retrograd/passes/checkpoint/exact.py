@@ -6,9 +6,9 @@ after each event is the simulator's; aliases are charged their root's size (exac
 
 from __future__ import annotations
 
+from importlib.util import find_spec
 from math import gcd
 
-from retrograd.passes.checkpoint.greedy import roots
 from retrograd.passes.checkpoint.problem import Problem, Schedule
 
 # Counts, never time (the same plan on any machine): past NODE_LIMIT branch-and-bound nodes or MAX_VARIABLES
@@ -19,11 +19,7 @@ INF = float("inf")
 
 
 def available() -> bool:
-    try:
-        import scipy.optimize, scipy.sparse  # noqa: F401, E401
-    except ImportError:  # pragma: no cover - scipy is in the test extra
-        return False
-    return True
+    return find_spec("scipy") is not None and find_spec("scipy.optimize") is not None  # scipy is optional
 
 
 class Model:
@@ -31,7 +27,7 @@ class Model:
 
     def __init__(self, problem: Problem):
         p = self.p = problem
-        n, self.nvar, self.mem_rows, root = p.n, 0, [], roots(p)
+        n, self.nvar, self.mem_rows, root = p.n, 0, [], p.roots()
         # Rows in groups, in a fixed order (HiGHS's path, and so which optimum it returns, depends on it).
         dep, tight, free = [], [], []
         self.unit = gcd(*(p.sizes[r] for r in root), *p.inner) or 1
@@ -46,8 +42,7 @@ class Model:
         S = {(t, k): self.new() for t in range(1, n + 1) for k in range(t) if latest[k] >= t or (t == n and k in p.outputs)}
         out = [({S[n, o]: 1.0}, 1.0, 1.0) for o in set(p.outputs)]
         for t in range(n):
-            ev = {k: R[t, k] for k in range(t) if (t, k) in R}
-            ev[t] = None  # node t itself is always computed
+            ev = {**{k: R[t, k] for k in range(t) if (t, k) in R}, t: None}  # node t itself is always computed
             reads: dict[int, list[int]] = {}
             for k, var in ev.items():  # k's inputs are live in stage t: recomputed before it or kept into t
                 for d in set(p.deps[k]):
@@ -66,10 +61,9 @@ class Model:
                 if size[i] == 0 or (i != t and (t, i) not in R and (t, i) not in S):
                     continue
                 readers = [j for j in users[i] if j in ev]
-                for k in ([i] if i in ev else []) + readers:
+                # After its own event or a reader's; when node t (always computed) reads it, after node t's only.
+                for k in [t] if t in readers else ([i] if i in ev else []) + readers:
                     later = [j for j in readers if j > k]
-                    if t in later:
-                        continue  # node t (always computed) reads i after k
                     f = self.new()
                     if ev[k] is not None:
                         self.le(free, 0, (1, f), (-1, ev[k]))
@@ -106,9 +100,7 @@ class Model:
         """IP variables: event k writes into the buffer of the in-place dep that dies there (the executor
         tries the first dying candidate only), so it allocates nothing."""
         p, free_of, out = self.p, {i: f for f, i in frees}, []
-        if p.alias_of[k] is not None:
-            return out
-        cands = list(dict.fromkeys(p.deps[k][pos] for pos in p.inplace[k]))
+        cands = list(dict.fromkeys(p.deps[k][pos] for pos in p.inplace[k])) if p.alias_of[k] is None else []
         for pos, d in enumerate(cands):
             if d in free_of and p.alias_of[d] is None and self.size[d] == self.size[k]:
                 out.append(self.new())
@@ -134,8 +126,7 @@ class Model:
         entries = [(r, v, c) for r, (row, _, _) in enumerate(rows) for v, c in row.items() if c]
         ri, ci, data = np.array(entries, dtype=float).reshape(-1, 3).T
         c, ub = np.zeros(nv), np.ones(nv)
-        for (t, k), v in self.R.items():
-            c[v] = 0.0 if minimize_peak else self.p.costs[k]
+        c[list(self.R.values())] = 0.0 if minimize_peak else [self.p.costs[k] for _, k in self.R]
         c[peak] = 1.0 if minimize_peak else peak_weight
         ub[peak] = cap if cap != INF else sum(self.size) + 1
         matrix = coo_matrix((data, (ri.astype(int), ci.astype(int))), shape=(len(rows), nv)).tocsr()
@@ -149,7 +140,7 @@ class Model:
         for (t, k), v in self.R.items():
             if res.x[v] > 0.5:
                 per_stage.setdefault(t, []).append(k)
-        return Schedule.from_lists(self.p.n, per_stage), float(res.fun)
+        return Schedule.from_lists(per_stage), float(res.fun)
 
     def least_peak(self) -> tuple[int, Schedule] | None:
         """(least peak of the model in bytes, a plan reaching it), or None when not solved within limits."""

@@ -9,7 +9,7 @@ import attrs
 
 from retrograd.analysis.layout import Fresh, Layout, Same, c_layout, results
 from retrograd.analysis.liveness import inplace_positions
-from retrograd.analysis.plan import Plan, plan_function
+from retrograd.analysis.plan import Plan, fold_source, plan_function
 from retrograd.errors import PassError, UnsupportedError
 from retrograd.ir.dtypes import itemsize
 from retrograd.ir.expr import Function, Tuple
@@ -36,7 +36,8 @@ def static_bytes(sinfo, what: str, span=None) -> int:
 class Extraction:
     """The Problem and how its nodes map back to the function: bindings[i]: node i's binding; block_of[i]:
     its block's index; node_of[r]: the node filling register r (None: none); transparent: bindings without
-    an instruction (aliases, tuples: their readers read the sources themselves)."""
+    an instruction (aliases, tuples: their readers read the sources themselves); opaque: the Ifs and calls of
+    other functions (what they hold inside is the exact model's: pass_.planning_problem)."""
 
     problem: Problem
     func: Function
@@ -45,12 +46,8 @@ class Extraction:
     block_of: tuple
     node_of: list
     transparent: frozenset
+    opaque: frozenset
     params: dict  # register -> parameter Var
-
-    @property
-    def opaque(self) -> bool:
-        """An If or a call of another function: what they hold inside is the exact model's (pass_.planning_problem)."""
-        return any(ins.kind in ("if", "call") for ins in self.plan.block.ins)
 
     def expr(self, src, node_var, param_var=None):
         """The expression a source stands for: node registers through node_var, parameters through
@@ -65,14 +62,6 @@ class Extraction:
 
         return fold_source(src, leaf,
                            lambda kids: Tuple(kids, TupleStructInfo(tuple(k.struct_info for k in kids))))
-
-
-def fold_source(src, leaf, combine):
-    """A source (a register or nested tuples of them) bottom-up: leaf(register), combine(kids) per tuple."""
-    if type(src) is int:
-        return leaf(src)
-    step = lambda s, kids: leaf(s) if type(s) is int else combine(kids)  # noqa: E731
-    return fold(src, lambda s: () if type(s) is int else s, step, shared=False)
 
 
 def nodes_of(srcs, node_of: list) -> list[int]:
@@ -102,7 +91,7 @@ def extract(func: Function) -> Extraction:
     recomputable, kinds, fields, field = [True] * n, ["view"] * n, [()] * n, [None] * n
     # layouts: register -> Layout (a tuple of them for a tuple; None: not an array; parameters' and constants':
     # C order); c_order: struct info -> its C-ordered layout(s); owns[i]: node i's buffer may be written over.
-    layouts, c_order, candidates, owns = {}, {}, {}, [False] * n
+    layouts, c_order, candidates, owns, opaque = {}, {}, {}, [False] * n, set()
     layout_of = lambda r: layouts[r] if r in layouts else _fresh_layout(sinfo_of.get(r))  # noqa: E731
     for ins in plan.block.ins:
         i, var, sinfo = ins.binding, ins.var, ins.var.struct_info
@@ -135,6 +124,7 @@ def extract(func: Function) -> Extraction:
                 inplace[i] = _inplace(ins, deps[i], node_of, plan, owns, candidates)
         else:
             rec = False  # an If, a call of another function
+            opaque.add(i)
             for d in deps[i]:
                 owns[d] = False  # its result may be a value it reads (a branch returning it): never written over
         sizes[i], costs[i], recomputable[i], alias_of[i], kinds[i], field[i] = size, cost, rec, root, kind, part
@@ -149,7 +139,8 @@ def extract(func: Function) -> Extraction:
                       alias_of=alias_of, outputs=nodes_of([plan.block.result], node_of), inplace=inplace,
                       kinds=kinds, names=plan.names, fields=fields, field=field)
     transparent = frozenset(set(range(n)) - {ins.binding for ins in plan.block.ins})
-    return Extraction(problem, func, plan, tuple(bindings), tuple(block_of), node_of, transparent, dict(plan.params))
+    return Extraction(problem, func, plan, tuple(bindings), tuple(block_of), node_of, transparent, frozenset(opaque),
+                      dict(plan.params))
 
 
 def _fresh_layout(sinfo):
@@ -178,19 +169,16 @@ def _shared_layouts(call, out_sinfo, args):
 def _inplace(ins, deps: tuple, node_of: list, plan: Plan, owns: list, memo: dict) -> tuple:
     """Positions in deps whose buffer the executor may reuse for the result (see runtime/inplace.py).
     `memo`: the op's candidates by struct infos, for this function (a long adjoint repeats a few)."""
-    call, simple = ins.call, all(type(s) is int for s in ins.srcs)
-    key = (call.op, tuple(getattr(a, "struct_info", None) for a in call.args), ins.var.struct_info)
-    positions = memo.get(key) if simple else None
-    if positions is None:
-        positions = inplace_positions(call, ins.srcs, ins.var.struct_info)
-        if simple:
-            memo[key] = positions
-    out = []
-    for p in positions:
+    call, sinfo = ins.call, ins.var.struct_info
+    # What inplace_positions reads: the struct infos, and whether every source is a register.
+    key = (call.op, *(getattr(a, "struct_info", None) for a in call.args), sinfo, all(type(s) is int for s in ins.srcs))
+    if key not in memo:
+        memo[key] = inplace_positions(call, ins.srcs, sinfo)
+    out: dict[int, None] = {}  # positions in deps, each once, in order
+    for p in memo[key]:
         node = node_of[ins.srcs[p]]
         if node is not None and owns[node]:
-            if deps.index(node) not in out:
-                out.append(deps.index(node))
+            out[deps.index(node)] = None
         elif ins.srcs[p] not in plan.consts:
             # The executor tries only the first candidate dying here; a parameter, or a value of an If
             # or a call, may fail that try. The Problem cannot say when such a value dies, so the later

@@ -19,27 +19,19 @@ BATCH_FRACTION = 12
 TRIES = 4
 
 
-def roots(problem: Problem) -> list[int]:
-    """root[v]: the node owning the buffer v holds (v itself unless v is an alias)."""
-    root = list(range(problem.n))
-    for v, a in enumerate(problem.alias_of):
-        root[v] = root[a] if a is not None else v
-    return root
-
-
 class Planner:
     """The state of the descent: `state` = (dropped gaps, the schedule they give, its simulation)."""
 
     def __init__(self, problem: Problem, allowed=None, single: bool = False):
         p = self.p = problem
         self.single = single  # recompute a value only from values live where it is needed
-        self.allowed = allowed if allowed is not None else p.recomputable
+        self.allowed = allowed or p.recomputable
         # points[v]: v's stage, its readers' stages (and n for an output)
         self.points: list[list[int]] = [[v, *users] for v, users in enumerate(p.users())]
         for v in set(p.outputs):
             self.points[v].append(p.n)
         self.ends = [pts[-1] for pts in self.points]
-        self.root = roots(p)
+        self.root = p.roots()
         # Kept across steps (a step drops a few hundred gaps of thousands): memo of closures' results, for each gap
         # the keys whose closures look it up, the dropped gaps and `allowed` memo holds for; the last simulation's events.
         self.memo, self.watch, self.seen, self.last, self.built = {}, {}, (None, set()), None, (set(), {})
@@ -81,10 +73,11 @@ class Planner:
         changed: dict[int, set] = {}
         for v, k in old ^ dropped:
             changed.setdefault(self.points[v][k] if at is None else at[v, k], set()).add((v, k))
-        keys, rec = dict(keys), [()] * self.p.n
+        keys = dict(keys)
         for b, gaps in changed.items():
             if gaps := gaps ^ set(keys.pop(b, (b,))[1:]):
                 keys[b] = (b, *sorted(gaps))
+        rec = [()] * (max(keys, default=-1) + 1)  # no empty stages at the end
         for b, key in keys.items():
             if key not in self.memo:  # a value's dependencies first (single)
                 have, out = set(), []
@@ -94,8 +87,6 @@ class Planner:
             rec[b] = self.memo[key]
         if at is None:
             self.built = (set(dropped), keys)
-        while rec and not rec[-1]:
-            rec.pop()
         return Schedule(rec)
 
     def sync(self, dropped: set) -> None:
@@ -234,9 +225,6 @@ def least_peak(problem: Problem, allowed, single: bool = False, then=None) -> tu
 def idle_across_peak(pl: Planner) -> list[tuple[int, int]]:
     """(value, gap) of the recomputable values idle across the unplanned plan's peak, in program order,
     each recomputable alone (not reading a value that cannot be)."""
-    t, p, out = pl.sim.peak_stage, pl.p, []
-    for v in range(max(t, 0)):
-        k = pl.gap(v, t)
-        if k and pl.points[v][k - 1] < t < pl.points[v][k] != p.n and p.recomputable[v] and pl.closure(v, pl.points[v][k], {(v, k)}, set(), []):
-            out.append((v, k))
-    return out
+    t, p, pts = pl.sim.peak_stage, pl.p, pl.points
+    return [(v, k) for v in range(max(t, 0)) if (k := pl.gap(v, t)) and pts[v][k - 1] < t < pts[v][k] != p.n
+            and p.recomputable[v] and pl.closure(v, pts[v][k], {(v, k)}, set(), [])]

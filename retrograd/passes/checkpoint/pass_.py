@@ -50,13 +50,12 @@ def parse_budget(value) -> Budget | None:
     error) for anything else."""
     if value is None or isinstance(value, Budget):
         return value
-    if isinstance(value, bool) or not isinstance(value, int | str):
-        raise ValueError(f"budget must be a number of bytes (an integer) or text like '40%', '50%act', '12MiB', '1.5GB'; got {value!r}")
-    m = _QUANTITY.fullmatch(value) if isinstance(value, str) else None
-    unit = "".join(m.group(2).lower().split()) if m else ("" if isinstance(value, int) else None)
+    m = _QUANTITY.fullmatch(str(value)) if type(value) in (int, str) else None  # bool is not int here
+    unit = "".join(m.group(2).lower().split()) if m else None
     if unit not in ("%", "%act", *_UNITS):
-        raise ValueError(f"cannot read the budget {value!r}: expected a number with one of the units %, %act, B, KB, MB, GB, TB, KiB, MiB, GiB, TiB")
-    number = float(m.group(1)) if m else value
+        raise ValueError(f"cannot read the budget {value!r}: expected a number of bytes (an integer) or one with a "
+                         "unit of %, %act, B, KB, MB, GB, TB, KiB, MiB, GiB, TiB ('40%', '50%act', '12MiB', '1.5GB')")
+    number = float(m.group(1)) if "." in m.group(1) else int(m.group(1))  # an int stays exact
     if unit in ("%", "%act"):
         if not 0 < number <= 100:
             raise ValueError(f"a budget in percent must be in (0, 100], got {value!r}")
@@ -91,12 +90,11 @@ class PlanReport:
     @classmethod
     def of(cls, p, schedule, function: str, policy: str, budget, unplanned: int, peak: int) -> PlanReport:
         """The report of `schedule` for Problem `p`."""
-        stages = [(t, group) for t, group in enumerate(schedule.recompute) if group]
-        every = [v for _, group in stages for v in group]
+        every = [v for group in schedule.recompute for v in group]
         recomputed, extra = set(every), sum((p.costs[v] for v in every), 0.0)
         matmul = sum((p.costs[v] for v in every if p.kinds[v] in ("matmul", "conv")), 0.0)
         kept = sum(1 for i in range(p.n) if p.sizes[i] > 0 and i not in recomputed)
-        chosen = tuple((p.names[t], tuple(p.names[v] for v in group)) for t, group in stages)
+        chosen = tuple((p.names[t], tuple(p.names[v] for v in g)) for t, g in enumerate(schedule.recompute) if g)
         counts = (kept, len(recomputed), len(every), extra, float(sum(p.costs)), matmul)
         return cls(function, policy, budget, unplanned, peak, *counts, chosen)
 
@@ -204,11 +202,7 @@ def planning_problem(mod: IRModule, func_name: str, ex) -> Problem:
         return p
     during = memory_timeline(mod, func_name).during
     own = simulate(p, stage_peaks=True).check().stage_peaks
-    inner = [0] * p.n
-    for ins in ex.plan.block.ins:
-        if ins.kind in ("if", "call"):
-            inner[ins.binding] = max(0, during[ins.binding] - own[ins.binding])
-    return attrs.evolve(p, inner=inner)
+    return attrs.evolve(p, inner=[max(0, during[i] - own[i]) if i in ex.opaque else 0 for i in range(p.n)])
 
 
 def _least(mod: IRModule, func_name: str, ex, problem: Problem, unplanned: int) -> tuple[int, Schedule | None]:

@@ -4,15 +4,17 @@ the lower peak (plans recomputing a matmul, conv or pool rank last), from solver
 best plan somewhere (tests): chain (Revolve, optimal: taken as soon as it fits; the DP), exact (the MILP on
 up to EXACT_NODES nodes with scipy; taken as soon as it fits without aliases) and the greedy descent,
 shared (`share`). Limits are counts, never time. "sqrt" and "cheap" are predicates over the problem, like
-JAX's `save_*` policies (`sqrt_saved`, applied by `remat`; `cheap`)."""
+JAX's `save_*` policies (`sqrt_saved`, applied by `remat`; `of_kinds` with CHEAP_KINDS)."""
 
 from __future__ import annotations
 
+from collections import Counter
+from itertools import groupby
 from math import isqrt
 from typing import Callable
 
 from retrograd.passes.checkpoint import chain, exact, greedy
-from retrograd.passes.checkpoint.problem import CHEAP_KINDS, HEAVY_KINDS, InfeasibleBudget, Problem, Schedule
+from retrograd.passes.checkpoint.problem import CHEAP_KINDS, LIGHT_KINDS, InfeasibleBudget, Problem, Schedule
 from retrograd.passes.checkpoint.simulate import Simulation, events, simulate
 
 Solver = Callable[[Problem, int], "Schedule | None"]
@@ -22,14 +24,10 @@ CHAIN_EXACT_NODES = 16
 MAX_TRIALS = 600  # removals `share` tries per plan: each costs one simulation
 
 
-def cheap(problem: Problem) -> tuple[bool, ...]:
-    """The "cheap" policy's predicate: pointwise ops, views and reductions may be recomputed."""
-    return tuple(r and k in CHEAP_KINDS for r, k in zip(problem.recomputable, problem.kinds))
-
-
-def light(problem: Problem) -> tuple[bool, ...]:
-    """Recomputable nodes that are not matmul, conv or pool (the descent's first pass)."""
-    return tuple(r and k not in HEAVY_KINDS for r, k in zip(problem.recomputable, problem.kinds))
+def of_kinds(problem: Problem, kinds) -> tuple[bool, ...]:
+    """Recomputable nodes of `kinds`: CHEAP_KINDS is the "cheap" policy's predicate (pointwise ops, views and
+    reductions), LIGHT_KINDS (not matmul, conv or pool) the descent's first pass."""
+    return tuple(r and k in kinds for r, k in zip(problem.recomputable, problem.kinds))
 
 
 def sqrt_saved(problem: Problem, pl: greedy.Planner, across: list) -> tuple[bool, ...]:
@@ -59,12 +57,8 @@ def remat(problem: Problem, saved) -> Schedule:
     unsaved values between two saved ones is recomputed together before the first later use of any."""
     pl = greedy.Planner(problem)
     across = greedy.idle_across_peak(pl)
-    save, runs = saved(problem, pl, across), [[]]
-    for v, k in across:
-        if save[v]:
-            runs.append([])
-        else:
-            runs[-1].append((v, k))
+    save = saved(problem, pl, across)
+    runs = [list(run) for kept, run in groupby(across, key=lambda g: save[g[0]]) if not kept]
     at = {g: min(pl.points[v][k] for v, k in r) for r in runs for g in r}
     return pl.build(set(at), at) or Schedule()
 
@@ -72,7 +66,7 @@ def remat(problem: Problem, saved) -> Schedule:
 POLICIES = {
     "budget": lambda problem: Schedule(),  # without a budget
     "sqrt": lambda problem: remat(problem, sqrt_saved),
-    "cheap": lambda problem: greedy.least_peak(problem, cheap(problem), single=True)[0],
+    "cheap": lambda problem: greedy.least_peak(problem, of_kinds(problem, CHEAP_KINDS), single=True)[0],
 }
 
 
@@ -89,7 +83,7 @@ def solve(problem: Problem, budget: int | None = None, policy: str = "budget", l
         # least feasible budget is taken when it fits, so that every budget from it up is met.
         least, plan = (least or least_plan)(problem)
         if plan is None or least > budget:
-            raise InfeasibleBudget(int(budget), least)
+            raise InfeasibleBudget(budget, least)
     return plan
 
 
@@ -108,9 +102,9 @@ def plan_budget(problem: Problem, budget: int) -> Schedule | None:
     solvers: list[tuple[Solver, bool]] = []
     if use_exact(problem, found):
         solvers.append((exact.solve, all(a is None for a in problem.alias_of)))
-    if found is not None and found.uniform(problem):  # Revolve's optimum: first
+    if found and chain.uniform(problem, found):  # Revolve's optimum: first
         solvers.insert(0, (lambda p, b: chain.revolve(p, found, b), True))
-    elif found is not None:  # the DP's plan is ranked with the others
+    elif found:  # the DP's plan is ranked with the others
         solvers.append((lambda p, b: chain.chain_dp(p, b, found), False))
     plans = []
     for solver, optimal in solvers + [(heuristic, False)]:
@@ -126,7 +120,7 @@ def plan_budget(problem: Problem, budget: int) -> Schedule | None:
 def heuristic(problem: Problem, budget: int) -> Schedule | None:
     """The greedy descent's plan (light kinds first), shared within its own peak, not the budget, on up to
     BATCH_NODES nodes (plans then depend on the budget through the descent's first fit alone: monotone)."""
-    descent = greedy.descend(problem, budget, light(problem))
+    descent = greedy.descend(problem, budget, of_kinds(problem, LIGHT_KINDS))
     if descent is None or problem.n > greedy.BATCH_NODES:
         return None if descent is None else descent[0]
     return share(problem, descent[0], descent[1].peak_bytes, descent[1])[0]
@@ -134,7 +128,7 @@ def heuristic(problem: Problem, budget: int) -> Schedule | None:
 
 def rank(problem: Problem, schedule: Schedule):
     sim = simulate(problem, schedule, check=False)
-    heavy = sum(problem.costs[v] for st in schedule.recompute for v in st if problem.kinds[v] in HEAVY_KINDS)
+    heavy = sum(problem.costs[v] for st in schedule.recompute for v in st if problem.kinds[v] not in LIGHT_KINDS)
     return (heavy > 0, sim.extra_cost, sim.peak_bytes)
 
 
@@ -147,14 +141,14 @@ def least_plan(problem: Problem) -> tuple[int, Schedule | None]:
     """(least peak, a plan reaching it), simulated: the MILP's on small problems without aliases, else the
     peak of the plan for the lowest peak of the plans tried (on long chains, see chain.MAX_REPEAT)."""
     found = chain.detect(problem)
-    best = [greedy.least_peak(problem, light(problem), then=problem.recomputable)[1].peak_bytes]
+    best = [greedy.least_peak(problem, of_kinds(problem, LIGHT_KINDS), then=problem.recomputable)[1].peak_bytes]
     exact_too = use_exact(problem, found) and lower_bound(problem) < best[0]
     least = exact.Model(problem).least_peak() if exact_too else None
     if least is not None and all(a is None for a in problem.alias_of):
         return simulate(problem, least[1], check=False).peak_bytes, least[1]  # the model's memory is the simulator's
     best += [simulate(problem, least[1]).peak_bytes] if least is not None else []
-    if found is not None and found.uniform(problem):
-        fewest = chain.chain_schedule(problem, found, chain.fewest_slots(found.last + 2))
+    if found and chain.uniform(problem, found):
+        fewest = chain.chain_schedule(found, chain.fewest_slots(max(found) + 2))
         best.append(simulate(problem, fewest, check=False).peak_bytes)
     plan = plan_budget(problem, min(best))
     return (min(best), None) if plan is None else (simulate(problem, plan, check=False).peak_bytes, plan)
@@ -163,28 +157,25 @@ def least_plan(problem: Problem) -> tuple[int, Schedule | None]:
 def lower_bound(problem: Problem) -> int:
     """No plan's peak is lower: parameters, plus each node's distinct input buffers, its own (unless it
     may reuse an input's) and what it holds inside while it is computed."""
-    p, root, best = problem, greedy.roots(problem), 0
-    for v in range(p.n):
-        need = sum(p.sizes[r] for r in {root[d] for d in p.deps[v]})
-        best = max(best, need + (0 if p.alias_of[v] is not None or p.inplace[v] else p.sizes[v]) + p.inner[v])
-    return p.pinned_bytes + best
+    p, root = problem, problem.roots()
+    own = [0 if p.alias_of[v] is not None or p.inplace[v] else p.sizes[v] for v in range(p.n)]
+    inputs = [sum(p.sizes[r] for r in {root[d] for d in ds}) for ds in p.deps]
+    return p.pinned_bytes + max(map(sum, zip(inputs, own, p.inner)), default=0)
 
 
 def _drop_unread(problem: Problem, groups: list[list[int]]) -> None:
     """Remove, in place, the recomputations whose instance nothing reads, then those only they read."""
     outputs = set(problem.outputs)
-    nodes, stages, reads, last_use = events(problem, Schedule(groups), check=False)
-    readers = [0] * len(nodes)
-    for r in reads:
-        for i in r:
-            readers[i] += 1
-    stack = [e for e in range(len(nodes)) if last_use[e] == e and stages[e] != nodes[e] and nodes[e] not in outputs]
+    nodes, stages, reads, _ = events(problem, Schedule(groups), check=False)
+    readers = Counter(i for r in reads for i in r)
+    unread = lambda e: readers[e] == 0 and stages[e] != nodes[e] and nodes[e] not in outputs  # noqa: E731
+    stack = [e for e in range(len(nodes)) if unread(e)]
     while stack:
         e = stack.pop()
         groups[stages[e]].remove(nodes[e])
         for i in reads[e]:
             readers[i] -= 1
-            if readers[i] == 0 and stages[i] != nodes[i] and nodes[i] not in outputs:
+            if unread(i):
                 stack.append(i)
 
 

@@ -9,6 +9,7 @@ from retrograd.ops.cost import KINDS
 
 CHEAP_KINDS = frozenset({"elementwise", "view", "reduce"})
 HEAVY_KINDS = frozenset({"matmul", "conv", "pool"})  # recomputed only when nothing else fits
+LIGHT_KINDS = frozenset(KINDS) - HEAVY_KINDS
 # The optional per-node fields, with each node's default when the field is left empty.
 _OPTIONAL = {"alias_of": None, "inplace": (), "kinds": "other", "names": None, "fields": (), "field": None, "inner": 0}
 
@@ -99,6 +100,13 @@ class Problem:
                 out[d].append(i)  # i grows: each list is in program order
         return out
 
+    def roots(self) -> list[int]:
+        """root[v]: the node owning the buffer v holds (v itself unless v is an alias)."""
+        root = list(range(self.n))
+        for v, a in enumerate(self.alias_of):
+            root[v] = root[a] if a is not None else v
+        return root
+
 
 @attrs.frozen
 class Schedule:
@@ -109,10 +117,10 @@ class Schedule:
     recompute: tuple = attrs.field(default=(), converter=lambda v: tuple([_ints(s) if len(s) else () for s in v]))
 
     @classmethod
-    def from_lists(cls, n: int, per_stage: dict) -> Schedule:
+    def from_lists(cls, per_stage: dict) -> Schedule:
         """A schedule from {stage: [nodes]} (the nodes of a stage are sorted: node order is topological)."""
         last = max((t for t, nodes in per_stage.items() if nodes), default=-1)  # no empty stages at the end
-        return cls(tuple(tuple(sorted(set(per_stage[t]))) if t in per_stage else () for t in range(last + 1)))
+        return cls([sorted(set(per_stage.get(t, ()))) for t in range(last + 1)])
 
     count = property(lambda self: sum(len(s) for s in self.recompute))
 
@@ -121,7 +129,7 @@ class InfeasibleBudget(ValueError):
     """No schedule keeps the peak within the budget; `least_feasible` is the least budget (bytes) that can
     be met."""
 
-    def __init__(self, budget: int, least_feasible: int, detail: str = ""):
+    def __init__(self, budget: int, least_feasible: int):
         self.budget, self.least_feasible = int(budget), int(least_feasible)
         super().__init__(f"memory budget of {self.budget} bytes cannot be met: the least feasible budget is "
-                         f"{self.least_feasible} bytes" + (f" ({detail})" if detail else ""))
+                         f"{self.least_feasible} bytes")

@@ -8,7 +8,6 @@ from __future__ import annotations
 import attrs
 
 from retrograd.ir.block import DataflowBlock, VarBinding
-from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.expr import DataflowVar, Function, SeqExpr, Var
 from retrograd.ir.nested import tuple_leaves
 from retrograd.passes.barriers import emit_recomputation
@@ -89,12 +88,6 @@ def _assemble(func: Function, emitted, body) -> Function:
         rebind = lambda b: VarBinding(vmap.get(b.var, b.var), copy_expr(b.value, vmap), span=b.span)  # noqa
         emitted = [[rebind(b) for b in bindings] for bindings in emitted]
         body = copy_expr(body, vmap)
-    bb = BlockBuilder()
-    bb.begin_scope()
-    for blk, bindings in zip(func.body.blocks, emitted):
-        bb.begin_block(dataflow=isinstance(blk, DataflowBlock))
-        bb.current_bindings().extend(bindings)
-        bb.end_block()
-    seq = bb.end_scope(body)
-    seq = SeqExpr(seq.blocks, seq.body, func.body.struct_info, span=func.body.span)
+    blocks = tuple(type(blk)(bindings, span=blk.span) for blk, bindings in zip(func.body.blocks, emitted))
+    seq = SeqExpr(blocks, body, func.body.struct_info, span=func.body.span)
     return attrs.evolve(func, body=seq, attrs=dict(func.attrs))

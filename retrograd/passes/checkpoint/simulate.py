@@ -34,17 +34,16 @@ class Simulation:
 
 def _invalid(p: Problem, t: int, extra: tuple) -> str | None:
     """Why the recomputations `extra` before stage t are not valid (None when they are)."""
-    seen: dict[int, int] = {}
-    for k, v in enumerate(extra):
+    later: set[int] = set()
+    for v in reversed(extra):
         if not 0 <= v < t:
             return f"stage {t}: recomputed node #{v} {'is not a node' if not 0 <= v < p.n else 'is not computed yet'} (only nodes before stage {t} can be recomputed)"
-        if not p.recomputable[v] or v in seen:
-            return f"stage {t}: node {p.names[v]} (#{v}) is {'recomputed twice' if v in seen else 'not recomputable'}"
-        seen[v] = k
-    for k, v in enumerate(extra):
-        for d in p.deps[v]:
-            if seen.get(d, -1) > k:
-                return f"stage {t}: recomputations out of order: {p.names[v]} (#{v}) reads {p.names[d]} (#{d}), which is recomputed after it"
+        if not p.recomputable[v] or v in later:
+            return f"stage {t}: node {p.names[v]} (#{v}) is {'recomputed twice' if v in later else 'not recomputable'}"
+        if (d := next((d for d in p.deps[v] if d in later), None)) is not None:
+            return (f"stage {t}: recomputations out of order: {p.names[v]} (#{v}) reads {p.names[d]} (#{d}), which "
+                    "is recomputed after it")
+        later.add(v)
 
 
 MARK = 1024  # the least number of events between two marks (a mark's lists cost O(n) to copy)

@@ -14,7 +14,7 @@ import pytest
 from passes.checkpoint.helpers import chain_problem, revolve_extra, revolve_table
 
 from retrograd.passes.checkpoint import InfeasibleBudget, simulate, solve
-from retrograd.passes.checkpoint.chain import detect, revolve_steps
+from retrograd.passes.checkpoint.chain import detect, revolve_steps, uniform
 from optional import need  # noqa: E402
 
 SIZE, PINNED = 8, 16
@@ -31,7 +31,7 @@ def test_revolve_figures_from_the_issue():
 @pytest.mark.parametrize("steps", [8, 9, 12, 17, 25, 40, 64, 100])
 def test_chain_extra_steps_equal_revolve_dp(steps):
     p = chain_problem(steps, size=SIZE, pinned=PINNED)
-    assert detect(p) is not None and detect(p).uniform(p)
+    assert detect(p) is not None and uniform(p, detect(p))
     for c in range(2, 21):
         budget = chain_budget(c)
         sim = simulate(p, solve(p, budget))

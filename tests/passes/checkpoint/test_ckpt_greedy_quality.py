@@ -65,13 +65,13 @@ def _keep_heavy(p):
 def test_one_stem_convolution_recomputed_is_found():
     p = _resnet_problem()
     per_stage = _keep_heavy(p)
-    keep_heavy_peak, _ = naive_peak(p, Schedule.from_lists(p.n, per_stage))
+    keep_heavy_peak, _ = naive_peak(p, Schedule.from_lists(per_stage))
     # The reference: that plan with the stem convolution's output recomputed once more, at the first
     # stage where a recomputation reads it (every later read sees that instance).
     stem = next(v for v in range(p.n) if p.kinds[v] == "conv")
     first = min(t for t, nodes in per_stage.items() if any(stem in p.deps[x] for x in nodes))
     per_stage[first] = sorted(set(per_stage[first]) | {stem})
-    reference = Schedule.from_lists(p.n, per_stage)
+    reference = Schedule.from_lists(per_stage)
     ref_peak, _ = naive_peak(p, reference)
     ref_conv = _conv_cost(p, reference)
     assert ref_peak < keep_heavy_peak and ref_conv == p.costs[stem] > 1e9

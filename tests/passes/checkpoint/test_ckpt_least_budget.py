@@ -93,10 +93,10 @@ def test_a_uniform_chain_past_the_revolve_limit(monkeypatch):
     mod, name = scale.build("params", 500)  # a parameter per layer: the gradients are outputs
     problem = extract(mod[name]).problem
     found = chain.detect(problem)
-    L = found.last + 2
-    assert found.uniform(problem) and L == 1000 and chain.fewest_slots(L) == 2
+    L = max(found) + 2
+    assert chain.uniform(problem, found) and L == 1000 and chain.fewest_slots(L) == 2
     assert chain.revolve_steps(L, 0) > chain.MAX_STEPS >= chain.revolve_steps(L, 1) > chain.MAX_REPEAT * L
     slots, schedule = [], chain.chain_schedule
-    monkeypatch.setattr(chain, "chain_schedule", lambda p, f, c: slots.append(c) or schedule(p, f, c))
+    monkeypatch.setattr(chain, "chain_schedule", lambda f, c: slots.append(c) or schedule(f, c))
     assert _check(mod, name, peak_memory)
     assert slots and min(slots) == 2

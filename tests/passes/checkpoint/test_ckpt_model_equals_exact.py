@@ -32,7 +32,7 @@ def _check(mod, name, seed: int):
     except DiagnosticError:
         return None  # symbolic shapes: neither plans
     p = planning_problem(mod, name, ex)  # with an If or a call: what they hold inside, counted
-    opaque = ex.opaque
+    opaque = bool(ex.opaque)
     rng = random.Random(seed)
     schedules = [None] + [random_extracted_schedule(ex, rng) for _ in range(3)]
     budget = (simulate(p).peak_bytes + p.pinned_bytes) // 2

@@ -20,7 +20,7 @@ def brute_force(p: Problem, budget: int, need: dict) -> float | None:
     options = [[c for size in range(r + 2) for c in itertools.combinations(range(r + 1), size)] for r in reads]
     best = None
     for combo in itertools.product(*options):
-        sim = simulate(p, Schedule.from_lists(p.n, {need[r]: list(c) for r, c in zip(reads, combo) if c}))
+        sim = simulate(p, Schedule.from_lists({need[r]: list(c) for r, c in zip(reads, combo) if c}))
         if sim.valid and sim.peak_bytes <= budget and (best is None or sim.extra_cost < best):
             best = sim.extra_cost
     return best
@@ -31,9 +31,9 @@ def test_dp_matches_brute_force_on_random_heterogeneous_chains():
     for seed in range(40):
         rng = random.Random(seed)
         p = hetero_chain(rng, rng.randint(3, 4))
-        need = chain.detect(p).need
+        need = chain.detect(p)
         high = simulate(p).peak_bytes
-        low = min(simulate(p, Schedule.from_lists(p.n, {need[r]: list(range(r + 1)) for r in need})).peak_bytes, high)
+        low = min(simulate(p, Schedule.from_lists({need[r]: list(range(r + 1)) for r in need})).peak_bytes, high)
         for frac in (0, 1, 2, 3, 4):
             budget = low + (high - low) * frac // 4
             ref = brute_force(p, budget, need)
@@ -60,7 +60,7 @@ def test_dp_finds_revolves_optimum_on_uniform_chains():
             p = chain_problem(steps, inplace=inplace)
             ch = chain.detect(p)
             for c in range(2, 8):
-                budget = simulate(p, chain.chain_schedule(p, ch, c)).peak_bytes
+                budget = simulate(p, chain.chain_schedule(ch, c)).peak_bytes
                 sim = simulate(p, chain.chain_dp(p, budget))
                 assert sim.valid and sim.peak_bytes <= budget
                 if inplace:
@@ -90,7 +90,7 @@ def test_matmul_relu_chain_is_planned_by_the_dp_and_measured_within_budget():
     func = mod["main_adjoint"]
     problem = extract(func).problem
     het = chain.chain_costs(problem, chain.detect(problem))
-    assert het is not None and not chain.detect(problem).uniform(problem)
+    assert het is not None and not chain.uniform(problem, chain.detect(problem))
     args = inputs_for(func)
     _, full = run(mod, "main_adjoint", args)
     pinned = problem.pinned_bytes

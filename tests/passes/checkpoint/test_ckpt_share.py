@@ -12,7 +12,8 @@ from retrograd.passes import plan_checkpoint
 from retrograd.passes.checkpoint import Schedule, simulate
 from retrograd.passes.checkpoint.extract import extract
 from retrograd.passes.checkpoint.greedy import descend
-from retrograd.passes.checkpoint.policies import light, share
+from retrograd.passes.checkpoint.policies import of_kinds, share
+from retrograd.passes.checkpoint.problem import LIGHT_KINDS
 
 
 def _entries(s: Schedule) -> set:
@@ -59,7 +60,7 @@ def _brute_force(p, s, limit):
             for t, v in entries:
                 if (t, v) not in gone:
                     keep.setdefault(t, []).append(v)
-            cand = Schedule.from_lists(p.n, keep)
+            cand = Schedule.from_lists(keep)
             sim = simulate(p, cand)
             if sim.valid and sim.peak_bytes <= limit and (best is None or sim.extra_cost < best):
                 best = sim.extra_cost
@@ -69,7 +70,7 @@ def _brute_force(p, s, limit):
 def test_a_chain_recomputed_for_one_use_serves_the_next():
     p, (a, b, g1, g3) = _two_use_problem()
     # b dropped after c; recomputed (with a) before g1 and again before g3
-    s = Schedule.from_lists(p.n, {g1: [a, b], g3: [a, b]})
+    s = Schedule.from_lists({g1: [a, b], g3: [a, b]})
     sim0 = simulate(p, s)
     assert sim0.extra_cost == 22
     unplanned = naive_peak(p, Schedule())[0]
@@ -104,7 +105,7 @@ def test_resnet_descent_plan_gets_cheaper_by_sharing():
     p = extract(mod["main_adjoint"]).problem
     full = simulate(p).peak_bytes
     budget = p.pinned_bytes + (full - p.pinned_bytes) * 6 // 10  # the least feasible is about 56%
-    plan = descend(p, budget, light(p))
+    plan = descend(p, budget, of_kinds(p, LIGHT_KINDS))
     assert plan is not None
     s, sim = plan
     out, shared = share(p, s, sim.peak_bytes, sim)

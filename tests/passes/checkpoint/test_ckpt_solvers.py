@@ -51,7 +51,7 @@ def test_the_chain_dp_alone_finds_the_best_plan_on_uneven_chains():
         rng = random.Random(seed)
         p = hetero_chain(rng, rng.randint(17, 30))  # past CHAIN_EXACT_NODES: no MILP
         found = chain.detect(p)
-        assert not found.uniform(p) and not policies.use_exact(p, found)
+        assert not chain.uniform(p, found) and not policies.use_exact(p, found)
         solvers = {"dp": lambda q, b: chain.chain_dp(q, b, found), "heuristic": policies.heuristic}
         for b in budgets(p):
             cases += 1
@@ -63,7 +63,7 @@ def test_revolve_alone_finds_the_best_plan_on_uniform_chains_too_long_for_the_dp
     steps, size, pinned = 400, 8, 16
     p = chain_problem(steps, size=size, pinned=pinned)
     found = chain.detect(p)
-    assert found.uniform(p) and chain.chain_costs(p, found) is None and not policies.use_exact(p, found)
+    assert chain.uniform(p, found) and chain.chain_costs(p, found) is None and not policies.use_exact(p, found)
     for c in (4, 8, 30):  # c slots, the input counted: test_ckpt_chain.py's budget mapping
         budget = pinned + (c + 1) * size
         sim = simulate(p, chain.revolve(p, found, budget))
