@@ -142,6 +142,10 @@ class _FunctionPrinter:
         self.name = name
         self.func = func
         self.indent = indent
+        # A var's name: its hint (the common case) for the vars of `as_hint`, else names[var]. A set of
+        # vars costs one probe of a large table where a dict costs two (index, then entry): printing
+        # large functions is bound by those probes' cache misses.
+        self.as_hint: set[Var] = set()
         self.names: dict[Var, str] = {}
         self.used: set[str] = set()
         self.next_suffix: dict[str, int] = {}
@@ -159,32 +163,41 @@ class _FunctionPrinter:
             name = var.name_hint
             if name.isascii() and name.isidentifier() and name not in _RESERVED and name not in self.used:
                 self.used.add(name)
-                self.names[var] = name
+                self.as_hint.add(var)
                 return name
-        name = self.names.get(var)
-        if name is not None:
-            return name
+        if var in self.as_hint:
+            return var.name_hint
         base = var.name_hint
         if self.hints:
             base = self.hints.pop(var, None) or base
         name = base = _BASES.get(base) or _base_name(base)
         used = self.used
+        k = 0
         if name in used:
             k = self.next_suffix.get(base, 1)
             name = f"{base}_{k}"
             while name in used:
                 k += 1
                 name = f"{base}_{k}"
+        # A var named already (read before its binding) keeps its name: one probe of the (large) table
+        # both finds it and enters a new one.
+        named = self.names.setdefault(var, name)
+        if named is not name:
+            return named
+        if k:
             self.next_suffix[base] = k + 1
         used.add(name)
-        self.names[var] = name
         return name
+
+    def name_of(self, var) -> str | None:
+        """The name given to `var` (any expression: None when it is not a named variable)."""
+        return var.name_hint if var in self.as_hint else self.names.get(var)
 
     # expressions ----------------------------------------------------------------------------
     def arg(self, e) -> str:
         t = type(e)
         if t is Var or t is DataflowVar:
-            name = self.names.get(e)
+            name = self.name_of(e)
             return name if name is not None else self.define(e)
         if t is Constant:
             hit = self.mp.const_by_id.get(id(e))
@@ -240,8 +253,8 @@ class _FunctionPrinter:
             arg = self.arg
             if not keywords:
                 # A var's name inline (most arguments are vars named already); others through arg.
-                names = self.names
-                parts = [names.get(a) or arg(a) for a in e.args]
+                name_of = self.name_of
+                parts = [name_of(a) or arg(a) for a in e.args]
                 by_name = ()
             else:  # keyword-only arguments (dropout's key) go after the positional attributes
                 parts, by_name = [], []
@@ -275,8 +288,8 @@ class _FunctionPrinter:
             if not fields:
                 return ["R.tuple()"]
             end = ",)" if len(fields) == 1 else ")"
-            get_name = self.names.get
-            texts = [get_name(f) for f in fields]
+            name_of = self.name_of
+            texts = [name_of(f) for f in fields]
             if None not in texts:  # all named variables (a function's result): no parts to render
                 return ["(" + ", ".join(texts) + end]
             return ["(", *joined(fields), end]
@@ -352,8 +365,9 @@ class _FunctionPrinter:
         call_head = mp.call_head
         attr_seen = mp.attr_seen
         attr_entry = mp.attr_entry
-        names = self.names
-        get_name = names.get
+        get_name = self.names.get
+        as_hint = self.as_hint
+        add_hint = as_hint.add
         used = self.used
         reserved = _RESERVED
         arg = self.arg
@@ -380,12 +394,13 @@ class _FunctionPrinter:
                     n = len(args)
                     if n == 1:
                         a = args[0]
-                        text = get_name(a) or arg(a)
+                        text = a.name_hint if a in as_hint else get_name(a) or arg(a)
                     elif n == 2:
                         a, c = args
-                        text = f"{get_name(a) or arg(a)}, {get_name(c) or arg(c)}"
+                        text = (f"{a.name_hint if a in as_hint else get_name(a) or arg(a)}, "
+                                f"{c.name_hint if c in as_hint else get_name(c) or arg(c)}")
                     else:
-                        text = ", ".join([get_name(a) or arg(a) for a in args])
+                        text = ", ".join([a.name_hint if a in as_hint else get_name(a) or arg(a) for a in args])
                     attrs = value.attrs
                     if attrs:
                         hit = None
@@ -416,7 +431,7 @@ class _FunctionPrinter:
                 self.if_binding(b, ind, out)
                 hinted = self.hinted
                 if type(b.var) is not dataflow_var:
-                    outputs.append(self.names[b.var])
+                    outputs.append(self.name_of(b.var))
                 continue
             else:
                 head, text, end = "", self.value(value), ""
@@ -425,7 +440,7 @@ class _FunctionPrinter:
             name = var.name_hint
             if not hinted and name.isascii() and name.isidentifier() and name not in reserved and name not in used:
                 used.add(name)
-                names[var] = name
+                add_hint(var)
             else:
                 name = define(var)
             if type(var) is not dataflow_var:
@@ -477,7 +492,7 @@ class _FunctionPrinter:
             if branch is node.false_branch:
                 out.append(f"{ind}else:")
             body = branch.body
-            if isinstance(body, Var) and body not in self.names and body.name_hint == var.name_hint:
+            if isinstance(body, Var) and self.name_of(body) is None and body.name_hint == var.name_hint:
                 self.hints[body] = f"{var.name_hint}_{suffix}"
                 self.hinted = True
             self.seq(branch, inner, out)

@@ -199,3 +199,28 @@ class Module:
     again = parse(text)
     signs = [np.copysign(1.0, b.value.attrs["alpha"]) for b in again["main"].body.blocks[0].bindings]
     assert signs == [1.0, -1.0, 1.0]
+
+
+def test_a_var_read_early_or_bound_twice_keeps_its_first_name():
+    # Not well formed, but printable: a unique hint read before its binding, and a repeated one (so
+    # suffixed) bound twice, keep the name their first appearance gave them, as the reference does.
+    from retrograd.ir.block import BindingBlock, VarBinding
+    from retrograd.ir.expr import SeqExpr
+
+    t = TensorStructInfo((2,), "float32")
+    x, z, a = Var("x", t), Var("z", t), Var("a", t)
+    lv = [Var("lv", t) for _ in range(3)]
+    pairs = [(a, R.add(x, z)), (lv[0], R.exp(a)), (lv[1], R.exp(lv[0])), (z, R.exp(x)), (lv[1], R.exp(z)),
+             (lv[2], R.add(lv[1], z))]
+    bindings = tuple(VarBinding(v, value) for v, value in pairs)
+    func = Function([x], SeqExpr((BindingBlock(bindings),), lv[2], struct_info=t), t)
+    text = print_module(IRModule({"main": func}))
+    name = PlainNames()
+    name(x)
+    expected = []
+    for v, value in pairs:
+        rhs = plain_rhs(value, name)
+        expected.append(f"{name(v)}: {format_sinfo(t)} = {rhs}")
+    body = [line.strip() for line in text.split("):\n", 1)[1].splitlines() if line.strip()]
+    assert body == expected + ["return lv_2"]
+    assert [line.split(":")[0] for line in expected] == ["a", "lv", "lv_1", "z", "lv_1", "lv_2"]
