@@ -17,7 +17,7 @@ import retrograd.passes.gradient.transform as transform
 from retrograd.passes.gradient.transposed import TransposedOperands
 from retrograd.testing import check_gradients
 
-from .helpers import random_inputs
+from passes.helpers import random_inputs
 
 F = '"float32"'
 

@@ -124,17 +124,27 @@ def fewest_slots(L: int) -> int:
 def largest(problem: Problem, budget: int, make, guess: int, top: int, bottom: int = 1) -> tuple[int, Schedule | None]:
     """(the largest x in bottom..top whose plan make(x) fits `budget`, that plan), or (bottom - 1, None), the
     peaks of the plans growing with x: a gallop from `guess`, then a bisection. A bottom over 1 (a long chain,
-    see MAX_REPEAT) is tried right after a guess that does not fit: when it does not fit either, no other."""
-    lo, hi, x, step, plans = bottom - 1, top + 1, guess, 1, {}
-    while hi - lo > 1:
-        if not lo < x < hi:
-            x = (lo + hi) // 2
+    see MAX_REPEAT) is tried once, after the second x that does not fit (the budget's guess is usually one
+    off): when it does not fit either, no other does; when it does, the gallop goes on down."""
+    lo, hi, x, step, plans, misses = bottom - 1, top + 1, guess, 1, {}, 0
+
+    def fits(x):
         plan = make(x)
         if plan is not None and simulate(problem, plan, check=False).peak_bytes <= budget:
             plans[x] = plan
+        return x in plans
+
+    while hi - lo > 1:
+        if not lo < x < hi:
+            x = (lo + hi) // 2
+        if fits(x):
             lo, x = x, x + step
         else:
-            hi, x = x, lo + 1 if bottom > 1 and step == 1 else x - step
+            hi, x, misses = x, x - step, misses + 1
+            if misses == 2 and lo < bottom < hi:
+                if not fits(bottom):
+                    return bottom - 1, None
+                lo = bottom
         step *= 2
     return lo, plans.get(lo)
 

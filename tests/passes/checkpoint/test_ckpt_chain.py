@@ -78,3 +78,35 @@ def test_chain_below_one_slot_is_infeasible():
     with pytest.raises(InfeasibleBudget) as err:
         solve(p, least - 1)
     assert err.value.least_feasible == least
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_slot_search_finds_the_largest_fit_and_probes_little_near_the_guess(seed, monkeypatch):
+    """`largest` against a naive scan, the plans' peaks growing with the slot count x (a fake plan is its
+    peak); a budget one slot under the guess costs two probes, an infeasible one three (the bottom's)."""
+    import random
+
+    import retrograd.passes.checkpoint.chain as chain
+
+    rng = random.Random(seed)
+    top = rng.randint(2, 5000)
+    bottom = rng.randint(1, min(top, 40))
+    fit = rng.choice([bottom - 1, top, rng.randint(bottom - 1, top)])  # the largest x that fits
+    guess = rng.choice([fit + 1, rng.randint(1, top)]) if fit < top else rng.randint(1, top)
+    guess = max(1, min(top, guess))
+    probes = []
+    monkeypatch.setattr(chain, "simulate", lambda problem, plan, check: type("S", (), {"peak_bytes": plan})())
+
+    def make(x):
+        probes.append(x)
+        return x
+
+    # peak x - fit <= 0 exactly for x <= fit
+    found, plan = chain.largest(None, 0, lambda x: make(x) - fit, guess, top, bottom)
+    want = max([x for x in range(bottom, top + 1) if x <= fit], default=bottom - 1)
+    assert found == want and (plan is None) == (want < bottom)
+    assert len(probes) <= 2 * top.bit_length() + 3
+    if guess == fit + 1 and fit >= bottom:
+        assert len(probes) == 2
+    if fit < bottom and guess > bottom:
+        assert len(probes) <= 3
