@@ -10,6 +10,7 @@ import numpy as np
 from retrograd.errors import UnsupportedError
 from retrograd.frontend.aten_common import is_float, ndim, registrar
 from retrograd.frontend.aten_ops import scaled
+from retrograd.ir.dtypes import reduction_identity
 from retrograd.ir.expr import Expr, PrimValue, ShapeExpr, Tuple, TupleGetItem, const
 from retrograd.ops.api import R
 
@@ -207,8 +208,7 @@ def _scatter_reduce(cx, a):
         return scatter(base, src, "mul")
     if how not in ("amax", "amin"):
         raise UnsupportedError(f"scatter_reduce with reduce={how!r}")
-    worst = (-np.inf if how == "amax" else np.inf) if is_float(dt) else np.iinfo(dt).min if how == "amax" else np.iinfo(dt).max
-    base = x if keep_self else cx.emit(R.where(touched, const(worst, dt), x))
+    base = x if keep_self else cx.emit(R.where(touched, const(reduction_identity(how[1:], dt), dt), x))
     return scatter(base, src, "max" if how == "amax" else "min")
 
 

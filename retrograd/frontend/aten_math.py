@@ -125,9 +125,9 @@ _LANCZOS = (0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.323
 
 
 def _gamma_parts(cx, x, digamma: bool):
-    """(log Γ or ψ of x, reflected): the Lanczos value at max(x, 1 - x), and a function adding the
-    reflection term where x < 1/2. The reflection's sin reads 1/4 where unused, so no infinite partial
-    derivative of a discarded branch meets a zero cotangent."""
+    """log Γ(x), or ψ(x) with `digamma`: the Lanczos value at max(x, 1 - x), with the reflection term where
+    x < 1/2. The reflection's sin reads 1/4 where unused, so no infinite partial derivative of a discarded
+    branch meets a zero cotangent."""
     dt = x.struct_info.dtype
     c = lambda v: const(v, dt)  # noqa: E731
     low = cx.emit(R.less(x, c(0.5)))

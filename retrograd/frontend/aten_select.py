@@ -13,6 +13,7 @@ import numpy as np
 
 from retrograd.errors import UnsupportedError
 from retrograd.frontend.aten_common import is_float, ndim, registrar
+from retrograd.ir.dtypes import reduction_identity
 from retrograd.ir.expr import TupleGetItem, const
 from retrograd.ops.api import R
 
@@ -59,6 +60,15 @@ def _fmax(cx, a):
     return R.where(take_x, x, y)
 
 
+def read_at(cx, x, idx, d: int, keep: bool):
+    """(x's values at the indices idx along dim d, idx), idx holding one index (kept as a size-1 dim): the
+    value is gathered, so its gradient goes to that index, as PyTorch's for max / kthvalue along a dim."""
+    vals = cx.emit(R.gather_elements(x, idx, axis=d))
+    if keep:
+        return vals, idx
+    return R.squeeze(vals, axis=[d]), R.squeeze(idx, axis=[d])
+
+
 @op("max", "min")
 def _max_min(cx, a):
     name = cx.node.target._schema.name.split("::")[1]
@@ -69,13 +79,8 @@ def _max_min(cx, a):
         return (R.max if name == "max" else R.min)(x)
     keep = bool(a.get("keepdim", False))
     d = a["dim"] % max(ndim(x), 1)
-    # The value is read at the returned index, so its gradient follows the index as PyTorch's does
-    # (R.max shares it among ties).
-    idx = cx.emit(R.argmax(x, axis=d, keepdims=True) if name == "max" else R.argmin(x, axis=d, keepdims=True))
-    vals = cx.emit(R.gather_elements(x, idx, axis=d))
-    if keep:
-        return vals, idx
-    return R.squeeze(vals, axis=[d]), R.squeeze(idx, axis=[d])
+    # R.max would share the gradient among ties; PyTorch's follows the returned index.
+    return read_at(cx, x, cx.emit((R.argmax if name == "max" else R.argmin)(x, axis=d, keepdims=True)), d, keep)
 
 
 @op("kthvalue")
@@ -85,11 +90,8 @@ def _kthvalue(cx, a):
     x = a["self"]
     d = a.get("dim", -1) % max(ndim(x), 1)
     order = cx.emit(R.argsort(x, axis=d, dtype="int64"))
-    idx = cx.emit(R.take(order, const(np.array([a["k"] - 1], "int64")), axis=d))
-    vals = cx.emit(R.gather_elements(x, idx, axis=d))
-    if a.get("keepdim", False):
-        return vals, idx
-    return R.squeeze(vals, axis=[d]), R.squeeze(idx, axis=[d])
+    return read_at(cx, x, cx.emit(R.take(order, const(np.array([a["k"] - 1], "int64")), axis=d)), d,
+                   bool(a.get("keepdim", False)))
 
 
 @op("median")
@@ -121,13 +123,7 @@ def _cummax(cx, a):
     i, k = np.ogrid[:n, :n]
     trail = (1,) * (ndim(x) - d - 1)
     back = cx.emit(R.take(x, const(np.where(k <= i, i - k, 0).astype("int64")), axis=d))
-    if dt == "bool":
-        fill = not larger
-    elif is_float(dt):
-        fill = -np.inf if larger else np.inf
-    else:
-        info = np.iinfo(dt)
-        fill = info.min if larger else info.max
+    fill = reduction_identity("max" if larger else "min", dt)
     seen = cx.emit(R.where(const((k <= i).reshape((n, n) + trail)), back, const(fill, dt)))
     best = cx.emit((R.argmax if larger else R.argmin)(seen, axis=d + 1))
     idx = cx.emit(R.subtract(const(np.arange(n, dtype="int64").reshape((n,) + trail)), best))

@@ -15,8 +15,9 @@ import numpy as np
 
 from retrograd.errors import UnsupportedError
 from retrograd.frontend.onnx_ops import CONVERTERS, dtype_of, ndim_of, reshape
-from retrograd.frontend.onnx_ops_reduce import identity, reduce_composed, scan, static_reducer
+from retrograd.frontend.onnx_ops_reduce import reduce_composed, scan, static_reducer
 from retrograd.frontend.onnx_ops_shape import runtime_shape, x_dims
+from retrograd.ir.dtypes import reduction_identity
 from retrograd.ir.expr import Tuple
 from retrograd.ops.api import R
 
@@ -117,7 +118,7 @@ def _reduce_masked(g, kind: str, x, mask):
         part = x
         if kind in ("max", "min"):  # the identity element appended: an empty axis reduces to it
             slab = g.emit(R.sum(x, axis=(i,), keepdims=True))
-            part = g.emit(R.concat(Tuple((x, g.emit(R.full_like(slab, g.const(identity(kind, dtype_of(x)), dtype_of(x)))))), axis=i))
+            part = g.emit(R.concat(Tuple((x, g.emit(R.full_like(slab, g.const(reduction_identity(kind, dtype_of(x)), dtype_of(x)))))), axis=i))
         r = g.emit(fn(part, axis=(i,), keepdims=True))
         both = g.emit(R.concat(Tuple((x, r)), axis=i))
         on, n = pick(g, mask, i), pick(g, dims, i)

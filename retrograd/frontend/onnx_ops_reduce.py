@@ -7,6 +7,7 @@ import numpy as np
 from retrograd.errors import UnsupportedError
 from retrograd.frontend.onnx_ops import converter, dtype_of, input_value, ndim_of, scalar
 from retrograd.frontend.onnx_ops_shape import static_shape
+from retrograd.ir.dtypes import reduction_identity
 from retrograd.ir.expr import Tuple, TupleGetItem
 from retrograd.ops.api import R
 
@@ -40,20 +41,10 @@ def static_reducer(g, axis: tuple):
             if not all(isinstance(d, int) for d in shape):
                 raise UnsupportedError(f"Reduce{kind.title()} over an empty axis of a tensor with symbolic dims")
             out = tuple(1 if a in axis else d for a, d in enumerate(shape) if keep or a not in axis)
-            return g.const(np.full(out, identity(kind, dtype_of(y)), dtype=dtype_of(y)))
+            return g.const(np.full(out, reduction_identity(kind, dtype_of(y)), dtype=dtype_of(y)))
         return getattr(R, kind)(y, axis=axis, keepdims=keep)
 
     return red
-
-
-def identity(kind: str, dtype: str):
-    """The identity element of max / min over dtype (what an empty reduction gives)."""
-    if dtype == "bool":
-        return kind == "min"
-    if dtype.startswith(("int", "uint")):
-        info = np.iinfo(dtype)
-        return info.min if kind == "max" else info.max
-    return -np.inf if kind == "max" else np.inf
 
 
 def reduce_composed(g, op: str, x, red, keep: bool):

@@ -53,6 +53,17 @@ def float_max(dtype: str) -> float:
     return _MAX[dtype] if dtype in _MAX else float(np.finfo(dtype).max)
 
 
+def reduction_identity(kind: str, dtype: str):
+    """The identity element of max / min over dtype: what an empty reduction gives, and the fill that never
+    wins against a value."""
+    if dtype == "bool":
+        return kind == "min"
+    if dtype.startswith(("int", "uint")):
+        info = np.iinfo(dtype)
+        return info.min if kind == "max" else info.max
+    return -np.inf if kind == "max" else np.inf
+
+
 def is_float_array_dtype(dtype: np.dtype) -> bool:
     """Float dtypes of NumPy and the extension ones (ml_dtypes' report kind "V" for some)."""
     return dtype.kind == "f" or str(dtype) in EXTENSION_DTYPES

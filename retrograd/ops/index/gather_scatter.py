@@ -73,7 +73,7 @@ def _scatter_grad(gather, updates_grad_args):
         extra = updates_grad_args(call)
         if reduction in ("max", "min", "mul"):
             return _reducing_scatter_grad(call, out, g, lambda x: gather(x, idx, **extra))
-        if reduction != "update" and reduction != "add":
+        if reduction not in ("update", "add"):
             raise GradientError(f"{call.op.script_name}: no gradient for reduction {reduction!r} (TVM's halving mean)", call.span)
         landed = gather(g, idx, **extra)
         if reduction == "add":
