@@ -197,8 +197,13 @@ def _clip(g, node, inputs, attrs):
         lo = scalar(g, attrs["min"], x)
     if "max" in attrs:
         hi = scalar(g, attrs["max"], x)
-    # Two selects, so that a NaN in x stays NaN (onnxruntime, ONNX's reference) and x keeps the gradient at
-    # a bound; R.maximum(x, lo) would give lo for a NaN.
+    return clip_keeping_nan(g, x, lo, hi)
+
+
+def clip_keeping_nan(g, x, lo, hi):
+    """x limited to [lo, hi] (either None: no limit) by two selects, so that a NaN in x stays NaN
+    (onnxruntime, ONNX's reference) and x keeps the gradient at a bound; R.clip and R.maximum(x, lo)
+    give the bound for a NaN (TVM's rule)."""
     for bound, past in ((lo, R.less), (hi, R.greater)):
         if bound is not None:
             x = g.emit(R.where(g.emit(past(x, bound)), bound, x))

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from retrograd.errors import UnsupportedError
-from retrograd.frontend.onnx_ops import broadcast_to, converter, reshape, dtype_of, input_value, ndim_of, prim, scalar
+from retrograd.frontend.onnx_ops import broadcast_to, clip_keeping_nan, converter, reshape, dtype_of, input_value, ndim_of, prim, scalar
+from retrograd.ir.dtypes import float_max
 from retrograd.ir.expr import Tuple
 from retrograd.ops.api import R
 
@@ -98,12 +99,22 @@ def _constant_of_shape(g, node, inputs, attrs):
 
 @converter("Cast")
 def _cast(g, node, inputs, attrs):
-    return R.astype(inputs[0], dtype=_onnx_dtype(g, attrs["to"]))
+    return cast(g, inputs[0], _onnx_dtype(g, attrs["to"]), attrs)
 
 
 @converter("CastLike")
 def _cast_like(g, node, inputs, attrs):
-    return R.astype(inputs[0], dtype=dtype_of(inputs[1]))
+    return cast(g, inputs[0], dtype_of(inputs[1]), attrs)
+
+
+def cast(g, x, to: str, attrs):
+    """ONNX's Cast to `to`. To float8 with `saturate` (the default), values beyond the range, infinities
+    included, become the largest finite value of their sign (NaN stays NaN); without it they follow the
+    plain conversion (E4M3FN: NaN, E5M2: infinity), which is what R.astype does."""
+    if to.startswith("float8") and int(attrs.get("saturate", 1)) and not dtype_of(x).startswith("float8"):
+        m = float_max(to)
+        x = clip_keeping_nan(g, x, scalar(g, -m, x), scalar(g, m, x))
+    return R.astype(x, dtype=to)
 
 
 @converter("Reshape", values=(1,))

@@ -17,6 +17,7 @@ from retrograd.frontend import aten_data_dependent, aten_index, aten_math, aten_
 from retrograd.frontend.aten_common import Converter, dtype_of
 from retrograd.ir.expr import Function, Tuple, Var
 from retrograd.ir.module import IRModule
+from retrograd.ops.torch_kernels import to_numpy
 from retrograd.runtime.params_io import ir_name
 
 _IDENT_BAD = re.compile(r"[^A-Za-z0-9_]")
@@ -307,15 +308,8 @@ def _storage_key(t) -> tuple:
 
 def _numpy(tensor, name: str):
     """The one NumPy view of a parameter's storage (no copy); a bfloat16 tensor needs ml_dtypes."""
-    torch = _torch()
-    t = tensor.detach()
-    if t.device.type != "cpu":
-        t = t.cpu()
-    if t.dtype == torch.bfloat16:
-        try:
-            import ml_dtypes
-        except ImportError:
-            raise UnsupportedError(f"parameter '{name}' is bfloat16: pip install 'retrograd[bf16]'") from None
-        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
-    dtype_of(t.dtype)  # an error naming a dtype retrograd cannot hold
-    return t.numpy()
+    dtype_of(tensor.dtype)  # an error naming a dtype retrograd cannot hold
+    try:
+        return to_numpy(tensor)
+    except UnsupportedError as err:  # bfloat16 / float8 without ml_dtypes
+        raise UnsupportedError(f"parameter '{name}': {err.message}") from None

@@ -8,6 +8,8 @@ call, covers every op of the registry and the ops the gradient emits.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from retrograd.ir.dtypes import is_extension, require_extension
@@ -62,6 +64,15 @@ def for_storage(op, out_sinfo, arg_sinfos, kernel=None):
     return in_float32(kernel, result_dtypes(out_sinfo))
 
 
+def widened_on_torch(op, out_sinfo, arg_sinfos) -> bool:
+    """Whether the torch backend runs a call through in_float32: torch computes bfloat16 itself (in float,
+    rounding each result once, as in_float32 does) but only stores float8."""
+    found: list = []
+    for s in (out_sinfo, *arg_sinfos):
+        _dtypes(s, found)
+    return any(d.startswith("float8") for d in found) and in_storage(op, out_sinfo, arg_sinfos) is not None
+
+
 def result_dtypes(sinfo):
     """The dtype of each tensor of a result: a name, a (nested) tuple of them, or None."""
     if isinstance(sinfo, TupleStructInfo):
@@ -76,7 +87,9 @@ def in_float32(kernel, dtypes):
         wide = [_widen(a) for a in args]
         result = kernel(*wide, **attrs)
         for a, w in zip(args, wide):
-            if result is w:  # the argument itself (astype to its own dtype): it, not a copy
+            # The kernel returned its (widened) argument: astype to the argument's own dtype gives the argument
+            # itself, not a copy; astype from storage to float32 gives the widened copy, which is its result.
+            if result is w and dtypes == _dtype_name(a):
                 return a
         return _narrow(result, dtypes)
 
@@ -84,17 +97,29 @@ def in_float32(kernel, dtypes):
     return run
 
 
+def _dtype_name(value) -> str:
+    """A NumPy array's or a torch tensor's dtype as a Relax name ("" for other values)."""
+    return str(getattr(value, "dtype", "")).removeprefix("torch.")
+
+
+def _is_torch(value) -> bool:
+    return type(value).__module__.startswith("torch")  # without importing torch
+
+
 def _widen(value):
-    if isinstance(value, np.ndarray | np.generic):
-        return value.astype(_COMPUTE) if is_extension(value.dtype) else value
     if isinstance(value, tuple | list):  # tuple operands (R.concat) are shallow
         return type(value)(_widen(v) for v in value)
-    return value
+    if not is_extension(_dtype_name(value)):
+        return value
+    return value.float() if _is_torch(value) else value.astype(_COMPUTE)
 
 
 def _narrow(result, dtypes):
     if isinstance(dtypes, tuple) and isinstance(result, tuple | list):
         return type(result)(_narrow(r, d) for r, d in zip(result, dtypes))
-    if isinstance(dtypes, str) and is_extension(dtypes) and isinstance(result, np.ndarray | np.generic):
-        return np.asarray(result).astype(dtypes, copy=False)
+    if isinstance(dtypes, str) and is_extension(dtypes):
+        if isinstance(result, np.ndarray | np.generic):
+            return np.asarray(result).astype(dtypes, copy=False)
+        if _is_torch(result):
+            return result.to(getattr(sys.modules["torch"], dtypes))
     return result

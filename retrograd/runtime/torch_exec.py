@@ -24,6 +24,7 @@ from retrograd.ir.functor import module_if_depth, stack_room
 from retrograd.ir.nested import tuple_leaves
 from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops import torch_kernels
+from retrograd.ops.storage import in_float32, result_dtypes, widened_on_torch
 from retrograd.runtime.executor import FunctionTable, bind_arguments
 from retrograd.runtime.interp import kernel_failure
 from retrograd.runtime.program import Info, reader
@@ -92,7 +93,7 @@ class TorchExecutable(FunctionTable):
         shape_regs = []
         for reg, c in plan.consts.items():
             if isinstance(c, Constant):
-                t = torch.from_numpy(np.array(c.data, copy=True)).to(self.device)
+                t = torch_kernels.from_numpy(np.array(c.data, copy=True)).to(self.device)
                 self._skip.add(t.untyped_storage().data_ptr())
                 template[reg], labels[reg] = t, "const"
             elif isinstance(c, PrimValue | StringImm):
@@ -132,6 +133,8 @@ class TorchExecutable(FunctionTable):
                     raise UnsupportedError(f"{plan.name}: binding '{name}': {err.message}", ins.span) from None
                 label = f"{script}({', '.join(arg_labels)})"
                 info = Info(plan.name, name, label, arg_info, ins.span, script, ins.var.struct_info)
+                if widened_on_torch(op, ins.call.struct_info, [a.struct_info for a in ins.call.args]):
+                    kernel = in_float32(kernel, result_dtypes(ins.call.struct_info))
                 fn = _kernel_call(kernel, [reader(s) for s in srcs], dict(ins.call.attrs))
                 if not op.aliases:
                     fn = _owned(fn)
@@ -231,7 +234,7 @@ class TorchExecutable(FunctionTable):
         if isinstance(value, tuple | list):
             return tuple(self.numpy(v) for v in value)
         if isinstance(value, self.torch.Tensor):
-            return value.detach().cpu().numpy()
+            return torch_kernels.to_numpy(value)
         return value
 
     def _acquire(self, v, m: TorchMeter, count: int = 1) -> None:
@@ -305,7 +308,7 @@ class TorchExecutable(FunctionTable):
         if isinstance(v, tuple | list):
             return tuple(self._coerce(x, None) for x in v)
         if isinstance(v, np.ndarray | np.generic):
-            return torch.from_numpy(np.array(v, copy=True)).to(self.device)
+            return torch_kernels.from_numpy(np.array(v, copy=True)).to(self.device)
         if isinstance(sinfo, TensorStructInfo) and isinstance(v, bool | int | float):
             return torch.tensor(v, dtype=torch_kernels.tdtype(sinfo.dtype) if sinfo.dtype else None, device=self.device)
         return v
@@ -320,7 +323,7 @@ class TorchExecutable(FunctionTable):
             return tuple(self._to_device(c, o) for c, o in zip(checked, orig))
         if isinstance(checked, np.ndarray):
             arr = checked if checked.flags.c_contiguous and checked.flags.writeable else np.array(checked, copy=True)
-            return torch.from_numpy(arr).to(self.device)
+            return torch_kernels.from_numpy(arr).to(self.device)
         return checked
 
     def _proxy(self, v):

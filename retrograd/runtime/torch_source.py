@@ -17,6 +17,8 @@ from retrograd.analysis.plan import Plans
 from retrograd.errors import UnsupportedError
 from retrograd.ir.expr import Constant, Function, PrimValue, ShapeExpr, StringImm
 from retrograd.ir.struct_info import TensorStructInfo
+from retrograd.ops.storage import result_dtypes, widened_on_torch
+from retrograd.ops.torch_kernels import BITS
 from retrograd.runtime.signature import compile_dim
 
 _IND = "    "
@@ -55,6 +57,7 @@ class _Module:
         self.kernels: dict[str, str] = {}
         self.consts: list[str] = []
         self.const_names: dict[int, str] = {}
+        self.widens = False  # whether a float8 call computes through in_float32 (the source then imports it)
 
     def kernel(self, op, span) -> str:
         name = self.kernels.get(op.name)
@@ -71,16 +74,19 @@ class _Module:
         if name is None:
             name = self.const_names[id(c)] = f"const{len(self.const_names)}"
             data = np.asarray(c.data)
+            # bfloat16 / float8 travel as their bits (NumPy without ml_dtypes and torch.from_numpy know neither).
+            bits = BITS.get(data.dtype.name)
+            view = "" if bits is None else f".view(torch.{data.dtype.name})"
             self.consts.append(f'{name} = torch.from_numpy(np.frombuffer(bytes.fromhex("{data.tobytes().hex()}"), '
-                               f'dtype="{data.dtype.name}").reshape({literal(tuple(data.shape))}).copy()).to(DEVICE)')
+                               f'dtype="{bits or data.dtype.name}").reshape({literal(tuple(data.shape))}).copy()){view}.to(DEVICE)')
         return name
 
     def source(self, source_name: str) -> str:
         bodies = [line for name in self.funcs for line in _Function(self, self.plans.get(name)).lines()]
         out = [f'"""{source_name} lowered by retrograd for PyTorch: the torch kernels the torch executor runs, in',
                "plan order, each value deleted at the plan's release point. Regenerate rather than edit.", '"""', "",
-               "import numpy as np", "import torch", "", "from retrograd.ops.registry import get as _op", "",
-               'DEVICE = "cpu"', ""]
+               "import numpy as np", "import torch", "", "from retrograd.ops.registry import get as _op",
+               *(["from retrograd.ops.storage import in_float32"] if self.widens else []), "", 'DEVICE = "cpu"', ""]
         out += [f'{alias} = _op("{op}").torch_kernel' for op, alias in sorted(self.kernels.items())]
         out += ["", *self.consts, "", ""] if self.consts else ["", ""]
         return "\n".join(out + bodies) + "\n"
@@ -90,7 +96,7 @@ class _Function:
     def __init__(self, ml: _Module, plan):
         self.ml, self.plan = ml, plan
         self.names: dict[int, str] = {}
-        taken = set(ml.funcs.values()) | set(ml.kernels.values()) | {"torch", "np", "DEVICE", "_op"}
+        taken = set(ml.funcs.values()) | set(ml.kernels.values()) | {"torch", "np", "DEVICE", "_op", "in_float32"}
         for reg, p in plan.params:
             self.names[reg] = self._fresh(p.name_hint, taken)
         # Symbolic dims (R.Tensor(("n", 1, 8, 8))) read from the first parameter holding each one bare.
@@ -161,7 +167,11 @@ class _Function:
                 attrs = [f"{k}={literal(v)}" for k, v in ins.call.attrs.items()]
                 if any(not k.isidentifier() for k in ins.call.attrs):
                     raise UnsupportedError(f"attribute names of {ins.op.script_name} are not identifiers", ins.span)
-                out.append(f"{ind}{name} = {self.ml.kernel(ins.op, ins.span)}({', '.join(args + attrs)})")
+                kernel = self.ml.kernel(ins.op, ins.span)
+                if widened_on_torch(ins.op, ins.call.struct_info, [a.struct_info for a in ins.call.args]):
+                    kernel = f"in_float32({kernel}, {literal(result_dtypes(ins.call.struct_info))})"
+                    self.ml.widens = True
+                out.append(f"{ind}{name} = {kernel}({', '.join(args + attrs)})")
             elif ins.kind == "item":
                 out.append(f"{ind}{name} = {args[0]}[{ins.index}]")
             elif ins.kind == "call":

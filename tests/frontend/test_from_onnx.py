@@ -37,8 +37,12 @@ FAST_CASES = [
     "test_tril", "test_resize_downsample_scales_cubic_A_n0p5_exclude_outside", "test_resize_tf_crop_and_resize_extrapolation_value",
     "test_resize_downsample_sizes_linear_antialias", "test_gridsample_bicubic", "test_gridsample_reflection_padding",
     "test_gridsample_volumetric_bilinear_align_corners_1", "test_attention_4d_causal", "test_attention_4d_with_qk_matmul_softcap",
+    # float8: Cast's saturation (infinities and out-of-range values to the largest finite value, NaN kept), and
+    # a float8 input widened to float32 for the rest of the function
+    "test_cast_FLOAT_to_FLOAT8E4M3FN", "test_castlike_FLOAT16_to_FLOAT8E5M2", "test_cast_no_saturate_FLOAT_to_FLOAT8E4M3FN",
+    "test_dequantizelinear_e4m3fn_zero_point",
 ]
-FULL_FLOOR = 1560  # node cases passing without specializing any input, of the full run (benchmarks/RESULTS.md)
+FULL_FLOOR = 1580  # node cases passing without specializing any input, of the full run (benchmarks/RESULTS.md)
 
 
 def _cases(names=None):

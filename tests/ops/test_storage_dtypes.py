@@ -234,7 +234,36 @@ class Module:
         return z
 '''
         got = retrograd.build(retrograd.parse(src))["main"](x)
+        assert got.dtype == np.float32, dtype
         np.testing.assert_array_equal(got, x.astype(getattr(ml_dtypes, dtype)).astype(np.float32), err_msg=dtype)
+
+
+@pytest.mark.parametrize("dtype", STORAGE)
+def test_astype_from_storage_gives_a_float32_array_that_later_ops_compute_in(dtype):
+    # Widening is the astype's whole result: the ops after it compute in float32, beyond the storage range.
+    ml_dtypes = need("ml_dtypes")
+    x = np.array([0.5, -104.0, 448.0, 3.0], dtype=getattr(ml_dtypes, dtype))
+    src = f'''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((4,), "{dtype}"), s: R.Tensor((), "float32")) -> R.Tensor((4,), "float32"):
+        y = R.astype(x, "float32")
+        z = R.add(y, y)
+        w = R.multiply(z, s)
+        return w
+'''
+    for target in ("numpy", "python"):
+        mod = retrograd.parse(src)
+        if target == "numpy":
+            got = retrograd.build(mod)["main"](x, np.float32(1000.0))
+        else:
+            namespace: dict = {}
+            exec(compile(retrograd.lower_to_python(mod), "lowered", "exec"), namespace)  # noqa: S102 - our own generated source
+            got = namespace["main"](x, np.float32(1000.0))
+        want = x.astype(np.float64) * 2 * 1000
+        assert got.dtype == np.float32, (target, got.dtype)
+        np.testing.assert_array_equal(got.astype(np.float64), want, err_msg=target)
 
 
 def test_without_ml_dtypes_building_says_what_to_install(monkeypatch):

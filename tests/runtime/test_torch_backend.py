@@ -363,3 +363,42 @@ def test_select_kernels_equal_numpy_at_special_values(dtype):
             np.testing.assert_allclose(o, w, rtol=2 * np.finfo(dtype).eps, atol=0, equal_nan=True, err_msg=name)
         else:
             assert np.array_equal(o, w, equal_nan=True) and np.array_equal(np.signbit(o), np.signbit(w)), (name, o, w)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float8_e4m3fn", "float8_e5m2"])
+def test_storage_dtypes_cross_the_torch_backend_as_ml_dtypes_arrays(dtype):
+    """NumPy bfloat16 / float8 arrays (ml_dtypes) in, constants of those dtypes, results back as such arrays,
+    and torch's own tensors of them: on the torch executor and in its lowered source, equal to the NumPy
+    executor and to a naive reference (computed in float32, rounded to storage by ml_dtypes)."""
+    torch = need("torch")
+    ml_dtypes = need("ml_dtypes")
+    from retrograd.runtime.torch_source import lower_to_torch
+
+    st = getattr(ml_dtypes, dtype)
+    src = f'''
+@I.ir_module
+class Module:
+    @R.function
+    def main(x: R.Tensor((4,), "{dtype}")) -> R.Tuple(R.Tensor((4,), "float32"), R.Tensor((4,), "{dtype}")):
+        y = R.add(x, R.const([1.5, -2.0, 3.0, 0.25], "{dtype}"))
+        z = R.astype(y, "float32")
+        w = R.multiply(z, R.const(1000.0, "float32"))
+        return (w, y)
+'''
+    mod = retrograd.parse(src)
+    x = np.array([0.5, -104.0, 2.0, 1.0], dtype=st)
+    y = (x.astype(np.float32) + np.array([1.5, -2.0, 3.0, 0.25], np.float32)).astype(st)
+    want = (y.astype(np.float32) * 1000, y)
+    ns: dict = {}
+    exec(compile(lower_to_torch(mod, "m"), "m_torch", "exec"), ns)  # noqa: S102 - our own generated source
+    tx = torch.from_numpy(x.view(np.int16 if dtype == "bfloat16" else np.uint8)).view(getattr(torch, dtype))
+    runs = {"numpy": retrograd.build(mod)["main"](x),
+            "torch": retrograd.build(mod, backend="torch", numpy_outputs=True)["main"](x),
+            "torch on torch tensors": retrograd.build(mod, backend="torch")["main"](tx),
+            "lowered torch": ns["main"](tx)}
+    for how, got in runs.items():
+        got = tuple(g.float().numpy() if isinstance(g, torch.Tensor) else g for g in got)
+        assert got[0].dtype == np.float32, how
+        np.testing.assert_array_equal(got[0], want[0], err_msg=how)
+        np.testing.assert_array_equal(got[1].astype(np.float32), want[1].astype(np.float32), err_msg=how)
+    assert runs["torch"][1].dtype == st and runs["numpy"][1].dtype == st

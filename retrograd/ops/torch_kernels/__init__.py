@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 
 from retrograd.errors import UnsupportedError
+from retrograd.ir.dtypes import numpy_dtype
 
 FAMILIES = ("elementwise", "create", "reduce", "shape", "index", "nn", "conv", "pool", "norm", "grad", "image", "ccl",
             "shape_values", "data_dependent")
@@ -48,6 +49,34 @@ def require_torch():
     except ImportError:
         raise UnsupportedError("the torch backend needs PyTorch: pip install 'retrograd[torch]' (or pip install torch)") from None
     return torch
+
+
+# Same-size integer types through which NumPy's extension dtypes (ml_dtypes) and torch's share bits:
+# torch.from_numpy and Tensor.numpy know neither side's bfloat16 / float8.
+BITS = {"bfloat16": "int16", "float8_e4m3fn": "uint8", "float8_e5m2": "uint8"}
+
+
+def from_numpy(arr):
+    """A CPU torch tensor sharing `arr`'s memory; bfloat16 / float8 arrays (ml_dtypes) included."""
+    torch = require_torch()
+    bits = BITS.get(str(arr.dtype))
+    if bits is None:
+        return torch.from_numpy(arr)
+    return torch.from_numpy(arr.view(bits)).view(tdtype(str(arr.dtype)))
+
+
+def to_numpy(tensor):
+    """A tensor's values as a NumPy array (a view when the tensor is on the CPU); bfloat16 / float8 as
+    ml_dtypes arrays, with a clear error when ml_dtypes is missing."""
+    t = tensor.detach()
+    if t.device.type != "cpu":
+        t = t.cpu()
+    name = str(t.dtype).removeprefix("torch.")
+    bits = BITS.get(name)
+    if bits is None:
+        return t.numpy()
+    torch = require_torch()
+    return t.view(getattr(torch, bits)).numpy().view(numpy_dtype(name))
 
 
 def table() -> dict:
@@ -93,8 +122,8 @@ def meta_array(t):
         import numpy as np
 
         torch = require_torch()
-        dt = torch.empty(0, dtype=t.dtype).numpy().dtype
-        meta = np.lib.stride_tricks.as_strided(np.zeros((), dt), key[1], (0,) * t.ndim, writeable=False)
+        dt = to_numpy(torch.empty(0, dtype=t.dtype)).dtype
+        meta = np.broadcast_to(np.zeros((), dt), key[1])  # zero strides, read-only (as_strided refuses ml_dtypes)
         if len(_META) < 4096:  # read-only and shared: every call's arguments of one shape and dtype
             _META[key] = meta
     return meta

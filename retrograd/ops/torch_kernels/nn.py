@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from retrograd.errors import KernelError
 from retrograd.ops.kernels.pad import source_index
 from retrograd.ops.kernels.pointwise import GELU_TANH_A, GELU_TANH_C, SELU_ALPHA, SELU_SCALE
+from retrograd.ops.torch_kernels import from_numpy, to_numpy
 from retrograd.ops.torch_kernels.select import keep, select
 
 
@@ -161,9 +162,9 @@ def dropout(data, key=None, rate=0.5, training=False, seed=0):
     if not training:
         host_dropout(np.zeros((), np.float32), host_key, rate=rate, training=False, seed=seed)  # checks the key
         return data.clone(), torch.ones(data.shape, dtype=data.dtype, device=data.device)
-    ones = np.ones(tuple(data.shape), torch.empty(0, dtype=data.dtype).numpy().dtype)
+    ones = np.ones(tuple(data.shape), to_numpy(torch.empty(0, dtype=data.dtype)).dtype)
     _, mask = host_dropout(ones, host_key, rate=rate, training=True, seed=seed)
-    mask = torch.from_numpy(mask).to(data.device)
+    mask = from_numpy(mask).to(data.device)
     keep = 1.0 - rate
     scale = 1.0 / keep if keep > 0 else 0.0
     return data * mask * torch.tensor(scale, dtype=data.dtype, device=data.device), mask
