@@ -10,8 +10,8 @@ import numpy as np
 
 from retrograd.cli.common import STDIO
 from retrograd.errors import UsageError, did_you_mean
-from retrograd.ir.dtypes import is_extension, numpy_dtype
-from retrograd.runtime.params_io import ir_name
+from retrograd.ir.dtypes import numpy_dtype
+from retrograd.runtime.params_io import ir_name, view_raw
 
 # Random inputs and --dim sizes beyond this are refused before anything is allocated.
 MAX_DIM = 2**31 - 1
@@ -99,8 +99,7 @@ def check_dtypes(arrays: dict, func, cast: bool) -> dict:
         if value is None or not isinstance(sinfo, TensorStructInfo) or not sinfo.dtype:
             continue
         want = numpy_dtype(sinfo.dtype)
-        if value.dtype.kind == "V" and value.dtype.names is None and is_extension(sinfo.dtype) and value.dtype.itemsize == want.itemsize:
-            value = out[p.name_hint] = value.view(want)  # .npy stores bfloat16 / float8 arrays as raw bytes
+        value = out[p.name_hint] = view_raw(value, sinfo.dtype)
         if value.dtype != want:
             if not cast:
                 raise UsageError(

@@ -11,6 +11,7 @@ import zipfile
 import numpy as np
 
 from retrograd.errors import UsageError
+from retrograd.ir.dtypes import is_extension, itemsize, numpy_dtype
 
 _NOT_IDENT = re.compile(r"[^A-Za-z0-9_]")
 
@@ -20,6 +21,15 @@ def ir_name(name: str) -> str:
     (`transformer_h_0_attn_c_attn_weight`)."""
     out = _NOT_IDENT.sub("_", name)
     return out if out and not out[0].isdigit() else "p_" + out
+
+
+def view_raw(value, dtype: str):
+    """An array NumPy stored as raw bytes (.npy / .npz keep bfloat16 and float8 arrays as void of their
+    size) as the extension dtype `dtype` it holds; any other value as it is."""
+    if (isinstance(value, np.ndarray) and value.dtype.kind == "V" and value.dtype.names is None
+            and is_extension(dtype) and value.dtype.itemsize == itemsize(dtype)):
+        return value.view(numpy_dtype(dtype))
+    return value
 
 
 def save_params(path, params: dict) -> str:

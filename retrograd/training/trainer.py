@@ -11,6 +11,7 @@ from retrograd.ir.module import IRModule
 from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.runtime import build
 from retrograd.runtime.malloc import keep_freed_memory
+from retrograd.runtime.params_io import view_raw
 from retrograd.runtime.signature import Binder, Mismatch, compile_checker
 from retrograd.training.assemble import LAYOUT_ATTRS
 from retrograd.training.dropout_mode import DROPOUT_KEY
@@ -52,6 +53,7 @@ class Trainer:
         self._check_param = {p.name_hint: compile_checker(p.struct_info, p.name_hint, TrainingError) for p in self.trained}
         self._check_state = {p.name_hint: compile_checker(p.struct_info, p.name_hint, TrainingError)
                              for p in self.state_vars}
+        self._dtypes = {p.name_hint: getattr(p.struct_info, "dtype", None) for p in self.trained + self.state_vars}
         keep_freed_memory()  # steps free and reallocate the same arrays: keep their pages
         if backend != "numpy" or device is not None:
             build_options.update(backend=backend, device=device)
@@ -97,7 +99,8 @@ class Trainer:
         out = {}
         for name, check in checkers.items():
             try:
-                out[name] = np.array(check(self._host(values[name]), Binder()), copy=True)
+                value = view_raw(self._host(values[name]), self._dtypes[name])  # bfloat16 read back from .npz
+                out[name] = np.array(check(value, Binder()), copy=True)
             except Mismatch as mm:
                 raise TrainingError(f"{kind} {mm}") from None
         return out
