@@ -107,11 +107,14 @@ def _cast_like(g, node, inputs, attrs):
     return cast(g, inputs[0], dtype_of(inputs[1]), attrs)
 
 
+_FLOAT8 = ("float8_e4m3fn", "float8_e5m2")  # the float8 dtypes retrograd holds (ir/dtypes.EXTENSION_DTYPES)
+
+
 def cast(g, x, to: str, attrs):
     """ONNX's Cast to `to`. To float8 with `saturate` (the default), values beyond the range, infinities
     included, become the largest finite value of their sign (NaN stays NaN); without it they follow the
     plain conversion (E4M3FN: NaN, E5M2: infinity), which is what R.astype does."""
-    if to.startswith("float8") and int(attrs.get("saturate", 1)) and not dtype_of(x).startswith("float8"):
+    if to in _FLOAT8 and int(attrs.get("saturate", 1)) and dtype_of(x) not in _FLOAT8:
         m = float_max(to)
         x = clip_keeping_nan(g, x, scalar(g, -m, x), scalar(g, m, x))
     return R.astype(x, dtype=to)
