@@ -7,9 +7,9 @@ import attrs
 
 from retrograd.errors import PassError
 from retrograd.ir.dtypes import numpy_dtype
-from retrograd.ir.expr import Call, Constant, Function, Var
+from retrograd.ir.expr import Call, Constant, Function, GlobalVar, Var
 from retrograd.ir.functor import ExprMutator
-from retrograd.ir.struct_info import FLOAT_DTYPES, TensorStructInfo, TupleStructInfo
+from retrograd.ir.struct_info import FLOAT_DTYPES, FuncStructInfo, TensorStructInfo, TupleStructInfo
 from retrograd.ops.attr_types import to_dtype, to_opt_dtype
 from retrograd.passes.infra import function_pass
 
@@ -19,6 +19,9 @@ def _cast_sinfo(sinfo, source: str, dtype: str):
         return attrs.evolve(sinfo, dtype=dtype)
     if isinstance(sinfo, TupleStructInfo):
         return TupleStructInfo(tuple(_cast_sinfo(s, source, dtype) for s in sinfo.fields))
+    if isinstance(sinfo, FuncStructInfo):
+        return attrs.evolve(sinfo, params=tuple(_cast_sinfo(s, source, dtype) for s in sinfo.params),
+                            ret=_cast_sinfo(sinfo.ret, source, dtype))
     return sinfo
 
 
@@ -31,6 +34,11 @@ class _Caster(ExprMutator):
         if c.data.dtype.name != self.source:
             return c
         return self.builder.normalize(Constant(c.data.astype(numpy_dtype(self.dtype))))
+
+    def visit_global_var(self, gv: GlobalVar):
+        # A call is typed by its callee's cast signature: every function of the module is cast alike.
+        sinfo = _cast_sinfo(gv.struct_info, self.source, self.dtype)
+        return gv if sinfo == gv.struct_info else GlobalVar(gv.name_hint, sinfo, span=gv.span)
 
     def visit_call(self, call: Call):
         new = super().visit_call(call)

@@ -476,3 +476,48 @@ def main(x: R.Tensor((4,), "float32")):
     assert str(c.dtype) == dtype
     want = np.array(eval(values.replace("float", "_f"), {"_f": float}), dtype)  # noqa: S307 - the literal above
     np.testing.assert_array_equal(c.astype(np.float64), want.astype(np.float64))
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_cast_floats_casts_callees_and_their_calls_alike(dtype):
+    """Functions calling each other (through `cls.` and recursively): every signature is cast, so each call
+    type-checks against its callee's new signature; the result is well formed and computes, in `dtype`,
+    what a naive reference computes in float32 and rounds after each op."""
+    ml_dtypes = need("ml_dtypes")
+    from retrograd.ir.well_formed import well_formed
+
+    src = '''
+@I.ir_module
+class Module:
+    @R.function
+    def square(x: R.Tensor((3,), "float32")) -> R.Tensor((3,), "float32"):
+        y = R.multiply(x, x)
+        return y
+
+    @R.function
+    def count(n: R.Tensor((), "int64"), acc: R.Tensor((3,), "float32")) -> R.Tensor((3,), "float32"):
+        cls = Module
+        stop = R.less_equal(n, R.const(0, "int64"))
+        if stop:
+            r = acc
+        else:
+            r = cls.count(R.subtract(n, R.const(1, "int64")), R.add(cls.square(acc), R.const(0.5, "float32")))
+        return r
+
+    @R.function
+    def main(x: R.Tensor((3,), "float32")) -> R.Tensor((3,), "float32"):
+        cls = Module
+        y = cls.count(R.const(2, "int64"), x)
+        return y
+'''
+    cast = parse_pipeline(f"cast-floats(dtype={dtype})")(retrograd.parse(src))
+    assert well_formed(cast) == []
+    assert "float32" not in cast.script()
+    st = getattr(ml_dtypes, dtype) if dtype == "bfloat16" else np.dtype(dtype)
+    x = np.array([0.3, -1.25, 0.7], dtype=st)
+    want = x
+    for _ in range(2):
+        want = ((want.astype(np.float32) * want.astype(np.float32)).astype(st).astype(np.float32) + 0.5).astype(st)
+    got = retrograd.build(cast)["main"](x)
+    assert got.dtype == st
+    np.testing.assert_array_equal(got.astype(np.float32), want.astype(np.float32))
