@@ -8,6 +8,7 @@ import attrs
 import numpy as np
 
 from retrograd.errors import Span
+from retrograd.ir.dtypes import numpy_dtype
 from retrograd.ir.nested import fold
 from retrograd.ir.struct_info import (
     FuncStructInfo,
@@ -273,7 +274,7 @@ def _new_const(value, dtype: str | None) -> Constant:
             dtype = "int32"
         elif isinstance(value, float):
             dtype = "float32"
-    arr = np.asarray(value, dtype=dtype)
+    arr = np.asarray(value, dtype=None if dtype is None else numpy_dtype(dtype))  # bfloat16 / float8 via ml_dtypes
     arr.setflags(write=False)
     return Constant(arr, TensorStructInfo(arr.shape, str(arr.dtype)))
 

@@ -72,4 +72,5 @@ class CastFloats:
         for name, value in (("dtype", self.dtype), ("source", self.source)):
             if value not in FLOAT_DTYPES:
                 raise PassError(f"cast-floats: {name} must be a float dtype ({', '.join(FLOAT_DTYPES)}), got {value!r}").about_option(name)
+        numpy_dtype(self.dtype)  # ml_dtypes for bfloat16 / float8, or a clear error naming what to install
         return _Caster(self.source, self.dtype).cast_function(func)
