@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from retrograd.errors import DiagnosticError, NameError_, OpError, ParseError, Span, UnsupportedError, did_you_mean
+from retrograd.ir.dtypes import numpy_dtype
 from retrograd.ir.expr import Call, Constant, PrimValue, ShapeExpr, StringImm, Tuple, TupleGetItem
 from retrograd.ir.struct_info import PrimStructInfo, ShapeStructInfo, TensorStructInfo
 from retrograd.ops.attr_types import DTYPES, UNSUPPORTED_DTYPES
@@ -374,8 +375,8 @@ def _empty_constant(call: Call):
     if not all(type(d) is int for d in dims) or 0 not in dims:
         return call
     try:
-        data = np.zeros(dims, dtype)
-    except (TypeError, ValueError, OverflowError):  # a dtype NumPy lacks, a bad dim: the call reports it
+        data = np.zeros(dims, numpy_dtype(dtype))
+    except (TypeError, ValueError, OverflowError, UnsupportedError):  # a dtype NumPy lacks, a bad dim: the call reports it
         return call
     return Constant(data, TensorStructInfo(dims, dtype), span=call.span)
 

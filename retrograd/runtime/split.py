@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from retrograd.ir.dtypes import numpy_dtype
 from retrograd.ir.struct_info import TensorStructInfo, is_float_dtype
 from retrograd.ops.kernels import parallel
 from retrograd.tuning import COPY_BYTES_PER_NS, SPLIT_BYTES
@@ -47,7 +48,7 @@ def split_into(into):
 def make(into, readers, shape: tuple, dtype: str):
     """regs -> into(*inputs, out=a new array of the result's shape), in parts."""
     run = split_into(into)
-    dt = np.dtype(dtype)
+    dt = numpy_dtype(dtype)
 
     def kernel(r):
         return run(*[read(r) for read in readers], out=np.empty(shape, dt))

@@ -523,24 +523,26 @@ class Module:
     np.testing.assert_array_equal(got.astype(np.float32), want.astype(np.float32))
 
 
-def test_a_fresh_process_differentiates_a_module_cast_to_bfloat16(tmp_path):
-    """In a process that has not imported ml_dtypes yet (the CLI's), the gradient rules' bfloat16 constants
-    are made through ml_dtypes too: `opt -p cast-floats,gradient` succeeds, and its adjoint computes what the
-    same pipeline computes in this process."""
+@pytest.mark.parametrize("corpus_file, func", [("c01_mlp.py", "main"), ("c60_nn_models.py", "cnn")])
+def test_a_fresh_process_differentiates_a_bfloat16_script(tmp_path, corpus_file, func):
+    """In a process that has not imported ml_dtypes (the CLI reading a bfloat16 script), the gradient rules'
+    bfloat16 constants (c01's relu, cnn's adaptive pooling matrices) are made through ml_dtypes too: `opt -p
+    gradient` succeeds and gives what the same pass gives in this process."""
     need("ml_dtypes")
     import subprocess
     import sys
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    corpus = root / "tests" / "corpus" / "c01_mlp.py"
-    pipeline = "cast-floats(dtype=bfloat16),gradient(func=main)"
+    cast = parse_pipeline("cast-floats(dtype=bfloat16)")(retrograd.parse((root / "tests" / "corpus" / corpus_file).read_text()))
+    script = tmp_path / "bf16.py"
+    script.write_text(cast.script())
+    env = {"PYTHONPATH": str(root), "PATH": ""}
     probe = "import sys; import retrograd; print('ml_dtypes' in sys.modules)"
-    fresh = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path,
-                           env={"PYTHONPATH": str(root), "PATH": ""})
+    fresh = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=tmp_path, env=env)
     assert fresh.stdout.strip() == "False", fresh.stderr  # the case this test is about
-    res = subprocess.run([sys.executable, "-m", "retrograd", "opt", str(corpus), "-p", pipeline], capture_output=True,
-                         text=True, cwd=tmp_path, env={"PYTHONPATH": str(root), "PATH": ""})
+    pipeline = f"gradient(func={func}, seeds=ones)"
+    res = subprocess.run([sys.executable, "-m", "retrograd", "opt", str(script), "-p", pipeline], capture_output=True,
+                         text=True, cwd=tmp_path, env=env)
     assert res.returncode == 0, res.stderr
-    here = parse_pipeline(pipeline)(retrograd.parse(corpus.read_text()))
-    assert retrograd.structural_equal(retrograd.parse(res.stdout), here)
+    assert retrograd.structural_equal(retrograd.parse(res.stdout), parse_pipeline(pipeline)(cast))

@@ -8,6 +8,7 @@ from __future__ import annotations
 from functools import partial
 
 from retrograd.errors import GradientError
+from retrograd.ir.dtypes import numpy_dtype
 from retrograd.ir.expr import const
 from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops import attr_types as at
@@ -77,7 +78,7 @@ def contract_back(g, mats, n: int, layout: str, out_layout: str, dtype: str):
         perm = list(range(n + 2))
         perm[2 + j], perm[last] = perm[last], perm[2 + j]
         moved = g if 2 + j == last else R.permute_dims(g, axes=perm)
-        moved = R.matmul(moved, const(m.astype(dtype), dtype))
+        moved = R.matmul(moved, const(m.astype(numpy_dtype(dtype)), dtype))
         g = moved if 2 + j == last else R.permute_dims(moved, axes=perm)
     if layout != canon:
         g = R.permute_dims(g, axes=[canon.index(ch) for ch in layout])
