@@ -402,3 +402,28 @@ class Module:
         np.testing.assert_array_equal(got[0], want[0], err_msg=how)
         np.testing.assert_array_equal(got[1].astype(np.float32), want[1].astype(np.float32), err_msg=how)
     assert runs["torch"][1].dtype == st and runs["numpy"][1].dtype == st
+
+
+@pytest.mark.parametrize("rate", [0.5, 0.3])
+def test_bfloat16_dropout_on_torch_is_the_numpy_executors_bit_for_bit(rate):
+    """The mask is drawn on the host (the NumPy kernel's draws), the product computed in float32 and rounded
+    once, as the NumPy executor computes bfloat16: the same result and mask, bit for bit, and the result is
+    the naive x * mask / (1 - rate) rounded to bfloat16."""
+    need("torch")
+    ml_dtypes = need("ml_dtypes")
+    mod = retrograd.parse(f'''
+@R.function
+def main(x: R.Tensor((64, 8), "bfloat16"), k: R.Tensor((), "int64")) -> R.Tuple(R.Tensor((64, 8), "bfloat16"), R.Tensor((64, 8), "bfloat16")):
+    y = R.nn.dropout(x, key=k, rate={rate}, training=True)
+    return y
+''')
+    x = np.random.default_rng(0).standard_normal((64, 8)).astype(ml_dtypes.bfloat16)
+    ours = retrograd.build(mod)["main"](x, np.int64(3))
+    theirs = retrograd.build(mod, backend="torch", numpy_outputs=True)["main"](x, np.int64(3))
+    for a, b in zip(ours, theirs):
+        assert b.dtype == a.dtype == ml_dtypes.bfloat16
+        np.testing.assert_array_equal(a.view(np.uint16), b.view(np.uint16))
+    mask = ours[1].astype(np.float32)
+    assert set(np.unique(mask)) <= {0.0, 1.0} and 0 < mask.mean() < 1
+    want = (x.astype(np.float32) * mask * np.float32(1 / (1 - rate))).astype(ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(ours[0].view(np.uint16), want.view(np.uint16))

@@ -162,12 +162,15 @@ def dropout(data, key=None, rate=0.5, training=False, seed=0):
     if not training:
         host_dropout(np.zeros((), np.float32), host_key, rate=rate, training=False, seed=seed)  # checks the key
         return data.clone(), torch.ones(data.shape, dtype=data.dtype, device=data.device)
-    ones = np.ones(tuple(data.shape), to_numpy(torch.empty(0, dtype=data.dtype)).dtype)
+    # bfloat16 is computed in float32 and rounded once, as the NumPy executor computes it (ops/storage.py).
+    wide = data.float() if data.dtype == torch.bfloat16 else data
+    ones = np.ones(tuple(data.shape), to_numpy(torch.empty(0, dtype=wide.dtype)).dtype)
     _, mask = host_dropout(ones, host_key, rate=rate, training=True, seed=seed)
     mask = from_numpy(mask).to(data.device)
     keep = 1.0 - rate
     scale = 1.0 / keep if keep > 0 else 0.0
-    return data * mask * torch.tensor(scale, dtype=data.dtype, device=data.device), mask
+    out = wide * mask * torch.tensor(scale, dtype=wide.dtype, device=data.device)
+    return out.to(data.dtype), mask.to(data.dtype)
 
 
 def gelu_tanh(data):
