@@ -64,13 +64,21 @@ def for_storage(op, out_sinfo, arg_sinfos, kernel=None):
     return in_float32(kernel, result_dtypes(out_sinfo))
 
 
+# The one op whose torch kernel on bfloat16 is a single ATen call accumulating in float32 and rounding once
+# (what in_float32 computes, up to the order of the sums), and where the dtype's speed matters most.
+TORCH_BFLOAT16_NATIVE = frozenset({"relax.matmul"})
+
+
 def widened_on_torch(op, out_sinfo, arg_sinfos) -> bool:
-    """Whether the torch backend runs a call through in_float32: torch computes bfloat16 itself (in float,
-    rounding each result once, as in_float32 does) but only stores float8."""
+    """Whether the torch backend runs a call through in_float32, as the NumPy executor runs every call on
+    these dtypes: torch only stores float8, and its bfloat16 kernels that are several ATen calls (norms,
+    attention, resize, gelu_tanh, ...) would round between them."""
     found: list = []
     for s in (out_sinfo, *arg_sinfos):
         _dtypes(s, found)
-    return any(d.startswith("float8") for d in found) and in_storage(op, out_sinfo, arg_sinfos) is not None
+    if not any(is_extension(d) for d in found) or in_storage(op, out_sinfo, arg_sinfos) is None:
+        return False
+    return any(d.startswith("float8") for d in found) or getattr(op, "name", None) not in TORCH_BFLOAT16_NATIVE
 
 
 def result_dtypes(sinfo):

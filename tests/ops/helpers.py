@@ -292,3 +292,24 @@ def assert_round_trips_and_tvm_reads(case: OpCase) -> None:
     assert back.script() == text
     if case.tvm:
         need("tvm.script").from_source(text)
+
+
+def in_dtype(case: OpCase, dtype: str) -> OpCase:
+    """The case with every float32 tensor (inputs and dtype attributes) in `dtype` (bfloat16, float8, ...)."""
+
+    def conv(i):
+        if isinstance(i, list):
+            return [conv(x) for x in i]
+        if isinstance(i, TensorStructInfo) and i.dtype == "float32":
+            return TensorStructInfo(i.shape, dtype, i.ndim)
+        return i
+
+    attrs = {k: (dtype if v == "float32" else v) for k, v in case.attrs.items()}
+    return replace(case, inputs=[conv(i) for i in case.inputs], attrs=attrs, name=f"{case.name}-{dtype}")
+
+
+def float_cases() -> list[OpCase]:
+    """The static cases of pure ops with a float32 input."""
+    from ops.all_cases import ALL_CASES
+
+    return [c for c in ALL_CASES if c.is_static and any(s.dtype == "float32" for s in c.param_sinfo()) and c.opdef.pure]

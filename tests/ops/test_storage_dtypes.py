@@ -10,11 +10,10 @@ float32 additions differs, hence the one-ulp tolerance for reductions and transc
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 import numpy as np
 import pytest
-from ops.all_cases import ALL_CASES
+from ops.helpers import float_cases, in_dtype
 from optional import need
 
 import retrograd
@@ -26,23 +25,7 @@ from retrograd.passes import parse_pipeline
 STORAGE = ("bfloat16", "float8_e4m3fn", "float8_e5m2")
 
 
-def _swap(case, dtype):
-    def conv(i):
-        if isinstance(i, list):
-            return [conv(x) for x in i]
-        if isinstance(i, TensorStructInfo) and i.dtype == "float32":
-            return TensorStructInfo(i.shape, dtype, i.ndim)
-        return i
-
-    attrs = {k: (dtype if v == "float32" else v) for k, v in case.attrs.items()}
-    return replace(case, inputs=[conv(i) for i in case.inputs], attrs=attrs, name=f"{case.name}-{dtype}")
-
-
-def _float_cases():
-    return [c for c in ALL_CASES if c.is_static and any(s.dtype == "float32" for s in c.param_sinfo()) and c.opdef.pure]
-
-
-CASES = _float_cases()
+CASES = float_cases()
 
 
 def _leaves(value, sinfo):
@@ -62,7 +45,7 @@ def test_every_op_rounds_its_float32_result_to_the_storage_dtype(dtype, chunk):
     need("ml_dtypes")
     checked, problems = 0, []
     for case in CASES[chunk::4]:
-        low = _swap(case, dtype)
+        low = in_dtype(case, dtype)
         try:
             mod = low.build()
         except DiagnosticError:
@@ -102,7 +85,7 @@ def test_every_op_rounds_its_float32_result_to_the_storage_dtype(dtype, chunk):
 
 def test_the_cases_cover_the_float_ops_of_the_registry():
     need("ml_dtypes")
-    ops = {_swap(c, "bfloat16").op for c in CASES}
+    ops = {in_dtype(c, "bfloat16").op for c in CASES}
     assert {"relax.add", "relax.matmul", "relax.nn.conv2d", "relax.sum", "relax.nn.softmax", "relax.astype"} <= ops | {"relax.astype"}
 
 

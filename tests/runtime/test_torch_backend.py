@@ -427,3 +427,56 @@ def main(x: R.Tensor((64, 8), "bfloat16"), k: R.Tensor((), "int64")) -> R.Tuple(
     assert set(np.unique(mask)) <= {0.0, 1.0} and 0 < mask.mean() < 1
     want = (x.astype(np.float32) * mask * np.float32(1 / (1 - rate))).astype(ml_dtypes.bfloat16)
     np.testing.assert_array_equal(ours[0].view(np.uint16), want.view(np.uint16))
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float8_e4m3fn", "float8_e5m2"])
+@pytest.mark.parametrize("chunk", range(2))
+def test_every_op_in_a_storage_dtype_computes_on_torch_as_on_numpy(dtype, chunk):
+    """Every float op case in bfloat16 / float8: the torch backend computes in float32 and rounds once, as
+    the NumPy executor does (docs/script_format.md), so the results have the same dtype, shape, NaN and
+    infinity positions, and values within 2 steps of the storage dtype (relative to max(|value|, 1% of the
+    largest): the float32 sums may run in another order)."""
+    need("torch")
+    need("ml_dtypes")
+    from ops.helpers import float_cases, in_dtype
+
+    step = 2.0 ** -7 if dtype == "bfloat16" else 2.0 ** -3 if dtype == "float8_e4m3fn" else 2.0 ** -2
+    checked, problems = 0, []
+    for case in float_cases()[chunk::2]:
+        low = in_dtype(case, dtype)
+        try:
+            mod = low.build()
+        except DiagnosticError:
+            continue  # the op does not type this dtype
+        swapped = [s.dtype == dtype for s in low.param_sinfo()]
+        values = [v.astype(dtype) if sw else v for v, sw in zip(case.make_inputs(seed=3), swapped)]
+        with np.errstate(all="ignore"):
+            try:
+                want = retrograd.build(mod)["main"](*values)
+            except DiagnosticError:
+                continue
+            got = retrograd.build(mod, backend="torch", numpy_outputs=True)["main"](*values)
+        checked += 1
+        for g, w in zip(_flat(got), _flat(want)):
+            g, w = np.asarray(g), np.asarray(w)
+            if g.dtype != w.dtype or g.shape != w.shape:
+                problems.append(f"{low.id}: {g.dtype}{g.shape}, the NumPy executor's {w.dtype}{w.shape}")
+                continue
+            if w.dtype.kind in "biu":
+                if not np.array_equal(g, w):
+                    problems.append(f"{low.id}: integers differ")
+                continue
+            gf, wf = g.astype(np.float64), w.astype(np.float64)
+            finite = np.isfinite(wf)
+            if not np.array_equal(np.isfinite(gf), finite) or not np.array_equal(gf[~finite], wf[~finite], equal_nan=True):
+                problems.append(f"{low.id}: NaN or infinity at other positions")
+            elif finite.any():
+                scale = np.maximum(np.abs(wf[finite]), 0.01 * np.abs(wf[finite]).max())
+                if (np.abs(gf[finite] - wf[finite]) > 2 * step * scale).any():
+                    problems.append(f"{low.id}: values differ by more than 2 steps of {dtype}")
+    assert not problems, "\n".join(problems[:20])
+    assert checked > 100
+
+
+def _flat(value):
+    return [x for v in value for x in _flat(v)] if isinstance(value, tuple | list) else [value]

@@ -97,7 +97,11 @@ def strided_slice(x, axes, begin, end, strides=None, assume_inbound=False):
             # where NumPy gives a view).
             out = out[(slice(None),) * a + (slice(idx[-1], idx[0] + 1, -s),)]
             flips.append(a)
-    return torch.flip(out, flips) if flips else out
+    if not flips:
+        return out
+    if out.dtype.itemsize == 1 and out.dtype.is_floating_point:  # float8: torch flips only its bits
+        return torch.flip(out.view(torch.uint8), flips).view(out.dtype)
+    return torch.flip(out, flips)
 
 
 def matmul(a, b, out_dtype=None):
