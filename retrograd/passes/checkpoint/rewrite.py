@@ -26,7 +26,7 @@ def _reads(expr) -> list:
 
 def rewrite(ex: Extraction, recompute) -> Function:
     """The function with `recompute[t]` (node ids, in order) recomputed just before stage t."""
-    func, sources, params = ex.func, ex.plan.sources, ex.params
+    func, sources, params = ex.plan.func, ex.plan.sources, ex.params
     if not any(recompute):
         return func
     latest: dict[int, Var] = {i: b.var for i, b in enumerate(ex.bindings) if i not in ex.transparent}
