@@ -36,15 +36,12 @@ def buffer_of(sinfo, what: str, span=None) -> tuple:
 
 @attrs.frozen(eq=False)
 class Extraction:
-    """The Problem and how its nodes map back to the function: bindings[i]: node i's binding; block_of[i]:
-    its block's index; node_of[r]: the node filling register r (None: none); transparent: bindings without
-    an instruction (aliases, tuples: their readers read the sources themselves); opaque: the Ifs and calls of
+    """The Problem and how its nodes map back to the function (node i: its plan's top-level binding i):
+    node_of[r]: the node filling register r (None: none); transparent: bindings without an instruction (aliases, tuples: their readers read the sources themselves); opaque: the Ifs and calls of
     other functions (what they hold inside is the exact model's: pass_.planning_problem)."""
 
     problem: Problem
     plan: Plan
-    bindings: tuple
-    block_of: tuple
     node_of: list
     transparent: frozenset
     opaque: frozenset
@@ -81,9 +78,7 @@ def extract(func: Function) -> Extraction:
         plan = plan_function("checkpoint", func)
     except UnsupportedError as err:
         raise PassError(err.message, err.span) from None
-    bindings = [b for block in func.body.blocks for b in block.bindings]
-    block_of = [bi for bi, block in enumerate(func.body.blocks) for _ in block.bindings]
-    n = len(bindings)
+    n = len(plan.names)
     node_of = [None] * plan.nregs  # by register: a list, not a dict (one entry a binding, held to the end)
     for ins in plan.block.ins:
         node_of[ins.out] = ins.binding
@@ -96,7 +91,7 @@ def extract(func: Function) -> Extraction:
     layout_of = lambda r: layouts[r] if r in layouts else buffer_of(sinfo_of.get(r), "")[1]  # noqa: E731
     for ins in plan.block.ins:
         i, var, sinfo = ins.binding, ins.var, ins.var.struct_info
-        what, span = f"binding '{var.name_hint}'", bindings[i].span
+        what, span = f"binding '{var.name_hint}'", ins.span
         if sinfo not in new:
             new[sinfo] = buffer_of(sinfo, what, span)
         (size, layout), root, part, kind, rec = new[sinfo], None, None, "other", True
@@ -140,8 +135,7 @@ def extract(func: Function) -> Extraction:
                       alias_of=alias_of, outputs=nodes_of([plan.block.result], node_of), inplace=inplace,
                       kinds=kinds, names=plan.names, fields=fields, field=field)
     transparent = frozenset(set(range(n)) - {ins.binding for ins in plan.block.ins})
-    return Extraction(problem, plan, tuple(bindings), tuple(block_of), node_of, transparent, frozenset(opaque),
-                      dict(plan.params))
+    return Extraction(problem, plan, node_of, transparent, frozenset(opaque), dict(plan.params))
 
 
 def _shared_layouts(call, out_sinfo, args):
