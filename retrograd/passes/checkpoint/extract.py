@@ -21,8 +21,8 @@ from retrograd.passes.checkpoint.problem import Problem
 
 
 def buffer_of(sinfo, what: str, span=None) -> tuple:
-    """(bytes, C-ordered layout(s)) of a new value with static struct info: a tuple's bytes add up, its layouts
-    nest (bottom-up with a stack: tuples nest to any depth); a non-tensor has 0 bytes and no layout."""
+    """(bytes, C-ordered layout(s)) of a new value with static struct info: a tuple's bytes add up, its
+    layouts nest (bottom-up with a stack: tuples nest to any depth); a non-tensor has 0 bytes, no layout."""
     if isinstance(sinfo, TupleStructInfo):
         return fold(sinfo, tuple_fields, lambda s, kids: (sum(k[0] for k in kids), tuple(k[1] for k in kids))
                     if isinstance(s, TupleStructInfo) else buffer_of(s, what, span))
@@ -37,8 +37,9 @@ def buffer_of(sinfo, what: str, span=None) -> tuple:
 @attrs.frozen(eq=False)
 class Extraction:
     """The Problem and how its nodes map back to the function (node i: its plan's top-level binding i):
-    node_of[r]: the node filling register r (None: none); transparent: bindings without an instruction (aliases, tuples: their readers read the sources themselves); opaque: the Ifs and calls of
-    other functions (what they hold inside is the exact model's: pass_.planning_problem)."""
+    node_of[r]: the node filling register r (None: none); transparent: bindings without an instruction
+    (aliases, tuples: their readers read the sources themselves); opaque: the Ifs and calls of other
+    functions (what they hold inside is the exact model's: pass_.planning_problem)."""
 
     problem: Problem
     plan: Plan
@@ -86,7 +87,7 @@ def extract(func: Function) -> Extraction:
     sizes, costs, deps, alias_of, inplace = [0] * n, [0.0] * n, [()] * n, [None] * n, [()] * n
     recomputable, kinds, fields, field = [True] * n, ["view"] * n, [()] * n, [None] * n
     # layouts: register -> Layout (a tuple of them for a tuple; None: not an array; parameters' and constants':
-    # C order); new: struct info -> (bytes, C-ordered layout(s)); owns[i]: node i's buffer may be written over.
+    # C order); new: struct info -> (bytes, C-ordered layout(s)); owns[i]: node i's buffer may be reused.
     layouts, new, owns, opaque = {}, {}, [False] * n, set()
     layout_of = lambda r: layouts[r] if r in layouts else buffer_of(sinfo_of.get(r), "")[1]  # noqa: E731
     for ins in plan.block.ins:
