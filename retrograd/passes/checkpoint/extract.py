@@ -3,15 +3,12 @@ top-level binding, its instruction's reads as deps, sized and costed from struct
 
 from __future__ import annotations
 
-from math import prod
-
 import attrs
 
 from retrograd.analysis.layout import Fresh, Layout, Same, c_layout, results
 from retrograd.analysis.liveness import inplace_positions
 from retrograd.analysis.plan import Plan, fold_source, plan_function
 from retrograd.errors import PassError, UnsupportedError
-from retrograd.ir.dtypes import itemsize
 from retrograd.ir.expr import Function, Tuple
 from retrograd.ir.nested import fold, tuple_leaves
 from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, tuple_fields
