@@ -3,15 +3,12 @@ top-level binding, its instruction's reads as deps, sized and costed from struct
 
 from __future__ import annotations
 
-from math import prod
-
 import attrs
 
 from retrograd.analysis.layout import Fresh, Layout, Same, c_layout, results
 from retrograd.analysis.liveness import inplace_positions
 from retrograd.analysis.plan import Plan, fold_source, plan_function
 from retrograd.errors import PassError, UnsupportedError
-from retrograd.ir.dtypes import itemsize
 from retrograd.ir.expr import Function, Tuple
 from retrograd.ir.nested import fold, tuple_leaves
 from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, tuple_fields
@@ -20,30 +17,29 @@ from retrograd.ops.cost import DEFAULT as DEFAULT_COST
 from retrograd.passes.checkpoint.problem import Problem
 
 
-def static_bytes(sinfo, what: str, span=None) -> int:
-    """Bytes of a value with static struct info (prod(shape) * itemsize; tuples add up; non-tensors 0)."""
-    if isinstance(sinfo, TensorStructInfo):
-        if sinfo.shape is None or not all(isinstance(d, int) for d in sinfo.shape) or not sinfo.dtype:
-            raise PassError(f"checkpoint: {what} has struct info {format_sinfo(sinfo, brief=True)}; planning "
-                            "needs static shapes and dtypes", span)
-        return prod(sinfo.shape) * itemsize(sinfo.dtype)
-    if isinstance(sinfo, TupleStructInfo):  # bottom-up with a stack: tuples nest to any depth
-        return fold(sinfo, tuple_fields, lambda s, sizes: sum(sizes) if isinstance(s, TupleStructInfo) else static_bytes(s, what, span))
-    return 0
+def buffer_of(sinfo, what: str, span=None) -> tuple:
+    """(bytes, C-ordered layout(s)) of a new value with static struct info: a tuple's bytes add up, its
+    layouts nest (bottom-up with a stack: tuples nest to any depth); a non-tensor has 0 bytes, no layout."""
+    if isinstance(sinfo, TupleStructInfo):
+        return fold(sinfo, tuple_fields, lambda s, kids: (sum(k[0] for k in kids), tuple(k[1] for k in kids))
+                    if isinstance(s, TupleStructInfo) else buffer_of(s, what, span))
+    if not isinstance(sinfo, TensorStructInfo):
+        return 0, None
+    if not sinfo.is_static or not sinfo.dtype:
+        raise PassError(f"checkpoint: {what} has struct info {format_sinfo(sinfo, brief=True)}; planning "
+                        "needs static shapes and dtypes", span)
+    return c_layout(tuple(sinfo.shape), sinfo.dtype)
 
 
 @attrs.frozen(eq=False)
 class Extraction:
-    """The Problem and how its nodes map back to the function: bindings[i]: node i's binding; block_of[i]:
-    its block's index; node_of[r]: the node filling register r (None: none); transparent: bindings without
-    an instruction (aliases, tuples: their readers read the sources themselves); opaque: the Ifs and calls of
-    other functions (what they hold inside is the exact model's: pass_.planning_problem)."""
+    """The Problem and how its nodes map back to the function (node i: its plan's top-level binding i):
+    node_of[r]: the node filling register r (None: none); transparent: bindings without an instruction
+    (aliases, tuples: their readers read the sources themselves); opaque: the Ifs and calls of other
+    functions (what they hold inside is the exact model's: pass_.planning_problem)."""
 
     problem: Problem
-    func: Function
     plan: Plan
-    bindings: tuple
-    block_of: tuple
     node_of: list
     transparent: frozenset
     opaque: frozenset
@@ -75,14 +71,12 @@ def nodes_of(srcs, node_of: list) -> list[int]:
 def extract(func: Function) -> Extraction:
     """Nodes, sizes, costs, deps, aliases and in-place rights of `func`'s top-level bindings; whether a result
     shares an argument's buffer, with which strides, by the memory model's rules (analysis/layout.py)."""
-    pinned = sum(static_bytes(p.struct_info, f"parameter '{p.name_hint}'", p.span) for p in func.params)
+    pinned = sum(buffer_of(p.struct_info, f"parameter '{p.name_hint}'", p.span)[0] for p in func.params)
     try:
         plan = plan_function("checkpoint", func)
     except UnsupportedError as err:
         raise PassError(err.message, err.span) from None
-    bindings = [b for block in func.body.blocks for b in block.bindings]
-    block_of = [bi for bi, block in enumerate(func.body.blocks) for _ in block.bindings]
-    n = len(bindings)
+    n = len(plan.names)
     node_of = [None] * plan.nregs  # by register: a list, not a dict (one entry a binding, held to the end)
     for ins in plan.block.ins:
         node_of[ins.out] = ins.binding
@@ -90,16 +84,16 @@ def extract(func: Function) -> Extraction:
     sizes, costs, deps, alias_of, inplace = [0] * n, [0.0] * n, [()] * n, [None] * n, [()] * n
     recomputable, kinds, fields, field = [True] * n, ["view"] * n, [()] * n, [None] * n
     # layouts: register -> Layout (a tuple of them for a tuple; None: not an array; parameters' and constants':
-    # C order); c_order: struct info -> its C-ordered layout(s); owns[i]: node i's buffer may be written over.
-    layouts, c_order, candidates, owns, opaque = {}, {}, {}, [False] * n, set()
-    layout_of = lambda r: layouts[r] if r in layouts else _fresh_layout(sinfo_of.get(r))  # noqa: E731
+    # C order); new: struct info -> (bytes, C-ordered layout(s)); owns[i]: node i's buffer may be reused.
+    layouts, new, owns, opaque = {}, {}, [False] * n, set()
+    layout_of = lambda r: layouts[r] if r in layouts else buffer_of(sinfo_of.get(r), "")[1]  # noqa: E731
     for ins in plan.block.ins:
         i, var, sinfo = ins.binding, ins.var, ins.var.struct_info
-        what, span = f"binding '{var.name_hint}'", bindings[i].span
-        size = static_bytes(sinfo, what, span)
-        if sinfo not in c_order:
-            c_order[sinfo] = _fresh_layout(sinfo)
-        layout, root, part, kind, cost, rec = c_order[sinfo], None, None, "other", float(size), True
+        what, span = f"binding '{var.name_hint}'", ins.span
+        if sinfo not in new:
+            new[sinfo] = buffer_of(sinfo, what, span)
+        (size, layout), root, part, kind, rec = new[sinfo], None, None, "other", True
+        cost = float(size)
         srcs = [ins.srcs[0], *sorted(ins.reads)] if ins.kind == "if" else ins.srcs
         deps[i] = tuple(nodes_of(srcs, node_of))
         if ins.kind == "item":
@@ -121,7 +115,7 @@ def extract(func: Function) -> Extraction:
                 root = node_of[ins.srcs[0]] if type(ins.srcs[0]) is int else None
                 part = None if root is None else field[root]
             else:
-                inplace[i] = _inplace(ins, deps[i], node_of, plan, owns, candidates)
+                inplace[i] = _inplace(ins, deps[i], node_of, plan, owns)
         else:
             rec = False  # an If, a call of another function
             opaque.add(i)
@@ -134,22 +128,12 @@ def extract(func: Function) -> Extraction:
         fresh = size > 0 and root is None and ins.kind == "op"
         owns[i] = fresh or (root is not None and owns[root] and (not isinstance(layout, Layout) or layout.writeable))
         if root is None and size > 0 and isinstance(sinfo, TupleStructInfo):
-            fields[i] = tuple(static_bytes(f, what, span) for f in sinfo.fields)
+            fields[i] = tuple(buffer_of(f, what, span)[0] for f in sinfo.fields)
     problem = Problem(sizes=sizes, costs=costs, deps=deps, recomputable=recomputable, pinned_bytes=pinned,
                       alias_of=alias_of, outputs=nodes_of([plan.block.result], node_of), inplace=inplace,
                       kinds=kinds, names=plan.names, fields=fields, field=field)
     transparent = frozenset(set(range(n)) - {ins.binding for ins in plan.block.ins})
-    return Extraction(problem, func, plan, tuple(bindings), tuple(block_of), node_of, transparent, frozenset(opaque),
-                      dict(plan.params))
-
-
-def _fresh_layout(sinfo):
-    """The C-ordered layout(s) of a new value with this struct info (None for non-tensors)."""
-    if isinstance(sinfo, TensorStructInfo) and sinfo.shape is not None and sinfo.dtype:
-        return c_layout(tuple(sinfo.shape), sinfo.dtype)[1]
-    if isinstance(sinfo, TupleStructInfo):
-        return fold(sinfo, tuple_fields, lambda s, kids: tuple(kids) if isinstance(s, TupleStructInfo) else _fresh_layout(s))
-    return None
+    return Extraction(problem, plan, node_of, transparent, frozenset(opaque), dict(plan.params))
 
 
 def _shared_layouts(call, out_sinfo, args):
@@ -166,16 +150,10 @@ def _shared_layouts(call, out_sinfo, args):
     return outs if isinstance(out_sinfo, TupleStructInfo) else outs[0]
 
 
-def _inplace(ins, deps: tuple, node_of: list, plan: Plan, owns: list, memo: dict) -> tuple:
-    """Positions in deps whose buffer the executor may reuse for the result (see runtime/inplace.py).
-    `memo`: the op's candidates by struct infos, for this function (a long adjoint repeats a few)."""
-    call, sinfo = ins.call, ins.var.struct_info
-    # What inplace_positions reads: the struct infos, and whether every source is a register.
-    key = (call.op, *(getattr(a, "struct_info", None) for a in call.args), sinfo, all(type(s) is int for s in ins.srcs))
-    if key not in memo:
-        memo[key] = inplace_positions(call, ins.srcs, sinfo)
+def _inplace(ins, deps: tuple, node_of: list, plan: Plan, owns: list) -> tuple:
+    """Positions in deps whose buffer the executor may reuse for the result (see runtime/inplace.py)."""
     out: dict[int, None] = {}  # positions in deps, each once, in order
-    for p in memo[key]:
+    for p in inplace_positions(ins.call, ins.srcs, ins.var.struct_info):
         node = node_of[ins.srcs[p]]
         if node is not None and owns[node]:
             out[deps.index(node)] = None

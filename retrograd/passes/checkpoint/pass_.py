@@ -121,29 +121,25 @@ class InfeasibleBudgetError(PassError):
         self.least_feasible = least_feasible
 
 
-def _options(budget, policy: str):
-    """(Budget | None, policy), checked once per entry point; OptionError naming the option otherwise."""
-    if policy not in POLICIES:
-        raise OptionError("policy", f"unknown policy {policy!r} (policies: {', '.join(POLICIES)})")
-    try:
-        return parse_budget(budget), policy
-    except ValueError as err:
-        raise OptionError("budget", str(err)) from None
-
-
 @module_pass(name="checkpoint", aliases={"func": "func_name"})
 class Checkpoint:
     """Recompute values of `func_name` instead of keeping them, so that its peak of live bytes fits `budget`
     (as `parse_budget` reads it; None: no limit). policy: "budget" (least recomputation cost within the
     budget), "sqrt" (Chen et al. 2016 segments), "cheap" (recompute only pointwise ops, views, reductions).
-    The options are frozen; the report goes to each PassContext instrument with a `plan_report` hook."""
+    The options are frozen, checked here once (OptionError naming the option); the report goes to each
+    PassContext instrument with a `plan_report` hook."""
 
     def __init__(self, func_name: str, budget: int | str | None = None, policy: str = "budget"):
-        self.budget, self.policy = _options(budget, policy)
-        self.func_name = func_name
+        if policy not in POLICIES:
+            raise OptionError("policy", f"unknown policy {policy!r} (policies: {', '.join(POLICIES)})")
+        try:
+            self.budget = parse_budget(budget)
+        except ValueError as err:
+            raise OptionError("budget", str(err)) from None
+        self.func_name, self.policy = func_name, policy
 
     def transform_module(self, mod: IRModule, ctx=None) -> IRModule:
-        new_mod, report = _plan(mod, self.func_name, self.budget, self.policy)
+        new_mod, report = _plan(mod, self)
         for inst in getattr(ctx, "instruments", ()):
             hook(inst, "plan_report")(report)
         return new_mod
@@ -152,13 +148,14 @@ class Checkpoint:
 def plan_checkpoint(mod: IRModule, func_name: str, budget=None, policy: str = "budget") -> tuple[IRModule, PlanReport]:
     """(module with `func_name` rewritten, report). Errors are PassErrors; the input module is unchanged."""
     try:
-        parsed, policy = _options(budget, policy)
+        checkpoint = Checkpoint(func_name, budget, policy)
     except OptionError as err:
         raise PassError(f"checkpoint: {err}").about_option(err.option) from None
-    return _plan(mod, func_name, parsed, policy)
+    return _plan(mod, checkpoint)
 
 
-def _plan(mod: IRModule, func_name: str, parsed, policy: str) -> tuple[IRModule, PlanReport]:
+def _plan(mod: IRModule, options: Checkpoint) -> tuple[IRModule, PlanReport]:
+    func_name, parsed, policy = options.func_name, options.budget, options.policy
     func = mod[func_name] if func_name in mod else None
     if not isinstance(func, Function):
         names = [name for name, f in mod.items() if isinstance(f, Function)]

@@ -26,17 +26,19 @@ def _reads(expr) -> list:
 
 def rewrite(ex: Extraction, recompute) -> Function:
     """The function with `recompute[t]` (node ids, in order) recomputed just before stage t."""
-    func, sources, params = ex.func, ex.plan.sources, ex.params
+    func, sources, params = ex.plan.func, ex.plan.sources, ex.params
     if not any(recompute):
         return func
-    latest: dict[int, Var] = {i: b.var for i, b in enumerate(ex.bindings) if i not in ex.transparent}
+    bindings = [b for block in func.body.blocks for b in block.bindings]  # node i: bindings[i]
+    block_of = [bi for bi, block in enumerate(func.body.blocks) for _ in block.bindings]
+    latest: dict[int, Var] = {i: b.var for i, b in enumerate(bindings) if i not in ex.transparent}
     ev = events(ex.problem, Schedule(recompute))
     if isinstance(ev, str):
         raise ValueError(f"invalid schedule: {ev}")
     nodes, stages, _, last_use = ev
     stage_event = {t: e for e, (v, t) in enumerate(zip(nodes, stages)) if v == t}
     # exits[t]: recomputed nodes whose new instance is read at or after stage t (it leaves the group).
-    exits: list[set] = [set() for _ in ex.bindings]
+    exits: list[set] = [set() for _ in bindings]
     for e, (v, t) in enumerate(zip(nodes, stages)):
         if v != t and last_use[e] >= stage_event[t]:
             exits[t].add(v)
@@ -45,25 +47,25 @@ def rewrite(ex: Extraction, recompute) -> Function:
     def substituted(value, node_var, param_var=None):
         return copy_expr(value, {v: ex.expr(sources[v], node_var, param_var) for v in _reads(value)})
 
-    for t, binding in enumerate(ex.bindings):
-        out, group = emitted[ex.block_of[t]], recompute[t] if t < len(recompute) else ()
+    for t, binding in enumerate(bindings):
+        out, group = emitted[block_of[t]], recompute[t] if t < len(recompute) else ()
         if group:
             inputs, members = {}, set(group)
             for v in group:
-                for src in map(sources.__getitem__, _reads(ex.bindings[v].value)):
+                for src in map(sources.__getitem__, _reads(bindings[v].value)):
                     for reg in (src,) if type(src) is int else tuple_leaves(src):
                         if reg in params:
                             inputs.setdefault(params[reg], params[reg])
                     for u in nodes_of([src], ex.node_of):
                         if u not in members:
                             inputs.setdefault(u, latest[u])
-            cls = DataflowVar if isinstance(func.body.blocks[ex.block_of[t]], DataflowBlock) else Var
+            cls = DataflowVar if isinstance(func.body.blocks[block_of[t]], DataflowBlock) else Var
 
             def emit(name, value, out=out, cls=cls):
                 out.append(VarBinding(cls(name, value.struct_info), value))
                 return out[-1].var
 
-            group_of = [(v, ex.bindings[v].var, ex.bindings[v].value) for v in group]
+            group_of = [(v, bindings[v].var, bindings[v].value) for v in group]
             local_value = lambda value, local: substituted(value, local.__getitem__, local.__getitem__)  # noqa
             latest.update(emit_recomputation(emit, inputs.items(), group_of, local_value, exits[t]))
         if t in ex.transparent:
