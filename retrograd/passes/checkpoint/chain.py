@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from itertools import accumulate
-from math import comb, gcd
+from math import comb, floor, gcd
 
 import numpy as np
 
@@ -121,31 +121,31 @@ def fewest_slots(L: int) -> int:
     return c
 
 
-def largest(problem: Problem, budget: int, make, guess: int, top: int, bottom: int = 1) -> tuple[int, Schedule | None]:
+def largest(problem: Problem, budget: int, make, guess: int, top: int, bottom: int = 1, per_x: float | None = None
+            ) -> tuple[int, Schedule | None]:
     """(the largest x in bottom..top whose plan make(x) fits `budget`, that plan), or (bottom - 1, None), the
-    peaks of the plans growing with x: a gallop from `guess`, then a bisection. A bottom over 1 (a long chain,
-    see MAX_REPEAT) is tried once, after the second x that does not fit (the budget's guess is usually one
-    off): when it does not fit either, no other does; when it does, the gallop goes on down."""
-    lo, hi, x, step, plans, misses = bottom - 1, top + 1, guess, 1, {}, 0
-
-    def fits(x):
-        plan = make(x)
-        if plan is not None and simulate(problem, plan, check=False).peak_bytes <= budget:
-            plans[x] = plan
-        return x in plans
-
+    peaks of the plans growing with x, about linearly (`per_x` bytes an x, when known): from `guess`, each
+    next x is a little past where the line through the last two peaks (the first: `per_x`, else a
+    neighbour) meets the budget, so that the x known to fit and not to soon close in from both sides, kept
+    between them; a bisection when that stops halving them."""
+    lo, hi, x, plans, last, widths = bottom - 1, top + 1, guess, {}, None, []
     while hi - lo > 1:
-        if not lo < x < hi:
+        if len(widths) > 2 and hi - lo > widths[-3] // 2 and bottom <= lo and hi <= top:
             x = (lo + hi) // 2
-        if fits(x):
-            lo, x = x, x + step
+        x = min(max(x, lo + 1), hi - 1)
+        widths.append(hi - lo)
+        plan = make(x)
+        peak = None if plan is None else simulate(problem, plan, check=False).peak_bytes
+        if peak is not None and peak <= budget:
+            lo, plans[x] = x, plan
         else:
-            hi, x, misses = x, x - step, misses + 1
-            if misses == 2 and lo < bottom < hi:
-                if not fits(bottom):
-                    return bottom - 1, None
-                lo = bottom
-        step *= 2
+            hi = x
+        slope = per_x if last is None else (peak - last[1]) / (x - last[0]) if peak is not None else 0
+        if peak is None or slope is not None and slope <= 0:
+            x, last = (lo + hi) // 2, None  # no line to follow: bisect
+            continue
+        step = -1 if slope is None and x == hi else 1 if slope is None else (budget - peak) / slope * 1.125
+        last, x = (x, peak), x + (max(1, int(step)) if x == lo else min(-1, floor(step)))
     return lo, plans.get(lo)
 
 
@@ -154,7 +154,7 @@ def revolve(problem: Problem, need: dict, budget: int) -> Schedule | None:
     # Peaks grow with c, by about one value a slot: start where the budget says.
     L, size = max(need) + 2, problem.sizes[0]
     guess = max(1, min(L, (budget - problem.pinned_bytes) // size - 1)) if size else L
-    c, plan = largest(problem, budget, lambda c: chain_schedule(need, c), guess, L, bottom=fewest_slots(L))
+    c, plan = largest(problem, budget, lambda c: chain_schedule(need, c), guess, L, fewest_slots(L), size)
     if plan is None:
         return None
     steps = revolve_steps(L, c - 1)

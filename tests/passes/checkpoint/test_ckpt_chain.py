@@ -110,3 +110,13 @@ def test_slot_search_finds_the_largest_fit_and_probes_little_near_the_guess(seed
         assert len(probes) == 2
     if fit < bottom and guess > bottom:
         assert len(probes) <= 3
+    # Peaks of a slope the caller knows, guesses wrongly or not at all, and staircases (the same peak over a
+    # run of x, as Revolve's plans give): the same answer as the scan, in few probes.
+    slope, width = rng.randint(1, 300), rng.randint(1, 50)
+    for per_x in (None, slope, slope * rng.choice([0.2, 5.0])):
+        for peak in (lambda x: slope * (x - fit), lambda x: slope * (x // width - fit // width)):
+            probes.clear()
+            found, plan = chain.largest(None, 0, lambda x: make(x) and peak(x), guess, top, bottom, per_x)
+            want = max([x for x in range(bottom, top + 1) if peak(x) <= 0], default=bottom - 1)
+            assert found == want and (plan is None) == (want < bottom), (per_x, found, want)
+            assert len(probes) <= 4 * top.bit_length() + 4
