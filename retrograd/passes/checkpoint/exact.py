@@ -109,9 +109,9 @@ class Model:
                     self.le(rows, 1, (1, out[-1]), (1, free_of[e]))
         return out
 
-    def solve(self, budget: int | None, minimize_peak: bool = False, peak_weight: float = 0.0):
+    def solve(self, budget: int | None, peak_weight: float = 0.0):
         """(schedule, objective) of the best plan, or None (infeasible or past the limits). The objective: the
-        extra cost plus peak_weight times the peak in units, or the peak alone when minimize_peak."""
+        extra cost plus peak_weight times the peak in units; without a budget, the peak alone (the least)."""
         if self.nvar > MAX_VARIABLES:
             return None
         import numpy as np
@@ -119,16 +119,16 @@ class Model:
         from scipy.sparse import coo_matrix
 
         peak, nv = self.nvar, self.nvar + 1  # the last variable: the peak in units, above the pinned bytes
-        cap = INF if budget is None else (budget - self.p.pinned_bytes) // self.unit
+        cap = sum(self.size) + 1 if budget is None else (budget - self.p.pinned_bytes) // self.unit
         if cap < 0:
             return None
         rows = self.rows + [({**row, peak: -1.0}, -INF, -const) for row, const in self.mem_rows]
         entries = [(r, v, c) for r, (row, _, _) in enumerate(rows) for v, c in row.items() if c]
         ri, ci, data = np.array(entries, dtype=float).reshape(-1, 3).T
         c, ub = np.zeros(nv), np.ones(nv)
-        c[list(self.R.values())] = 0.0 if minimize_peak else [self.p.costs[k] for _, k in self.R]
-        c[peak] = 1.0 if minimize_peak else peak_weight
-        ub[peak] = cap if cap != INF else sum(self.size) + 1
+        c[list(self.R.values())] = 0.0 if budget is None else [self.p.costs[k] for _, k in self.R]
+        c[peak] = 1.0 if budget is None else peak_weight
+        ub[peak] = cap
         matrix = coo_matrix((data, (ri.astype(int), ci.astype(int))), shape=(len(rows), nv)).tocsr()
         constraints = LinearConstraint(matrix, *zip(*((a, b) for _, a, b in rows)))
         options = {"node_limit": NODE_LIMIT, "mip_rel_gap": 1e-9, "presolve": True}
@@ -142,21 +142,14 @@ class Model:
                 per_stage.setdefault(t, []).append(k)
         return Schedule.from_lists(per_stage), float(res.fun)
 
-    def least_peak(self) -> tuple[int, Schedule] | None:
-        """(least peak of the model in bytes, a plan reaching it), or None when not solved within limits."""
-        res = self.solve(None, minimize_peak=True)
-        return None if res is None else (self.p.pinned_bytes + round(res[1]) * self.unit, res[0])
-
 
 def solve(problem: Problem, budget: int) -> Schedule | None:
-    """The least-cost plan within `budget`, else the least-peak plan when it fits. With costs multiples of
-    one unit (FLOPs are), cost / unit + peak / (peak bound + 1) breaks cost ties towards the lower peak."""
+    """The least-cost plan within `budget` (None past the limits: policies.solve then takes the least plan when
+    it fits). With costs multiples of one unit (FLOPs are), cost / unit + peak / (peak bound + 1) breaks cost
+    ties towards the lower peak."""
     m = Model(problem)
     costs = [c for c, r in zip(problem.costs, problem.recomputable) if r]
     whole = all(c == int(c) and c <= 2**52 for c in costs)
     g, bound = (gcd(*map(int, costs)) if whole else 0) or 1, (budget - problem.pinned_bytes) // m.unit + 1
     res = m.solve(budget, peak_weight=g / bound if whole and bound * sum(costs) / g < 1e9 else 0.0)
-    if res is None:
-        least = m.least_peak()
-        return least[1] if least is not None and least[0] <= budget else None
-    return res[0]
+    return None if res is None else res[0]

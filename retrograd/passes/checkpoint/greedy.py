@@ -47,22 +47,18 @@ class Planner:
 
     def closure(self, v: int, b: int, dropped, have: set, out: list) -> bool:
         """Add to `out` (and `have`) what recomputing v before stage b needs; False when impossible."""
-        stack = [(v, False)]
+        stack = [v]
         while stack:
-            x, expanded = stack.pop()
-            if x in have:
-                continue
-            if expanded:
-                have.add(x)
-                out.append(x)
+            if (x := stack.pop()) in have:
                 continue
             if not self.allowed[x] or (self.single and x != v):
                 return False
-            stack.append((x, True))
+            have.add(x)
+            out.append(x)
             for d in self.p.deps[x]:
                 k = self.gap(d, b)  # not live at b (nor recomputed there for node b itself):
                 if d not in have and (not k or (self.points[d][k] != b and (d, k) in dropped)):
-                    stack.append((d, False))
+                    stack.append(d)
         return True
 
     def build(self, dropped, at=None) -> Schedule | None:
@@ -190,36 +186,27 @@ class Planner:
                 self.state = new
 
 
-def descend(problem: Problem, budget: int, light) -> tuple[Schedule, Simulation] | None:
-    """(schedule, simulation) of the first plan that fits of the descent recomputing the `light` nodes
-    first, then every recomputable one; None when none fits."""
-    pl = Planner(problem, light)
-    for allowed in (light, problem.recomputable):
-        if pl.sim.peak_bytes > budget:
+def descend(problem: Problem, budget: int | None, light, single=False) -> tuple[Schedule, Simulation] | None:
+    """(schedule, simulation) of the descent recomputing the `light` nodes first, then every recomputable one
+    (`single`: the light ones alone, each from values live where it is needed): its first plan within
+    `budget` (None when none is), or without a budget the plan of lowest peak (the first reaching it)."""
+    pl = Planner(problem, light, single)
+    best = pl.state
+    for allowed in (light,) if single else (light, problem.recomputable):
+        if budget is None or pl.sim.peak_bytes > budget:
             pl.allowed = allowed
-            while pl.sim.peak_bytes > budget and pl.step():
-                pass
-    if pl.sim.peak_bytes > budget:
+            while (budget is None or pl.sim.peak_bytes > budget) and pl.step():
+                best = pl.state if pl.sim.peak_bytes < best[2].peak_bytes else best
+    pl.state = best
+    if budget is not None and pl.sim.peak_bytes > budget:
         return None
-    if problem.n <= BATCH_NODES:
+    if budget is not None and problem.n <= BATCH_NODES:
         # Ties go to the lower peak: steps that add no cost are taken while they lower it.
-        best = pl.state
         while pl.step() and pl.sim.extra_cost <= best[2].extra_cost:
             best = pl.state if pl.sim.peak_bytes < best[2].peak_bytes else best
         pl.state = best
         pl.prune(pl.sim.peak_bytes)
     return pl.state[1:]
-
-
-def least_peak(problem: Problem, allowed, single: bool = False, then=None) -> tuple[Schedule, Simulation]:
-    """The plan of the descent with the lowest peak (the first one reaching it), recomputing the
-    `allowed` nodes, then the `then` ones."""
-    pl = Planner(problem, allowed, single)
-    best = pl.state
-    for pl.allowed in (allowed, then) if then is not None else (allowed,):
-        while pl.step():
-            best = pl.state if pl.sim.peak_bytes < best[2].peak_bytes else best
-    return best[1:]
 
 
 def idle_across_peak(pl: Planner) -> list[tuple[int, int]]:

@@ -66,7 +66,7 @@ def remat(problem: Problem, saved) -> Schedule:
 POLICIES = {
     "budget": lambda problem: Schedule(),  # without a budget
     "sqrt": lambda problem: remat(problem, sqrt_saved),
-    "cheap": lambda problem: greedy.least_peak(problem, of_kinds(problem, CHEAP_KINDS), single=True)[0],
+    "cheap": lambda problem: greedy.descend(problem, None, of_kinds(problem, CHEAP_KINDS), single=True)[0],
 }
 
 
@@ -141,12 +141,12 @@ def least_plan(problem: Problem) -> tuple[int, Schedule | None]:
     """(least peak, a plan reaching it), simulated: the MILP's on small problems without aliases, else the
     peak of the plan for the lowest peak of the plans tried (on long chains, see chain.MAX_REPEAT)."""
     found = chain.detect(problem)
-    best = [greedy.least_peak(problem, of_kinds(problem, LIGHT_KINDS), then=problem.recomputable)[1].peak_bytes]
+    best = [greedy.descend(problem, None, of_kinds(problem, LIGHT_KINDS))[1].peak_bytes]
     exact_too = use_exact(problem, found) and lower_bound(problem) < best[0]
-    least = exact.Model(problem).least_peak() if exact_too else None
+    least = exact.Model(problem).solve(None) if exact_too else None
     if least is not None and all(a is None for a in problem.alias_of):
-        return simulate(problem, least[1], check=False).peak_bytes, least[1]  # the model's memory is the simulator's
-    best += [simulate(problem, least[1]).peak_bytes] if least is not None else []
+        return simulate(problem, least[0], check=False).peak_bytes, least[0]  # the model's memory is the simulator's
+    best += [simulate(problem, least[0]).peak_bytes] if least is not None else []
     if found and chain.uniform(problem, found):
         fewest = chain.chain_schedule(found, chain.fewest_slots(max(found) + 2))
         best.append(simulate(problem, fewest, check=False).peak_bytes)
