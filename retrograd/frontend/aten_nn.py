@@ -140,7 +140,8 @@ def _adaptive_max(cx, a):
     return (y if batched else R.squeeze(cx.emit(y), axis=[0])), None
 
 
-@op("adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "_adaptive_avg_pool2d")
+@op("adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "_adaptive_avg_pool2d",
+    "_adaptive_avg_pool3d")
 def _adaptive(cx, a):
     x = a["self"]
     k = len(a["output_size"])
