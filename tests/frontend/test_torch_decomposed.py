@@ -5,6 +5,7 @@ and input gradients equal PyTorch's."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 import retrograd
 from retrograd.passes import Gradient
@@ -46,3 +47,33 @@ def test_adaptive_avg_pool3d_and_empty_strided_after_decomposition():
 
     x = torch.randn(1, 2, 4, 5, 7, dtype=torch.float64)
     _decomposed_vs_torch(M(), (x,), expect_ops=("_adaptive_avg_pool3d", "empty_strided"))
+
+
+def test_max_pool_after_decomposition_is_max_pool_with_indices():
+    """run_decompositions() writes max_pool2d as max_pool2d_with_indices (every ResNet's stem): its values
+    import; ties between window elements are avoided (PyTorch sends the gradient to the first maximum)."""
+    torch = need("torch")
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            y = torch.nn.functional.max_pool2d(x, 3, stride=2, padding=1)
+            return torch.nn.functional.max_pool3d(y.unsqueeze(1), (1, 2, 2), ceil_mode=True).squeeze(1) * 2.0
+
+    x = torch.randn(2, 3, 9, 8, dtype=torch.float64)
+    _decomposed_vs_torch(M(), (x,), expect_ops=("max_pool2d_with_indices", "max_pool3d_with_indices"))
+
+
+def test_reading_max_pool_indices_is_a_clear_error():
+    torch = need("torch")
+    from retrograd.errors import UnsupportedError
+    from retrograd.frontend import from_torch
+
+    class M(torch.nn.Module):
+        def forward(self, x):
+            y, idx = torch.nn.functional.max_pool2d(x, 2, return_indices=True)
+            return y + idx.to(x.dtype)
+
+    with pytest.raises(UnsupportedError) as info:
+        from_torch(M(), (torch.randn(1, 2, 4, 4),))
+    msg = str(info.value)
+    assert "max pooling's indices" in msg and "fx node 'max_pool2d_with_indices_1'" not in msg and "read by fx node" in msg
