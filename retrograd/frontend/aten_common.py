@@ -115,7 +115,12 @@ class Converter:
         if hasattr(arg, "op") and hasattr(arg, "users"):  # an fx Node
             if arg not in self.env:
                 raise UnsupportedError(f"from_exported_program: fx node '{arg.name}' is used before it is defined")
-            return self.env[arg]
+            value = self.env[arg]
+            if value is None:
+                raise UnsupportedError(f"from_exported_program: fx node '{arg.name}' is an output retrograd does not "
+                                       f"compute (max pooling's indices: export without return_indices)"
+                                       f"{'' if self.node is None else f', read by fx node {self.node.name!r}'}")
+            return value
         if isinstance(arg, list | tuple):
             return [self.value(a) for a in arg]
         if type(arg).__name__ in ("SymInt",):

@@ -24,8 +24,9 @@ def _fill(cx, value):
     return R.full(cx.out_shape(), cx.tensor(value, dt), dtype=dt)
 
 
+# A fresh tensor's strides (empty_strided, what run_decompositions makes of empty) change no value.
 TABLE["zeros"] = TABLE["new_zeros"] = TABLE["zeros_like"] = TABLE["empty"] = TABLE["new_empty"] = \
-    TABLE["empty_like"] = lambda cx, a: _fill(cx, 0)
+    TABLE["empty_like"] = TABLE["empty_strided"] = TABLE["new_empty_strided"] = lambda cx, a: _fill(cx, 0)
 TABLE["ones"] = TABLE["new_ones"] = TABLE["ones_like"] = lambda cx, a: _fill(cx, 1)
 TABLE["full"] = TABLE["new_full"] = TABLE["full_like"] = lambda cx, a: _fill(cx, a["fill_value"])
 TABLE["scalar_tensor"] = lambda cx, a: cx.tensor(a["s"], cx.out_dtype())

@@ -112,9 +112,9 @@ def _pool(cx, a, kind):
                  count_include_pad=bool(a["count_include_pad"]), layout=layout)
     if not batched:
         y = R.squeeze(cx.emit(y), axis=[0])
-    if name.endswith("with_indices"):
-        raise UnsupportedError("max pooling's indices (max_pool*_with_indices); export without return_indices")
-    return y
+    # run_decompositions() writes every max_pool2d as max_pool2d_with_indices: the values are computed, the
+    # indices have no value (Converter.value names the node that reads them).
+    return (y, None) if name.endswith("with_indices") else y
 
 
 TABLE["max_pool1d"] = TABLE["max_pool2d"] = TABLE["max_pool3d"] = lambda cx, a: _pool(cx, a, "max")
@@ -140,7 +140,8 @@ def _adaptive_max(cx, a):
     return (y if batched else R.squeeze(cx.emit(y), axis=[0])), None
 
 
-@op("adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "_adaptive_avg_pool2d")
+@op("adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "_adaptive_avg_pool2d",
+    "_adaptive_avg_pool3d")
 def _adaptive(cx, a):
     x = a["self"]
     k = len(a["output_size"])

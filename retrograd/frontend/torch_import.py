@@ -235,6 +235,7 @@ class _Importer:
 
     def outputs(self, output) -> list:
         cx, sig = self.cx, self.ep.graph_signature
+        cx.node = None  # what reads the values now is the program's output
         values = output.args[0]
         user, mutated = [], {}
         for spec, v in zip(sig.output_specs, values):

@@ -72,6 +72,7 @@ def setup_trainer(mod: IRModule, loss: Loss | None, optimizer: Optimizer, checkp
         raise TrainingError(f"'{name}' has no parameter to train: its {len(backbone.params)} parameters are all inputs")
     trained = list(range(n_in, n_in + n_param))
     params = [loss_func.params[i] for i in trained]
+    _check_trainable(name, params, n_in)
     sparse_idx = _sparse_indices(params, trained, sparse or [])
     trained_loss = "backbone_loss"
     if with_key:
@@ -138,6 +139,18 @@ def _backbone_name(mod: IRModule, func: str | None) -> str:
     if len(names) != 1:
         raise TrainingError(f"name the backbone with func= (functions: {', '.join(names) or 'none'})")
     return names[0]
+
+
+def _check_trainable(name: str, params: list, n_in: int) -> None:
+    """Every trained parameter is a float tensor. An imported model's integer buffers (BatchNorm's
+    num_batches_tracked, BERT's position_ids) are not: they go with the data (inputs=)."""
+    fixed = [p.name_hint for p in params if not (isinstance(p.struct_info, TensorStructInfo)
+                                                and is_float_dtype(p.struct_info.dtype or ""))]
+    if fixed:
+        kinds = ", ".join(f"'{n}' ({format_sinfo(next(p for p in params if p.name_hint == n).struct_info, brief=True)})"
+                          for n in fixed[:4]) + (f" and {len(fixed) - 4} more" if len(fixed) > 4 else "")
+        raise TrainingError(f"'{name}' has parameters that cannot be trained, not being float tensors: {kinds}; "
+                            f"name them in inputs= with the {n_in} data input(s), to be passed unchanged with each batch")
 
 
 def _num_inputs(backbone: Function, num_inputs: int | None) -> int:

@@ -238,12 +238,9 @@ def batch_norm(data, gamma, beta, moving_mean, moving_var, *, axis, epsilon=1e-5
         x3 = _by_channel(x, ax)
         mean, var = _channel_stats(x3)
         rstd = 1.0 / np.sqrt(var + epsilon)
-        s_, t_ = rstd, -mean * rstd
-        if g is not None:
-            s_, t_ = s_ * g.reshape(-1), t_ * g.reshape(-1)
-        if b is not None:
-            t_ = t_ + b.reshape(-1)
-        out = _channel_affine(x3, s_.astype(x.dtype), t_.astype(x.dtype)).reshape(x.shape)
+        s_ = rstd if g is None else rstd * g.reshape(-1)
+        t_ = np.zeros_like(rstd) if b is None else b.reshape(-1).astype(np.float64)
+        out = _channel_affine(x3, s_, t_, center=mean).reshape(x.shape)
         m = momentum
         new_mean = (1 - m) * mm.reshape(-1) + m * mean
         new_var = (1 - m) * mv.reshape(-1) + m * var
@@ -273,29 +270,46 @@ def _channel_dot(a3, b3):
     return rows.sum(0, dtype=np.float64)
 
 
-def _channel_stats(x3):
-    """Per-channel mean and biased variance (float64) of (outer, C, inner) data: the variance is taken
-    of x - mean (one subtraction per chunk), so a large mean does not cancel it away."""
+def _channel_stats(x3, g3=None):
+    """Per-channel mean and biased variance (float64) of (outer, C, inner) data by the corrected two-pass
+    method: sums of x - m for a first mean m rounded to the data's dtype, then
+    mean = m + sum(x - m) / n and var = sum((x - m)^2) / n - (sum(x - m) / n)^2. Where |mean| >> std,
+    float32 partial sums of x, or x * x - mean * mean, would lose |mean| / std of the digits. Given g3,
+    also sum((x - m) * g), in the same pass: (mean, var, m, that sum)."""
     n = x3.shape[0] * x3.shape[2] or 1
-    mean = _channel_dot(x3, None) / n
-    m = mean.astype(x3.dtype)[:, None]
-    sq = np.zeros(x3.shape[1])
+    m = (_channel_dot(x3, None) / n).astype(x3.dtype)
+    s1, s2 = np.zeros(x3.shape[1]), np.zeros(x3.shape[1])
+    sg = np.zeros(x3.shape[1]) if g3 is not None else None
     for sl in plane_chunks(x3.shape[0], plane_chunk_size(x3.nbytes // max(1, x3.shape[0]))):
-        xc = x3[sl] - m
-        sq += _channel_dot(xc, xc)
-    return mean, sq / n
+        xc = x3[sl] - m[:, None]  # in the data's dtype: exact where x is near m
+        s1 += _channel_dot(xc, None)
+        s2 += _channel_dot(xc, xc)
+        if g3 is not None:
+            sg += _channel_dot(xc, g3[sl])
+    shift = s1 / n
+    mean, var = m + shift, np.maximum(s2 / n - shift * shift, 0.0)
+    return (mean, var) if g3 is None else (mean, var, m, sg)
 
 
-def _channel_affine(x3, s, t, g3=None, gs=None):
-    """x3 * s + t (+ g3 * gs) with per-channel s, t, gs, in cache-sized chunks of rows."""
+def _channel_affine(x3, s, t, g3=None, gs=None, center=None):
+    """(x3 - center) * s + t (+ g3 * gs) with per-channel float64 s, t, gs, center, in cache-sized chunks
+    of rows. x3 - center is taken against the center rounded to x3's dtype; t absorbs the rounding."""
     out = np.empty(x3.shape, x3.dtype)
-    s, t = s[:, None], t[:, None]
-    gs = None if gs is None else gs[:, None]
+    if center is not None:
+        c = np.asarray(center, np.float64).astype(x3.dtype)
+        t = t - (center - c) * s
+        c = c[:, None]
+    s, t = s.astype(x3.dtype)[:, None], t.astype(x3.dtype)[:, None]
+    gs = None if gs is None else gs.astype(x3.dtype)[:, None]
     size = plane_chunk_size(x3.nbytes // max(1, x3.shape[0]))
     tmp = np.empty((min(size, x3.shape[0]),) + x3.shape[1:], x3.dtype) if g3 is not None else None
     for sl in plane_chunks(x3.shape[0], size):
         o = out[sl]
-        np.multiply(x3[sl], s, out=o)
+        if center is None:
+            np.multiply(x3[sl], s, out=o)
+        else:
+            np.subtract(x3[sl], c, out=o)
+            o *= s
         o += t
         if g3 is not None:
             tm = tmp[: sl.stop - sl.start]
@@ -407,19 +421,20 @@ def batch_norm_backward(output_grad, mean_grad, var_grad, data, gamma, moving_me
     if training:
         # dx = gamma * rstd * (g - mean(g) - xhat * mean(g * xhat)), plus the moving statistics'
         # updates: m * batch mean (d/dx = m / n) and m * batch variance (d/dx = 2 m (x - mean) / n).
-        # All of it is g * s + x * u + v with per-channel s, u, v.
+        # All of it is g * s + (x - mean) * u + v with per-channel s, u, v.
         x3, g3 = _by_channel(x, ax), _by_channel(g, ax)
         n = x3.shape[0] * x3.shape[2] or 1
-        mean, var = _channel_stats(x3)
+        # x - mean is taken before the products (as PyTorch does): x * u - mean * u cancels when |mean| >> std.
+        mean, var, m0, sum_gxc = _channel_stats(x3, g3)
         rstd = 1.0 / np.sqrt(var + epsilon)
         sum_g = _channel_dot(g3, None)
-        sum_gxhat = rstd * (_channel_dot(g3, x3) - mean * sum_g)
+        sum_gxhat = rstd * (sum_gxc - (mean - m0) * sum_g)
         gam = gamma_b.reshape(-1).astype(np.float64)
         gmf, gvf = gm.reshape(-1).astype(np.float64), gv.reshape(-1).astype(np.float64)
         s_ = gam * rstd
         u = -s_ * rstd * sum_gxhat / n + gvf * (2 * m / n)
-        v = -s_ * sum_g / n - u * mean + gmf * (m / n)
-        dx = _channel_affine(x3, u.astype(x.dtype), v.astype(x.dtype), g3, s_.astype(x.dtype)).reshape(x.shape)
+        v = -s_ * sum_g / n + gmf * (m / n)
+        dx = _channel_affine(x3, u, v, g3, s_, center=mean).reshape(x.shape)
         dgamma, dbeta = sum_gxhat, sum_g
         dmm, dmv = (1 - m) * gm, (1 - m) * gv
     else:

@@ -154,12 +154,10 @@ def batch_norm(data, gamma, beta, moving_mean, moving_var, axis, epsilon=1e-5, c
     if training:
         mean, var = _channel_stats(x, others)
         rstd = 1.0 / torch.sqrt(var + epsilon)
-        s_, t_ = rstd, -mean * rstd
-        if g is not None:
-            s_, t_ = s_ * g, t_ * g
+        s_ = rstd if g is None else rstd * g
+        out = (x.to(f64) - mean).to(x.dtype) * s_.to(x.dtype)  # centred first, as the NumPy kernel
         if b is not None:
-            t_ = t_ + b
-        out = x * s_.to(x.dtype) + t_.to(x.dtype)
+            out = out + b
         m = momentum
         new_mean = ((1 - m) * mm.to(f64) + m * mean).reshape(-1)
         new_var = ((1 - m) * mv.to(f64) + m * var).reshape(-1)
@@ -210,11 +208,12 @@ def batch_norm_backward(output_grad, mean_grad, var_grad, data, gamma, moving_me
         mean, var = _channel_stats(x, others)
         rstd = 1.0 / torch.sqrt(var + epsilon)
         sum_g = g.to(f64).sum(others, keepdim=True)
-        sum_gxhat = rstd * ((g.to(f64) * x.to(f64)).sum(others, keepdim=True) - mean * sum_g)
+        xc = x.to(f64) - mean  # centred first, as the NumPy kernel: x * u - mean * u cancels
+        sum_gxhat = rstd * (g.to(f64) * xc).sum(others, keepdim=True)
         s_ = gamma_b.to(f64) * rstd
         u = -s_ * rstd * sum_gxhat / n + gv.to(f64) * (2 * m / n)
-        v = -s_ * sum_g / n - u * mean + gm.to(f64) * (m / n)
-        dx = x * u.to(x.dtype) + v.to(x.dtype) + g * s_.to(x.dtype)
+        v = -s_ * sum_g / n + gm.to(f64) * (m / n)
+        dx = xc.to(x.dtype) * u.to(x.dtype) + v.to(x.dtype) + g * s_.to(x.dtype)
         dgamma, dbeta = sum_gxhat, sum_g
         dmm, dmv = (1 - m) * gm, (1 - m) * gv
     else:
