@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import keyword
 import math
 import re
+from itertools import chain
 
 from retrograd.errors import UnsupportedError
 from retrograd.gc_pause import collector_paused
@@ -31,6 +31,8 @@ from retrograd.ir.strings import quote as _quote
 from retrograd.ir.struct_info import dim_names
 from retrograd.ir.text import format_sinfo
 from retrograd.parser.literal_text import const_text
+from retrograd.parser.print_names import RESERVED as _RESERVED
+from retrograd.parser.print_names import NamePlan, all_defined, plan_names
 from retrograd.parser.print_tables import METADATA_KEY, ModulePrinter, format_value, needs_tir, same_types
 
 __all__ = ["print_module", "print_function", "print_expr", "format_sinfo", "format_value", "METADATA_KEY"]
@@ -43,8 +45,6 @@ CHUNK = 32
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _BAD_CHARS = re.compile(r"[^A-Za-z0-9_]")
-# Names a variable may not take: they would shadow what the script itself refers to.
-_RESERVED = frozenset(keyword.kwlist) | {"R", "T", "I", "cls", "metadata", "Module", "tvm", "float"}
 
 
 def print_module(mod) -> str:
@@ -134,10 +134,20 @@ def _base_name(hint: str) -> str:
     return base
 
 
+class _NamesFallback(Exception):
+    """A name plan met what it cannot name (see print_names): the function is printed again without."""
+
+
 class _FunctionPrinter:
     """Prints one function; display names are unique per function, parameters named first."""
 
-    def __init__(self, mp: ModulePrinter, name: str, func: Function | None, indent: str):
+    def __init__(self, mp: ModulePrinter, name: str, func: Function | None, indent: str, plan: NamePlan | None = None):
+        # With a plan (large functions), names come from it and no table of names or vars is kept;
+        # what the function reads is kept in `reads` and checked against the plan at the end.
+        self.plan = plan
+        self.shared = plan.shared if plan is not None else frozenset()
+        self.reads: list = []  # vars read outside the hot loop
+        self.read_args: list = []  # the hot loop's calls' argument tuples
         self.mp = mp
         self.name = name
         self.func = func
@@ -157,6 +167,14 @@ class _FunctionPrinter:
 
     # names ------------------------------------------------------------------------------
     def define(self, var: Var) -> str:
+        if self.plan is not None:
+            name = var.name_hint
+            if name not in self.shared:
+                return name
+            named = self.names.get(var)
+            if named is None:
+                named = self.names[var] = self.plan.next_name(name)
+            return named
         if not self.hinted:
             # The common case first (bindings inlines it): a hint that is a name of its own, not taken.
             # A var named already has its name's base in `used`: it takes the way below.
@@ -191,6 +209,18 @@ class _FunctionPrinter:
 
     def name_of(self, var) -> str | None:
         """The name given to `var` (any expression: None when it is not a named variable)."""
+        if self.plan is not None:
+            t = type(var)
+            if t is not Var and t is not DataflowVar:
+                return None
+            name = var.name_hint
+            if name not in self.shared:
+                self.reads.append(var)
+                return name
+            named = self.names.get(var)
+            if named is None:  # read before its definition, or never defined: named when read
+                raise _NamesFallback
+            return named
         return var.name_hint if var in self.as_hint else self.names.get(var)
 
     # expressions ----------------------------------------------------------------------------
@@ -299,6 +329,21 @@ class _FunctionPrinter:
 
     # statements -----------------------------------------------------------------------------
     def print_into(self, out: list[str]) -> None:
+        if self.plan is None and self.func.body.__class__ is SeqExpr:
+            plan = plan_names(self.func.params, self.func.body.blocks)
+            if plan is not None:
+                lines: list[str] = []
+                try:
+                    planned = _FunctionPrinter(self.mp, self.name, self.func, self.indent, plan)
+                    planned.print_lines(lines)
+                    if all_defined(plan, chain(planned.reads, chain.from_iterable(planned.read_args))):
+                        out.extend(lines)
+                        return
+                except _NamesFallback:
+                    pass
+        self.print_lines(out)
+
+    def print_lines(self, out: list[str]) -> None:
         func = self.func
         ind = self.indent
         deco = []
@@ -380,6 +425,11 @@ class _FunctionPrinter:
         outputs: list[str] = []
         dataflow_var = DataflowVar
         hinted = self.hinted
+        planned = self.plan is not None
+        shared = self.shared
+        keep_read = self.read_args.append
+        dvar = DataflowVar
+        var_t = Var
         last_sinfo = last_hit = None
         for b in bindings:
             value = b.value
@@ -392,7 +442,23 @@ class _FunctionPrinter:
                 if head:
                     args = value.args
                     n = len(args)
-                    if n == 1:
+                    if planned:
+                        keep_read(args)  # checked with the others once the function is printed
+                        if n == 1:
+                            a = args[0]
+                            t = a.__class__
+                            text = a.name_hint if (t is dvar or t is var_t) and a.name_hint not in shared else arg(a)
+                        elif n == 2:
+                            a, c = args
+                            t = a.__class__
+                            u = c.__class__
+                            text = (f"{a.name_hint if (t is dvar or t is var_t) and a.name_hint not in shared else arg(a)}, "
+                                    f"{c.name_hint if (u is dvar or u is var_t) and c.name_hint not in shared else arg(c)}")
+                        else:
+                            text = ", ".join([
+                                a.name_hint if (a.__class__ is dvar or a.__class__ is var_t) and a.name_hint not in shared
+                                else arg(a) for a in args])
+                    elif n == 1:
                         a = args[0]
                         text = a.name_hint if a in as_hint else get_name(a) or arg(a)
                     elif n == 2:
@@ -424,6 +490,8 @@ class _FunctionPrinter:
                 else:
                     head, text, end = "", self.value(value), ""
             elif t is If:
+                if planned:
+                    raise _NamesFallback
                 if pieces:
                     pieces[0] = ind
                     out.append("".join(pieces))
@@ -438,7 +506,10 @@ class _FunctionPrinter:
             var = b.var
             # define's common case, inlined (see there).
             name = var.name_hint
-            if not hinted and name.isascii() and name.isidentifier() and name not in reserved and name not in used:
+            if planned:
+                if name in shared:
+                    name = define(var)
+            elif not hinted and name.isascii() and name.isidentifier() and name not in reserved and name not in used:
                 used.add(name)
                 add_hint(var)
             else:
