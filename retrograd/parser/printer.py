@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import re
-from itertools import chain
 
 from retrograd.errors import UnsupportedError
 from retrograd.gc_pause import collector_paused
@@ -30,9 +29,10 @@ from retrograd.ir.nested import joined, render
 from retrograd.ir.strings import quote as _quote
 from retrograd.ir.struct_info import dim_names
 from retrograd.ir.text import format_sinfo
+from retrograd.parser import print_names
 from retrograd.parser.literal_text import const_text
 from retrograd.parser.print_names import RESERVED as _RESERVED
-from retrograd.parser.print_names import NamePlan, all_defined, plan_names
+from retrograd.parser.print_names import NameChecks
 from retrograd.parser.print_tables import METADATA_KEY, ModulePrinter, format_value, needs_tir, same_types
 
 __all__ = ["print_module", "print_function", "print_expr", "format_sinfo", "format_value", "METADATA_KEY"]
@@ -135,19 +135,18 @@ def _base_name(hint: str) -> str:
 
 
 class _NamesFallback(Exception):
-    """A name plan met what it cannot name (see print_names): the function is printed again without."""
+    """Optimistic naming met what it does not handle: the function is printed again the exact way."""
 
 
 class _FunctionPrinter:
     """Prints one function; display names are unique per function, parameters named first."""
 
-    def __init__(self, mp: ModulePrinter, name: str, func: Function | None, indent: str, plan: NamePlan | None = None):
-        # With a plan (large functions), names come from it and no table of names or vars is kept;
-        # what the function reads is kept in `reads` and checked against the plan at the end.
-        self.plan = plan
-        self.shared = plan.shared if plan is not None else frozenset()
-        self.reads: list = []  # vars read outside the hot loop
-        self.read_args: list = []  # the hot loop's calls' argument tuples
+    def __init__(self, mp: ModulePrinter, name: str, func: Function | None, indent: str, checks=None):
+        # With `checks` (large functions), names are given optimistically without tables of every name
+        # and var (see print_names): `shared` holds the hints found repeated, `recent` a window of hints.
+        self.checks: NameChecks | None = checks
+        self.shared: set[str] = set()
+        self.recent: dict[str, Var] = {}
         self.mp = mp
         self.name = name
         self.func = func
@@ -167,14 +166,8 @@ class _FunctionPrinter:
 
     # names ------------------------------------------------------------------------------
     def define(self, var: Var) -> str:
-        if self.plan is not None:
-            name = var.name_hint
-            if name not in self.shared:
-                return name
-            named = self.names.get(var)
-            if named is None:
-                named = self.names[var] = self.plan.next_name(name)
-            return named
+        if self.checks is not None:
+            return self.define_optimistic(var)
         if not self.hinted:
             # The common case first (bindings inlines it): a hint that is a name of its own, not taken.
             # A var named already has its name's base in `used`: it takes the way below.
@@ -207,20 +200,44 @@ class _FunctionPrinter:
         used.add(name)
         return name
 
+    def define_optimistic(self, var: Var) -> str:
+        name = var.name_hint
+        if not (name.isascii() and name.isidentifier()):
+            raise _NamesFallback
+        if name in self.shared:
+            named = self.names.get(var)
+            if named is not None:
+                return named
+            k = self.next_suffix[name]
+            self.next_suffix[name] = k + 1
+            named = self.names[var] = f"{name}_{k}"
+            self.checks.suffixed.append(var)
+        else:
+            first = self.recent.setdefault(name, var)
+            if first is not var:  # the hint's second var: its first keeps the hint, the others take suffixes
+                self.shared.add(name)
+                self.names[first] = name
+                self.next_suffix[name] = 1
+                return self.define_optimistic(var)
+            named = name
+        self.checks.defined.append(var)
+        self.checks.name_hashes.append(hash(named))
+        return named
+
     def name_of(self, var) -> str | None:
         """The name given to `var` (any expression: None when it is not a named variable)."""
-        if self.plan is not None:
+        if self.checks is not None:
             t = type(var)
             if t is not Var and t is not DataflowVar:
                 return None
             name = var.name_hint
-            if name not in self.shared:
-                self.reads.append(var)
-                return name
-            named = self.names.get(var)
-            if named is None:  # read before its definition, or never defined: named when read
-                raise _NamesFallback
-            return named
+            if name in self.shared:
+                named = self.names.get(var)
+                if named is None:  # read before its definition, or never defined: named when read
+                    raise _NamesFallback
+                return named
+            self.checks.read.append(var)
+            return name
         return var.name_hint if var in self.as_hint else self.names.get(var)
 
     # expressions ----------------------------------------------------------------------------
@@ -329,18 +346,19 @@ class _FunctionPrinter:
 
     # statements -----------------------------------------------------------------------------
     def print_into(self, out: list[str]) -> None:
-        if self.plan is None and self.func.body.__class__ is SeqExpr:
-            plan = plan_names(self.func.params, self.func.body.blocks)
-            if plan is not None:
-                lines: list[str] = []
-                try:
-                    planned = _FunctionPrinter(self.mp, self.name, self.func, self.indent, plan)
-                    planned.print_lines(lines)
-                    if all_defined(plan, chain(planned.reads, chain.from_iterable(planned.read_args))):
-                        out.extend(lines)
-                        return
-                except _NamesFallback:
-                    pass
+        body = self.func.body
+        if (self.checks is None and type(body) is SeqExpr
+                and sum(len(block.bindings) for block in body.blocks) >= print_names.BULK_MIN):
+            lines: list[str] = []
+            optimistic = _FunctionPrinter(self.mp, self.name, self.func, self.indent, NameChecks())
+            try:
+                optimistic.print_lines(lines)
+            except _NamesFallback:
+                pass
+            else:
+                if optimistic.checks.hold():
+                    out.extend(lines)
+                    return
         self.print_lines(out)
 
     def print_lines(self, out: list[str]) -> None:
@@ -425,11 +443,21 @@ class _FunctionPrinter:
         outputs: list[str] = []
         dataflow_var = DataflowVar
         hinted = self.hinted
-        planned = self.plan is not None
-        shared = self.shared
-        keep_read = self.read_args.append
-        dvar = DataflowVar
-        var_t = Var
+        optimistic = self.checks is not None
+        if optimistic:
+            shared = self.shared
+            recent = self.recent
+            settle = recent.setdefault
+            recent_get = recent.get
+            keep_read = self.checks.read.append
+            keep_def = self.checks.defined.append
+            keep_hash = self.checks.name_hashes.append
+            keep_suffixed = self.checks.suffixed.append
+            names = self.names
+            next_suffix = self.next_suffix
+            var_t = Var
+        prev = prev_name = None
+        window = print_names.WINDOW
         last_sinfo = last_hit = None
         for b in bindings:
             value = b.value
@@ -442,22 +470,20 @@ class _FunctionPrinter:
                 if head:
                     args = value.args
                     n = len(args)
-                    if planned:
-                        keep_read(args)  # checked with the others once the function is printed
+                    if optimistic:
+                        # A var is named its hint unless shared. The previous binding's var and the vars of
+                        # the window of recent hints are known defined; others are kept for NameChecks.
                         if n == 1:
                             a = args[0]
-                            t = a.__class__
-                            text = a.name_hint if (t is dvar or t is var_t) and a.name_hint not in shared else arg(a)
-                        elif n == 2:
-                            a, c = args
-                            t = a.__class__
-                            u = c.__class__
-                            text = (f"{a.name_hint if (t is dvar or t is var_t) and a.name_hint not in shared else arg(a)}, "
-                                    f"{c.name_hint if (u is dvar or u is var_t) and c.name_hint not in shared else arg(c)}")
+                            text = (prev_name if a is prev else h if (h := a.name_hint) not in shared and (
+                                recent_get(h) is a or not keep_read(a)) else get_name(a) or arg(a)
+                            ) if (t := a.__class__) is dataflow_var or t is var_t else arg(a)
                         else:
                             text = ", ".join([
-                                a.name_hint if (a.__class__ is dvar or a.__class__ is var_t) and a.name_hint not in shared
-                                else arg(a) for a in args])
+                                (prev_name if a is prev else h if (h := a.name_hint) not in shared and (
+                                    recent_get(h) is a or not keep_read(a)) else get_name(a) or arg(a)
+                                 ) if (t := a.__class__) is dataflow_var or t is var_t else arg(a)
+                                for a in args])
                     elif n == 1:
                         a = args[0]
                         text = a.name_hint if a in as_hint else get_name(a) or arg(a)
@@ -490,7 +516,7 @@ class _FunctionPrinter:
                 else:
                     head, text, end = "", self.value(value), ""
             elif t is If:
-                if planned:
+                if optimistic:
                     raise _NamesFallback
                 if pieces:
                     pieces[0] = ind
@@ -506,9 +532,23 @@ class _FunctionPrinter:
             var = b.var
             # define's common case, inlined (see there).
             name = var.name_hint
-            if planned:
+            if optimistic:  # define_optimistic's common cases, inlined
                 if name in shared:
+                    named = get_name(var)
+                    if named is None:
+                        k = next_suffix[name]
+                        next_suffix[name] = k + 1
+                        named = names[var] = f"{name}_{k}"
+                        keep_suffixed(var)
+                        keep_def(var)
+                        keep_hash(hash(named))
+                    name = named
+                elif settle(name, var) is not var or not (name.isascii() and name.isidentifier()):
                     name = define(var)
+                else:
+                    keep_def(var)
+                    keep_hash(hash(name))
+                prev, prev_name = var, name
             elif not hinted and name.isascii() and name.isidentifier() and name not in reserved and name not in used:
                 used.add(name)
                 add_hint(var)
@@ -533,6 +573,8 @@ class _FunctionPrinter:
                 out.append("".join(pieces))
                 pieces.clear()
                 left = CHUNK
+                if optimistic and len(recent) > window:
+                    recent.clear()
         if pieces:
             pieces[0] = ind
             out.append("".join(pieces))
