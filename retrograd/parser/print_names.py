@@ -55,15 +55,17 @@ class NameChecks:
             at = np.minimum(np.searchsorted(hashes, reserved), hashes.size - 1)
             if (hashes[at] == reserved).any():
                 return False
-        if not self.read:
+        if not self.read and not self.suffixed:
             return True
-        # One sort of the three kinds tagged in the low bits (definition 0, suffixed 1, read 2): a read
-        # must follow a definition of its id, with no suffixed entry of that id between.
+        # One sort of the three kinds tagged in the low bits (definition 0, suffixed 1, read 2): a var is
+        # defined once, and a read follows a definition of its id with no suffixed entry of that id.
         tagged = np.sort(np.concatenate((
             _ids(self.defined) * 4,
             _ids(self.suffixed) * 4 + 1,
             _ids(self.read) * 4 + 2,
         )))
+        if (tagged[1:] == tagged[:-1])[tagged[1:] & 3 == 0].any():
+            return False  # a var defined twice (the exact walk names it once)
         ids = tagged >> 2
         kind = tagged & 3
         last_def = np.maximum.accumulate(np.where(kind == 0, ids, -1))

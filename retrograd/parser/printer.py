@@ -146,7 +146,8 @@ class _FunctionPrinter:
         # and var (see print_names): `shared` holds the hints found repeated, `recent` a window of hints.
         self.checks: NameChecks | None = checks
         self.shared: set[str] = set()
-        self.recent: dict[str, Var] = {}
+        self.recent: set[str] = set()  # the hints of the window's definitions
+        self.recent_named: dict[Var, str] = {}  # var -> name, of the window's definitions
         self.mp = mp
         self.name = name
         self.func = func
@@ -205,24 +206,36 @@ class _FunctionPrinter:
         if not (name.isascii() and name.isidentifier()):
             raise _NamesFallback
         if name in self.shared:
-            named = self.names.get(var)
-            if named is not None:
-                return named
+            if var in self.recent_named:  # defined twice (in another window, NameChecks finds it)
+                raise _NamesFallback
             k = self.next_suffix[name]
             self.next_suffix[name] = k + 1
             named = self.names[var] = f"{name}_{k}"
             self.checks.suffixed.append(var)
+        elif name in self.recent:
+            # The hint's second var (rare: once per shared hint): its first keeps the hint, the others take
+            # suffixes. A first var of an earlier window is not found here: NameChecks finds the name twice.
+            first = next((v for v, n in self.recent_named.items() if n == name and v.name_hint == name), None)
+            if first is var:  # defined twice: the same name
+                return name
+            if first is None:
+                raise _NamesFallback
+            self.shared.add(name)
+            self.names[first] = name
+            self.next_suffix[name] = 1
+            return self.define_optimistic(var)
         else:
-            first = self.recent.setdefault(name, var)
-            if first is not var:  # the hint's second var: its first keeps the hint, the others take suffixes
-                self.shared.add(name)
-                self.names[first] = name
-                self.next_suffix[name] = 1
-                return self.define_optimistic(var)
+            self.recent.add(name)
             named = name
-        self.checks.defined.append(var)
-        self.checks.name_hashes.append(hash(named))
+        self.recent_named[var] = named
         return named
+
+    def end_window(self) -> None:
+        """Hands the window's definitions to the checks (in bulk, while in cache) and empties it."""
+        self.checks.defined += self.recent_named
+        self.checks.name_hashes += map(hash, self.recent_named.values())
+        self.recent.clear()
+        self.recent_named.clear()
 
     def name_of(self, var) -> str | None:
         """The name given to `var` (any expression: None when it is not a named variable)."""
@@ -353,6 +366,7 @@ class _FunctionPrinter:
             optimistic = _FunctionPrinter(self.mp, self.name, self.func, self.indent, NameChecks())
             try:
                 optimistic.print_lines(lines)
+                optimistic.end_window()
             except _NamesFallback:
                 pass
             else:
@@ -447,16 +461,9 @@ class _FunctionPrinter:
         if optimistic:
             shared = self.shared
             recent = self.recent
-            settle = recent.setdefault
-            recent_get = recent.get
-            keep_read = self.checks.read.append
-            keep_def = self.checks.defined.append
-            keep_hash = self.checks.name_hashes.append
-            keep_suffixed = self.checks.suffixed.append
-            names = self.names
-            next_suffix = self.next_suffix
-            var_t = Var
-        prev = prev_name = None
+            add_recent = recent.add
+            recent_named = self.recent_named
+            named_get = recent_named.get
         window = print_names.WINDOW
         last_sinfo = last_hit = None
         for b in bindings:
@@ -471,19 +478,14 @@ class _FunctionPrinter:
                     args = value.args
                     n = len(args)
                     if optimistic:
-                        # A var is named its hint unless shared. The previous binding's var and the vars of
-                        # the window of recent hints are known defined; others are kept for NameChecks.
+                        # The vars of the recent bindings by the window's table, others through arg.
                         if n == 1:
-                            a = args[0]
-                            text = (prev_name if a is prev else h if (h := a.name_hint) not in shared and (
-                                recent_get(h) is a or not keep_read(a)) else get_name(a) or arg(a)
-                            ) if (t := a.__class__) is dataflow_var or t is var_t else arg(a)
+                            text = named_get(args[0]) or arg(args[0])
+                        elif n == 2:
+                            a, c = args
+                            text = f"{named_get(a) or arg(a)}, {named_get(c) or arg(c)}"
                         else:
-                            text = ", ".join([
-                                (prev_name if a is prev else h if (h := a.name_hint) not in shared and (
-                                    recent_get(h) is a or not keep_read(a)) else get_name(a) or arg(a)
-                                 ) if (t := a.__class__) is dataflow_var or t is var_t else arg(a)
-                                for a in args])
+                            text = ", ".join([named_get(a) or arg(a) for a in args])
                     elif n == 1:
                         a = args[0]
                         text = a.name_hint if a in as_hint else get_name(a) or arg(a)
@@ -533,22 +535,11 @@ class _FunctionPrinter:
             # define's common case, inlined (see there).
             name = var.name_hint
             if optimistic:  # define_optimistic's common cases, inlined
-                if name in shared:
-                    named = get_name(var)
-                    if named is None:
-                        k = next_suffix[name]
-                        next_suffix[name] = k + 1
-                        named = names[var] = f"{name}_{k}"
-                        keep_suffixed(var)
-                        keep_def(var)
-                        keep_hash(hash(named))
-                    name = named
-                elif settle(name, var) is not var or not (name.isascii() and name.isidentifier()):
+                if name in shared or name in recent or not (name.isascii() and name.isidentifier()):
                     name = define(var)
                 else:
-                    keep_def(var)
-                    keep_hash(hash(name))
-                prev, prev_name = var, name
+                    add_recent(name)
+                    recent_named[var] = name
             elif not hinted and name.isascii() and name.isidentifier() and name not in reserved and name not in used:
                 used.add(name)
                 add_hint(var)
@@ -573,8 +564,8 @@ class _FunctionPrinter:
                 out.append("".join(pieces))
                 pieces.clear()
                 left = CHUNK
-                if optimistic and len(recent) > window:
-                    recent.clear()
+                if optimistic and len(recent_named) > window:
+                    self.end_window()
         if pieces:
             pieces[0] = ind
             out.append("".join(pieces))
