@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import keyword
 import math
 import re
 
@@ -29,10 +30,7 @@ from retrograd.ir.nested import joined, render
 from retrograd.ir.strings import quote as _quote
 from retrograd.ir.struct_info import dim_names
 from retrograd.ir.text import format_sinfo
-from retrograd.parser import print_names
 from retrograd.parser.literal_text import const_text
-from retrograd.parser.print_names import RESERVED as _RESERVED
-from retrograd.parser.print_names import NameChecks
 from retrograd.parser.print_tables import METADATA_KEY, ModulePrinter, format_value, needs_tir, same_types
 
 __all__ = ["print_module", "print_function", "print_expr", "format_sinfo", "format_value", "METADATA_KEY"]
@@ -45,6 +43,8 @@ CHUNK = 32
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _BAD_CHARS = re.compile(r"[^A-Za-z0-9_]")
+# Names a variable may not take: they would shadow what the script itself refers to.
+_RESERVED = frozenset(keyword.kwlist) | {"R", "T", "I", "cls", "metadata", "Module", "tvm", "float"}
 
 
 def print_module(mod) -> str:
@@ -134,20 +134,10 @@ def _base_name(hint: str) -> str:
     return base
 
 
-class _NamesFallback(Exception):
-    """Optimistic naming met what it does not handle: the function is printed again the exact way."""
-
-
 class _FunctionPrinter:
     """Prints one function; display names are unique per function, parameters named first."""
 
-    def __init__(self, mp: ModulePrinter, name: str, func: Function | None, indent: str, checks=None):
-        # With `checks` (large functions), names are given optimistically without tables of every name
-        # and var (see print_names): `shared` holds the hints found repeated, `recent` a window of hints.
-        self.checks: NameChecks | None = checks
-        self.shared: set[str] = set()
-        self.recent: set[str] = set()  # the hints of the window's definitions
-        self.recent_named: dict[Var, str] = {}  # var -> name, of the window's definitions
+    def __init__(self, mp: ModulePrinter, name: str, func: Function | None, indent: str):
         self.mp = mp
         self.name = name
         self.func = func
@@ -167,8 +157,6 @@ class _FunctionPrinter:
 
     # names ------------------------------------------------------------------------------
     def define(self, var: Var) -> str:
-        if self.checks is not None:
-            return self.define_optimistic(var)
         if not self.hinted:
             # The common case first (bindings inlines it): a hint that is a name of its own, not taken.
             # A var named already has its name's base in `used`: it takes the way below.
@@ -201,56 +189,8 @@ class _FunctionPrinter:
         used.add(name)
         return name
 
-    def define_optimistic(self, var: Var) -> str:
-        name = var.name_hint
-        if not (name.isascii() and name.isidentifier()):
-            raise _NamesFallback
-        if name in self.shared:
-            if var in self.recent_named:  # defined twice (in another window, NameChecks finds it)
-                raise _NamesFallback
-            k = self.next_suffix[name]
-            self.next_suffix[name] = k + 1
-            named = self.names[var] = f"{name}_{k}"
-            self.checks.suffixed.append(var)
-        elif name in self.recent:
-            # The hint's second var (rare: once per shared hint): its first keeps the hint, the others take
-            # suffixes. A first var of an earlier window is not found here: NameChecks finds the name twice.
-            first = next((v for v, n in self.recent_named.items() if n == name and v.name_hint == name), None)
-            if first is var:  # defined twice: the same name
-                return name
-            if first is None:
-                raise _NamesFallback
-            self.shared.add(name)
-            self.names[first] = name
-            self.next_suffix[name] = 1
-            return self.define_optimistic(var)
-        else:
-            self.recent.add(name)
-            named = name
-        self.recent_named[var] = named
-        return named
-
-    def end_window(self) -> None:
-        """Hands the window's definitions to the checks (in bulk, while in cache) and empties it."""
-        self.checks.defined += self.recent_named
-        self.checks.name_hashes += map(hash, self.recent_named.values())
-        self.recent.clear()
-        self.recent_named.clear()
-
     def name_of(self, var) -> str | None:
         """The name given to `var` (any expression: None when it is not a named variable)."""
-        if self.checks is not None:
-            t = type(var)
-            if t is not Var and t is not DataflowVar:
-                return None
-            name = var.name_hint
-            if name in self.shared:
-                named = self.names.get(var)
-                if named is None:  # read before its definition, or never defined: named when read
-                    raise _NamesFallback
-                return named
-            self.checks.read.append(var)
-            return name
         return var.name_hint if var in self.as_hint else self.names.get(var)
 
     # expressions ----------------------------------------------------------------------------
@@ -359,23 +299,6 @@ class _FunctionPrinter:
 
     # statements -----------------------------------------------------------------------------
     def print_into(self, out: list[str]) -> None:
-        body = self.func.body
-        if (self.checks is None and type(body) is SeqExpr
-                and sum(len(block.bindings) for block in body.blocks) >= print_names.BULK_MIN):
-            lines: list[str] = []
-            optimistic = _FunctionPrinter(self.mp, self.name, self.func, self.indent, NameChecks())
-            try:
-                optimistic.print_lines(lines)
-                optimistic.end_window()
-            except _NamesFallback:
-                pass
-            else:
-                if optimistic.checks.hold():
-                    out.extend(lines)
-                    return
-        self.print_lines(out)
-
-    def print_lines(self, out: list[str]) -> None:
         func = self.func
         ind = self.indent
         deco = []
@@ -457,14 +380,6 @@ class _FunctionPrinter:
         outputs: list[str] = []
         dataflow_var = DataflowVar
         hinted = self.hinted
-        optimistic = self.checks is not None
-        if optimistic:
-            shared = self.shared
-            recent = self.recent
-            add_recent = recent.add
-            recent_named = self.recent_named
-            named_get = recent_named.get
-        window = print_names.WINDOW
         last_sinfo = last_hit = None
         for b in bindings:
             value = b.value
@@ -477,16 +392,7 @@ class _FunctionPrinter:
                 if head:
                     args = value.args
                     n = len(args)
-                    if optimistic:
-                        # The vars of the recent bindings by the window's table, others through arg.
-                        if n == 1:
-                            text = named_get(args[0]) or arg(args[0])
-                        elif n == 2:
-                            a, c = args
-                            text = f"{named_get(a) or arg(a)}, {named_get(c) or arg(c)}"
-                        else:
-                            text = ", ".join([named_get(a) or arg(a) for a in args])
-                    elif n == 1:
+                    if n == 1:
                         a = args[0]
                         text = a.name_hint if a in as_hint else get_name(a) or arg(a)
                     elif n == 2:
@@ -518,8 +424,6 @@ class _FunctionPrinter:
                 else:
                     head, text, end = "", self.value(value), ""
             elif t is If:
-                if optimistic:
-                    raise _NamesFallback
                 if pieces:
                     pieces[0] = ind
                     out.append("".join(pieces))
@@ -534,13 +438,7 @@ class _FunctionPrinter:
             var = b.var
             # define's common case, inlined (see there).
             name = var.name_hint
-            if optimistic:  # define_optimistic's common cases, inlined
-                if name in shared or name in recent or not (name.isascii() and name.isidentifier()):
-                    name = define(var)
-                else:
-                    add_recent(name)
-                    recent_named[var] = name
-            elif not hinted and name.isascii() and name.isidentifier() and name not in reserved and name not in used:
+            if not hinted and name.isascii() and name.isidentifier() and name not in reserved and name not in used:
                 used.add(name)
                 add_hint(var)
             else:
@@ -564,8 +462,6 @@ class _FunctionPrinter:
                 out.append("".join(pieces))
                 pieces.clear()
                 left = CHUNK
-                if optimistic and len(recent_named) > window:
-                    self.end_window()
         if pieces:
             pieces[0] = ind
             out.append("".join(pieces))

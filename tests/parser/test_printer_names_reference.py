@@ -1,8 +1,7 @@
-"""Large functions are named optimistically and the assumptions proven in bulk (print_names): the names
-must be exactly those of the one-binding-at-a-time rule. Checked against a naive naming written here
-(first come keeps its hint made a name, later ones take the smallest free `base_k`, a var read before
-its binding is named when read), against the exact walk itself (forced by a huge BULK_MIN), and by
-reading the text back."""
+"""The printer's names in large functions of repeated and clashing hints, against a naive naming written
+here (first come keeps its hint made a name, later ones take the smallest free `base_k`, parameters
+first, a var read before its binding named when read), and the text read back. Kept as the reference
+for any faster naming scheme (benchmarks/RESULTS.md, "Printing at 1M bindings, names in bulk")."""
 
 from __future__ import annotations
 
@@ -12,13 +11,13 @@ import re
 
 import pytest
 
-from retrograd.ir import BlockBuilder, Function, If, IRModule, Var, const
+from retrograd.ir import BlockBuilder, Function, IRModule, Var, const
 from retrograd.ir.block import BindingBlock, DataflowBlock, VarBinding
 from retrograd.ir.expr import Call, DataflowVar, SeqExpr
 from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ir.structural import assert_structural_equal
 from retrograd.ops.api import R
-from retrograd.parser import parse, print_module, print_names
+from retrograd.parser import parse, print_module
 
 RESERVED = set(keyword.kwlist) | {"R", "T", "I", "cls", "metadata", "Module", "tvm", "float"}
 T = TensorStructInfo((2,), "float32")
@@ -96,50 +95,27 @@ def random_function(rng: random.Random, n: int, pool=POOL, far: bool = True) -> 
     return Function([x], body, body.struct_info)
 
 
-def exact_text(mod, monkeypatch) -> str:
-    with monkeypatch.context() as m:
-        m.setattr(print_names, "BULK_MIN", 10**9)
-        return print_module(mod)
-
-
-def spy_holds(monkeypatch) -> list:
-    """Records what every NameChecks.hold answered (so that a test knows the bulk path ran)."""
-    answers = []
-    hold = print_names.NameChecks.hold
-
-    def spy(self):
-        answers.append(hold(self))
-        return answers[-1]
-
-    monkeypatch.setattr(print_names.NameChecks, "hold", spy)
-    return answers
-
-
 @pytest.mark.parametrize("seed", range(6))
-def test_random_large_functions_match_the_naive_rule_and_read_back(seed, monkeypatch):
+def test_random_large_functions_match_the_naive_rule_and_read_back(seed):
     rng = random.Random(seed)
     func = random_function(rng, 700)
     mod = IRModule({"main": func})
     text = print_module(mod)
     assert printed_names(text) == naive_names(func)
-    assert text == exact_text(mod, monkeypatch)
     assert_structural_equal(mod, parse(text))
 
 
-def test_clean_repeated_hints_take_the_bulk_path_and_match(monkeypatch):
-    # Identifier hints that repeat close together (a gradient's `lv`): the case the bulk path is for.
-    answers = spy_holds(monkeypatch)
+def test_identifier_hints_repeated_close_together_match():
+    # A gradient's `lv` every few bindings, among unique hints and hints equal to generated names.
     rng = random.Random(7)
     func = random_function(rng, 900, pool=["lv", "lv", "h", "lv_9x", "w", "w", "lv_b"] + [f"u{i}" for i in range(200)])
     mod = IRModule({"main": func})
     text = print_module(mod)
-    assert answers == [True]
     assert printed_names(text) == naive_names(func)
-    assert text == exact_text(mod, monkeypatch)
     assert_structural_equal(mod, parse(text))
 
 
-def test_a_gradient_adjoint_prints_as_the_exact_walk_does(monkeypatch):
+def test_a_gradient_adjoint_matches_the_naive_rule():
     from retrograd.passes import Gradient
 
     lines = ['x: R.Tensor((4, 8), dtype="float32")'] + [
@@ -149,26 +125,10 @@ def test_a_gradient_adjoint_prints_as_the_exact_walk_does(monkeypatch):
     src += "".join(f"        {line}\n" for line in lines[1:])
     src += '        gv: R.Tensor((), dtype="float32") = R.sum(h299, axis=None, keepdims=False)\n        return gv\n'
     adj = Gradient("main")(parse(src))
-    answers = spy_holds(monkeypatch)
     text = print_module(adj)
-    assert answers == [True, True]
-    assert text == exact_text(adj, monkeypatch)
+    body = text.split("def main_adjoint", 1)[1]
+    assert printed_names(body) == naive_names(adj["main_adjoint"])
     assert_structural_equal(adj, parse(text))
-
-
-@pytest.mark.parametrize("window", [1, 3, 50])
-def test_repeats_further_apart_than_the_window_fall_back_to_the_same_text(window, monkeypatch):
-    rng = random.Random(window)
-    func = random_function(rng, 600, pool=["lv", "h", "x_1", "x"] + [f"u{i}" for i in range(300)])
-    mod = IRModule({"main": func})
-    expected = exact_text(mod, monkeypatch)
-    monkeypatch.setattr(print_names, "WINDOW", window)
-    assert print_module(mod) == expected
-    assert printed_names(expected) == naive_names(func)
-
-
-def _flat(func: Function, bindings: list, result) -> Function:
-    return Function(func.params, SeqExpr((BindingBlock(tuple(bindings)),), result, struct_info=T), T)
 
 
 def _chain(n: int, hints) -> tuple[Var, list]:
@@ -182,8 +142,8 @@ def _chain(n: int, hints) -> tuple[Var, list]:
 
 
 @pytest.mark.parametrize("case", ["free_var", "read_before_binding_shared", "read_before_binding_unique",
-                                  "bound_twice", "param_rebound", "if_inside"])
-def test_ill_formed_and_unusual_large_functions_print_as_the_exact_walk(case, monkeypatch):
+                                  "bound_twice", "param_rebound"])
+def test_ill_formed_and_unusual_large_functions_match_the_naive_rule(case):
     x, bindings = _chain(400, ["lv", "a", "lv", "b"] + [f"u{i}" for i in range(600)])
     func = Function([x], SeqExpr((BindingBlock(tuple(bindings)),), bindings[-1].var, struct_info=T), T)
     late_lv = Var("lv", T)
@@ -198,23 +158,14 @@ def test_ill_formed_and_unusual_large_functions_print_as_the_exact_walk(case, mo
         bindings.insert(390, VarBinding(late, R.exp(x)))
     elif case == "bound_twice":
         bindings.insert(350, VarBinding(bindings[100].var, R.exp(x)))
-    elif case == "param_rebound":
-        bindings.insert(10, VarBinding(x, R.exp(bindings[3].var)))
     else:
-        tb = SeqExpr((), bindings[10].var, struct_info=T)
-        fb = SeqExpr((), bindings[11].var, struct_info=T)
-        cond = Var("c", TensorStructInfo((), "bool"))
-        func = Function([x, cond], func.body, T)
-        bindings.insert(200, VarBinding(Var("lv", T), If(cond, tb, fb)))
+        bindings.insert(10, VarBinding(x, R.exp(bindings[3].var)))
     func = Function(func.params, SeqExpr((BindingBlock(tuple(bindings)),), bindings[-1].var, struct_info=T), T)
     mod = IRModule({"main": func})
-    text = print_module(mod)
-    assert text == exact_text(mod, monkeypatch)
-    if case != "if_inside":
-        assert printed_names(text) == naive_names(func)
+    assert printed_names(print_module(mod)) == naive_names(func)
 
 
-def test_dataflow_outputs_and_params_with_shared_hints(monkeypatch):
+def test_dataflow_outputs_and_params_with_shared_hints():
     # Parameters share a hint with each other and with bindings; outputs list the names given.
     ps = [Var("w", T), Var("w", T), Var("lv", T)]
     bindings, cur = [], ps[0]
@@ -227,7 +178,6 @@ def test_dataflow_outputs_and_params_with_shared_hints(monkeypatch):
     func = Function(ps, body, T)
     mod = IRModule({"main": func})
     text = print_module(mod)
-    assert text == exact_text(mod, monkeypatch)
     assert printed_names(text) == naive_names(func)
     assert_structural_equal(mod, parse(text))
     outputs = re.search(r"R\.output\((.*)\)", text).group(1).split(", ")
