@@ -54,6 +54,57 @@ def test_max_pool2d_matches_naive(case, ties):
 
 
 @pytest.mark.parametrize("case", CASES)
+@pytest.mark.parametrize("dtype", ["uint8", "int8", "int32", "int64"])
+def test_max_pool2d_of_integers_matches_naive(case, dtype):
+    """Integer data (TVM and ONNX pool it): the naive windows' max, in the data's dtype, a window of padding
+    alone giving the dtype's least value."""
+    shape, k, s, p, d, ceil = case
+    info = np.iinfo(dtype)
+    lo, hi = max(info.min, -(2**40)), min(info.max, 2**40)
+    x = np.random.default_rng(1).integers(lo, hi, shape, endpoint=True).astype(dtype)
+    expect = naive_max(x.astype(np.float64), k, s, p, d, ceil)
+    expect = np.where(np.isneginf(expect), info.min, expect).astype(dtype)
+    got = pool.max_pool2d(x, **_attrs(k, s, p, d, ceil))
+    assert got.dtype == x.dtype
+    np.testing.assert_array_equal(got, expect)
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+def test_max_pool_1d_3d_of_integers_on_both_backends(backend):
+    import retrograd
+
+    if backend == "torch":
+        need("torch")
+    kw = {} if backend == "numpy" else {"backend": "torch", "numpy_outputs": True}
+    rng = np.random.default_rng(2)
+    x1 = rng.integers(0, 256, (2, 3, 9)).astype("uint8")
+    x3 = rng.integers(-128, 128, (1, 2, 4, 5, 6)).astype("int8")
+    mod = retrograd.parse("""
+@R.function
+def main(a: R.Tensor((2, 3, 9), "uint8"), b: R.Tensor((1, 2, 4, 5, 6), "int8")) -> R.Tuple(R.Tensor((2, 3, 5), "uint8"), R.Tensor((1, 2, 2, 3, 3), "int8")):
+    y = R.nn.max_pool1d(a, pool_size=[3], strides=[2], padding=[1, 1])
+    z = R.nn.max_pool3d(b, pool_size=[2, 2, 2], strides=[2, 2, 2], padding=[0, 1, 0, 0, 0, 0])
+    return (y, z)
+""")
+    y, z = retrograd.build(mod, **kw)["main"](x1, x3)
+    ap = np.pad(x1, ((0, 0), (0, 0), (1, 1)), constant_values=0)
+    want_y = np.stack([ap[:, :, i : i + 3].max(-1) for i in range(0, 9, 2)], -1)
+    bp = np.pad(x3, ((0, 0), (0, 0), (0, 0), (1, 0), (0, 0)), constant_values=-128)
+    want_z = np.empty((1, 2, 2, 3, 3), "int8")
+    for i, j, l in itertools.product(range(2), range(3), range(3)):
+        want_z[..., i, j, l] = bp[..., 2 * i : 2 * i + 2, 2 * j : 2 * j + 2, 2 * l : 2 * l + 2].max((-3, -2, -1))
+    assert y.dtype == np.uint8 and z.dtype == np.int8
+    np.testing.assert_array_equal(y, want_y)
+    np.testing.assert_array_equal(z, want_z)
+
+
+def test_max_pool_of_int64_beyond_float64s_exact_range_is_refused():
+    x = np.full((1, 1, 2, 2), 2**60, np.int64)
+    with pytest.raises(KernelError, match="beyond 2\\*\\*53"):
+        pool.max_pool2d(x, pool_size=(2, 2))
+
+
+@pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("ties", [False, True])
 def test_max_pool2d_backward_matches_naive(case, ties):
     shape, k, s, p, d, ceil = case
@@ -169,7 +220,8 @@ def test_nhwc_layout_is_a_transposed_nchw(fn):
     "call, message",
     [
         (lambda: pool.max_pool2d(np.zeros((2, 3, 4), "float32"), pool_size=2), "4-D"),
-        (lambda: pool.max_pool2d(np.zeros((1, 1, 4, 4), "int64"), pool_size=2), "float dtype"),
+        (lambda: pool.max_pool2d(np.zeros((1, 1, 4, 4), "bool"), pool_size=2), "float dtype"),  # integers pool
+        (lambda: pool.avg_pool2d(np.zeros((1, 1, 4, 4), "int64"), pool_size=2), "float dtype"),
         (lambda: pool.max_pool2d(np.zeros((1, 1, 4, 4)), pool_size=5), "does not fit"),
         (lambda: pool.avg_pool2d(np.zeros((1, 1, 4, 4)), pool_size=2, strides=0), "strides must be >= 1"),
         (lambda: pool.avg_pool2d(np.zeros((1, 1, 4, 4)), pool_size=2, padding=(-1, 0)), "padding"),

@@ -108,6 +108,28 @@ def _scatter(s, g, make_spread, rewrites: bool = False):
     return dx
 
 
+_EXACT = 2**53  # the integers a float64 holds exactly
+
+
+def on_integers(kernel):
+    """A max pooling kernel that also takes integer data, as TVM and ONNX do: the max runs on float64 (exact
+    up to 2**53 in magnitude; larger 64-bit values are refused), then back in the data's dtype, a window of
+    padding alone giving the dtype's least value (what TVM pads integers with)."""
+
+    @functools.wraps(kernel)
+    def run(data, **attrs):
+        x = np.asarray(data)
+        if x.dtype.kind not in "iu":
+            return kernel(data, **attrs)
+        if x.size and x.dtype.itemsize == 8 and (int(x.max()) > _EXACT or int(x.min()) < -_EXACT):
+            raise KernelError(f"{kernel.__name__}: {x.dtype} data beyond 2**53 in magnitude is not supported")
+        y = kernel(x.astype(np.float64), **attrs)
+        return np.where(np.isneginf(y), np.iinfo(x.dtype).min, y).astype(x.dtype)
+
+    return run
+
+
+@on_integers
 def max_pool2d(
     data,
     *,

@@ -110,6 +110,7 @@ def _finish(y, nc, layout, op):
     return np.ascontiguousarray(to_layout(op, y.reshape(*nc, *y.shape[1:]), "NCDHW", layout))
 
 
+@pool.on_integers
 def max_pool3d(data, *, pool_size=(1, 1, 1), strides=(1, 1, 1), dilation=(1, 1, 1), padding=(0, 0, 0),
                ceil_mode=False, count_include_pad=False, layout="NCDHW", out_layout=None):
     """Max over each (D, H, W) window: the max over depth taps of 2-D max pools (padding never wins)."""

@@ -303,9 +303,24 @@ _AVG = {2: torch.ops.aten.avg_pool2d, 3: torch.ops.aten.avg_pool3d}
 _MAX_IDX = {2: torch.ops.aten.max_pool2d_with_indices, 3: torch.ops.aten.max_pool3d_with_indices}
 _MAX_BWD = {2: torch.ops.aten.max_pool2d_with_indices_backward, 3: torch.ops.aten.max_pool3d_with_indices_backward}
 
+def on_integers(kernel):
+    """The NumPy kernels' rule (ops/kernels/pool.on_integers): integer data pooled on float64, exact up to
+    2**53, back in its dtype, a window of padding alone giving the dtype's least value."""
+
+    def run(data, **attrs):
+        if data.is_floating_point():
+            return kernel(data, **attrs)
+        if data.numel() and data.element_size() == 8 and (int(data.max()) > 2**53 or int(data.min()) < -2**53):
+            raise KernelError(f"max pooling: {data.dtype} data beyond 2**53 in magnitude is not supported")
+        y = kernel(data.double(), **attrs)
+        return torch.where(torch.isneginf(y), torch.iinfo(data.dtype).min, y).to(data.dtype)
+
+    return run
+
+
 KERNELS = {}
 for _n in (1, 2, 3):
-    KERNELS[f"relax.nn.max_pool{_n}d"] = _pool(_n, "max")
+    KERNELS[f"relax.nn.max_pool{_n}d"] = on_integers(_pool(_n, "max"))
     KERNELS[f"relax.nn.avg_pool{_n}d"] = _pool(_n, "avg")
     KERNELS[f"relax.nn.adaptive_avg_pool{_n}d"] = _adaptive(_n)
 for _n in (2, 3):
