@@ -290,6 +290,18 @@ TABLE["hardsigmoid"] = lambda cx, a: R.divide(cx.emit(R.clip(cx.emit(R.add(a["se
                                                              PrimValue(6.0, cx.out_dtype()))), _k(cx, 6.0))
 TABLE["hardswish"] = lambda cx, a: R.multiply(a["self"], cx.emit(TABLE["hardsigmoid"](cx, a)))
 TABLE["leaky_relu"] = lambda cx, a: R.nn.leakyrelu(a["self"], alpha=float(a["negative_slope"]))
+@op("rrelu", "rrelu_with_noise", "rrelu_with_noise_functional")
+def _rrelu(cx, a):
+    """RReLU in eval mode: leaky ReLU with the mean slope (lower + upper) / 2. In training its slopes are drawn
+    at random per element, which no op here draws: a clear error."""
+    if a.get("training"):
+        raise UnsupportedError("rrelu in training mode draws a random slope per element: export the model in eval "
+                               "mode (model.eval()), where it is leaky_relu with the mean slope")
+    y = R.nn.leakyrelu(a["self"], alpha=(float(a.get("lower", 1 / 8)) + float(a.get("upper", 1 / 3))) / 2)
+    # The functional form also returns its (unchanged) noise buffer.
+    return (y, a["noise"]) if cx.node.target._schema.name.endswith("functional") else y
+
+
 TABLE["mish"] = lambda cx, a: R.multiply(a["self"], cx.emit(R.tanh(cx.emit(R.nn.softplus(a["self"])))))
 TABLE["prelu"] = TABLE["_prelu_kernel"] = lambda cx, a: R.nn.prelu(a["self"], a["weight"], axis=1 if ndim(a["self"]) > 1 else 0)
 

@@ -77,3 +77,27 @@ def test_reading_max_pool_indices_is_a_clear_error():
         from_torch(M(), (torch.randn(1, 2, 4, 4),))
     msg = str(info.value)
     assert "max pooling's indices" in msg and "fx node 'max_pool2d_with_indices_1'" not in msg and "read by fx node" in msg
+
+
+def test_rrelu_in_eval_mode_is_leaky_relu_with_the_mean_slope():
+    """Eval-mode RReLU (`rrelu_with_noise_functional` after decomposition; `rrelu` before): forward and input
+    gradient equal PyTorch's; in training mode (random slopes) the import says what to do."""
+    torch = need("torch")
+    from retrograd.errors import UnsupportedError
+    from retrograd.frontend import from_torch
+
+    class M(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.act = torch.nn.RReLU(0.1, 0.3)
+
+        def forward(self, x):
+            return self.act(x) * 3.0
+
+    x = torch.randn(4, 5, dtype=torch.float64)
+    _decomposed_vs_torch(M().eval(), (x,), expect_ops=("rrelu_with_noise_functional",))
+    mod, params = from_torch(M().eval(), (x,))  # the raw export's aten.rrelu
+    out = retrograd.build(mod)["main"](x.numpy(), *params.values())
+    np.testing.assert_allclose(out[0] if isinstance(out, tuple) else out, M().eval()(x).numpy(), rtol=1e-12)
+    with pytest.raises(UnsupportedError, match="model.eval"):
+        from_torch(M().train(), (x,))
