@@ -5,10 +5,11 @@ op, dict key orders, shared constants, an If amid the bindings."""
 from __future__ import annotations
 
 import itertools
-import keyword
 import re
 
 import numpy as np
+
+from parser.helpers import PlainNames
 
 from retrograd.ir import BlockBuilder, Function, If, IRModule, Var, const
 from retrograd.ir.expr import Call, Constant, DataflowVar
@@ -17,36 +18,7 @@ from retrograd.ir.structural import assert_structural_equal
 from retrograd.ops.api import R
 from retrograd.parser import format_sinfo, parse, print_module
 
-RESERVED = set(keyword.kwlist) | {"R", "T", "I", "cls", "metadata", "Module", "tvm", "float"}
 HINTS = ["lv", "lv", "lv_1", "class", "a.b", "9x", "x", "R", "gv", "\u00e9t\u00e9", "lv_2", "cls", "v"]
-
-
-def plain_base(hint: str) -> str:
-    """A hint made a name: bad characters to _, a leading digit prefixed, reserved words suffixed."""
-    base = hint
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", base):
-        base = re.sub(r"[^A-Za-z0-9_]", "_", base) or "v"
-        if base[0].isdigit():
-            base = "v" + base
-    return base + "_" if base in RESERVED else base
-
-
-class PlainNames:
-    """First come keeps its base; later ones take the smallest free `base_k`."""
-
-    def __init__(self):
-        self.names, self.used = {}, set()
-
-    def __call__(self, var) -> str:
-        if var not in self.names:
-            base = plain_base(var.name_hint)
-            name, k = base, 0
-            while name in self.used:
-                k += 1
-                name = f"{base}_{k}"
-            self.used.add(name)
-            self.names[var] = name
-        return self.names[var]
 
 
 def plain_attr(key, value) -> str:

@@ -5,11 +5,11 @@ for any faster naming scheme (benchmarks/RESULTS.md, "Printing at 1M bindings, n
 
 from __future__ import annotations
 
-import keyword
 import random
 import re
 
 import pytest
+from parser.helpers import PlainNames
 
 from retrograd.ir import BlockBuilder, Function, IRModule, Var, const
 from retrograd.ir.block import BindingBlock, DataflowBlock, VarBinding
@@ -19,37 +19,14 @@ from retrograd.ir.structural import assert_structural_equal
 from retrograd.ops.api import R
 from retrograd.parser import parse, print_module
 
-RESERVED = set(keyword.kwlist) | {"R", "T", "I", "cls", "metadata", "Module", "tvm", "float"}
 T = TensorStructInfo((2,), "float32")
 # Hints that repeat, that equal another's generated name, that are not names, or are reserved.
 POOL = ["lv", "lv", "lv", "x", "x_1", "lv_1", "lv_2", "h", "gv", "R", "if", "a.b", "9x", "\u00e9t\u00e9", "_", "v"]
 
 
-def naive_base(hint: str) -> str:
-    base = hint
-    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", base):
-        base = re.sub(r"[^A-Za-z0-9_]", "_", base) or "v"
-        if base[0].isdigit():
-            base = "v" + base
-    return base + "_" if base in RESERVED else base
-
-
 def naive_names(func: Function) -> list[str]:
     """The name of each binding's var, in order, by the rule as stated (parameters named first)."""
-    names: dict = {}
-    used: set = set()
-
-    def name(var) -> str:
-        if var not in names:
-            base = naive_base(var.name_hint)
-            taken, k = base, 0
-            while taken in used:
-                k += 1
-                taken = f"{base}_{k}"
-            used.add(taken)
-            names[var] = taken
-        return names[var]
-
+    name = PlainNames()
     for p in func.params:
         name(p)
     out = []
