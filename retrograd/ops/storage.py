@@ -73,12 +73,11 @@ def widened_on_torch(op, out_sinfo, arg_sinfos) -> bool:
     """Whether the torch backend runs a call through in_float32, as the NumPy executor runs every call on
     these dtypes: torch only stores float8, and its bfloat16 kernels that are several ATen calls (norms,
     attention, resize, gelu_tanh, ...) would round between them."""
-    found: list = []
-    for s in (out_sinfo, *arg_sinfos):
-        _dtypes(s, found)
-    if not any(is_extension(d) for d in found) or in_storage(op, out_sinfo, arg_sinfos) is None:
+    name = getattr(op, "name", None)
+    if name in MOVES_DATA:
         return False
-    return any(d.startswith("float8") for d in found) or getattr(op, "name", None) not in TORCH_BFLOAT16_NATIVE
+    found = [d for s in (out_sinfo, *arg_sinfos) for d in _dtypes(s, []) if is_extension(d)]
+    return bool(found) and (any(d.startswith("float8") for d in found) or name not in TORCH_BFLOAT16_NATIVE)
 
 
 def result_dtypes(sinfo):

@@ -57,7 +57,7 @@ class _Module:
         self.kernels: dict[str, str] = {}
         self.consts: list[str] = []
         self.const_names: dict[int, str] = {}
-        self.widens = False  # whether a float8 call computes through in_float32 (the source then imports it)
+        self.widens = False  # whether a bfloat16 / float8 call computes through in_float32 (the source then imports it)
 
     def kernel(self, op, span) -> str:
         name = self.kernels.get(op.name)

@@ -144,11 +144,11 @@ def _backbone_name(mod: IRModule, func: str | None) -> str:
 def _check_trainable(name: str, params: list, n_in: int) -> None:
     """Every trained parameter is a float tensor. An imported model's integer buffers (BatchNorm's
     num_batches_tracked, BERT's position_ids) are not: they go with the data (inputs=)."""
-    fixed = [p.name_hint for p in params if not (isinstance(p.struct_info, TensorStructInfo)
-                                                and is_float_dtype(p.struct_info.dtype or ""))]
+    fixed = [p for p in params
+             if not (isinstance(p.struct_info, TensorStructInfo) and is_float_dtype(p.struct_info.dtype or ""))]
     if fixed:
-        kinds = ", ".join(f"'{n}' ({format_sinfo(next(p for p in params if p.name_hint == n).struct_info, brief=True)})"
-                          for n in fixed[:4]) + (f" and {len(fixed) - 4} more" if len(fixed) > 4 else "")
+        kinds = ", ".join(f"'{p.name_hint}' ({format_sinfo(p.struct_info, brief=True)})"
+                          for p in fixed[:4]) + (f" and {len(fixed) - 4} more" if len(fixed) > 4 else "")
         raise TrainingError(f"'{name}' has parameters that cannot be trained, not being float tensors: {kinds}; "
                             f"name them in inputs= with the {n_in} data input(s), to be passed unchanged with each batch")
 

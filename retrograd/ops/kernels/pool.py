@@ -108,7 +108,7 @@ def _scatter(s, g, make_spread, rewrites: bool = False):
     return dx
 
 
-_EXACT = 2**53  # the integers a float64 holds exactly
+FLOAT64_EXACT = 2**53  # the integers a float64 holds exactly (the integer max pools' bound)
 
 
 def on_integers(kernel):
@@ -121,7 +121,7 @@ def on_integers(kernel):
         x = np.asarray(data)
         if x.dtype.kind not in "iu":
             return kernel(data, **attrs)
-        if x.size and x.dtype.itemsize == 8 and (int(x.max()) > _EXACT or int(x.min()) < -_EXACT):
+        if x.size and x.dtype.itemsize == 8 and (int(x.max()) > FLOAT64_EXACT or int(x.min()) < -FLOAT64_EXACT):
             raise KernelError(f"{kernel.__name__}: {x.dtype} data beyond 2**53 in magnitude is not supported")
         y = kernel(x.astype(np.float64), **attrs)
         return np.where(np.isneginf(y), np.iinfo(x.dtype).min, y).astype(x.dtype)

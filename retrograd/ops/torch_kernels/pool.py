@@ -14,6 +14,7 @@ import torch
 import torch.nn.functional as F
 
 from retrograd.errors import KernelError
+from retrograd.ops.kernels.pool import FLOAT64_EXACT
 from retrograd.ops.kernels.window import window_positions
 from retrograd.ops.torch_kernels import fresh
 from retrograd.ops.torch_kernels.conv import ints, paddings, to_layout
@@ -310,7 +311,7 @@ def on_integers(kernel):
     def run(data, **attrs):
         if data.is_floating_point():
             return kernel(data, **attrs)
-        if data.numel() and data.element_size() == 8 and (int(data.max()) > 2**53 or int(data.min()) < -2**53):
+        if data.numel() and data.element_size() == 8 and (int(data.max()) > FLOAT64_EXACT or int(data.min()) < -FLOAT64_EXACT):
             raise KernelError(f"max pooling: {data.dtype} data beyond 2**53 in magnitude is not supported")
         y = kernel(data.double(), **attrs)
         return torch.where(torch.isneginf(y), torch.iinfo(data.dtype).min, y).to(data.dtype)
