@@ -11,6 +11,8 @@ that reads such a file into (module, params); a new format adds an entry.
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 
 from retrograd.cli.common import write_output
 from retrograd.errors import UsageError
@@ -110,11 +112,16 @@ def _import_torch(args):
     module_name, _, attr = args.torch.partition(":")
     if not module_name or not attr:
         raise UsageError(f"--torch {args.torch}: expected MODULE:FACTORY, e.g. torchvision.models:resnet18")
+    if "" not in sys.path and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # MODULE may be a file in the working directory, as for `python -m`
     try:
         factory = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as err:
         raise UsageError(f"--torch {args.torch}: {err}") from None
-    model = factory()
+    try:
+        model = factory()
+    except Exception as err:  # the user's factory failing is their error, reported as such
+        raise UsageError(f"--torch {args.torch}: the factory failed: {type(err).__name__}: {err}") from None
     if not isinstance(model, torch.nn.Module):
         raise UsageError(f"--torch {args.torch}: the factory returned a {type(model).__name__}, not a torch.nn.Module")
     model.train(args.train)

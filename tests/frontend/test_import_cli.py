@@ -86,3 +86,24 @@ def test_import_usage_errors(argv, message, capsys):
     need("torch")
     assert main(argv) != 0
     assert message in capsys.readouterr().err
+
+
+def test_import_torch_factory_from_a_file_in_the_working_directory(tmp_path, monkeypatch, capsys):
+    """`retrograd import --torch mymodel:build` finds mymodel.py in the current directory, as `python -m` does;
+    a factory that raises is reported as the factory's error."""
+    torch = need("torch")
+    (tmp_path / "mymodel_cwd.py").write_text(
+        "import torch\n"
+        "def build():\n    torch.manual_seed(1)\n    return torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Tanh())\n"
+        "def broken():\n    raise RuntimeError('no weights here')\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.path", [p for p in __import__("sys").path if p not in ("", str(tmp_path))])
+    assert main(["import", "--torch", "mymodel_cwd:build", "--args", "4,3", "-o", "m.py", "--params", "p.npz"]) == 0
+    params = retrograd.load_params(tmp_path / "p.npz")
+    x = np.random.default_rng(0).standard_normal((4, 3)).astype("float32")
+    (y,) = retrograd.build(retrograd.parse_file(tmp_path / "m.py"))["main"](x, *params.values())
+    w, b = (torch.from_numpy(params[k]) for k in ("0.weight", "0.bias"))
+    np.testing.assert_allclose(y, torch.tanh(torch.from_numpy(x) @ w.T + b).numpy(), rtol=1e-6, atol=1e-7)
+    capsys.readouterr()
+    assert main(["import", "--torch", "mymodel_cwd:broken", "--args", "4,3"]) == 1
+    assert "the factory failed: RuntimeError: no weights here" in capsys.readouterr().err
