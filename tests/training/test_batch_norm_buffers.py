@@ -229,3 +229,51 @@ def test_what_is_not_supported_names_the_buffers():
     _, _, train, _, _ = _setup(_mlp)
     with pytest.raises(TrainingError, match="p_1_running_mean, p_1_running_var, p_1_num_batches_tracked"):
         data_parallel(train)
+
+
+def test_onnx_batch_normalization_statistics_are_not_trained():
+    """An ONNX model's BatchNormalization statistics are initializers: training keeps them fixed (as
+    PyTorch trains its model in eval mode), and trains scale, bias and the rest."""
+    torch = need("torch")
+    onnx = need("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    from retrograd.frontend import from_onnx
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.BatchNorm2d(3), torch.nn.Flatten(), torch.nn.Linear(3 * 4 * 4, 5)).double()
+    with torch.no_grad():
+        net[0].running_mean.uniform_(-0.5, 0.5)
+        net[0].running_var.uniform_(0.5, 2.0)
+        net[0].weight.uniform_(0.5, 1.5)
+    net.eval()
+    weights = {"scale": net[0].weight, "bias": net[0].bias, "mean": net[0].running_mean, "var": net[0].running_var,
+               "w": net[2].weight, "b": net[2].bias}
+    graph = helper.make_graph(
+        [helper.make_node("BatchNormalization", ["x", "scale", "bias", "mean", "var"], ["y"], epsilon=1e-5),
+         helper.make_node("Flatten", ["y"], ["f"]), helper.make_node("Gemm", ["f", "w", "b"], ["out"], transB=1)],
+        "bn", [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [BATCH, 3, 4, 4])],
+        [helper.make_tensor_value_info("out", TensorProto.DOUBLE, [BATCH, 5])],
+        [numpy_helper.from_array(v.detach().numpy().copy(), k) for k, v in weights.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model)
+    mod, params = from_onnx(model)
+    trainer = Trainer(setup_trainer(mod, CrossEntropyLoss(), SGD(0.1, weight_decay=0.1)))
+    assert trainer.buffer_names == ["mean", "var"] and trainer.param_names == ["scale", "bias", "w", "b"]
+    trainer.set_params(params)
+    rng = np.random.default_rng(3)
+    batches = [(rng.standard_normal((BATCH, 3, 4, 4)), rng.integers(0, 5, BATCH)) for _ in range(3)]
+    ours = [trainer.step(x, y) for x, y in batches]
+    opt = torch.optim.SGD(net.parameters(), lr=0.1, weight_decay=0.1)
+    theirs = []
+    for x, y in batches:
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(net(torch.from_numpy(x)), torch.from_numpy(y))
+        loss.backward()
+        opt.step()
+        theirs.append(float(loss.detach()))
+    np.testing.assert_allclose(ours, theirs, rtol=1e-12)
+    for name, value in weights.items():
+        ours = trainer.buffers[name] if name in trainer.buffer_names else trainer.params[name]
+        np.testing.assert_allclose(ours, value.detach().numpy(), rtol=1e-11, atol=1e-13, err_msg=name)
+    np.testing.assert_array_equal(trainer.buffers["mean"], params["mean"])
