@@ -49,6 +49,15 @@ def setup_trainer(mod: IRModule, loss: Loss | None, optimizer: Optimizer, checkp
     (its adjoint `backbone_loss_train_adjoint`): the calls in training mode with a last parameter
     `dropout_key`, which `train_step` takes as its last state entry and returns plus one, so each step
     draws fresh masks (see dropout_mode.py). Without `train_mode`, training runs them in inference mode.
+
+    Buffers (an imported model's: `buffers=None` reads the backbone's `buffers` / `mutated_buffers`
+    attributes, see buffers.py; a list names them, `[]` none) are neither trained nor given to the
+    optimizer: `train_step(inputs..., params..., targets..., buffers..., state...) -> (loss, (new
+    params), (new state), (new buffers))` with attributes `num_buffer` and `buffer_init` (how each
+    starts). With `train_mode`, the buffers' new values are the backbone's (BatchNorm's running
+    statistics; `backbone_loss_train` returns `(loss, new buffers...)`); without, they pass unchanged.
+    `backbone` and `backbone_loss` take the buffers after the parameters and run every batch_norm
+    reading them in inference mode (model.eval()), returning the model's outputs only.
     """
     name = _backbone_name(mod, func)
     backbone = mod[name]

@@ -33,6 +33,7 @@ OPTIMIZERS = {
     "sgd": (lambda: SGD(0.05, momentum=0.9, weight_decay=0.01),
             lambda torch, ps: torch.optim.SGD(ps, lr=0.05, momentum=0.9, weight_decay=0.01)),
     "adamw": (lambda: AdamW(0.01, weight_decay=0.1), lambda torch, ps: torch.optim.AdamW(ps, lr=0.01, weight_decay=0.1)),
+    "sgd_decay": (lambda: SGD(0.1, weight_decay=0.1), lambda torch, ps: torch.optim.SGD(ps, lr=0.1, weight_decay=0.1)),
 }
 
 
@@ -258,21 +259,13 @@ def test_onnx_batch_normalization_statistics_are_not_trained():
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     onnx.checker.check_model(model)
     mod, params = from_onnx(model)
-    trainer = Trainer(setup_trainer(mod, CrossEntropyLoss(), SGD(0.1, weight_decay=0.1)))
+    trainer = Trainer(setup_trainer(mod, CrossEntropyLoss(), OPTIMIZERS["sgd_decay"][0]()))
     assert trainer.buffer_names == ["mean", "var"] and trainer.param_names == ["scale", "bias", "w", "b"]
     trainer.set_params(params)
     rng = np.random.default_rng(3)
     batches = [(rng.standard_normal((BATCH, 3, 4, 4)), rng.integers(0, 5, BATCH)) for _ in range(3)]
     ours = [trainer.step(x, y) for x, y in batches]
-    opt = torch.optim.SGD(net.parameters(), lr=0.1, weight_decay=0.1)
-    theirs = []
-    for x, y in batches:
-        opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(net(torch.from_numpy(x)), torch.from_numpy(y))
-        loss.backward()
-        opt.step()
-        theirs.append(float(loss.detach()))
-    np.testing.assert_allclose(ours, theirs, rtol=1e-12)
+    np.testing.assert_allclose(ours, _torch_steps(torch, net, "sgd_decay", batches), rtol=1e-12)
     for name, value in weights.items():
         ours = trainer.buffers[name] if name in trainer.buffer_names else trainer.params[name]
         np.testing.assert_allclose(ours, value.detach().numpy(), rtol=1e-11, atol=1e-13, err_msg=name)
