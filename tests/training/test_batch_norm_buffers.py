@@ -237,7 +237,7 @@ def test_onnx_batch_normalization_statistics_are_not_trained():
     PyTorch trains its model in eval mode), and trains scale, bias and the rest."""
     torch = need("torch")
     onnx = need("onnx")
-    from onnx import TensorProto, helper, numpy_helper
+    helper, numpy_helper, double = onnx.helper, onnx.numpy_helper, onnx.TensorProto.DOUBLE
 
     from retrograd.frontend import from_onnx
 
@@ -253,8 +253,8 @@ def test_onnx_batch_normalization_statistics_are_not_trained():
     graph = helper.make_graph(
         [helper.make_node("BatchNormalization", ["x", "scale", "bias", "mean", "var"], ["y"], epsilon=1e-5),
          helper.make_node("Flatten", ["y"], ["f"]), helper.make_node("Gemm", ["f", "w", "b"], ["out"], transB=1)],
-        "bn", [helper.make_tensor_value_info("x", TensorProto.DOUBLE, [BATCH, 3, 4, 4])],
-        [helper.make_tensor_value_info("out", TensorProto.DOUBLE, [BATCH, 5])],
+        "bn", [helper.make_tensor_value_info("x", double, [BATCH, 3, 4, 4])],
+        [helper.make_tensor_value_info("out", double, [BATCH, 5])],
         [numpy_helper.from_array(v.detach().numpy().copy(), k) for k, v in weights.items()])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     onnx.checker.check_model(model)
