@@ -270,3 +270,29 @@ def test_onnx_batch_normalization_statistics_are_not_trained():
         ours = trainer.buffers[name] if name in trainer.buffer_names else trainer.params[name]
         np.testing.assert_allclose(ours, value.detach().numpy(), rtol=1e-11, atol=1e-13, err_msg=name)
     np.testing.assert_array_equal(trainer.buffers["mean"], params["mean"])
+
+
+def test_a_symbolic_batch_trains_on_batches_of_any_size():
+    """Exported with a symbolic batch dim, the running variance's n / (n - 1) is counted at run time:
+    batches of different sizes (a shorter last one) update the statistics as PyTorch does."""
+    torch = need("torch")
+    from retrograd.frontend import from_torch
+
+    torch.manual_seed(0)
+    net = _mlp(torch).double().train()
+    saved = {k: v.clone() for k, v in net.state_dict().items()}
+    mod, params = from_torch(net, (torch.zeros(BATCH, 7, dtype=torch.float64),),
+                             dynamic_shapes=({0: torch.export.Dim("batch")},))
+    net.load_state_dict(saved)
+    ir = dict(zip(params, (p.name_hint for p in mod["main"].params[1:])))
+    trainer = Trainer(setup_trainer(mod, CrossEntropyLoss(), OPTIMIZERS["sgd"][0]()))
+    trainer.set_params({ir[k]: np.array(v) for k, v in params.items()})
+    rng = np.random.default_rng(5)
+    batches = [(rng.standard_normal((n, 7)), rng.integers(0, 5, n)) for n in (6, 9, 2)]
+    ours = [trainer.step(x, y) for x, y in batches]
+    np.testing.assert_allclose(ours, _torch_steps(torch, net, "sgd", batches), rtol=1e-12)
+    _assert_same_state(trainer, net, ir)
+    net.eval()
+    x = rng.standard_normal((1, 7))
+    with torch.no_grad():
+        np.testing.assert_allclose(trainer.predict(x)[0], net(torch.from_numpy(x)).numpy(), rtol=1e-11, atol=1e-13)
