@@ -212,7 +212,8 @@ def _inputs_first(func: Function, name: str, inputs: list[str]) -> Function:
 
 
 def _renamed(func: Function, name: str) -> Function:
-    attrs = {k: v for k, v in func.attrs.items() if k != "num_input"}
+    # The functions made here return the model's outputs alone (or the loss): no buffer values after them.
+    attrs = {k: v for k, v in func.attrs.items() if k not in ("num_input", "mutated_buffers")}
     if "global_symbol" in attrs:
         attrs["global_symbol"] = name
     return Function(func.params, func.body, func.ret_struct_info, func.is_pure, func.private, attrs, span=func.span)

@@ -296,3 +296,13 @@ def test_a_symbolic_batch_trains_on_batches_of_any_size():
     x = rng.standard_normal((1, 7))
     with torch.no_grad():
         np.testing.assert_allclose(trainer.predict(x)[0], net(torch.from_numpy(x)).numpy(), rtol=1e-11, atol=1e-13)
+
+
+def test_the_made_functions_say_which_parameters_are_buffers_but_return_no_updates():
+    _, _, train, _, _ = _setup(_conv)
+    for name in ("backbone", "backbone_loss", "backbone_loss_train"):
+        attrs = train[name].attrs
+        assert attrs["buffers"] == ("p_1_running_mean", "p_1_running_var", "p_1_num_batches_tracked"), name
+        assert "mutated_buffers" not in attrs, name
+    assert [p.name_hint for p in train["backbone"].params][-3:] == list(train["backbone"].attrs["buffers"])
+    assert len(train["backbone"].ret_struct_info.fields) == 1  # the logits, no buffer values
