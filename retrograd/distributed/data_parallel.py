@@ -46,6 +46,11 @@ def data_parallel(mod: IRModule, func: str = "train_step", bucket=DEFAULT_BUCKET
     except (KeyError, TypeError, ValueError):
         raise TrainingError(f"data_parallel: '{func}' lacks the layout attributes {', '.join(LAYOUT_ATTRS)} "
                             "(make it with setup_trainer)") from None
+    n_buf = int(step.attrs.get("num_buffer", 0))
+    if n_buf:  # PyTorch's DDP broadcasts them from rank 0 each forward, SyncBatchNorm averages: neither is here
+        names = ", ".join(p.name_hint for p in step.params[n_in + n_param + n_target:][:n_buf])
+        raise TrainingError(f"data_parallel: '{func}' carries the buffers {names} (an imported model's running "
+                            "statistics), which data-parallel training does not keep in step across workers")
     params = [fresh_var(p, promote=True) for p in step.params]
     state = params[n_in + n_param + n_target:]
     with_key = bool(state) and state[-1].name_hint == DROPOUT_KEY

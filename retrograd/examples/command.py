@@ -113,7 +113,9 @@ def _train_file(args, stream) -> int:
         if source_names:  # keyed as the --params archive was (PyTorch's dotted names of an import)
             from retrograd.runtime.params_io import save_params
 
-            save_params(out / "params.npz", {source_names.get(k, k): v for k, v in trainer.state_dict()["params"].items()})
+            sd = trainer.state_dict()  # an imported model's buffers (running statistics) go with its parameters
+            arrays = {**sd["params"], **sd.get("buffers", {})}
+            save_params(out / "params.npz", {source_names.get(k, k): v for k, v in arrays.items()})
         else:
             trainer.export_params(out / "params.npz")
         stream.write(f"parameters written to {out / 'params.npz'}\n")
@@ -130,22 +132,23 @@ def _loss(name):
 
 
 def _initial_params(trainer, args) -> dict:
-    """Initialise the trainer from --params (each trained parameter by its IR name or by the name it has in
-    the archive, whose IR spelling it is) or from --init; returns {IR name: archive name}."""
+    """Initialise the trainer from --params (each trained parameter, and any buffer, by its IR name or by the
+    name it has in the archive, whose IR spelling it is) or from --init; returns {IR name: archive name}."""
     if not getattr(args, "params", None):
         trainer.init_params(args.init, seed=args.seed)
         return {}
     from retrograd.runtime.params_io import ir_name, load_params
 
     archive = load_params(args.params)
+    known = trainer.param_names + trainer.buffer_names
     by_ir: dict = {}
     for name in archive:
-        key = name if name in trainer.param_names else ir_name(name)
+        key = name if name in known else ir_name(name)
         if key in by_ir:
             raise TrainingError(f"{args.params}: '{name}' and '{by_ir[key]}' name the same parameter '{key}'")
         by_ir[key] = name
     missing = [n for n in trainer.param_names if n not in by_ir]
-    unknown = [by_ir[k] for k in by_ir if k not in trainer.param_names]
+    unknown = [by_ir[k] for k in by_ir if k not in known]
     if missing or unknown:
         what = f"has no '{missing[0]}'" if missing else f"has '{unknown[0]}', which is no trained parameter"
         raise TrainingError(f"{args.params} {what} (trained parameters: {', '.join(trainer.param_names)})")

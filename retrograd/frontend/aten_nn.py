@@ -181,12 +181,16 @@ def _batch_norm(cx, x, w, b, mean, var, training, momentum, eps):
         return y, mean, var
     red = [0] + list(range(2, ndim(x)))
     n = math.prod(x.struct_info.shape[i] for i in red)
-    if not isinstance(n, int):
-        raise UnsupportedError("training-mode batch_norm over a symbolic batch (the running variance's n / (n - 1))")
     new_mean = cx.emit(TupleGetItem(bn, 1))
     xs = cx.emit(R.grad.no_grad(x))
     bvar = cx.emit(R.variance(xs, axis=red))
-    unbiased = cx.emit(R.multiply(bvar, const(momentum * n / max(n - 1, 1), dt)))
+    if isinstance(n, int):
+        factor = const(momentum * n / max(n - 1, 1), dt)
+    else:  # a symbolic batch: n counted at run time, per channel
+        n = cx.emit(R.sum(cx.emit(R.ones_like(xs)), axis=red))
+        factor = cx.emit(R.divide(cx.emit(R.multiply(n, const(momentum, dt))),
+                                  cx.emit(R.maximum(cx.emit(R.subtract(n, const(1, dt))), const(1, dt)))))
+    unbiased = cx.emit(R.multiply(bvar, factor))
     new_var = cx.emit(R.add(cx.emit(R.multiply(var, const(1.0 - momentum, dt))), unbiased))
     return y, new_mean, new_var
 

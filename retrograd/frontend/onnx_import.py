@@ -117,6 +117,7 @@ class GraphImporter:
         self.onnx = onnx
         self.static_inputs = {k: np.asarray(v) for k, v in static_inputs.items()}
         self.bb = BlockBuilder()
+        self.buffers: set = set()  # parameters that are model state, not weights (BatchNormalization's statistics)
         self.env: dict[str, object] = {}
         self.consts: dict[str, np.ndarray] = {}
         self.names: set[str] = set()
@@ -181,7 +182,9 @@ class GraphImporter:
             outs.append(self.env[o.name])
         bb.end_block()
         body = bb.end_scope(outs[0] if len(outs) == 1 else Tuple(tuple(outs)))
-        func = Function(tuple(params_in + params_w), body, body.struct_info)
+        # training (setup_trainer) keeps them fixed instead of training them (training/buffers.py)
+        attrs = {"buffers": tuple(v.name_hint for v in params_w if v in self.buffers)} if self.buffers else {}
+        func = Function(tuple(params_in + params_w), body, body.struct_info, attrs=attrs)
         return IRModule({"main": func}), weights
 
     def _fold(self, node):

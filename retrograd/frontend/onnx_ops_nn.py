@@ -145,6 +145,7 @@ def _lp_pool(g, node, inputs, attrs):
 @converter("BatchNormalization")
 def _batch_norm(g, node, inputs, attrs):
     x, scale, bias, mean, var = inputs
+    g.buffers.update((mean, var))
     if attrs.get("training_mode", 0):
         return _batch_norm_training(g, x, scale, bias, mean, var, attrs)
     out = g.emit(R.nn.batch_norm(x, scale, bias, mean, var, axis=1, epsilon=float(attrs.get("epsilon", 1e-5)), training=False))

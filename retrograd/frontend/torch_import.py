@@ -79,8 +79,10 @@ def from_exported_program(ep, *, seed: int = 0, dim_names: dict | None = None):
     of `params` ({PyTorch dotted name: NumPy view of the tensor}, parameters, buffers and lifted
     constants, each tensor once: tied weights are one parameter) and returns a tuple: the user's
     outputs, then the new value of each buffer the program mutates (BatchNorm's running statistics
-    in training mode), in the program's buffer order. Dropout in training mode draws masks from
-    `seed` (one seed per dropout call, `seed + k`).
+    in training mode), in the program's buffer order. Its attributes `buffers` (IR names of the
+    parameters that are buffers) and `mutated_buffers` (the buffer each of those last outputs updates)
+    tell `setup_trainer` what to carry from step to step instead of training. Dropout in training mode
+    draws masks from `seed` (one seed per dropout call, `seed + k`).
     """
     if _writes_into_views(ep):
         ep = ep.run_decompositions({})
@@ -163,6 +165,7 @@ class _Importer:
         state = ep.state_dict
         consts = getattr(ep, "constants", {}) or {}
         users, weights, params, tied = [], [], {}, {}
+        buffers = {}  # PyTorch name of a buffer -> its IR parameter's name
         taken: set[str] = set()
         for spec in sig.input_specs:
             node = nodes[spec.arg.name]
@@ -179,6 +182,8 @@ class _Importer:
                 array = _numpy(tensor, spec.target)
                 var = cx.placeholder(node, _unique(ir_name(spec.target), taken))
                 cx.buffers[node] = spec.target
+                if kind == "BUFFER":
+                    buffers[spec.target] = var.name_hint
                 weights.append(var)
                 params[spec.target] = array
                 tied[key] = var
@@ -194,8 +199,11 @@ class _Importer:
             elif node.op == "get_attr":
                 raise UnsupportedError(f"from_exported_program: fx node '{node.name}' reads submodule attribute "
                                        f"'{node.target}' (control flow or a nested graph), which is not supported")
-        outs = self.outputs(output)
-        func = Function(tuple(users + weights), cx.end(Tuple(tuple(outs))), attrs={"num_input": len(users)})
+        outs, mutated = self.outputs(output)
+        attrs = {"num_input": len(users)}
+        if buffers:  # what training carries from step to step instead of training it (training/buffers.py)
+            attrs.update(buffers=tuple(buffers.values()), mutated_buffers=tuple(buffers.get(t, t) for t in mutated))
+        func = Function(tuple(users + weights), cx.end(Tuple(tuple(outs))), attrs=attrs)
         return IRModule({"main": func}), params
 
     def call(self, node) -> None:
@@ -233,7 +241,8 @@ class _Importer:
         if inplace or _mutates_first(target):
             cx.assign(node.args[0], result)
 
-    def outputs(self, output) -> list:
+    def outputs(self, output) -> tuple[list, list]:
+        """(the output values: the user's, then each mutated buffer's new value; those buffers' names)."""
         cx, sig = self.cx, self.ep.graph_signature
         cx.node = None  # what reads the values now is the program's output
         values = output.args[0]
@@ -254,7 +263,8 @@ class _Importer:
             if node in cx.written and target not in mutated:
                 mutated[target] = cx.env[node]
         order = list(cx.buffers.values())
-        return user + [mutated[t] for t in sorted(mutated, key=order.index)]
+        targets = sorted(mutated, key=order.index)
+        return user + [mutated[t] for t in targets], targets
 
 
 def _functional(target):

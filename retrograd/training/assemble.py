@@ -11,6 +11,7 @@ from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo, is_float
 from retrograd.ir.text import format_sinfo
 from retrograd.ops.api import R
 from retrograd.passes.gradient import Gradient
+from retrograd.training.buffers import buffer_layout, inference_mode, last_first, reset_values, with_buffer_outputs
 from retrograd.training.dropout_mode import count_dropouts, eval_mode
 from retrograd.training.dropout_mode import train_mode as train_mode_of
 from retrograd.training.inline import inline_body
@@ -24,7 +25,8 @@ LAYOUT_ATTRS = ("num_input", "num_param", "num_target")
 
 def setup_trainer(mod: IRModule, loss: Loss | None, optimizer: Optimizer, checkpoint=None,
                   func: str | None = None, num_inputs: int | None = None, inputs: list[str] | None = None,
-                  sparse: list[str] | None = None, train_mode: bool = True, batch_size: int | None = None) -> IRModule:
+                  sparse: list[str] | None = None, train_mode: bool = True, batch_size: int | None = None,
+                  buffers: list[str] | None = None) -> IRModule:
     """A module with `backbone`, `backbone_loss`, `backbone_loss_adjoint`, `optimizer` and `train_step`.
 
     `func` names the backbone (default: `backbone`, else `main`, else the only function). Its first
@@ -47,14 +49,34 @@ def setup_trainer(mod: IRModule, loss: Loss | None, optimizer: Optimizer, checkp
     (its adjoint `backbone_loss_train_adjoint`): the calls in training mode with a last parameter
     `dropout_key`, which `train_step` takes as its last state entry and returns plus one, so each step
     draws fresh masks (see dropout_mode.py). Without `train_mode`, training runs them in inference mode.
+
+    Buffers (an imported model's: `buffers=None` reads the backbone's `buffers` / `mutated_buffers`
+    attributes, see buffers.py; a list names them, `[]` none) are neither trained nor given to the
+    optimizer: `train_step(inputs..., params..., targets..., buffers..., state...) -> (loss, (new
+    params), (new state), (new buffers))` with attributes `num_buffer` and `buffer_init` (how each
+    starts). With `train_mode`, the buffers' new values are the backbone's (BatchNorm's running
+    statistics; `backbone_loss_train` returns `(loss, new buffers...)`); without, they pass unchanged.
+    `backbone` and `backbone_loss` take the buffers after the parameters and run every batch_norm
+    reading them in inference mode (model.eval()), returning the model's outputs only.
     """
     name = _backbone_name(mod, func)
     backbone = mod[name]
     if inputs is not None:
         backbone, num_inputs = _inputs_first(backbone, name, list(inputs)), len(inputs)
     n_in = _num_inputs(backbone, num_inputs)
+    buf_names, mutated = buffer_layout(backbone, name, buffers, [p.name_hint for p in backbone.params[:n_in]])
+    by_name = {p.name_hint: p for p in backbone.params}
+    bufs = [by_name[b] for b in buf_names]
+    backbone = last_first(backbone, backbone.params[:n_in], bufs)
+    n_user = _num_outputs(backbone) - len(mutated)
     with_key = train_mode and count_dropouts(backbone) > 0
-    backbone = eval_mode(backbone)
+    keeps = train_mode and any(b in mutated for b in buf_names)  # the train step computes new values
+    if keeps and loss is None:
+        carried = ", ".join(b for b in buf_names if b in mutated)
+        raise TrainingError(f"'{name}' updates the buffers {carried}: train it with a loss (loss=None takes "
+                            "a backbone returning its scalar loss alone)")
+    train_backbone = eval_mode(backbone)
+    backbone = inference_mode(train_backbone, bufs, n_user) if mutated else train_backbone
     out = IRModule({"backbone": _renamed(backbone, "backbone")})
     if loss is None:
         n_targets = 0
@@ -67,22 +89,31 @@ def setup_trainer(mod: IRModule, loss: Loss | None, optimizer: Optimizer, checkp
     if not (isinstance(ret, TensorStructInfo) and ret.ndim == 0 and is_float_dtype(ret.dtype or "")):
         hint = " (a reduction of 'none' keeps one loss per element)" if loss is not None else ""
         raise TrainingError(f"the loss must be a float scalar to be trained, got {format_sinfo(ret, brief=True)}{hint}")
-    n_param = len(backbone.params) - n_in
+    n_param = len(backbone.params) - n_in - len(bufs)
     if n_param <= 0:
-        raise TrainingError(f"'{name}' has no parameter to train: its {len(backbone.params)} parameters are all inputs")
+        raise TrainingError(f"'{name}' has no parameter to train: its {len(backbone.params)} parameters are all "
+                            f"inputs{' or buffers' if bufs else ''}")
     trained = list(range(n_in, n_in + n_param))
     params = [loss_func.params[i] for i in trained]
     _check_trainable(name, params, n_in)
     sparse_idx = _sparse_indices(params, trained, sparse or [])
     trained_loss = "backbone_loss"
-    if with_key:
+    if keeps:
+        trained_loss = "backbone_loss_train"
+        tmp = out.with_function("backbone_train", with_buffer_outputs(train_backbone, bufs, mutated, n_user))
+        tmp = append_loss(tmp, loss, "backbone_train", new_name=trained_loss,
+                          also_return=list(range(n_user, n_user + len(bufs))))
+        out = out.with_function(trained_loss, _renamed(train_mode_of(tmp[trained_loss]) if with_key else tmp[trained_loss],
+                                                       trained_loss))
+    elif with_key:
         trained_loss = "backbone_loss_train"
         out = out.with_function(trained_loss, _renamed(train_mode_of(loss_func), trained_loss))
     out = Gradient(trained_loss, require_grads=trained, sparse_grads=sparse_idx or None)(out)
     adjoint = out[trained_loss + "_adjoint"]
     grad_sinfo = [_bindable(g) for g in adjoint.ret_struct_info.fields[1].fields]
     out = out.with_function("optimizer", optimizer.function(params, grad_sinfo))
-    step = _train_step(adjoint, optimizer, n_in, n_param, n_targets, with_key)
+    step = _train_step(adjoint, optimizer, n_in, n_param, n_targets, with_key,
+                       reset_values(train_backbone, bufs, mutated), keeps)
     out = out.with_function("train_step", step)
     if checkpoint is not None:
         out = _checkpointed(_static_step(out, n_in, n_targets, batch_size), checkpoint)
@@ -153,6 +184,11 @@ def _check_trainable(name: str, params: list, n_in: int) -> None:
                             f"name them in inputs= with the {n_in} data input(s), to be passed unchanged with each batch")
 
 
+def _num_outputs(func: Function) -> int:
+    ret = func.ret_struct_info
+    return len(ret.fields) if isinstance(ret, TupleStructInfo) else 1
+
+
 def _num_inputs(backbone: Function, num_inputs: int | None) -> int:
     n = num_inputs if num_inputs is not None else backbone.attrs.get("num_input", 1)
     try:
@@ -176,7 +212,8 @@ def _inputs_first(func: Function, name: str, inputs: list[str]) -> Function:
 
 
 def _renamed(func: Function, name: str) -> Function:
-    attrs = {k: v for k, v in func.attrs.items() if k != "num_input"}
+    # The functions made here return the model's outputs alone (or the loss): no buffer values after them.
+    attrs = {k: v for k, v in func.attrs.items() if k not in ("num_input", "mutated_buffers")}
     if "global_symbol" in attrs:
         attrs["global_symbol"] = name
     return Function(func.params, func.body, func.ret_struct_info, func.is_pure, func.private, attrs, span=func.span)
@@ -187,11 +224,17 @@ def _field(bb: BlockBuilder, value, index: int):
 
 
 def _train_step(adjoint: Function, optimizer: Optimizer, n_in: int, n_param: int, n_targets: int,
-                with_key: bool = False) -> Function:
+                with_key: bool = False, buffer_init: list[str] = (), keeps: bool = False) -> Function:
     """The adjoint's bindings inlined, then the optimizer's update of the parameters with their gradients
-    (`with_key`: the adjoint's last parameter, the dropout key, is the last state entry, returned + 1)."""
+    (`with_key`: the adjoint's last parameter, the dropout key, is the last state entry, returned + 1).
+
+    Buffers (one per `buffer_init` entry, the adjoint's parameters after the trained ones) come after the
+    targets and are returned last: the adjoint's new values of them (`keeps`: it returns `(loss, new
+    buffers...)`), else themselves."""
     params = [fresh_var(p, promote=True) for p in adjoint.params]
+    n_buf = len(buffer_init)
     trained = params[n_in:n_in + n_param]
+    bufs = params[n_in + n_param:n_in + n_param + n_buf]
     names = optimizer.state_names([p.name_hint for p in trained])
     sinfos = optimizer.state_sinfo([p.struct_info for p in trained])
     state = [Var(n, s) for n, s in zip(names, sinfos)]
@@ -199,7 +242,9 @@ def _train_step(adjoint: Function, optimizer: Optimizer, n_in: int, n_param: int
     bb.begin_scope()
     result = inline_body(bb, adjoint, params)
     bb.begin_block(dataflow=True)
-    loss = _field(bb, result, 0)
+    forward = _field(bb, result, 0)
+    loss = _field(bb, forward, 0) if keeps else forward
+    new_bufs = [_field(bb, forward, 1 + i) for i in range(n_buf)] if keeps else bufs
     grads_tuple = _field(bb, result, 1)
     grads = [_field(bb, grads_tuple, i) for i in range(n_param)]
     new_params, new_state = optimizer.emit_update(bb, trained, grads, state)
@@ -207,8 +252,13 @@ def _train_step(adjoint: Function, optimizer: Optimizer, n_in: int, n_param: int
         key = params.pop()
         state.append(key)
         new_state = [*new_state, bb.emit(R.add(key, const(1, "int64")), "next_key")]
-    result = bb.emit_output(Tuple([loss, Tuple(new_params), Tuple(new_state)]), "step_out")
+    outs = [loss, Tuple(new_params), Tuple(new_state)] + ([Tuple(new_bufs)] if n_buf else [])
+    result = bb.emit_output(Tuple(outs), "step_out")
     bb.end_block()
     seq = bb.end_scope(result)
     attrs = {"global_symbol": "train_step", "num_input": n_in, "num_param": n_param, "num_target": n_targets}
-    return Function(tuple(params) + tuple(state), seq, seq.struct_info, True, False, attrs)
+    if n_buf:
+        attrs.update(num_buffer=n_buf, buffer_init=tuple(buffer_init))
+    del params[n_in + n_param:n_in + n_param + n_buf]  # the step takes them after the targets
+    data = params[:n_in + n_param + n_targets]
+    return Function(tuple(data) + tuple(bufs) + tuple(state), seq, seq.struct_info, True, False, attrs)

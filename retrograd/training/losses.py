@@ -228,11 +228,12 @@ def _classes(pred, axis: int) -> int:
 
 
 def append_loss(mod: IRModule, loss: Loss, func: str = "backbone", output_index: int = 0,
-                new_name: str | None = None) -> IRModule:
+                new_name: str | None = None, also_return: list[int] | None = None) -> IRModule:
     """`mod` with `<func>_loss(params..., targets)`: the backbone inlined, then `loss` of its output.
 
     The backbone returns the prediction (or a tuple whose field `output_index` is the prediction).
-    The input module is not changed.
+    `also_return` (fields of the backbone's tuple) makes the function return `(loss, those fields...)`:
+    how training keeps an imported model's new buffer values. The input module is not changed.
     """
     if func not in mod:
         raise TrainingError(f"append_loss: the module has no function '{func}' (functions: {', '.join(mod.keys())})")
@@ -240,7 +241,8 @@ def append_loss(mod: IRModule, loss: Loss, func: str = "backbone", output_index:
     params = [fresh_var(p, promote=True) for p in backbone.params]
     bb = BlockBuilder(mod)
     bb.begin_scope()
-    pred = inline_body(bb, backbone, params)
+    result = inline_body(bb, backbone, params)
+    pred = result
     if isinstance(pred.struct_info, TupleStructInfo):
         pred = pred.fields[output_index] if isinstance(pred, Tuple) else bb.emit(TupleGetItem(pred, output_index))
     psinfo = pred.struct_info
@@ -250,6 +252,9 @@ def append_loss(mod: IRModule, loss: Loss, func: str = "backbone", output_index:
     target = Var("targets", loss.target_sinfo(psinfo))
     bb.begin_block(dataflow=True)
     out = loss.emit(bb, pred, target)
+    if also_return:
+        kept = [result.fields[i] if isinstance(result, Tuple) else bb.emit(TupleGetItem(result, i)) for i in also_return]
+        out = bb.emit(Tuple([out, *kept]))
     bindings = bb.current_bindings()
     if bindings and bindings[-1].var is out:  # make the last binding the block's output, not an alias of it
         result = Var(out.name_hint, out.struct_info)

@@ -112,3 +112,34 @@ def test_import_torch_then_train_with_its_params_matches_torch_sgd(tmp_path, cap
     got = retrograd.load_params(out / "params.npz")
     for k, p in model.named_parameters():
         np.testing.assert_allclose(got[k], (p - 0.5 * p.grad).detach().numpy(), rtol=1e-5, atol=1e-6, err_msg=k)
+
+
+def test_import_in_train_mode_then_train_carries_batch_norm_statistics(tmp_path, capsys):
+    """A BatchNorm model imported with --train trains with its running statistics updated each step as
+    PyTorch's, and `--out` writes them back with the parameters (one batch per epoch: the shuffled
+    order does not change a batch's statistics)."""
+    torch = need("torch")
+    from frontend import torch_factories
+
+    script, archive = tmp_path / "m.py", tmp_path / "p.npz"
+    assert main(["import", "--torch", "tests.frontend.torch_factories:small_cnn", "--args", "8,3,6,6", "--train",
+                 "-o", str(script), "--params", str(archive)]) == 0
+    rng = np.random.default_rng(3)
+    x, t = rng.standard_normal((8, 3, 6, 6)).astype("float32"), rng.integers(0, 5, 8)
+    data_name = retrograd.parse_file(script)["main"].params[0].name_hint
+    np.savez(tmp_path / "data.npz", **{data_name: x, "targets": t})
+    out = tmp_path / "out"
+    assert main(["train", str(script), "--data", str(tmp_path / "data.npz"), "--params", str(archive), "--loss",
+                 "cross_entropy", "--optimizer", "sgd", "--lr", "0.5", "--epochs", "3", "--batch-size", "8",
+                 "--out", str(out)]) == 0
+    model = torch_factories.small_cnn().train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.5)
+    for _ in range(3):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(torch.from_numpy(x)), torch.from_numpy(t)).backward()
+        opt.step()
+    got = retrograd.load_params(out / "params.npz")
+    assert set(got) == set(model.state_dict())
+    for k, v in model.state_dict().items():
+        np.testing.assert_allclose(got[k], v.numpy(), rtol=1e-5, atol=1e-6, err_msg=k)
+    assert int(got["1.num_batches_tracked"]) == 3

@@ -1,5 +1,7 @@
-"""The trainer on a model imported from PyTorch: integer buffers (BatchNorm's num_batches_tracked) are a
-clear error naming them and the way out (inputs=); with them passed as data, SGD steps follow PyTorch's."""
+"""The trainer on a model imported from PyTorch with its buffers not carried (`buffers=[]`, every non-data
+parameter trained): integer buffers (BatchNorm's num_batches_tracked) are a clear error naming them and
+the way out (inputs=); with them passed as data, SGD steps follow PyTorch's. The buffers carried as
+state (the default) are tested in test_batch_norm_buffers.py."""
 
 from __future__ import annotations
 
@@ -30,7 +32,7 @@ def _imported():
 def test_integer_buffers_are_a_clear_error():
     _, _, _, mod, _ = _imported()
     with pytest.raises(TrainingError) as info:
-        setup_trainer(mod, CrossEntropyLoss(), SGD(0.1))
+        setup_trainer(mod, CrossEntropyLoss(), SGD(0.1), buffers=[])
     msg = str(info.value)
     assert "p_1_num_batches_tracked" in msg and "int64" in msg and "inputs=" in msg
 

@@ -1,0 +1,308 @@
+"""Training an imported model with BatchNorm carries PyTorch's running statistics: the same model, initial
+weights, batches and optimizer trained in PyTorch (model.train()) and by the Trainer end with the same
+parameters, running_mean / running_var / num_batches_tracked, and eval-mode predictions (model.eval()).
+A model exported in eval mode keeps its running statistics fixed, and never trains them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from retrograd.errors import TrainingError
+from retrograd.training import SGD, AdamW, CrossEntropyLoss, Trainer, setup_trainer
+from optional import need
+
+STEPS, BATCH = 4, 6
+
+
+def _conv(torch, momentum=0.1):
+    return torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3, bias=False), torch.nn.BatchNorm2d(4, momentum=momentum), torch.nn.ReLU(),
+                               torch.nn.Flatten(), torch.nn.Linear(4 * 6 * 6, 5))
+
+
+def _mlp(torch, momentum=0.1):
+    return torch.nn.Sequential(torch.nn.Linear(7, 8, bias=False), torch.nn.BatchNorm1d(8, momentum=momentum), torch.nn.ReLU(),
+                               torch.nn.Linear(8, 6, bias=False), torch.nn.BatchNorm1d(6, momentum=momentum), torch.nn.Tanh(),
+                               torch.nn.Linear(6, 5))
+
+
+SHAPES = {_conv: (3, 8, 8), _mlp: (7,)}
+# No bias before a BatchNorm (as in ResNets): its gradient is zero up to rounding, which Adam would scale up.
+# retrograd's optimizer and PyTorch's, alike; both decay weights, so a trained buffer would move.
+OPTIMIZERS = {
+    "sgd": (lambda: SGD(0.05, momentum=0.9, weight_decay=0.01),
+            lambda torch, ps: torch.optim.SGD(ps, lr=0.05, momentum=0.9, weight_decay=0.01)),
+    "adamw": (lambda: AdamW(0.01, weight_decay=0.1), lambda torch, ps: torch.optim.AdamW(ps, lr=0.01, weight_decay=0.1)),
+    "sgd_decay": (lambda: SGD(0.1, weight_decay=0.1), lambda torch, ps: torch.optim.SGD(ps, lr=0.1, weight_decay=0.1)),
+}
+
+
+def _setup(factory, mode="train", momentum=0.1, optimizer="sgd", seed=0, **options):
+    """(torch, net, retrograd's train module, its initial values by IR name, IR name of each state_dict key)."""
+    torch = need("torch")
+    from retrograd.frontend import from_torch
+
+    torch.manual_seed(seed)
+    net = factory(torch, momentum).double()
+    with torch.no_grad():  # running statistics away from their start, so that reading them matters
+        for m in net.modules():
+            if isinstance(m, torch.nn.modules.batchnorm._BatchNorm):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+                m.num_batches_tracked.fill_(3)
+    getattr(net, mode)()
+    saved = {k: v.clone() for k, v in net.state_dict().items()}
+    mod, params = from_torch(net, (torch.zeros((BATCH, *SHAPES[factory]), dtype=torch.float64),))
+    net.load_state_dict(saved)  # export ran a forward in train mode: undo its update
+    ir = dict(zip(params, (p.name_hint for p in mod["main"].params[1:])))
+    train = setup_trainer(mod, CrossEntropyLoss(), OPTIMIZERS[optimizer][0](), **options)
+    return torch, net, train, {ir[k]: np.array(v) for k, v in params.items()}, ir
+
+
+def _batches(factory, n=STEPS, seed=1):
+    rng = np.random.default_rng(seed)
+    return [(rng.standard_normal((BATCH, *SHAPES[factory])), rng.integers(0, 5, BATCH)) for _ in range(n)]
+
+
+def _torch_steps(torch, net, optimizer, batches):
+    opt = OPTIMIZERS[optimizer][1](torch, net.parameters())
+    losses = []
+    for x, y in batches:
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(net(torch.from_numpy(x)), torch.from_numpy(y))
+        loss.backward()
+        opt.step()
+        losses.append(float(loss.detach()))
+    return losses
+
+
+def _assert_same_state(trainer, net, ir):
+    for key, value in net.state_dict().items():
+        name = ir[key]
+        ours = trainer.buffers[name] if name in trainer.buffer_names else trainer.params[name]
+        ours = np.asarray(trainer._host(ours))
+        assert ours.dtype == value.numpy().dtype, key
+        if value.dtype.is_floating_point:
+            np.testing.assert_allclose(ours, value.numpy(), rtol=1e-11, atol=1e-13, err_msg=key)
+        else:
+            np.testing.assert_array_equal(ours, value.numpy(), err_msg=key)
+
+
+@pytest.mark.parametrize("factory, momentum, optimizer, backend", [
+    (_conv, 0.1, "sgd", "numpy"),
+    (_conv, 0.1, "adamw", "torch"),
+    (_mlp, 0.3, "adamw", "numpy"),
+    (_mlp, 0.1, "sgd", "torch"),
+], ids=["bn2d-sgd", "bn2d-adamw-torch", "bn1d-adamw", "bn1d-sgd-torch"])
+def test_training_follows_pytorch_running_statistics_included(factory, momentum, optimizer, backend):
+    torch, net, train, values, ir = _setup(factory, momentum=momentum, optimizer=optimizer)
+    trainer = Trainer(train, backend=backend)
+    assert set(trainer.buffer_names) == {ir[k] for k, _ in net.named_buffers()}
+    assert not set(trainer.buffer_names) & set(trainer.param_names)
+    assert not any(s.startswith(b) for s in trainer.state_names for b in trainer.buffer_names)  # no optimizer state
+    trainer.set_params(values)
+    batches = _batches(factory)
+    ours = [trainer.step(x, y) for x, y in batches]
+    net.train()
+    theirs = _torch_steps(torch, net, optimizer, batches)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-12)
+    _assert_same_state(trainer, net, ir)
+    assert int(trainer.buffers[ir["1.num_batches_tracked"]]) == 3 + STEPS
+    # Eval mode reads the running statistics: predict and evaluate equal model.eval()'s.
+    net.eval()
+    x, y = _batches(factory, 1, seed=9)[0]
+    with torch.no_grad():
+        logits = net(torch.from_numpy(x))
+        loss = float(torch.nn.functional.cross_entropy(logits, torch.from_numpy(y)))
+    np.testing.assert_allclose(trainer.predict(x)[0], logits.numpy(), rtol=1e-11, atol=1e-13)
+    assert trainer.evaluate(x, y) == pytest.approx(loss, rel=1e-12)
+
+
+@pytest.mark.parametrize("how", ["exported-in-eval-mode", "train_mode=False"])
+def test_eval_mode_training_keeps_the_running_statistics_fixed(how):
+    mode, options = ("eval", {}) if how == "exported-in-eval-mode" else ("train", {"train_mode": False})
+    torch, net, train, values, ir = _setup(_conv, mode=mode, optimizer="adamw", **options)
+    trainer = Trainer(train)
+    trainer.set_params(values)
+    before = {k: v.copy() for k, v in trainer.buffers.items()}
+    batches = _batches(_conv)
+    ours = [trainer.step(x, y) for x, y in batches]
+    net.eval()  # PyTorch trained in eval mode: BatchNorm normalizes with the running statistics, updates nothing
+    theirs = _torch_steps(torch, net, "adamw", batches)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-12)
+    _assert_same_state(trainer, net, ir)
+    for k, v in before.items():
+        np.testing.assert_array_equal(trainer.buffers[k], v, err_msg=k)
+    x = _batches(_conv, 1, seed=9)[0][0]
+    with torch.no_grad():
+        np.testing.assert_allclose(trainer.predict(x)[0], net(torch.from_numpy(x)).numpy(), rtol=1e-11, atol=1e-13)
+
+
+def test_state_round_trips_and_resumes_exactly(tmp_path):
+    _, _, train, values, ir = _setup(_mlp, optimizer="adamw")
+    batches = _batches(_mlp, 5)
+    a = Trainer(train)
+    a.set_params(values)
+    for x, y in batches[:3]:
+        a.step(x, y)
+    sd = a.state_dict()
+    assert set(sd) == {"params", "optimizer", "buffers"} and set(sd["buffers"]) == set(a.buffer_names)
+    a.save_state(tmp_path / "s.npz")
+    b = Trainer(train)
+    b.load_state(tmp_path / "s.npz")
+    for k in a.buffer_names:
+        np.testing.assert_array_equal(b.buffers[k], a.buffers[k], err_msg=k)
+    for x, y in batches[3:]:
+        assert b.step(x, y) == a.step(x, y)
+    for group in ("params", "buffers", "optimizer"):
+        for k, v in a.state_dict()[group].items():
+            np.testing.assert_array_equal(b.state_dict()[group][k], v, err_msg=k)
+    # export_params / load_params keep the buffers with the parameters (as PyTorch's state_dict does).
+    a.export_params(tmp_path / "p.npz")
+    c = Trainer(train)
+    c.load_params(tmp_path / "p.npz")
+    np.testing.assert_array_equal(c.buffers[ir["1.running_var"]], a.buffers[ir["1.running_var"]])
+    x = batches[0][0]
+    np.testing.assert_array_equal(c.predict(x)[0], a.predict(x)[0])
+    with pytest.raises(TrainingError, match="buffers"):
+        c.load_state_dict({"params": sd["params"], "optimizer": sd["optimizer"]})
+    with pytest.raises(TrainingError, match="missing buffer 'p_1_running_mean'"):
+        c.set_params({**sd["params"], ir["1.running_var"]: sd["buffers"][ir["1.running_var"]]})
+
+
+def test_buffers_start_as_pytorch_resets_them():
+    torch, _, train, values, ir = _setup(_conv)
+    trainer = Trainer(train)
+    trainer.init_params(seed=0)
+    fresh = torch.nn.BatchNorm2d(4).double()
+    for name in ("running_mean", "running_var", "num_batches_tracked"):
+        value = getattr(fresh, name).numpy()
+        np.testing.assert_array_equal(trainer.buffers[ir["1." + name]], value)
+        assert trainer.buffers[ir["1." + name]].dtype == value.dtype
+    # set_params without buffers keeps the ones there are.
+    trainer.step(*_batches(_conv, 1)[0])
+    kept = trainer.buffers[ir["1.running_mean"]].copy()
+    trainer.set_params({k: values[k] for k in trainer.param_names})
+    np.testing.assert_array_equal(trainer.buffers[ir["1.running_mean"]], kept)
+
+
+def test_a_buffer_with_no_known_start_is_named():
+    torch = need("torch")
+    from retrograd.frontend import from_torch
+
+    class Scaled(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 4)
+            self.register_buffer("scale", torch.full((3,), 2.0))
+
+        def forward(self, x):
+            return self.lin(x * self.scale)
+
+    net = Scaled().double()
+    mod, params = from_torch(net, (torch.zeros(2, 3, dtype=torch.float64),))
+    trainer = Trainer(setup_trainer(mod, CrossEntropyLoss(), SGD(0.1)))
+    assert trainer.param_names == ["lin_weight", "lin_bias"] and trainer.buffer_names == ["scale"]
+    with pytest.raises(TrainingError, match="buffer 'scale' has no known starting value"):
+        trainer.init_params()
+    trainer.init_params(overrides={"scale": params["scale"]})
+    before = trainer.params["lin_weight"].copy()
+    trainer.step(np.ones((2, 3)), np.array([0, 1]))
+    assert not np.array_equal(trainer.params["lin_weight"], before)
+    np.testing.assert_array_equal(trainer.buffers["scale"], [2.0, 2.0, 2.0])
+
+
+def test_checkpointed_step_carries_the_buffers_too():
+    _, _, plain, values, ir = _setup(_conv)
+    _, _, planned, _, _ = _setup(_conv, checkpoint=True, batch_size=BATCH)
+    a, b = Trainer(plain), Trainer(planned)
+    a.set_params(values)
+    b.set_params(values)
+    for x, y in _batches(_conv, 2):
+        assert a.step(x, y) == b.step(x, y)
+    for k in a.buffer_names:
+        np.testing.assert_array_equal(b.buffers[k], a.buffers[k], err_msg=k)
+
+
+def test_what_is_not_supported_names_the_buffers():
+    from retrograd.distributed import data_parallel
+
+    _, _, train, _, _ = _setup(_mlp)
+    with pytest.raises(TrainingError, match="p_1_running_mean, p_1_running_var, p_1_num_batches_tracked"):
+        data_parallel(train)
+
+
+def test_onnx_batch_normalization_statistics_are_not_trained():
+    """An ONNX model's BatchNormalization statistics are initializers: training keeps them fixed (as
+    PyTorch trains its model in eval mode), and trains scale, bias and the rest."""
+    torch = need("torch")
+    onnx = need("onnx")
+    helper, numpy_helper, double = onnx.helper, onnx.numpy_helper, onnx.TensorProto.DOUBLE
+
+    from retrograd.frontend import from_onnx
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.BatchNorm2d(3), torch.nn.Flatten(), torch.nn.Linear(3 * 4 * 4, 5)).double()
+    with torch.no_grad():
+        net[0].running_mean.uniform_(-0.5, 0.5)
+        net[0].running_var.uniform_(0.5, 2.0)
+        net[0].weight.uniform_(0.5, 1.5)
+    net.eval()
+    weights = {"scale": net[0].weight, "bias": net[0].bias, "mean": net[0].running_mean, "var": net[0].running_var,
+               "w": net[2].weight, "b": net[2].bias}
+    graph = helper.make_graph(
+        [helper.make_node("BatchNormalization", ["x", "scale", "bias", "mean", "var"], ["y"], epsilon=1e-5),
+         helper.make_node("Flatten", ["y"], ["f"]), helper.make_node("Gemm", ["f", "w", "b"], ["out"], transB=1)],
+        "bn", [helper.make_tensor_value_info("x", double, [BATCH, 3, 4, 4])],
+        [helper.make_tensor_value_info("out", double, [BATCH, 5])],
+        [numpy_helper.from_array(v.detach().numpy().copy(), k) for k, v in weights.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model)
+    mod, params = from_onnx(model)
+    trainer = Trainer(setup_trainer(mod, CrossEntropyLoss(), OPTIMIZERS["sgd_decay"][0]()))
+    assert trainer.buffer_names == ["mean", "var"] and trainer.param_names == ["scale", "bias", "w", "b"]
+    trainer.set_params(params)
+    rng = np.random.default_rng(3)
+    batches = [(rng.standard_normal((BATCH, 3, 4, 4)), rng.integers(0, 5, BATCH)) for _ in range(3)]
+    ours = [trainer.step(x, y) for x, y in batches]
+    np.testing.assert_allclose(ours, _torch_steps(torch, net, "sgd_decay", batches), rtol=1e-12)
+    for name, value in weights.items():
+        ours = trainer.buffers[name] if name in trainer.buffer_names else trainer.params[name]
+        np.testing.assert_allclose(ours, value.detach().numpy(), rtol=1e-11, atol=1e-13, err_msg=name)
+    np.testing.assert_array_equal(trainer.buffers["mean"], params["mean"])
+
+
+def test_a_symbolic_batch_trains_on_batches_of_any_size():
+    """Exported with a symbolic batch dim, the running variance's n / (n - 1) is counted at run time:
+    batches of different sizes (a shorter last one) update the statistics as PyTorch does."""
+    torch = need("torch")
+    from retrograd.frontend import from_torch
+
+    torch.manual_seed(0)
+    net = _mlp(torch).double().train()
+    saved = {k: v.clone() for k, v in net.state_dict().items()}
+    mod, params = from_torch(net, (torch.zeros(BATCH, 7, dtype=torch.float64),),
+                             dynamic_shapes=({0: torch.export.Dim("batch")},))
+    net.load_state_dict(saved)
+    ir = dict(zip(params, (p.name_hint for p in mod["main"].params[1:])))
+    trainer = Trainer(setup_trainer(mod, CrossEntropyLoss(), OPTIMIZERS["sgd"][0]()))
+    trainer.set_params({ir[k]: np.array(v) for k, v in params.items()})
+    rng = np.random.default_rng(5)
+    batches = [(rng.standard_normal((n, 7)), rng.integers(0, 5, n)) for n in (6, 9, 2)]
+    ours = [trainer.step(x, y) for x, y in batches]
+    np.testing.assert_allclose(ours, _torch_steps(torch, net, "sgd", batches), rtol=1e-12)
+    _assert_same_state(trainer, net, ir)
+    net.eval()
+    x = rng.standard_normal((1, 7))
+    with torch.no_grad():
+        np.testing.assert_allclose(trainer.predict(x)[0], net(torch.from_numpy(x)).numpy(), rtol=1e-11, atol=1e-13)
+
+
+def test_the_made_functions_say_which_parameters_are_buffers_but_return_no_updates():
+    _, _, train, _, _ = _setup(_conv)
+    for name in ("backbone", "backbone_loss", "backbone_loss_train"):
+        attrs = train[name].attrs
+        assert attrs["buffers"] == ("p_1_running_mean", "p_1_running_var", "p_1_num_batches_tracked"), name
+        assert "mutated_buffers" not in attrs, name
+    assert [p.name_hint for p in train["backbone"].params][-3:] == list(train["backbone"].attrs["buffers"])
+    assert len(train["backbone"].ret_struct_info.fields) == 1  # the logits, no buffer values
