@@ -6,7 +6,6 @@ from __future__ import annotations
 import attrs
 
 from retrograd.analysis.layout import Fresh, Layout, Same, c_layout, results
-from retrograd.analysis.liveness import inplace_positions
 from retrograd.analysis.plan import Plan, fold_source, plan_function
 from retrograd.errors import PassError, UnsupportedError
 from retrograd.ir.expr import Function, Tuple
@@ -153,7 +152,7 @@ def _shared_layouts(call, out_sinfo, args):
 def _inplace(ins, deps: tuple, node_of: list, plan: Plan, owns: list) -> tuple:
     """Positions in deps whose buffer the executor may reuse for the result (see runtime/inplace.py)."""
     out: dict[int, None] = {}  # positions in deps, each once, in order
-    for p in inplace_positions(ins.call, ins.srcs, ins.var.struct_info):
+    for p in ins.inplace:
         node = node_of[ins.srcs[p]]
         if node is not None and owns[node]:
             out[deps.index(node)] = None
