@@ -94,8 +94,7 @@ def use_exact(problem: Problem, found) -> bool:
 
 
 def plan_budget(problem: Problem, budget: int) -> Schedule | None:
-    """The "budget" policy's plan, or None when no solver finds one within the budget. Solvers are tried
-    in order; an optimal one's plan is taken as soon as it fits."""
+    """The "budget" policy's plan (see the module docstring), or None when no solver finds one that fits."""
     if budget < lower_bound(problem):
         return None
     found = chain.detect(problem)
@@ -179,19 +178,12 @@ def _drop_unread(problem: Problem, groups: list[list[int]]) -> None:
                 stack.append(i)
 
 
-def _exclusive_cost(problem: Problem, group: list[int], t: int, v: int) -> float:
-    """Cost of v's recomputation at stage t and of those of stage t only v's recomputation reads."""
-    members, readers, gone, cost = set(group), {}, {v}, problem.costs[v]
-    for u in group:
-        for d in problem.deps[u]:
-            if d in members:
-                readers.setdefault(d, set()).add(u)
-    # Back from v (readers follow inputs): u goes too when only gone ones read it, and not stage t's node.
-    for u in reversed(group[: group.index(v)]):
-        if readers.get(u) and readers[u] <= gone and u not in problem.deps[t]:
-            gone.add(u)
-            cost += problem.costs[u]
-    return cost
+def _without(problem: Problem, groups: list[list[int]], t: int, v: int) -> list[list[int]]:
+    """The groups without v's recomputation at stage t, nor those that only it read (_drop_unread)."""
+    trial = [list(g) for g in groups]
+    trial[t].remove(v)
+    _drop_unread(problem, trial)
+    return trial
 
 
 def share(problem: Problem, schedule: Schedule, limit: int, sim: Simulation | None = None) -> tuple[Schedule, Simulation]:
@@ -203,13 +195,12 @@ def share(problem: Problem, schedule: Schedule, limit: int, sim: Simulation | No
     limit, groups, trials, changed = max(limit, sim.peak_bytes), [list(g) for g in schedule.recompute], 0, True
     while changed and trials < MAX_TRIALS:
         changed = False
-        dearest = lambda tv: (-_exclusive_cost(problem, groups[tv[0]], *tv), -tv[0], tv[1])  # noqa: E731
-        for t, v in sorted(((t, v) for t, g in enumerate(groups) for v in g), key=dearest):
+        # Dearest first: the least cost left without the recomputation (and those only it read).
+        left = lambda tv: sum(problem.costs[u] for g in _without(problem, groups, *tv) for u in g)  # noqa: E731
+        for t, v in sorted(((t, v) for t, g in enumerate(groups) for v in g), key=lambda tv: (left(tv), -tv[0], tv[1])):
             if trials < MAX_TRIALS and v in groups[t]:
                 trials += 1
-                trial = [list(g) for g in groups]
-                trial[t].remove(v)
-                _drop_unread(problem, trial)
+                trial = _without(problem, groups, t, v)
                 ts = simulate(problem, Schedule(trial), check=False)
                 if ts.peak_bytes <= limit and ts.extra_cost < sim.extra_cost:
                     groups, sim, changed = trial, ts, True
