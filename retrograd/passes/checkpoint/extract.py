@@ -77,8 +77,6 @@ def extract(func: Function) -> Extraction:
         raise PassError(err.message, err.span) from None
     n = len(plan.names)
     node_of = [None] * plan.nregs  # by register: a list, not a dict (one entry a binding, held to the end)
-    for ins in plan.block.ins:
-        node_of[ins.out] = ins.binding
     sinfo_of = {reg: x.struct_info for reg, x in [*plan.params, *plan.consts.items()]}
     sizes, costs, deps, alias_of, inplace = [0] * n, [0.0] * n, [()] * n, [None] * n, [()] * n
     recomputable, kinds, fields, field = [True] * n, ["view"] * n, [()] * n, [None] * n
@@ -122,6 +120,7 @@ def extract(func: Function) -> Extraction:
                 owns[d] = False  # its result may be a value it reads (a branch returning it): never written over
         sizes[i], costs[i], recomputable[i], alias_of[i], kinds[i], field[i] = size, cost, rec, root, kind, part
         layouts[ins.out] = layout
+        node_of[ins.out] = i  # set here: an instruction reads earlier registers only
         # An op's fresh result may be written over, and so may a view of one (a field of its tuple
         # included) when nothing else holds the buffer: the memory model's rule.
         fresh = size > 0 and root is None and ins.kind == "op"
