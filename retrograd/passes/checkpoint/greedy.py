@@ -135,9 +135,8 @@ class Planner:
             dropped.difference_update(new)
 
     def step(self) -> bool:
-        """Drop the best candidates across the current peak; False when there are none. On large problems
-        a step first drops, in order, candidates freeing a twelfth of the activation peak (at least one),
-        so that a plan takes tens of simulations, not thousands."""
+        """Drop the best candidates across the current peak (False: none). On large problems a step first drops,
+        in order, candidates freeing a twelfth of the activation peak: tens of simulations a plan, not thousands."""
         t, peak = self.sim.peak_stage, self.sim.peak_bytes
         if t < 0:
             return False
@@ -200,11 +199,3 @@ def descend(problem: Problem, budget: int | None, light, single=False) -> tuple[
         pl.state = best
         pl.prune(pl.sim.peak_bytes)
     return pl.state[1:]
-
-
-def idle_across_peak(pl: Planner) -> list[tuple[int, int]]:
-    """(value, gap) of the recomputable values idle across the unplanned plan's peak, in program order,
-    each recomputable alone (not reading a value that cannot be)."""
-    t, p, pts = pl.sim.peak_stage, pl.p, pl.points
-    return [(v, k) for v in range(max(t, 0)) if (k := pl.gap(v, t)) and pts[v][k - 1] < t < pts[v][k] != p.n
-            and p.recomputable[v] and pl.closure(v, pts[v][k], {(v, k)}, set(), [])]
