@@ -169,7 +169,14 @@ def _plan(mod: IRModule, options: Checkpoint) -> tuple[IRModule, PlanReport]:
         target = parsed.resolve(unplanned, problem.pinned_bytes) if parsed is not None else None
         # A budget the function meets as it is needs no plan (the Problem may count more than the executor).
         budget = target if policy == "budget" and target is not None and target < unplanned else None
-        least = lambda problem: _least(mod, func_name, ex, problem, unplanned)  # noqa: E731
+
+        def least(problem: Problem) -> tuple[int, Schedule | None]:
+            """(the least budget the pass meets, the plan meeting it; None: the function as it is): the measured
+            peak of the plan for the Problem's least peak, or the unplanned peak when that is no higher."""
+            peak, plan = least_plan(problem)
+            peak = peak if plan is None else _measure(mod, func_name, ex, lambda: rewrite(ex, plan.recompute), peak)
+            return (unplanned, None) if plan is None or peak >= unplanned else (peak, plan)
+
         try:
             schedule = solve(problem, budget, policy, least)
             new_func = rewrite(ex, schedule.recompute)
@@ -178,15 +185,15 @@ def _plan(mod: IRModule, options: Checkpoint) -> tuple[IRModule, PlanReport]:
                 # Not reached while the Problem is exact or counts more than the executor (tested over the corpus).
                 raise InfeasibleBudget(budget, least(problem)[0])
         except InfeasibleBudget as err:
-            least, pinned = err.least_feasible, problem.pinned_bytes
+            low, pinned = err.least_feasible, problem.pinned_bytes
             # The least feasible budget in the forms `parse_budget` reads: bytes, % of the peak, %act.
-            forms = [f"{least} bytes"]
-            forms += [f"{least / unplanned * 100:.4g}% of the unplanned peak"] if unplanned else []
-            forms += [f"{(least - pinned) / (unplanned - pinned) * 100:.4g}%act"] if unplanned > pinned else []
+            forms = [f"{low} bytes"]
+            forms += [f"{low / unplanned * 100:.4g}% of the unplanned peak"] if unplanned else []
+            forms += [f"{(low - pinned) / (unplanned - pinned) * 100:.4g}%act"] if unplanned > pinned else []
             message = (f"checkpoint: the budget of {target} bytes for '{func_name}' cannot be met: the least "
                        f"feasible budget is {' = '.join(forms)}; feasible budgets are those "
                        f"from it up (parameters alone: {pinned} bytes; unplanned peak: {unplanned} bytes)")
-            raise InfeasibleBudgetError(message, least).about_option("budget") from None
+            raise InfeasibleBudgetError(message, low).about_option("budget") from None
     report = PlanReport.of(problem, schedule, func_name, policy, target, unplanned, peak)
     return (mod if new_func is func else mod.with_function(func_name, new_func)), report
 
@@ -200,14 +207,6 @@ def planning_problem(mod: IRModule, func_name: str, ex) -> Problem:
     during = memory_timeline(mod, func_name).during
     own = simulate(p, stage_peaks=True).check().stage_peaks
     return attrs.evolve(p, inner=[max(0, during[i] - own[i]) if i in ex.opaque else 0 for i in range(p.n)])
-
-
-def _least(mod: IRModule, func_name: str, ex, problem: Problem, unplanned: int) -> tuple[int, Schedule | None]:
-    """(the least budget the pass meets, the plan meeting it; None: the function as it is): the measured
-    peak of the plan for the Problem's least peak, or the unplanned peak when that is no higher."""
-    peak, plan = least_plan(problem)
-    peak = peak if plan is None else _measure(mod, func_name, ex, lambda: rewrite(ex, plan.recompute), peak)
-    return (unplanned, None) if plan is None or peak >= unplanned else (peak, plan)
 
 
 def _measure(mod: IRModule, func_name: str, ex, new_func, planned: int) -> int:
