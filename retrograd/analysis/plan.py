@@ -43,14 +43,15 @@ class Ins:
     (`branches`: two Blocks; srcs[0] the condition's register) or "item" (field `index` of the tuple in
     register srcs[0]). srcs: the argument sources (a tuple); reads: the registers it reads that may be
     freed (a tuple, each once; for an If, those its branches read from outside too); out: the register
-    it fills; frees: the registers released right after it; target: the argument position whose dying
-    buffer an op may compute its result into (None: a fresh result); aliases: argument positions whose
+    it fills; frees: the registers released right after it; inplace: the argument positions whose buffer
+    an op may compute its result into when it dies there (liveness.inplace_positions); target: the first
+    of them dying here (None: a fresh result); aliases: argument positions whose
     buffer the result may view (the op's `aliases`); var / binding / span: the bound variable, its
     position among the top-level bindings (None inside a branch), and where it is written.
     """
 
     __slots__ = ("kind", "out", "srcs", "reads", "frees", "var", "binding", "span", "call", "op", "callee",
-                 "branches", "index", "target", "aliases")
+                 "branches", "index", "inplace", "target", "aliases")
 
     def __init__(self, kind, out, srcs, reads, var, binding, span, call=None, callee=None, branches=None, index=None):
         self.kind = kind
@@ -66,6 +67,7 @@ class Ins:
         self.callee = callee
         self.branches = branches
         self.index = index
+        self.inplace = ()
         self.target = None
         self.aliases = tuple(getattr(self.op, "aliases", ())) if kind == "op" else ()
 
@@ -299,10 +301,8 @@ class _Planner:
             if ins.branches is not None:
                 for b in ins.branches:
                     self.assign(b, dying.get(i, set()) | b.defined)
-            elif ins.kind == "op" and ins.frees and ins.op.inplace is not None:
-                positions = inplace_positions(ins.call, ins.srcs, ins.var.struct_info)
-                dying_here = [p for p in positions if ins.srcs[p] in frees[i]]
-                if dying_here:
-                    ins.target = dying_here[0]
+            elif ins.kind == "op" and ins.op.inplace is not None:
+                ins.inplace = tuple(inplace_positions(ins.call, ins.srcs, ins.var.struct_info))
+                ins.target = next((p for p in ins.inplace if ins.srcs[p] in frees[i]), None)
         blk.prefree, blk.endfree = tuple(prefree), tuple(endfree)
         blk.defined = blk.outer_reads = None  # planning's alone: not held with the plan

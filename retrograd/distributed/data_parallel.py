@@ -21,7 +21,7 @@ from retrograd.ir.module import IRModule
 from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ir.well_formed import well_formed
 from retrograd.ops.api import R
-from retrograd.passes.checkpoint import parse_budget
+from retrograd.analysis.budget import parse_budget
 from retrograd.passes.infra import OptionError, module_pass
 from retrograd.training.assemble import LAYOUT_ATTRS
 from retrograd.training.dropout_mode import DROPOUT_KEY

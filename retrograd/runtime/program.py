@@ -10,7 +10,7 @@ from operator import itemgetter
 
 import numpy as np
 
-from retrograd.analysis.liveness import inplace_positions, storage_of
+from retrograd.analysis.liveness import storage_of
 from retrograd.analysis.plan import plan_function
 from retrograd.errors import KernelError, UnsupportedError
 from retrograd.gc_pause import collector_paused
@@ -456,7 +456,7 @@ class _FunctionLowering:
 
 
 def _pairable(ins, cost: float, special: bool) -> "_Pairable":
-    moves = bool(cost) and ins.op.pure and not inplace_positions(ins.call, ins.srcs, ins.var.struct_info)
+    moves = bool(cost) and ins.op.pure and not ins.inplace
     return _Pairable(ins.out, ins.reads, special, cost, moves)
 
 

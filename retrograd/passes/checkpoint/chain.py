@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from itertools import accumulate
-from math import comb, floor, gcd
+from math import comb, floor, gcd, inf
 
 import numpy as np
 
@@ -16,7 +16,6 @@ from retrograd.passes.checkpoint.simulate import events, simulate
 
 MAX_UNITS = 256  # memory levels of the DP; sizes are rounded up to coarser units past it
 MAX_TRIPLES = 400_000  # (i, k, b) triples: past this the DP is not tried (chains of about 130 reads)
-INF = float("inf")
 # Revolve plans recomputing over max(MAX_REPEAT * L, MAX_STEPS) steps (about L^(1+1/s) with s slots) are never
 # built: on a long chain they take hours. Chains of L <= 362 keep every plan (one slot included).
 MAX_REPEAT = 8
@@ -93,17 +92,15 @@ def revolve_choice(sweep: int, i: int, b: int, s: int) -> tuple[int, int]:
         return b, 0
     if s + 2 >= l:
         return i + 1, 0  # a slot for every value: one sweep
-    # The least j < l - 1 where the slope 1 - F'(l - j, s - 1) + F'(j + 1, s) turns non-negative (else l - 1),
+    # The least j < l - 1 where the slope 1 - F'(l - j, s - 1) + F'(j + 1, s) turns non-negative (one does),
     # the slopes F'(l, s) being repetition numbers r(l, s) (see revolve_steps): over the j where r(j + 1, s) is
-    # a (a = 1, 2, ...), the slope is non-negative from l - C(s + a + 1, s) on, r(l - j, s - 1) <= a + 1 there.
+    # a (a = 1, 2, ...), the slope is non-negative from l - C(s + a + 1, s) (< l - 1) on, r(l - j, s - 1) <= a + 1.
     a = 1
     while True:
         first, last = comb(s + a, s + 1), comb(s + 1 + a, s + 1) - 1
         j = max(first, l - comb(s + a + 1, s))
         if j <= min(last, l - 2):
             return i + j, 0
-        if last >= l - 2:
-            return i + l - 1, 0
         a += 1
 
 
@@ -123,11 +120,10 @@ def fewest_slots(L: int) -> int:
 
 def largest(problem: Problem, budget: int, make, guess: int, top: int, bottom: int = 1, per_x: float | None = None
             ) -> tuple[int, Schedule | None]:
-    """(the largest x in bottom..top whose plan make(x) fits `budget`, that plan), or (bottom - 1, None), the
-    peaks of the plans growing with x, about linearly (`per_x` bytes an x, when known): from `guess`, each
-    next x is a little past where the line through the last two peaks (the first: `per_x`, else a
-    neighbour) meets the budget, so that the x known to fit and not to soon close in from both sides, kept
-    between them; a bisection when that stops halving them."""
+    """(the largest x in bottom..top whose plan make(x) fits `budget`, that plan), or (bottom - 1, None); peaks
+    grow with x about linearly (`per_x` bytes an x, when known). From `guess`, each next x is a little past where
+    the line through the last two peaks (the first: `per_x`, else a neighbour) meets the budget, so that the x
+    known to fit and not to close in from both sides; a bisection when that stops halving the gap between them."""
     lo, hi, x, plans, last, widths = bottom - 1, top + 1, guess, {}, None, []
     while hi - lo > 1:
         if len(widths) > 2 and hi - lo > widths[-3] // 2 and bottom <= lo and hi <= top:
@@ -203,7 +199,7 @@ class ChainDP:
             dead[r] = max(during[last[r] + 1 : end], default=0)
             before[r] = after[start - 1] if start - 1 >= first else 0
 
-    def fill(self, free: int) -> ChainDP:
+    def fill(self, free: int) -> None:
         p, reads, cands, prefix, need = self.problem, self.reads, self.cands, self.prefix, self.need
         # The unit: the gcd of every size added up (exact), or of the checkpoints' alone when that makes
         # more than MAX_UNITS levels (the backward's memory rounded up: conservative), or coarser still.
@@ -246,18 +242,17 @@ class ChainDP:
                     # Recomputations run just before r_b's first read, beside the backward's memory then.
                     fits = advance[:c, None] + (0 if sweep else pre[b]) <= levels[None, :]
                     base = np.where(live, cost[sweep, b, kk[:, None], at[sl]], 0.0) + (0.0 if sweep else adv[:c, None])
-                    row, pick = np.full(M + 1, INF), np.full(M + 1, -1, dtype=np.int64)
+                    row, pick = np.full(M + 1, inf), np.full(M + 1, -1, dtype=np.int64)
                     for drop, bef, good in ((0, before[sl], ok[sl]), (1, drop_before[sl], shifted[sl] >= 0)):
                         # The reads between i and k (k too, when dropped): C(i, bef, m), same memory (bef < b always
                         # holds for k kept; dropping needs a read k, bef -2 otherwise).
                         rest = np.where((bef >= fa[ii])[:, None], cost[0, np.maximum(bef, 0), ii, :], 0.0)
-                        total = np.where(good & fits & ((bef >= -1) & (bef < b))[:, None], base + rest, INF)
+                        total = np.where(good & fits & ((bef >= -1) & (bef < b))[:, None], base + rest, inf)
                         best = total.argmin(axis=0)
                         value = total[best, levels]
                         better = value < row
                         row[better], pick[better] = value[better], kk[best][better] + drop * nn
                     cost[sweep, b, ii], choice[sweep, b, ii] = row, pick
-        return self
 
     def plan(self, m: int) -> Schedule | None:
         """The best plan with m units free (after `fill`), or None when none fits."""

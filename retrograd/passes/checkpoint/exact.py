@@ -7,7 +7,7 @@ after each event is the simulator's; aliases are charged their root's size (exac
 from __future__ import annotations
 
 from importlib.util import find_spec
-from math import gcd
+from math import gcd, inf
 
 from retrograd.passes.checkpoint.problem import Problem, Schedule
 
@@ -15,7 +15,6 @@ from retrograd.passes.checkpoint.problem import Problem, Schedule
 # variables (a 32-node residual block's 2,559 reach the node limit unsolved in 13-44 s) the heuristics plan.
 NODE_LIMIT = 200
 MAX_VARIABLES = 2000
-INF = float("inf")
 
 
 def available() -> bool:
@@ -94,7 +93,7 @@ class Model:
         for coef, var in terms:
             if var is not None:
                 row[var] = row.get(var, 0.0) + coef
-        rows.append((row, -INF, float(hi)))
+        rows.append((row, -inf, float(hi)))
 
     def inplace(self, k: int, frees: list, rows: list) -> list[int]:
         """IP variables: event k writes into the buffer of the in-place dep that dies there (the executor
@@ -122,7 +121,7 @@ class Model:
         cap = sum(self.size) + 1 if budget is None else (budget - self.p.pinned_bytes) // self.unit
         if cap < 0:
             return None
-        rows = self.rows + [({**row, peak: -1.0}, -INF, -const) for row, const in self.mem_rows]
+        rows = self.rows + [({**row, peak: -1.0}, -inf, -const) for row, const in self.mem_rows]
         entries = [(r, v, c) for r, (row, _, _) in enumerate(rows) for v, c in row.items() if c]
         ri, ci, data = np.array(entries, dtype=float).reshape(-1, 3).T
         c, ub = np.zeros(nv), np.ones(nv)

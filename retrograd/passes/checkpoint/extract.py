@@ -6,7 +6,6 @@ from __future__ import annotations
 import attrs
 
 from retrograd.analysis.layout import Fresh, Layout, Same, c_layout, results
-from retrograd.analysis.liveness import inplace_positions
 from retrograd.analysis.plan import Plan, fold_source, plan_function
 from retrograd.errors import PassError, UnsupportedError
 from retrograd.ir.expr import Function, Tuple
@@ -78,8 +77,6 @@ def extract(func: Function) -> Extraction:
         raise PassError(err.message, err.span) from None
     n = len(plan.names)
     node_of = [None] * plan.nregs  # by register: a list, not a dict (one entry a binding, held to the end)
-    for ins in plan.block.ins:
-        node_of[ins.out] = ins.binding
     sinfo_of = {reg: x.struct_info for reg, x in [*plan.params, *plan.consts.items()]}
     sizes, costs, deps, alias_of, inplace = [0] * n, [0.0] * n, [()] * n, [None] * n, [()] * n
     recomputable, kinds, fields, field = [True] * n, ["view"] * n, [()] * n, [None] * n
@@ -123,6 +120,7 @@ def extract(func: Function) -> Extraction:
                 owns[d] = False  # its result may be a value it reads (a branch returning it): never written over
         sizes[i], costs[i], recomputable[i], alias_of[i], kinds[i], field[i] = size, cost, rec, root, kind, part
         layouts[ins.out] = layout
+        node_of[ins.out] = i  # set here: an instruction reads earlier registers only
         # An op's fresh result may be written over, and so may a view of one (a field of its tuple
         # included) when nothing else holds the buffer: the memory model's rule.
         fresh = size > 0 and root is None and ins.kind == "op"
@@ -153,7 +151,7 @@ def _shared_layouts(call, out_sinfo, args):
 def _inplace(ins, deps: tuple, node_of: list, plan: Plan, owns: list) -> tuple:
     """Positions in deps whose buffer the executor may reuse for the result (see runtime/inplace.py)."""
     out: dict[int, None] = {}  # positions in deps, each once, in order
-    for p in inplace_positions(ins.call, ins.srcs, ins.var.struct_info):
+    for p in ins.inplace:
         node = node_of[ins.srcs[p]]
         if node is not None and owns[node]:
             out[deps.index(node)] = None

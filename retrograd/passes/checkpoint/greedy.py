@@ -34,7 +34,7 @@ class Planner:
         self.root = p.roots()
         # Kept across steps (a step drops a few hundred gaps of thousands): memo of closures' results, for each gap
         # the keys whose closures look it up, the dropped gaps and `allowed` memo holds for; the last simulation's events.
-        self.memo, self.watch, self.seen, self.last, self.built = {}, {}, (None, set()), None, (set(), {})
+        self.memo, self.watch, self.seen, self.last = {}, {}, (None, set()), None
         self.state = self.attempt(set())
 
     dropped = property(lambda self: self.state[0])  # {(v, index of the gap's second point in points[v])}
@@ -62,27 +62,20 @@ class Planner:
         return True
 
     def build(self, dropped, at=None) -> Schedule | None:
-        """The schedule recomputing each dropped gap (v, k) before stage at[v, k] (default: its end). Each stage's
-        key, (stage, its gaps), is kept from the last build (a step changes a few stages of thousands)."""
+        """The schedule recomputing each dropped gap (v, k) before stage at[v, k] (default: its end)."""
         self.sync(dropped)
-        old, keys = self.built if at is None else (set(), {})
-        changed: dict[int, set] = {}
-        for v, k in old ^ dropped:
-            changed.setdefault(self.points[v][k] if at is None else at[v, k], set()).add((v, k))
-        keys = dict(keys)
-        for b, gaps in changed.items():
-            if gaps := gaps ^ set(keys.pop(b, (b,))[1:]):
-                keys[b] = (b, *sorted(gaps))
-        rec = [()] * (max(keys, default=-1) + 1)  # no empty stages at the end
-        for b, key in keys.items():
+        gaps: dict[int, list] = {}
+        for v, k in sorted(dropped):
+            gaps.setdefault(self.points[v][k] if at is None else at[v, k], []).append((v, k))
+        rec = [()] * (max(gaps, default=-1) + 1)  # no empty stages at the end
+        for b, g in gaps.items():
+            key = (b, *g)  # memo's key: the stage and its gaps
             if key not in self.memo:  # a value's dependencies first (single)
                 have, out = set(), []
                 if not all(self.closure(v, b, dropped, have, out) for v, _ in key[1:]):
                     return None
                 self.remember(key, tuple(sorted(out)), [(b, out)])
             rec[b] = self.memo[key]
-        if at is None:
-            self.built = (set(dropped), keys)
         return Schedule(rec)
 
     def sync(self, dropped: set) -> None:
@@ -142,9 +135,8 @@ class Planner:
             dropped.difference_update(new)
 
     def step(self) -> bool:
-        """Drop the best candidates across the current peak; False when there are none. On large problems
-        a step first drops, in order, candidates freeing a twelfth of the activation peak (at least one),
-        so that a plan takes tens of simulations, not thousands."""
+        """Drop the best candidates across the current peak (False: none). On large problems a step first drops,
+        in order, candidates freeing a twelfth of the activation peak: tens of simulations a plan, not thousands."""
         t, peak = self.sim.peak_stage, self.sim.peak_bytes
         if t < 0:
             return False
@@ -207,11 +199,3 @@ def descend(problem: Problem, budget: int | None, light, single=False) -> tuple[
         pl.state = best
         pl.prune(pl.sim.peak_bytes)
     return pl.state[1:]
-
-
-def idle_across_peak(pl: Planner) -> list[tuple[int, int]]:
-    """(value, gap) of the recomputable values idle across the unplanned plan's peak, in program order,
-    each recomputable alone (not reading a value that cannot be)."""
-    t, p, pts = pl.sim.peak_stage, pl.p, pl.points
-    return [(v, k) for v in range(max(t, 0)) if (k := pl.gap(v, t)) and pts[v][k - 1] < t < pts[v][k] != p.n
-            and p.recomputable[v] and pl.closure(v, pts[v][k], {(v, k)}, set(), [])]

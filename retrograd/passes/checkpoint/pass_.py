@@ -1,13 +1,11 @@
-"""The `checkpoint` pass: plan which values of a function to keep and which to recompute under a memory
-budget; its budgets as users write them and the report of its plan."""
+"""The `checkpoint` pass (values recomputed instead of kept, to meet a memory budget) and its plan's report."""
 
 from __future__ import annotations
-
-import re
 
 import attrs
 
 from retrograd.analysis import memory_timeline, peak_memory
+from retrograd.analysis.budget import Budget, parse_budget
 from retrograd.analysis.memory import human_bytes
 from retrograd.errors import PassError, did_you_mean
 from retrograd.gc_pause import collector_paused
@@ -20,51 +18,6 @@ from retrograd.passes.checkpoint.simulate import simulate
 from retrograd.passes.checkpoint.policies import POLICIES, least_plan, solve
 from retrograd.passes.infra import OptionError, module_pass
 from retrograd.passes.infra.context import hook
-
-_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
-_UNITS.update({p + s: base**e for e, p in enumerate("kmgt", 1) for s, base in (("b", 1000), ("ib", 1024))})
-_QUANTITY = re.compile(r"\s*(\d+(?:\.\d*)?|\.\d+)\s*(%\s*act|%|[A-Za-z]*)\s*", re.IGNORECASE)
-
-
-@attrs.frozen
-class Budget:
-    """A number of bytes, a fraction of the function's unplanned peak, or (activations=True) a fraction of
-    its activation memory: what the planner can change, the unplanned peak less the parameters (PyTorch's
-    activation_memory_budget: 1.0 keeps every activation, smaller fractions recompute some)."""
-
-    nbytes: int | None = None
-    fraction: float | None = None
-    activations: bool = False
-
-    def resolve(self, unplanned_peak: int, pinned: int = 0) -> int:
-        base = pinned if self.activations else 0
-        return self.nbytes if self.fraction is None else base + int((unplanned_peak - base) * self.fraction)
-
-    def __str__(self) -> str:
-        return f"{self.nbytes} bytes" if self.fraction is None else f"{self.fraction * 100:g}%" + "act" * self.activations
-
-
-def parse_budget(value) -> Budget | None:
-    """None, a Budget, an int of bytes, or text: "40%" (of the unplanned peak), "50%act" (of the activation
-    memory), "12MiB", "1.5GB" (KB = 1000, KiB = K = 1024); ValueError (the pass turns it into a located
-    error) for anything else."""
-    if value is None or isinstance(value, Budget):
-        return value
-    m = _QUANTITY.fullmatch(str(value)) if type(value) in (int, str) else None  # bool is not int here
-    unit = "".join(m.group(2).lower().split()) if m else None
-    if unit not in ("%", "%act", *_UNITS):
-        raise ValueError(f"cannot read the budget {value!r}: expected a number of bytes (an integer) or one with a "
-                         "unit of %, %act, B, KB, MB, GB, TB, KiB, MiB, GiB, TiB ('40%', '50%act', '12MiB', '1.5GB')")
-    number = float(m.group(1)) if "." in m.group(1) else int(m.group(1))  # an int stays exact
-    if unit in ("%", "%act"):
-        if not 0 < number <= 100:
-            raise ValueError(f"a budget in percent must be in (0, 100], got {value!r}")
-        return Budget(fraction=number / 100, activations=unit == "%act")
-    if _UNITS[unit] == 1 and number != int(number):
-        raise ValueError(f"a budget in bytes must be a whole number, got {value!r} (for a fraction, write '40%')")
-    if int(number * _UNITS[unit]) <= 0:
-        raise ValueError(f"budget must be positive, got {value!r}")
-    return Budget(nbytes=int(number * _UNITS[unit]))
 
 
 @attrs.frozen
@@ -133,7 +86,7 @@ class Checkpoint:
         if policy not in POLICIES:
             raise OptionError("policy", f"unknown policy {policy!r} (policies: {', '.join(POLICIES)})")
         try:
-            self.budget = parse_budget(budget)
+            self.budget: Budget | None = parse_budget(budget)
         except ValueError as err:
             raise OptionError("budget", str(err)) from None
         self.func_name, self.policy = func_name, policy
@@ -169,7 +122,14 @@ def _plan(mod: IRModule, options: Checkpoint) -> tuple[IRModule, PlanReport]:
         target = parsed.resolve(unplanned, problem.pinned_bytes) if parsed is not None else None
         # A budget the function meets as it is needs no plan (the Problem may count more than the executor).
         budget = target if policy == "budget" and target is not None and target < unplanned else None
-        least = lambda problem: _least(mod, func_name, ex, problem, unplanned)  # noqa: E731
+
+        def least(problem: Problem) -> tuple[int, Schedule | None]:
+            """(the least budget the pass meets, the plan meeting it; None: the function as it is): the measured
+            peak of the plan for the Problem's least peak, or the unplanned peak when that is no higher."""
+            peak, plan = least_plan(problem)
+            peak = peak if plan is None else _measure(mod, func_name, ex, lambda: rewrite(ex, plan.recompute), peak)
+            return (unplanned, None) if plan is None or peak >= unplanned else (peak, plan)
+
         try:
             schedule = solve(problem, budget, policy, least)
             new_func = rewrite(ex, schedule.recompute)
@@ -178,15 +138,15 @@ def _plan(mod: IRModule, options: Checkpoint) -> tuple[IRModule, PlanReport]:
                 # Not reached while the Problem is exact or counts more than the executor (tested over the corpus).
                 raise InfeasibleBudget(budget, least(problem)[0])
         except InfeasibleBudget as err:
-            least, pinned = err.least_feasible, problem.pinned_bytes
+            low, pinned = err.least_feasible, problem.pinned_bytes
             # The least feasible budget in the forms `parse_budget` reads: bytes, % of the peak, %act.
-            forms = [f"{least} bytes"]
-            forms += [f"{least / unplanned * 100:.4g}% of the unplanned peak"] if unplanned else []
-            forms += [f"{(least - pinned) / (unplanned - pinned) * 100:.4g}%act"] if unplanned > pinned else []
+            forms = [f"{low} bytes"]
+            forms += [f"{low / unplanned * 100:.4g}% of the unplanned peak"] if unplanned else []
+            forms += [f"{(low - pinned) / (unplanned - pinned) * 100:.4g}%act"] if unplanned > pinned else []
             message = (f"checkpoint: the budget of {target} bytes for '{func_name}' cannot be met: the least "
                        f"feasible budget is {' = '.join(forms)}; feasible budgets are those "
                        f"from it up (parameters alone: {pinned} bytes; unplanned peak: {unplanned} bytes)")
-            raise InfeasibleBudgetError(message, least).about_option("budget") from None
+            raise InfeasibleBudgetError(message, low).about_option("budget") from None
     report = PlanReport.of(problem, schedule, func_name, policy, target, unplanned, peak)
     return (mod if new_func is func else mod.with_function(func_name, new_func)), report
 
@@ -200,14 +160,6 @@ def planning_problem(mod: IRModule, func_name: str, ex) -> Problem:
     during = memory_timeline(mod, func_name).during
     own = simulate(p, stage_peaks=True).check().stage_peaks
     return attrs.evolve(p, inner=[max(0, during[i] - own[i]) if i in ex.opaque else 0 for i in range(p.n)])
-
-
-def _least(mod: IRModule, func_name: str, ex, problem: Problem, unplanned: int) -> tuple[int, Schedule | None]:
-    """(the least budget the pass meets, the plan meeting it; None: the function as it is): the measured
-    peak of the plan for the Problem's least peak, or the unplanned peak when that is no higher."""
-    peak, plan = least_plan(problem)
-    peak = peak if plan is None else _measure(mod, func_name, ex, lambda: rewrite(ex, plan.recompute), peak)
-    return (unplanned, None) if plan is None or peak >= unplanned else (peak, plan)
 
 
 def _measure(mod: IRModule, func_name: str, ex, new_func, planned: int) -> int:

@@ -1,10 +1,9 @@
 """solve(problem, budget, policy): the planner's entry point (docs/checkpoint.md). A solver is `(Problem,
 budget) -> Schedule | None`. Policy "budget" takes the least recomputation cost within the budget, ties to
-the lower peak (plans recomputing a matmul, conv or pool rank last), from solvers that each alone find the
-best plan somewhere (tests): chain (Revolve, optimal: taken as soon as it fits; the DP), exact (the MILP on
-up to EXACT_NODES nodes with scipy; taken as soon as it fits without aliases) and the greedy descent,
-shared (`share`). Limits are counts, never time. "sqrt" and "cheap" are predicates over the problem, like
-JAX's `save_*` policies (`sqrt_saved`, applied by `remat`; `of_kinds` with CHEAP_KINDS)."""
+the lower peak (plans recomputing a matmul, conv or pool last), from solvers each alone best somewhere
+(tests): chain (Revolve, optimal: taken as soon as it fits; the DP), exact (the MILP on up to EXACT_NODES
+nodes, with scipy; taken as soon as it fits without aliases), the greedy descent (then `share`). Limits are
+counts, never time. "sqrt" and "cheap" are predicates over the problem, like JAX's `save_*` policies."""
 
 from __future__ import annotations
 
@@ -53,13 +52,16 @@ def sqrt_saved(problem: Problem, pl: greedy.Planner, across: list) -> tuple[bool
 
 
 def remat(problem: Problem, saved) -> Schedule:
-    """Apply a save predicate `saved(problem, planner, values idle across the unplanned peak)`: each run of
-    unsaved values between two saved ones is recomputed together before the first later use of any."""
+    """Apply a save predicate `saved(problem, planner, across)`, across: (value, gap) of the values idle across
+    the unplanned peak, in program order, each recomputable alone (not reading a value that cannot be). Each
+    run of unsaved values between two saved ones is recomputed together before the first later use of any."""
     pl = greedy.Planner(problem)
-    across = greedy.idle_across_peak(pl)
+    t, pts = pl.sim.peak_stage, pl.points
+    across = [(v, k) for v in range(max(t, 0)) if (k := pl.gap(v, t)) and pts[v][k - 1] < t < pts[v][k] != problem.n
+              and problem.recomputable[v] and pl.closure(v, pts[v][k], {(v, k)}, set(), [])]
     save = saved(problem, pl, across)
     runs = [list(run) for kept, run in groupby(across, key=lambda g: save[g[0]]) if not kept]
-    at = {g: min(pl.points[v][k] for v, k in r) for r in runs for g in r}
+    at = {g: min(pts[v][k] for v, k in r) for r in runs for g in r}
     return pl.build(set(at), at) or Schedule()
 
 
@@ -94,8 +96,7 @@ def use_exact(problem: Problem, found) -> bool:
 
 
 def plan_budget(problem: Problem, budget: int) -> Schedule | None:
-    """The "budget" policy's plan, or None when no solver finds one within the budget. Solvers are tried
-    in order; an optimal one's plan is taken as soon as it fits."""
+    """The "budget" policy's plan (see the module docstring), or None when no solver finds one that fits."""
     if budget < lower_bound(problem):
         return None
     found = chain.detect(problem)
@@ -112,9 +113,8 @@ def plan_budget(problem: Problem, budget: int) -> Schedule | None:
         if s is not None and optimal:
             return s
         plans += [s] if s is not None else []
-    if len(plans) < 2:  # nothing to rank (ranking simulates each plan)
-        return plans[0] if plans else None
-    return min(plans, key=lambda s: rank(problem, s))
+    # A lone plan is not ranked (ranking simulates each plan).
+    return plans[0] if len(plans) == 1 else min(plans, key=lambda s: rank(problem, s), default=None)
 
 
 def heuristic(problem: Problem, budget: int) -> Schedule | None:
@@ -163,9 +163,12 @@ def lower_bound(problem: Problem) -> int:
     return p.pinned_bytes + max(map(sum, zip(inputs, own, p.inner)), default=0)
 
 
-def _drop_unread(problem: Problem, groups: list[list[int]]) -> None:
-    """Remove, in place, the recomputations whose instance nothing reads, then those only they read."""
+def _without(problem: Problem, groups: list[list[int]], t: int, v: int) -> list[list[int]]:
+    """The groups without v's recomputation at stage t, nor the recomputations then unread (those only it
+    read, then those only they read)."""
     outputs = set(problem.outputs)
+    groups = [list(g) for g in groups]
+    groups[t].remove(v)
     nodes, stages, reads, _ = events(problem, Schedule(groups), check=False)
     readers = Counter(i for r in reads for i in r)
     unread = lambda e: readers[e] == 0 and stages[e] != nodes[e] and nodes[e] not in outputs  # noqa: E731
@@ -177,21 +180,7 @@ def _drop_unread(problem: Problem, groups: list[list[int]]) -> None:
             readers[i] -= 1
             if unread(i):
                 stack.append(i)
-
-
-def _exclusive_cost(problem: Problem, group: list[int], t: int, v: int) -> float:
-    """Cost of v's recomputation at stage t and of those of stage t only v's recomputation reads."""
-    members, readers, gone, cost = set(group), {}, {v}, problem.costs[v]
-    for u in group:
-        for d in problem.deps[u]:
-            if d in members:
-                readers.setdefault(d, set()).add(u)
-    # Back from v (readers follow inputs): u goes too when only gone ones read it, and not stage t's node.
-    for u in reversed(group[: group.index(v)]):
-        if readers.get(u) and readers[u] <= gone and u not in problem.deps[t]:
-            gone.add(u)
-            cost += problem.costs[u]
-    return cost
+    return groups
 
 
 def share(problem: Problem, schedule: Schedule, limit: int, sim: Simulation | None = None) -> tuple[Schedule, Simulation]:
@@ -203,13 +192,12 @@ def share(problem: Problem, schedule: Schedule, limit: int, sim: Simulation | No
     limit, groups, trials, changed = max(limit, sim.peak_bytes), [list(g) for g in schedule.recompute], 0, True
     while changed and trials < MAX_TRIALS:
         changed = False
-        dearest = lambda tv: (-_exclusive_cost(problem, groups[tv[0]], *tv), -tv[0], tv[1])  # noqa: E731
-        for t, v in sorted(((t, v) for t, g in enumerate(groups) for v in g), key=dearest):
+        # Dearest first: the least cost left without the recomputation (and those only it read).
+        left = lambda tv: sum(problem.costs[u] for g in _without(problem, groups, *tv) for u in g)  # noqa: E731
+        for t, v in sorted(((t, v) for t, g in enumerate(groups) for v in g), key=lambda tv: (left(tv), -tv[0], tv[1])):
             if trials < MAX_TRIALS and v in groups[t]:
                 trials += 1
-                trial = [list(g) for g in groups]
-                trial[t].remove(v)
-                _drop_unread(problem, trial)
+                trial = _without(problem, groups, t, v)
                 ts = simulate(problem, Schedule(trial), check=False)
                 if ts.peak_bytes <= limit and ts.extra_cost < sim.extra_cost:
                     groups, sim, changed = trial, ts, True

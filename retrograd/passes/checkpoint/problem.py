@@ -1,5 +1,4 @@
-"""The planner's input and output: a Problem (nodes in program order with sizes, costs, deps), a Schedule,
-InfeasibleBudget."""
+"""The planner's input and output: a Problem (nodes with sizes, costs, deps), a Schedule, InfeasibleBudget."""
 
 from __future__ import annotations
 
@@ -126,8 +125,7 @@ class Schedule:
 
 
 class InfeasibleBudget(ValueError):
-    """No schedule keeps the peak within the budget; `least_feasible` is the least budget (bytes) that can
-    be met."""
+    """No schedule keeps the peak within the budget; `least_feasible`: the least budget (bytes) that can be met."""
 
     def __init__(self, budget: int, least_feasible: int):
         self.budget, self.least_feasible = int(budget), int(least_feasible)

@@ -1,7 +1,6 @@
 """Schedule -> Function: each recomputation group emitted right before its stage by
-`barriers.emit_recomputation`, behind Gradient's checkpoint markers (identities at run time, but every
-recomputed call reads variables nothing else reads, so CSE cannot merge it with the original: the role
-of JAX's optimization_barrier). Recomputed values are `<v>_cp`; later uses read the latest instance."""
+`barriers.emit_recomputation` (behind the checkpoint markers that keep clean-up passes from merging it
+with the original: JAX's optimization_barrier); later uses read the latest instance."""
 
 from __future__ import annotations
 

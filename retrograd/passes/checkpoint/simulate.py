@@ -107,9 +107,8 @@ def events(problem: Problem, schedule: Schedule | None, check: bool = True, base
 def simulate(problem: Problem, schedule: Schedule | None = None, stage_peaks: bool = False, check: bool = True, ev=None,
              marks: list | None = None) -> Simulation:
     """Peak live bytes (parameters included), extra cost and validity of running `problem` with `schedule`.
-    check=False skips the validity checks, for schedules built valid by the solvers; ev: the schedule's
-    events when made already; marks: their marks (events()), whose states the run resumes from (the last one
-    saved) and saves."""
+    check=False skips the validity checks, for schedules built valid by the solvers; ev: the schedule's events
+    when made already; marks: their marks (events()), whose states the run resumes from (the last saved) and saves."""
     ev = ev or events(problem, schedule, check)
     if isinstance(ev, str):
         return Simulation(valid=False, error=ev)
