@@ -146,6 +146,23 @@ def _one_walk(func: Function, sites: dict | None = None) -> Function | None:
     return attrs.evolve(func, body=new_seq, attrs=dict(func.attrs))
 
 
+class _Defs:
+    """The one walk's `defs` (var -> its value as emitted), read from the emitted binding at the var's
+    position: one table less filled per binding. Stores are no-ops: the binding holds the value."""
+
+    __slots__ = ("out", "position")
+
+    def __init__(self, out: list, position: dict):
+        self.out, self.position = out, position
+
+    def get(self, var, default=None):
+        pos = self.position.get(var)
+        return default if pos is None else self.out[pos].value
+
+    def __setitem__(self, var, value) -> None:
+        pass
+
+
 class _NotFlat(Exception):
     """A binding the one walk does not take (a call of a function, a value that is not flat)."""
 
@@ -199,8 +216,10 @@ class _OneWalk(Simplifier):
         self.bindings = bindings
         self.tuple_args = False  # whether a call reads a tuple: the walk puts none where there was none
         self.out: list = []
-        self.table: dict = {}  # value key -> the var bound to it
-        self.key_of: dict = {}  # var -> its value key
+        # value key -> the var bound to it, or the dataflow var whose binding an output var took since
+        # (`promoted` maps it to that var: read through `_first`)
+        self.table: dict = {}
+        self.defs = _Defs(self.out, self.position)
         self._normalizer = BlockBuilder()
         self._will_promote: set | None = None  # see outlives
         self.keys = CallKeys()
@@ -214,8 +233,7 @@ class _OneWalk(Simplifier):
         """The walk over `bindings`; the function's result reads `result_reads` after them."""
         changed = False
         on_leaves, rest, count = self._call_on_leaves, self._visit_rest, self._count_value
-        counted, remap, alias, promoted_key = self.counted, self.var_remap, self.alias, self._promoted_key
-        promote, out, table, key_of = self.promote, self.out, self.table, self.key_of
+        counted, remap, alias, promote, out = self.counted, self.var_remap, self.alias, self.promote, self.out
         for b in bindings:
             old = b.value
             cls = old.__class__
@@ -227,17 +245,12 @@ class _OneWalk(Simplifier):
                 value = remap.get(old, old)
                 var = b.var
                 if var.__class__ is Var and value.__class__ is DataflowVar:
-                    # An output: alias's and _promoted_key's steps for it, inline.
+                    # An output: alias's steps for it, inline.
                     sinfo = var.struct_info
                     if (value.struct_info is sinfo or value.struct_info == sinfo) and promote(var, value, out):
-                        key = key_of.pop(value, None)
-                        if key is not None and table.get(key) is value:
-                            table[key] = var
-                            key_of[var] = key
                         changed = True
                         continue
                 elif value.__class__ is not Constant and alias(var, value):
-                    promoted_key(value, var)
                     changed = True
                     continue
                 done = None
@@ -320,7 +333,6 @@ class _OneWalk(Simplifier):
         if old.__class__ is DataflowVar or old.__class__ is Var:  # an alias: the steps below, shortened
             value = self.var_remap.get(old, old)
             if value.__class__ is not Constant and self.alias(var, value):
-                self._promoted_key(value, var)
                 return True
         value = self.resolve(old)
         # fold_constants
@@ -335,12 +347,11 @@ class _OneWalk(Simplifier):
         # simplify
         value = self.rewrite(var, value)
         if value.__class__ is not Tuple and is_leaf(value) and self.alias(var, value):
-            self._promoted_key(value, var)
             return True
         # CSE
         key = self.keys.key(value)
         if key is not None:
-            first = self.table.get(key)
+            first = self._first(key)
             if first is not None and self.ghosts and first in self.ghosts:
                 raise _Unfused
             if first is not None and (not self.outlives(var) or self.outlives(first)):
@@ -349,10 +360,9 @@ class _OneWalk(Simplifier):
                     return True
         self.emit(b if value is old else VarBinding(var, value, span=b.span))
         if key is not None:
-            known = self.table.get(key)
+            known = self._first(key)
             if known is None or (not self.outlives(known) and self.outlives(var)):
                 self.table[key] = var
-                self.key_of[var] = key
         return value is not old
 
     def _call_on_leaves(self, b: VarBinding, var, old: Call):
@@ -409,7 +419,6 @@ class _OneWalk(Simplifier):
                     return self.transposed_site(b, var, old, value, site)
             value = self.permute(var, value)
             if value.__class__ is not Call and is_leaf(value) and self.alias(var, value):
-                self._promoted_key(value, var)
                 return True
             key = self.keys.key(value)  # the rewrite may have changed the op, attributes and arguments
         else:  # CallKeys.key without a call (nor, for arguments that are all vars, its loop over them)
@@ -419,21 +428,24 @@ class _OneWalk(Simplifier):
             key = None if head is None else (head, value.args if all_vars else self.keys.arg_keys(value.args))
         first = None
         if key is not None:
-            first = self.table.get(key)
-            if first is not None and self.ghosts and first in self.ghosts:
-                raise _Unfused
-            if first is not None and (not self.outlives(var) or self.outlives(first)):
-                if first.struct_info is var.struct_info or first.struct_info == var.struct_info:
-                    remap[var] = first
-                    return True
+            # One lookup: the key goes in with this var where it is new (most calls), as it would below.
+            first = self.table.setdefault(key, var)
+            if first is var:
+                first = None
+            else:
+                first = self.promoted.get(first, first)  # _first
+                if self.ghosts and first in self.ghosts:
+                    raise _Unfused
+                if not self.outlives(var) or self.outlives(first):
+                    if first.struct_info is var.struct_info or first.struct_info == var.struct_info:
+                        remap[var] = first
+                        return True
         out = self.out
-        self.position[var] = len(out)
+        self.position[var] = len(out)  # (and `defs`, which reads the binding there)
         out.append(b if value is old else new_binding(var, value, b.span))
-        self.defs[var] = value
         # (the table is as it was: `first` is still the representative of the key)
-        if key is not None and (first is None or (not self.outlives(first) and self.outlives(var))):
+        if first is not None and not self.outlives(first) and self.outlives(var):
             self.table[key] = var
-            self.key_of[var] = key
         return value is not old
 
     def transposed_site(self, b: VarBinding, var, old: Call, value: Call, site: tuple) -> bool:
@@ -464,7 +476,7 @@ class _OneWalk(Simplifier):
             raise _Unfused  # dwt would have been replaced by an earlier equal matmul
         # t as emit_transpose emits it
         key = (self._head(value), (g,))
-        first = self.table.get(key)
+        first = self._first(key)
         if first is not None:
             if first in self.ghosts:
                 raise _Unfused
@@ -474,9 +486,7 @@ class _OneWalk(Simplifier):
         out = self.out
         self.position[var] = len(out)
         out.append(b if value is old else new_binding(var, value, b.span))
-        self.defs[var] = value
         self.table[key] = var
-        self.key_of[var] = key
         return value is not old
 
     def _head(self, call: Call):
@@ -490,7 +500,7 @@ class _OneWalk(Simplifier):
         binding's own): an earlier equal one, or a new var (class, name, struct info `var`), put in the table
         as a ghost where nothing was (else that walk would have emitted it, dead: only dwt reads p)."""
         key = (self._head(call), args)
-        first = self.table.get(key)
+        first = self._first(key)
         sinfo = var[2]
         if first is not None and (first.struct_info is sinfo or first.struct_info == sinfo):
             return first, False
@@ -525,28 +535,24 @@ class _OneWalk(Simplifier):
             }
         return var in promote
 
-    def _promoted_key(self, target, var) -> None:
-        """After an output var took the binding of the dataflow var `target`: it represents its value."""
-        if self.promoted.get(target) is var:
-            key = self.key_of.pop(target, None)
-            if key is not None and self.table.get(key) is target:
-                self.table[key] = var
-                self.key_of[var] = key
+    def _first(self, key):
+        """The var representing `key`'s value (None: none yet): the table's, or the output var that took its
+        binding since."""
+        first = self.table.get(key)
+        return first if first is None else self.promoted.get(first, first)
 
     def emit_transpose(self, x):
         var = super().emit_transpose(x)
         # The passes would look the new transpose up in CSE after simplifying.
         b = self.out[-1]
         key = self.keys.key(b.value)
-        first = self.table.get(key) if key is not None else None
+        first = self._first(key) if key is not None else None
         if first is not None and self.ghosts and first in self.ghosts:
             raise _Unfused
         if first is not None and first.struct_info == var.struct_info:
             self.out.pop()
             del self.position[var]
-            del self.defs[var]
             return first
         if key is not None:
             self.table[key] = var
-            self.key_of[var] = key
         return var
