@@ -137,9 +137,10 @@ def _one_walk(func: Function, sites: dict | None = None) -> Function | None:
         body = walk.resolve(seq.body)
         result_reads = []
         read_vars(body, result_reads)
-    out = _live_bindings(out, set(result_reads), walk.tuple_args)
-    if out is None:
-        return None  # the passes demote such outputs to dataflow vars before CSE, which may then merge them
+    if not walk.nothing_dead(result_reads):
+        out = _live_bindings(out, set(result_reads), walk.tuple_args)
+        if out is None:
+            return None  # the passes demote such outputs to dataflow vars before CSE, which may then merge them
     if not walk.changed and len(out) == len(bindings):
         return func
     new_seq = SeqExpr((DataflowBlock(tuple(out)),) if out else (), body, body.struct_info)
@@ -228,6 +229,8 @@ class _OneWalk(Simplifier):
         # The vars of the sites' bindings p and dwt that the walk of the three bindings would have put in
         # `table`: a binding finding one there would have kept p alive (see transposed_site).
         self.ghosts: set = set()
+        self.outputs: list = []  # the output vars emitted (see nothing_dead)
+        self.dropped_reads = False
 
     def run(self, bindings, result_reads: list) -> list:
         """The walk over `bindings`; the function's result reads `result_reads` after them."""
@@ -261,6 +264,28 @@ class _OneWalk(Simplifier):
         self._count(result_reads)
         self.changed = self.finish_block() or changed
         return self.out
+
+    def nothing_dead(self, result_reads: list) -> bool:
+        """Whether _live_bindings would keep all of the output (and not answer None), from the tables: a var
+        read before the walk stays read unless a rewrite dropped the read (`dropped_reads`) or its reader was
+        removed unread (an alias's readers read its target; CSE's first binding reads what the removed did)."""
+        if self.dropped_reads or self.tuple_args:
+            return False
+        counted = self.counted.keys()  # the reads of the walk's input, the result's included
+        if not (self.position.keys() <= counted and self.var_remap.keys() <= counted):
+            return False
+        return set(self.outputs).issubset(result_reads)
+
+    def emit(self, binding: VarBinding) -> None:
+        super().emit(binding)
+        if binding.var.__class__ is Var:
+            self.outputs.append(binding.var)
+
+    def promote(self, var: Var, target, out: list) -> bool:
+        if not super().promote(var, target, out):
+            return False
+        self.outputs.append(var)
+        return True
 
     def read_once(self, var) -> bool:
         n = self.uses.get(var, 0)
@@ -345,7 +370,10 @@ class _OneWalk(Simplifier):
             self.var_remap[var] = value
             return True
         # simplify
+        resolved = value
         value = self.rewrite(var, value)
+        if value is not resolved:
+            self.dropped_reads = True  # (a projection of a known tuple, a permutation of a permutation...)
         if value.__class__ is not Tuple and is_leaf(value) and self.alias(var, value):
             return True
         # CSE
@@ -417,7 +445,10 @@ class _OneWalk(Simplifier):
                 site = self.sites.get(var)
                 if site is not None:
                     return self.transposed_site(b, var, old, value, site)
+            before = value
             value = self.permute(var, value)
+            if value is not before:
+                self.dropped_reads = True
             if value.__class__ is not Call and is_leaf(value) and self.alias(var, value):
                 return True
             key = self.keys.key(value)  # the rewrite may have changed the op, attributes and arguments
@@ -443,6 +474,8 @@ class _OneWalk(Simplifier):
         out = self.out
         self.position[var] = len(out)  # (and `defs`, which reads the binding there)
         out.append(b if value is old else new_binding(var, value, b.span))
+        if var.__class__ is Var:
+            self.outputs.append(var)
         # (the table is as it was: `first` is still the representative of the key)
         if first is not None and not self.outlives(first) and self.outlives(var):
             self.table[key] = var
@@ -486,6 +519,8 @@ class _OneWalk(Simplifier):
         out = self.out
         self.position[var] = len(out)
         out.append(b if value is old else new_binding(var, value, b.span))
+        if var.__class__ is Var:
+            self.outputs.append(var)
         self.table[key] = var
         return value is not old
 
