@@ -8,6 +8,8 @@ dead code: the four walks and three intermediate functions cost twice the pass t
 
 from __future__ import annotations
 
+from itertools import islice
+
 import attrs
 
 from retrograd.ir.block import DataflowBlock, VarBinding, new_binding, new_call_binding
@@ -15,7 +17,7 @@ from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.expr import LEAF_CLASSES, LEAF_TYPES, Call, Constant, DataflowVar, Function, Op, SeqExpr, Tuple, TupleGetItem, Var, is_leaf, new_call, new_var
 from retrograd.ir.vars import read_vars
 from retrograd.passes.cse import CallKeys, eliminate_common_subexpressions
-from retrograd.passes.dce import eliminate_dead_code
+from retrograd.passes.dce import eliminate_dead_code, live_flat_bindings
 from retrograd.passes.fold_constant import fold_call, fold_constants
 from retrograd.passes.simplify import MATMUL, PERMUTE, Simplifier, simplify_function
 
@@ -138,7 +140,7 @@ def _one_walk(func: Function, sites: dict | None = None) -> Function | None:
         result_reads = []
         read_vars(body, result_reads)
     if not walk.nothing_dead(result_reads):
-        out = _live_bindings(out, set(result_reads), walk.tuple_args)
+        out = live_flat_bindings(out, set(result_reads), walk.tuple_args)
         if out is None:
             return None  # the passes demote such outputs to dataflow vars before CSE, which may then merge them
     if not walk.changed and len(out) == len(bindings):
@@ -148,8 +150,7 @@ def _one_walk(func: Function, sites: dict | None = None) -> Function | None:
 
 
 class _Defs:
-    """The one walk's `defs` (var -> its value as emitted), read from the emitted binding at the var's
-    position: one table less filled per binding. Stores are no-ops: the binding holds the value."""
+    """The one walk's `defs` (var -> its value as emitted), read from the binding at its `position`."""
 
     __slots__ = ("out", "position")
 
@@ -161,44 +162,11 @@ class _Defs:
         return default if pos is None else self.out[pos].value
 
     def __setitem__(self, var, value) -> None:
-        pass
+        pass  # the binding holds the value
 
 
 class _NotFlat(Exception):
     """A binding the one walk does not take (a call of a function, a value that is not flat)."""
-
-
-def _live_bindings(bindings: list, live: set, tuple_args: bool) -> list:
-    """Dead code elimination of flat bindings: one backward walk; `live` starts as what the result reads.
-    `tuple_args`: whether a call may read a tuple of vars. None when the result does not read every output
-    var of the block."""
-    result = frozenset(live)
-    kept = []
-    keep, update = kept.append, live.update
-    reads: list = []
-    for b in reversed(bindings):
-        var = b.var
-        if var.__class__ is Var and var not in result:
-            return None
-        value = b.value
-        if value.__class__ is Call:
-            if var not in live and getattr(value.op, "pure", True):
-                continue
-            args = value.args
-            update(args)  # leaves that are not vars too: only vars are ever looked up
-            if tuple_args and Tuple in map(type, args):
-                for a in args:
-                    if a.__class__ is Tuple:
-                        live.update(f for f in a.fields if isinstance(f, Var))
-        else:
-            if var not in live:
-                continue
-            reads.clear()
-            read_vars(value, reads)
-            update(reads)
-        keep(b)
-    kept.reverse()
-    return kept
 
 
 class _OneWalk(Simplifier):
@@ -229,8 +197,8 @@ class _OneWalk(Simplifier):
         # The vars of the sites' bindings p and dwt that the walk of the three bindings would have put in
         # `table`: a binding finding one there would have kept p alive (see transposed_site).
         self.ghosts: set = set()
-        self.outputs: list = []  # the output vars emitted (see nothing_dead)
-        self.dropped_reads = False
+        self.outputs: list = []  # the output vars emitted, promotions aside (see nothing_dead)
+        self.lost: list = []  # vars a rewrite took a read from (see nothing_dead)
 
     def run(self, bindings, result_reads: list) -> list:
         """The walk over `bindings`; the function's result reads `result_reads` after them."""
@@ -266,26 +234,44 @@ class _OneWalk(Simplifier):
         return self.out
 
     def nothing_dead(self, result_reads: list) -> bool:
-        """Whether _live_bindings would keep all of the output (and not answer None), from the tables: a var
-        read before the walk stays read unless a rewrite dropped the read (`dropped_reads`) or its reader was
-        removed unread (an alias's readers read its target; CSE's first binding reads what the removed did)."""
-        if self.dropped_reads or self.tuple_args:
+        """Whether live_flat_bindings would keep all of the output (and not answer None), from the tables: a var
+        read before the walk stays read unless a rewrite took the read (`lost`: looked for in later bindings)
+        or its reader was removed unread (an alias's readers read its target; CSE's first binding reads what
+        the removed did). Then every binding has a reader after it, or is read by the result."""
+        if self.tuple_args:
             return False
         counted = self.counted.keys()  # the reads of the walk's input, the result's included
         if not (self.position.keys() <= counted and self.var_remap.keys() <= counted):
             return False
-        return set(self.outputs).issubset(result_reads)
-
-    def emit(self, binding: VarBinding) -> None:
-        super().emit(binding)
-        if binding.var.__class__ is Var:
-            self.outputs.append(binding.var)
-
-    def promote(self, var: Var, target, out: list) -> bool:
-        if not super().promote(var, target, out):
+        if not set(self.outputs).union(self.promoted.values()).issubset(result_reads):
             return False
-        self.outputs.append(var)
-        return True
+        return all(self._read_later(v, result_reads) for v in dict.fromkeys(self.lost))
+
+    def _read_later(self, var, result_reads: list) -> bool:
+        """Whether a binding of the output after var's reads it, or the result does (or var is no binding of it)."""
+        var = self.promoted.get(var, var)
+        pos = self.position.get(var)
+        if pos is None or var in result_reads:
+            return True
+        reads: list = []
+        for b in islice(self.out, pos + 1, None):
+            value = b.value
+            if value.__class__ is Call:
+                if var in value.args:  # (no tuple arguments: see nothing_dead)
+                    return True
+                continue
+            reads.clear()
+            read_vars(value, reads)
+            if var in reads:
+                return True
+        return False
+
+    def _took_reads(self, before, after) -> None:
+        """Note the vars `before` reads that its rewrite `after` does not (see nothing_dead)."""
+        old, new = [], []
+        read_vars(before, old)
+        read_vars(after, new)
+        self.lost += (v for v in old if v not in new)
 
     def read_once(self, var) -> bool:
         n = self.uses.get(var, 0)
@@ -373,7 +359,7 @@ class _OneWalk(Simplifier):
         resolved = value
         value = self.rewrite(var, value)
         if value is not resolved:
-            self.dropped_reads = True  # (a projection of a known tuple, a permutation of a permutation...)
+            self._took_reads(resolved, value)  # (a projection of a known tuple, a permutation of a permutation...)
         if value.__class__ is not Tuple and is_leaf(value) and self.alias(var, value):
             return True
         # CSE
@@ -387,6 +373,8 @@ class _OneWalk(Simplifier):
                     self.var_remap[var] = first
                     return True
         self.emit(b if value is old else VarBinding(var, value, span=b.span))
+        if var.__class__ is Var:
+            self.outputs.append(var)
         if key is not None:
             known = self._first(key)
             if known is None or (not self.outlives(known) and self.outlives(var)):
@@ -448,7 +436,7 @@ class _OneWalk(Simplifier):
             before = value
             value = self.permute(var, value)
             if value is not before:
-                self.dropped_reads = True
+                self._took_reads(before, value)
             if value.__class__ is not Call and is_leaf(value) and self.alias(var, value):
                 return True
             key = self.keys.key(value)  # the rewrite may have changed the op, attributes and arguments
