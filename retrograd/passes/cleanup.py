@@ -8,6 +8,8 @@ dead code: the four walks and three intermediate functions cost twice the pass t
 
 from __future__ import annotations
 
+from itertools import islice
+
 import attrs
 
 from retrograd.ir.block import DataflowBlock, VarBinding, new_binding, new_call_binding
@@ -15,7 +17,7 @@ from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.expr import LEAF_CLASSES, LEAF_TYPES, Call, Constant, DataflowVar, Function, Op, SeqExpr, Tuple, TupleGetItem, Var, is_leaf, new_call, new_var
 from retrograd.ir.vars import read_vars
 from retrograd.passes.cse import CallKeys, eliminate_common_subexpressions
-from retrograd.passes.dce import eliminate_dead_code
+from retrograd.passes.dce import eliminate_dead_code, live_flat_bindings
 from retrograd.passes.fold_constant import fold_call, fold_constants
 from retrograd.passes.simplify import MATMUL, PERMUTE, Simplifier, simplify_function
 
@@ -137,50 +139,34 @@ def _one_walk(func: Function, sites: dict | None = None) -> Function | None:
         body = walk.resolve(seq.body)
         result_reads = []
         read_vars(body, result_reads)
-    out = _live_bindings(out, set(result_reads), walk.tuple_args)
-    if out is None:
-        return None  # the passes demote such outputs to dataflow vars before CSE, which may then merge them
+    if not walk.nothing_dead(result_reads):
+        out = live_flat_bindings(out, set(result_reads), walk.tuple_args)
+        if out is None:
+            return None  # the passes demote such outputs to dataflow vars before CSE, which may then merge them
     if not walk.changed and len(out) == len(bindings):
         return func
     new_seq = SeqExpr((DataflowBlock(tuple(out)),) if out else (), body, body.struct_info)
     return attrs.evolve(func, body=new_seq, attrs=dict(func.attrs))
 
 
+class _Defs:
+    """The one walk's `defs` (var -> its value as emitted), read from the binding at its `position`."""
+
+    __slots__ = ("out", "position")
+
+    def __init__(self, out: list, position: dict):
+        self.out, self.position = out, position
+
+    def get(self, var, default=None):
+        pos = self.position.get(var)
+        return default if pos is None else self.out[pos].value
+
+    def __setitem__(self, var, value) -> None:
+        pass  # the binding holds the value
+
+
 class _NotFlat(Exception):
     """A binding the one walk does not take (a call of a function, a value that is not flat)."""
-
-
-def _live_bindings(bindings: list, live: set, tuple_args: bool) -> list:
-    """Dead code elimination of flat bindings: one backward walk; `live` starts as what the result reads.
-    `tuple_args`: whether a call may read a tuple of vars. None when the result does not read every output
-    var of the block."""
-    result = frozenset(live)
-    kept = []
-    keep, update = kept.append, live.update
-    reads: list = []
-    for b in reversed(bindings):
-        var = b.var
-        if var.__class__ is Var and var not in result:
-            return None
-        value = b.value
-        if value.__class__ is Call:
-            if var not in live and getattr(value.op, "pure", True):
-                continue
-            args = value.args
-            update(args)  # leaves that are not vars too: only vars are ever looked up
-            if tuple_args and Tuple in map(type, args):
-                for a in args:
-                    if a.__class__ is Tuple:
-                        live.update(f for f in a.fields if isinstance(f, Var))
-        else:
-            if var not in live:
-                continue
-            reads.clear()
-            read_vars(value, reads)
-            update(reads)
-        keep(b)
-    kept.reverse()
-    return kept
 
 
 class _OneWalk(Simplifier):
@@ -199,8 +185,10 @@ class _OneWalk(Simplifier):
         self.bindings = bindings
         self.tuple_args = False  # whether a call reads a tuple: the walk puts none where there was none
         self.out: list = []
-        self.table: dict = {}  # value key -> the var bound to it
-        self.key_of: dict = {}  # var -> its value key
+        # value key -> the var bound to it, or the dataflow var whose binding an output var took since
+        # (`promoted` maps it to that var: read through `_first`)
+        self.table: dict = {}
+        self.defs = _Defs(self.out, self.position)
         self._normalizer = BlockBuilder()
         self._will_promote: set | None = None  # see outlives
         self.keys = CallKeys()
@@ -209,13 +197,14 @@ class _OneWalk(Simplifier):
         # The vars of the sites' bindings p and dwt that the walk of the three bindings would have put in
         # `table`: a binding finding one there would have kept p alive (see transposed_site).
         self.ghosts: set = set()
+        self.outputs: list = []  # the output vars emitted, promotions aside (see nothing_dead)
+        self.lost: list = []  # vars a rewrite took a read from (see nothing_dead)
 
     def run(self, bindings, result_reads: list) -> list:
         """The walk over `bindings`; the function's result reads `result_reads` after them."""
         changed = False
         on_leaves, rest, count = self._call_on_leaves, self._visit_rest, self._count_value
-        counted, remap, alias, promoted_key = self.counted, self.var_remap, self.alias, self._promoted_key
-        promote, out, table, key_of = self.promote, self.out, self.table, self.key_of
+        counted, remap, alias, promote, out = self.counted, self.var_remap, self.alias, self.promote, self.out
         for b in bindings:
             old = b.value
             cls = old.__class__
@@ -227,17 +216,12 @@ class _OneWalk(Simplifier):
                 value = remap.get(old, old)
                 var = b.var
                 if var.__class__ is Var and value.__class__ is DataflowVar:
-                    # An output: alias's and _promoted_key's steps for it, inline.
+                    # An output: alias's steps for it, inline.
                     sinfo = var.struct_info
                     if (value.struct_info is sinfo or value.struct_info == sinfo) and promote(var, value, out):
-                        key = key_of.pop(value, None)
-                        if key is not None and table.get(key) is value:
-                            table[key] = var
-                            key_of[var] = key
                         changed = True
                         continue
                 elif value.__class__ is not Constant and alias(var, value):
-                    promoted_key(value, var)
                     changed = True
                     continue
                 done = None
@@ -248,6 +232,46 @@ class _OneWalk(Simplifier):
         self._count(result_reads)
         self.changed = self.finish_block() or changed
         return self.out
+
+    def nothing_dead(self, result_reads: list) -> bool:
+        """Whether live_flat_bindings would keep all of the output (and not answer None), from the tables: a var
+        read before the walk stays read unless a rewrite took the read (`lost`: looked for in later bindings)
+        or its reader was removed unread (an alias's readers read its target; CSE's first binding reads what
+        the removed did). Then every binding has a reader after it, or is read by the result."""
+        if self.tuple_args:
+            return False
+        counted = self.counted.keys()  # the reads of the walk's input, the result's included
+        if not (self.position.keys() <= counted and self.var_remap.keys() <= counted):
+            return False
+        if not set(self.outputs).union(self.promoted.values()).issubset(result_reads):
+            return False
+        return all(self._read_later(v, result_reads) for v in dict.fromkeys(self.lost))
+
+    def _read_later(self, var, result_reads: list) -> bool:
+        """Whether a binding of the output after var's reads it, or the result does (or var is no binding of it)."""
+        var = self.promoted.get(var, var)
+        pos = self.position.get(var)
+        if pos is None or var in result_reads:
+            return True
+        reads: list = []
+        for b in islice(self.out, pos + 1, None):
+            value = b.value
+            if value.__class__ is Call:
+                if var in value.args:  # (no tuple arguments: see nothing_dead)
+                    return True
+                continue
+            reads.clear()
+            read_vars(value, reads)
+            if var in reads:
+                return True
+        return False
+
+    def _took_reads(self, before, after) -> None:
+        """Note the vars `before` reads that its rewrite `after` does not (see nothing_dead)."""
+        old, new = [], []
+        read_vars(before, old)
+        read_vars(after, new)
+        self.lost += (v for v in old if v not in new)
 
     def read_once(self, var) -> bool:
         n = self.uses.get(var, 0)
@@ -320,7 +344,6 @@ class _OneWalk(Simplifier):
         if old.__class__ is DataflowVar or old.__class__ is Var:  # an alias: the steps below, shortened
             value = self.var_remap.get(old, old)
             if value.__class__ is not Constant and self.alias(var, value):
-                self._promoted_key(value, var)
                 return True
         value = self.resolve(old)
         # fold_constants
@@ -333,14 +356,16 @@ class _OneWalk(Simplifier):
             self.var_remap[var] = value
             return True
         # simplify
+        resolved = value
         value = self.rewrite(var, value)
+        if value is not resolved:
+            self._took_reads(resolved, value)  # (a projection of a known tuple, a permutation of a permutation...)
         if value.__class__ is not Tuple and is_leaf(value) and self.alias(var, value):
-            self._promoted_key(value, var)
             return True
         # CSE
         key = self.keys.key(value)
         if key is not None:
-            first = self.table.get(key)
+            first = self._first(key)
             if first is not None and self.ghosts and first in self.ghosts:
                 raise _Unfused
             if first is not None and (not self.outlives(var) or self.outlives(first)):
@@ -348,11 +373,12 @@ class _OneWalk(Simplifier):
                     self.var_remap[var] = first
                     return True
         self.emit(b if value is old else VarBinding(var, value, span=b.span))
+        if var.__class__ is Var:
+            self.outputs.append(var)
         if key is not None:
-            known = self.table.get(key)
+            known = self._first(key)
             if known is None or (not self.outlives(known) and self.outlives(var)):
                 self.table[key] = var
-                self.key_of[var] = key
         return value is not old
 
     def _call_on_leaves(self, b: VarBinding, var, old: Call):
@@ -407,9 +433,11 @@ class _OneWalk(Simplifier):
                 site = self.sites.get(var)
                 if site is not None:
                     return self.transposed_site(b, var, old, value, site)
+            before = value
             value = self.permute(var, value)
+            if value is not before:
+                self._took_reads(before, value)
             if value.__class__ is not Call and is_leaf(value) and self.alias(var, value):
-                self._promoted_key(value, var)
                 return True
             key = self.keys.key(value)  # the rewrite may have changed the op, attributes and arguments
         else:  # CallKeys.key without a call (nor, for arguments that are all vars, its loop over them)
@@ -419,21 +447,26 @@ class _OneWalk(Simplifier):
             key = None if head is None else (head, value.args if all_vars else self.keys.arg_keys(value.args))
         first = None
         if key is not None:
-            first = self.table.get(key)
-            if first is not None and self.ghosts and first in self.ghosts:
-                raise _Unfused
-            if first is not None and (not self.outlives(var) or self.outlives(first)):
-                if first.struct_info is var.struct_info or first.struct_info == var.struct_info:
-                    remap[var] = first
-                    return True
+            # One lookup: the key goes in with this var where it is new (most calls), as it would below.
+            first = self.table.setdefault(key, var)
+            if first is var:
+                first = None
+            else:
+                first = self.promoted.get(first, first)  # _first
+                if self.ghosts and first in self.ghosts:
+                    raise _Unfused
+                if not self.outlives(var) or self.outlives(first):
+                    if first.struct_info is var.struct_info or first.struct_info == var.struct_info:
+                        remap[var] = first
+                        return True
         out = self.out
-        self.position[var] = len(out)
+        self.position[var] = len(out)  # (and `defs`, which reads the binding there)
         out.append(b if value is old else new_binding(var, value, b.span))
-        self.defs[var] = value
+        if var.__class__ is Var:
+            self.outputs.append(var)
         # (the table is as it was: `first` is still the representative of the key)
-        if key is not None and (first is None or (not self.outlives(first) and self.outlives(var))):
+        if first is not None and not self.outlives(first) and self.outlives(var):
             self.table[key] = var
-            self.key_of[var] = key
         return value is not old
 
     def transposed_site(self, b: VarBinding, var, old: Call, value: Call, site: tuple) -> bool:
@@ -464,7 +497,7 @@ class _OneWalk(Simplifier):
             raise _Unfused  # dwt would have been replaced by an earlier equal matmul
         # t as emit_transpose emits it
         key = (self._head(value), (g,))
-        first = self.table.get(key)
+        first = self._first(key)
         if first is not None:
             if first in self.ghosts:
                 raise _Unfused
@@ -474,9 +507,9 @@ class _OneWalk(Simplifier):
         out = self.out
         self.position[var] = len(out)
         out.append(b if value is old else new_binding(var, value, b.span))
-        self.defs[var] = value
+        if var.__class__ is Var:
+            self.outputs.append(var)
         self.table[key] = var
-        self.key_of[var] = key
         return value is not old
 
     def _head(self, call: Call):
@@ -490,7 +523,7 @@ class _OneWalk(Simplifier):
         binding's own): an earlier equal one, or a new var (class, name, struct info `var`), put in the table
         as a ghost where nothing was (else that walk would have emitted it, dead: only dwt reads p)."""
         key = (self._head(call), args)
-        first = self.table.get(key)
+        first = self._first(key)
         sinfo = var[2]
         if first is not None and (first.struct_info is sinfo or first.struct_info == sinfo):
             return first, False
@@ -525,28 +558,24 @@ class _OneWalk(Simplifier):
             }
         return var in promote
 
-    def _promoted_key(self, target, var) -> None:
-        """After an output var took the binding of the dataflow var `target`: it represents its value."""
-        if self.promoted.get(target) is var:
-            key = self.key_of.pop(target, None)
-            if key is not None and self.table.get(key) is target:
-                self.table[key] = var
-                self.key_of[var] = key
+    def _first(self, key):
+        """The var representing `key`'s value (None: none yet): the table's, or the output var that took its
+        binding since."""
+        first = self.table.get(key)
+        return first if first is None else self.promoted.get(first, first)
 
     def emit_transpose(self, x):
         var = super().emit_transpose(x)
         # The passes would look the new transpose up in CSE after simplifying.
         b = self.out[-1]
         key = self.keys.key(b.value)
-        first = self.table.get(key) if key is not None else None
+        first = self._first(key) if key is not None else None
         if first is not None and self.ghosts and first in self.ghosts:
             raise _Unfused
         if first is not None and first.struct_info == var.struct_info:
             self.out.pop()
             del self.position[var]
-            del self.defs[var]
             return first
         if key is not None:
             self.table[key] = var
-            self.key_of[var] = key
         return var

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from retrograd.ir.vars import reachable_functions, read_vars, used_vars
 from retrograd.ir.block import VarBinding
-from retrograd.ir.expr import Call, Function, GlobalVar, If, SeqExpr
+from retrograd.ir.expr import Call, Function, GlobalVar, If, SeqExpr, Tuple, Var
 from retrograd.ir.functor import ExprMutator, if_depth, stack_room
 from retrograd.ir.module import IRModule
 from retrograd.ir.struct_info import FuncStructInfo
@@ -50,6 +50,40 @@ def eliminate_dead_code(func: Function, mod: IRModule | None = None) -> Function
     if not dead:
         return func
     return _Eliminator(dead).visit_expr(func)
+
+
+def live_flat_bindings(bindings: list, live: set, tuple_args: bool) -> list:
+    """Dead code elimination of the flat bindings of one dataflow block (op calls, tuples and projections
+    reading leaves: cleanup's one walk): one backward walk; `live` starts as what the result reads.
+    `tuple_args`: whether a call may read a tuple of vars. None when the result does not read every output
+    var of the block."""
+    result = frozenset(live)
+    kept = []
+    keep, update = kept.append, live.update
+    reads: list = []
+    for b in reversed(bindings):
+        var = b.var
+        if var.__class__ is Var and var not in result:
+            return None
+        value = b.value
+        if value.__class__ is Call:
+            if var not in live and getattr(value.op, "pure", True):
+                continue
+            args = value.args
+            update(args)  # leaves that are not vars too: only vars are ever looked up
+            if tuple_args and Tuple in map(type, args):
+                for a in args:
+                    if a.__class__ is Tuple:
+                        live.update(f for f in a.fields if isinstance(f, Var))
+        else:
+            if var not in live:
+                continue
+            reads.clear()
+            read_vars(value, reads)
+            update(reads)
+        keep(b)
+    kept.reverse()
+    return kept
 
 
 class _Eliminator(ExprMutator):

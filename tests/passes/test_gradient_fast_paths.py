@@ -182,3 +182,32 @@ def test_one_walk_read_counts_found_later(read_again):
     assert_structural_equal(fast, _passes(func))
     t = next(b.value for b in fast.body.blocks[0].bindings if b.var.name_hint == "t")
     assert t.op.name == ("relax.permute_dims" if read_again else "relax.matmul")
+
+
+def _dataflow_main(lines: list, result: str) -> str:
+    body = "\n".join("            " + line for line in lines + [f"gv = R.sum({result})", "R.output(gv)"])
+    return (
+        "@I.ir_module\nclass Module:\n    @R.function\n"
+        '    def main(a: R.Tensor((3, 4), "float32"), b: R.Tensor((4, 3), "float32")) -> R.Tensor((), "float32"):\n'
+        f"        with R.dataflow():\n{body}\n        return gv\n"
+    )
+
+
+# Each leaves a binding that only the dead-code step removes: the walk must not skip it (nothing_dead).
+DEAD_AFTER_WALK = {
+    "dead in the input": ["u = R.exp(a)", "v = R.sin(a)"],
+    "an unread alias": ["u = R.exp(a)", "y = u", "v = R.sin(a)"],
+    "permutations composed": ["p = R.permute_dims(a)", "q = R.permute_dims(p, axes=[1, 0])", "v = R.sin(q)"],
+    "a projection of a known tuple": ["u = R.exp(a)", "t = (u, b)", "s = t[0]", "v = R.sin(s)"],
+    "a repeated computation": ["u = R.exp(a)", "w = R.exp(a)", "v = R.add(u, w)"],
+}
+
+
+@pytest.mark.parametrize("case", list(DEAD_AFTER_WALK))
+def test_one_walk_removes_what_becomes_dead(case):
+    func = retrograd.parse(_dataflow_main(DEAD_AFTER_WALK[case], "v"))["main"]
+    fast = cleanup_function(func)
+    assert_structural_equal(fast, _passes(func))
+    names = [b.var.name_hint for b in fast.body.blocks[0].bindings]
+    assert names[-2:] == ["v", "gv"]
+    assert len(names) < len(func.body.blocks[0].bindings)
