@@ -224,12 +224,28 @@ def test_checkpointed_step_carries_the_buffers_too():
         np.testing.assert_array_equal(b.buffers[k], a.buffers[k], err_msg=k)
 
 
-def test_what_is_not_supported_names_the_buffers():
-    from retrograd.distributed import data_parallel
+@pytest.mark.parametrize("options", [{}, {"train_mode": False}], ids=["train", "train_mode=False"])
+def test_data_parallel_broadcasts_the_buffers_and_alone_is_the_plain_step(options):
+    """data_parallel's step starts from worker 0's buffers (PyTorch DDP's broadcast_buffers; two
+    workers: tests/distributed/test_data_parallel.py); in one process it is the plain step, buffers included."""
+    from retrograd.distributed import DataParallelTrainer, data_parallel
 
-    _, _, train, _, _ = _setup(_mlp)
-    with pytest.raises(TrainingError, match="p_1_running_mean, p_1_running_var, p_1_num_batches_tracked"):
-        data_parallel(train)
+    _, _, train, values, ir = _setup(_mlp, **options)
+    step = data_parallel(train)["train_step"]
+    text = step.script()
+    names = ["p_1_running_mean", "p_1_running_var", "p_1_num_batches_tracked"]
+    for b in names:
+        assert f"R.ccl.broadcast_from_worker0({b})" in text, b
+    plain, dp = Trainer(train), DataParallelTrainer(train)
+    plain.set_params(values)
+    dp.set_params(values)
+    for x, y in _batches(_mlp):
+        assert dp.step(x, y) == plain.step(x, y)
+    for k in plain.params:
+        np.testing.assert_array_equal(dp.params[k], plain.params[k], err_msg=k)
+    for k in names:
+        np.testing.assert_array_equal(dp.buffers[k], plain.buffers[k], err_msg=k)
+    assert int(dp.buffers["p_1_num_batches_tracked"]) == 3 + (0 if options else STEPS)
 
 
 def test_onnx_batch_normalization_statistics_are_not_trained():
