@@ -1,7 +1,8 @@
 """Training an imported model with BatchNorm carries PyTorch's running statistics: the same model, initial
 weights, batches and optimizer trained in PyTorch (model.train()) and by the Trainer end with the same
 parameters, running_mean / running_var / num_batches_tracked, and eval-mode predictions (model.eval()).
-A model exported in eval mode keeps its running statistics fixed, and never trains them."""
+A model exported in eval mode keeps its running statistics fixed, and never trains them. Lifted constants
+(plain tensor attributes) are buffers never written: fixed, as in PyTorch."""
 
 from __future__ import annotations
 
@@ -322,3 +323,54 @@ def test_the_made_functions_say_which_parameters_are_buffers_but_return_no_updat
         assert "mutated_buffers" not in attrs, name
     assert [p.name_hint for p in train["backbone"].params][-3:] == list(train["backbone"].attrs["buffers"])
     assert len(train["backbone"].ret_struct_info.fields) == 1  # the logits, no buffer values
+
+
+def _scaled(torch):
+    class Scaled(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 5)
+            self.scale = torch.tensor([1.5, -2.0, 0.5, 1.0, 3.0])  # plain tensor attributes: lifted constants
+            self.order = torch.tensor([4, 0, 2, 1, 3])
+
+        def forward(self, x):
+            return self.lin(x)[:, self.order] * self.scale
+
+    torch.manual_seed(0)
+    net = Scaled().double()
+    net.scale = net.scale.double()
+    return net
+
+
+def test_lifted_constants_are_buffers_never_trained():
+    """A plain tensor attribute (neither parameter nor buffer) is a lifted constant of the export
+    (CONSTANT_TENSOR), which PyTorch never trains: nor does the Trainer (weight decay would move it)."""
+    torch = need("torch")
+    from retrograd.frontend import from_torch
+
+    net = _scaled(torch)
+    mod, params = from_torch(net, (torch.zeros((BATCH, 4), dtype=torch.float64),))
+    ir = dict(zip(params, (p.name_hint for p in mod["main"].params[1:])))
+    assert set(mod["main"].attrs["buffers"]) == {ir["scale"], ir["order"]}
+    assert mod["main"].attrs["mutated_buffers"] == ()
+    trainer = Trainer(setup_trainer(mod, CrossEntropyLoss(), OPTIMIZERS["sgd"][0]()))
+    assert sorted(trainer.param_names) == sorted([ir["lin.weight"], ir["lin.bias"]])
+    assert set(trainer.buffer_names) == {ir["scale"], ir["order"]}
+    assert not any(ir["scale"] in s for s in trainer.state_names)  # no optimizer state for it
+    trainer.set_params({ir[k]: np.array(v) for k, v in params.items()})
+    scale, order, w0 = net.scale.numpy().copy(), net.order.numpy().copy(), np.array(params["lin.weight"])
+    rng = np.random.default_rng(3)
+    batches = [(rng.standard_normal((BATCH, 4)), rng.integers(0, 5, BATCH)) for _ in range(STEPS)]
+    ours = [trainer.step(x, y) for x, y in batches]
+    theirs = _torch_steps(torch, net, "sgd", batches)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-12)
+    for k in ("lin.weight", "lin.bias"):
+        np.testing.assert_allclose(trainer.params[ir[k]], net.get_parameter(k).detach().numpy(),
+                                   rtol=1e-12, atol=1e-14, err_msg=k)
+    assert not np.allclose(trainer.params[ir["lin.weight"]], w0)  # it trained
+    for name, start in ((ir["scale"], scale), (ir["order"], order)):
+        np.testing.assert_array_equal(trainer.buffers[name], start, err_msg=name)
+    np.testing.assert_array_equal(net.scale.numpy(), scale)
+    with torch.no_grad():
+        want = net(torch.from_numpy(batches[0][0])).numpy()
+    np.testing.assert_allclose(trainer.predict(batches[0][0])[0], want, rtol=1e-12, atol=1e-14)
