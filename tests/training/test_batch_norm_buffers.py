@@ -289,6 +289,66 @@ def test_onnx_batch_normalization_statistics_are_not_trained():
     np.testing.assert_array_equal(trainer.buffers["mean"], params["mean"])
 
 
+def _onnx_bn_model(onnx, values: dict, training: bool):
+    """BatchNormalization (momentum 0.8), Flatten, Gemm; in training mode the new running mean and
+    variance are graph outputs after the logits."""
+    helper, numpy_helper, double = onnx.helper, onnx.numpy_helper, onnx.TensorProto.DOUBLE
+    stats = ["running_mean", "running_var"] if training else []
+    extra = {"training_mode": 1} if training else {}
+    graph = helper.make_graph(
+        [helper.make_node("BatchNormalization", ["x", "scale", "bias", "mean", "var"], ["y", *stats], momentum=0.8, **extra),
+         helper.make_node("Flatten", ["y"], ["f"]), helper.make_node("Gemm", ["f", "w", "b"], ["out"], transB=1)],
+        "bn", [helper.make_tensor_value_info("x", double, [BATCH, 3, 4, 4])],
+        [helper.make_tensor_value_info("out", double, [BATCH, 5])] + [helper.make_tensor_value_info(s, double, [3]) for s in stats],
+        [numpy_helper.from_array(np.asarray(v, np.float64), k) for k, v in values.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)])
+    onnx.checker.check_model(model)
+    return model
+
+
+def test_onnx_training_mode_batch_normalization_carries_its_running_statistics():
+    """A training-mode BatchNormalization whose running_mean / running_var outputs are the graph's last
+    outputs: the trainer carries them as buffers. Each step's new statistics equal onnxruntime's outputs
+    for that step's batch and values; parameters and losses equal PyTorch's (BatchNorm2d in train mode
+    normalizes alike); eval-mode predictions equal onnxruntime's on the model with training_mode=0."""
+    torch = need("torch")
+    onnx = need("onnx")
+    ort = need("onnxruntime")
+    from retrograd.frontend import from_onnx
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.BatchNorm2d(3, momentum=0.2), torch.nn.Flatten(), torch.nn.Linear(3 * 4 * 4, 5)).double()
+    with torch.no_grad():
+        net[0].weight.uniform_(0.5, 1.5)
+    rng = np.random.default_rng(4)
+    values = {"scale": net[0].weight, "bias": net[0].bias, "mean": rng.uniform(-0.5, 0.5, 3), "var": rng.uniform(0.5, 2, 3),
+              "w": net[2].weight, "b": net[2].bias}
+    values = {k: np.array(v.detach().numpy() if hasattr(v, "detach") else v) for k, v in values.items()}
+    mod, params = from_onnx(_onnx_bn_model(onnx, values, training=True))
+    assert mod["main"].attrs["mutated_buffers"] == ("mean", "var")
+    trainer = Trainer(setup_trainer(mod, CrossEntropyLoss(), OPTIMIZERS["sgd_decay"][0]()))
+    assert trainer.buffer_names == ["mean", "var"] and trainer.param_names == ["scale", "bias", "w", "b"]
+    trainer.set_params(params)
+    batches = [(rng.standard_normal((BATCH, 3, 4, 4)), rng.integers(0, 5, BATCH)) for _ in range(3)]
+    ours = []
+    for x, y in batches:
+        now = {**{k: np.array(v) for k, v in trainer.params.items()}, **trainer.buffers}
+        session = ort.InferenceSession(_onnx_bn_model(onnx, now, True).SerializeToString(), providers=["CPUExecutionProvider"])
+        _, mean, var = session.run(None, {"x": x})
+        ours.append(trainer.step(x, y))
+        np.testing.assert_allclose(trainer.buffers["mean"], mean, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(trainer.buffers["var"], var, rtol=1e-12)
+    assert not np.allclose(trainer.buffers["var"], values["var"])  # they moved
+    np.testing.assert_allclose(ours, _torch_steps(torch, net.train(), "sgd_decay", batches), rtol=1e-12)
+    for name in trainer.param_names:
+        np.testing.assert_allclose(trainer.params[name], {"scale": net[0].weight, "bias": net[0].bias, "w": net[2].weight,
+                                   "b": net[2].bias}[name].detach().numpy(), rtol=1e-11, atol=1e-13, err_msg=name)
+    final = {**{k: np.array(v) for k, v in trainer.params.items()}, **trainer.buffers}
+    session = ort.InferenceSession(_onnx_bn_model(onnx, final, False).SerializeToString(), providers=["CPUExecutionProvider"])
+    x = rng.standard_normal((BATCH, 3, 4, 4))
+    np.testing.assert_allclose(trainer.predict(x)[0], session.run(None, {"x": x})[0], rtol=1e-11, atol=1e-13)
+
+
 def test_a_symbolic_batch_trains_on_batches_of_any_size():
     """Exported with a symbolic batch dim, the running variance's n / (n - 1) is counted at run time:
     batches of different sizes (a shorter last one) update the statistics as PyTorch does."""
