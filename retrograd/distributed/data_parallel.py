@@ -6,7 +6,12 @@ gradients, in the order the backward computes them, are flattened and concatenat
 most `bucket` bytes (one dtype each; a larger gradient is a bucket alone), and each bucket's allreduce
 stands right after the binding that computes its last gradient, so the rest of the backward can run
 while it travels (PyTorch DDP's buckets). The module also gets `sync_params`, which broadcasts the
-parameters from worker 0 (run once at the start, so every worker starts from worker 0's values).
+parameters (and buffers) from worker 0 (run once at the start, so every worker starts from worker 0's values).
+
+An imported model's buffers (BatchNorm's running statistics, `num_buffer` of the step) follow DDP's
+default `broadcast_buffers=True`: the step starts by broadcasting worker 0's buffers
+(`R.ccl.broadcast_from_worker0`), and each worker's forward updates them from its own shard, so worker
+0's statistics are those of its shards alone, and each worker returns worker 0's updated by its own.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from retrograd.ir.builder import BlockBuilder
 from retrograd.ir.copy import copy_seq, fresh_var
 from retrograd.ir.expr import Function, Tuple, TupleGetItem, Var, const, shape_expr
 from retrograd.ir.module import IRModule
-from retrograd.ir.struct_info import TensorStructInfo
+from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo
 from retrograd.ir.well_formed import well_formed
 from retrograd.ops.api import R
 from retrograd.analysis.budget import parse_budget
@@ -32,7 +37,8 @@ DEFAULT_BUCKET = 25 * 2**20  # PyTorch DDP's bucket_cap_mb
 
 def data_parallel(mod: IRModule, func: str = "train_step", bucket=DEFAULT_BUCKET) -> IRModule:
     """`mod` (made by `setup_trainer`, not checkpointed) with `func` averaging its gradients over the
-    workers before the update, and `sync_params(params...) -> params` broadcasting from worker 0.
+    workers before the update, and `sync_params(params..., buffers...) -> (params..., buffers...)`
+    broadcasting from worker 0.
 
     `bucket`: bytes per bucket (an int or text such as "25MiB", "1MB"); 0 gives one allreduce per gradient.
     The input module is not changed.
@@ -47,25 +53,27 @@ def data_parallel(mod: IRModule, func: str = "train_step", bucket=DEFAULT_BUCKET
         raise TrainingError(f"data_parallel: '{func}' lacks the layout attributes {', '.join(LAYOUT_ATTRS)} "
                             "(make it with setup_trainer)") from None
     n_buf = int(step.attrs.get("num_buffer", 0))
-    if n_buf:  # PyTorch's DDP broadcasts them from rank 0 each forward, SyncBatchNorm averages: neither is here
-        names = ", ".join(p.name_hint for p in step.params[n_in + n_param + n_target:][:n_buf])
-        raise TrainingError(f"data_parallel: '{func}' carries the buffers {names} (an imported model's running "
-                            "statistics), which data-parallel training does not keep in step across workers")
+    n_data = n_in + n_param + n_target
     params = [fresh_var(p, promote=True) for p in step.params]
-    state = params[n_in + n_param + n_target:]
+    bufs, state = params[n_data:n_data + n_buf], params[n_data + n_buf:]
     with_key = bool(state) and state[-1].name_hint == DROPOUT_KEY
-    adjoint = _adjoint(mod, n_in + n_param + n_target + with_key)
+    adjoint = _adjoint(mod, n_data + n_buf + with_key)
     if "optimizer" not in mod:
         raise TrainingError("data_parallel: the module has no 'optimizer' function (make it with setup_trainer)")
     trained = params[n_in:n_in + n_param]
+    # The adjoint's forward is (loss, new buffers...) when the step updates its buffers (see assemble.py).
+    updates = n_buf and isinstance(adjoint.ret_struct_info.fields[0], TupleStructInfo)
 
     bb = BlockBuilder(mod)
     bb.begin_scope()
     bb.begin_block(dataflow=False)
-    args = params[:n_in + n_param + n_target] + ([state[-1]] if with_key else [])
+    # PyTorch DDP's broadcast_buffers: each step starts from worker 0's buffers (its running statistics),
+    # which every worker then updates from its own shard, as DDP's modules do in their forward.
+    synced = [bb.emit(R.ccl.broadcast_from_worker0(b), f"{b.name_hint}_0") for b in bufs]
+    args = params[:n_in + n_param] + synced + params[n_in + n_param:n_data] + ([state[-1]] if with_key else [])
     body = copy_seq(adjoint.body, dict(zip(adjoint.params, args)), promote=True)
     bindings = [b for block in body.blocks for b in block.bindings]
-    loss, grads = _outputs(body.body, bindings, n_param)
+    forward, grads = _outputs(body.body, bindings, n_param)
     for p, g in zip(trained, grads):
         if not isinstance(g.struct_info, TensorStructInfo):
             raise TrainingError(f"data_parallel: the gradient of '{p.name_hint}' is sparse (indices, rows); "
@@ -83,6 +91,12 @@ def data_parallel(mod: IRModule, func: str = "train_step", bucket=DEFAULT_BUCKET
             _emit_bucket(bb, grads, members, reduced, trained)
     bb.end_block()
 
+    loss, new_bufs = forward, synced
+    if updates:
+        bb.begin_block(dataflow=False)
+        loss = _field(bb, forward, 0)
+        new_bufs = [_field(bb, forward, 1 + i) for i in range(n_buf)]
+        bb.end_block()
     opt_state = state[:-1] if with_key else state
     packed = [_bound_alone(bb, Tuple(vals), name) for vals, name in
               ((trained, "params"), (reduced, "grads"), (opt_state, "state"))]
@@ -92,12 +106,12 @@ def data_parallel(mod: IRModule, func: str = "train_step", bucket=DEFAULT_BUCKET
     if with_key:
         next_key = bb.emit(R.add(state[-1], const(1, "int64")), "next_key")
         new_state = Tuple([_field(bb, new_state, i) for i in range(len(opt_state))] + [next_key])
-    out = bb.emit(Tuple([loss, new_params, new_state]), "step_out")
+    out = bb.emit(Tuple([loss, new_params, new_state] + ([Tuple(new_bufs)] if n_buf else [])), "step_out")
     bb.end_block()
     seq = bb.end_scope(out)
     attrs = {**dict(step.attrs), "data_parallel_bucket": cap}
     new_step = Function(tuple(params), seq, seq.struct_info, False, step.private, attrs, span=step.span)
-    result_mod = mod.with_function(func, new_step).with_function("sync_params", _sync_params(trained))
+    result_mod = mod.with_function(func, new_step).with_function("sync_params", _sync_params(trained + bufs))
     # Only what this pass made is checked: setup_trainer's loss-less module shares parameter vars
     # between backbone and backbone_loss, which well_formed reports of the whole module.
     problems = well_formed(IRModule({func: new_step, "sync_params": result_mod["sync_params"]}))

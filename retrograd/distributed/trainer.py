@@ -39,8 +39,11 @@ class DataParallelTrainer(Trainer):
 
     def set_params(self, values: dict, reset_state: bool = True) -> None:
         super().set_params(values, reset_state)
-        synced = self.exe["sync_params"](*(self.params[n] for n in self.param_names))
-        self.params = dict(zip(self.param_names, (np.asarray(v) for v in synced)))
+        synced = [np.asarray(v) for v in self.exe["sync_params"](*(self.params[n] for n in self.param_names),
+                                                                   *self._buffer_args())]
+        self.params = dict(zip(self.param_names, synced))
+        if self.buffer_names:
+            self.buffers = dict(zip(self.buffer_names, synced[len(self.param_names):]))
 
     def init_params(self, method: str = "he_uniform", seed: int = 0, overrides: dict | None = None) -> None:
         super().init_params(method, seed, overrides)

@@ -118,6 +118,7 @@ class GraphImporter:
         self.static_inputs = {k: np.asarray(v) for k, v in static_inputs.items()}
         self.bb = BlockBuilder()
         self.buffers: set = set()  # parameters that are model state, not weights (BatchNormalization's statistics)
+        self.buffer_updates: dict = {}  # output name -> the statistic it is the new value of (training mode)
         self.env: dict[str, object] = {}
         self.consts: dict[str, np.ndarray] = {}
         self.names: set[str] = set()
@@ -184,8 +185,21 @@ class GraphImporter:
         body = bb.end_scope(outs[0] if len(outs) == 1 else Tuple(tuple(outs)))
         # training (setup_trainer) keeps them fixed instead of training them (training/buffers.py)
         attrs = {"buffers": tuple(v.name_hint for v in params_w if v in self.buffers)} if self.buffers else {}
+        mutated = self._mutated_buffers([o.name for o in g.output], params_w)
+        if mutated:
+            attrs["mutated_buffers"] = mutated
         func = Function(tuple(params_in + params_w), body, body.struct_info, attrs=attrs)
         return IRModule({"main": func}), weights
+
+    def _mutated_buffers(self, outputs: list[str], weights: list) -> tuple:
+        """The initializers that the graph's last outputs are the new values of (training-mode
+        BatchNormalization's running_mean / running_var given as graph outputs), as `mutated_buffers`
+        (see torch_import.py): only a run of them at the end, after at least one other output, since
+        training takes the outputs after the model's own as the buffers' updates."""
+        k = 0
+        while k < len(outputs) - 1 and self.buffer_updates.get(outputs[-1 - k]) in weights:
+            k += 1
+        return tuple(self.buffer_updates[o].name_hint for o in outputs[len(outputs) - k:])
 
     def _fold(self, node):
         """A node whose inputs are all import-time constants and whose result is small (shape

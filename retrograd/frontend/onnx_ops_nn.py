@@ -146,29 +146,16 @@ def _lp_pool(g, node, inputs, attrs):
 def _batch_norm(g, node, inputs, attrs):
     x, scale, bias, mean, var = inputs
     g.buffers.update((mean, var))
-    if attrs.get("training_mode", 0):
-        return _batch_norm_training(g, x, scale, bias, mean, var, attrs)
-    out = g.emit(R.nn.batch_norm(x, scale, bias, mean, var, axis=1, epsilon=float(attrs.get("epsilon", 1e-5)), training=False))
-    return [g.emit(TupleGetItem(out, 0))]
-
-
-def _batch_norm_training(g, x, scale, bias, mean, var, attrs):
-    """ONNX's training mode: normalized by the batch's mean and (population) variance over all axes but the
-    channels; the running statistics move towards them, `momentum` being the weight of the old ones."""
-    nd, eps, m = ndim_of(x), float(attrs.get("epsilon", 1e-5)), float(attrs.get("momentum", 0.9))
-    axes = (0,) + tuple(range(2, nd))
-    channel = (1, -1) + (1,) * (nd - 2)
-    batch_mean = g.emit(R.mean(x, axis=axes))
-    batch_var = g.emit(R.variance(x, axis=axes))
-    inv = g.emit(R.rsqrt(g.emit(R.add(batch_var, scalar(g, eps, x)))))
-    centered = g.emit(R.subtract(x, g.emit(reshape(batch_mean, channel))))
-    y = g.emit(R.multiply(centered, g.emit(reshape(g.emit(R.multiply(inv, scale)), channel))))
-    y = g.emit(R.add(y, g.emit(reshape(bias, channel))))
-
-    def moved(old, new):
-        return g.emit(R.add(g.emit(R.multiply(old, scalar(g, m, old))), g.emit(R.multiply(new, scalar(g, 1 - m, new)))))
-
-    return [y, moved(mean, batch_mean), moved(var, batch_var)]
+    eps, training = float(attrs.get("epsilon", 1e-5)), bool(attrs.get("training_mode", 0))
+    # ONNX's training mode normalizes by the batch's mean and population variance; its running statistics
+    # move towards them, `momentum` weighting the old ones: relax's batch_norm with momentum 1 - m. One
+    # batch_norm call, so that training (training/buffers.py) can run it in inference mode for predict.
+    m = 1.0 - float(attrs.get("momentum", 0.9)) if training else 0.1
+    out = g.emit(R.nn.batch_norm(x, scale, bias, mean, var, axis=1, epsilon=eps, momentum=m, training=training))
+    if not training:
+        return [g.emit(TupleGetItem(out, 0))]
+    g.buffer_updates.update((name, old) for name, old in zip(node.output[1:3], (mean, var)) if name)
+    return [g.emit(TupleGetItem(out, i)) for i in range(3)]
 
 
 @converter("LayerNormalization")

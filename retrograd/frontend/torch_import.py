@@ -80,7 +80,7 @@ def from_exported_program(ep, *, seed: int = 0, dim_names: dict | None = None):
     constants, each tensor once: tied weights are one parameter) and returns a tuple: the user's
     outputs, then the new value of each buffer the program mutates (BatchNorm's running statistics
     in training mode), in the program's buffer order. Its attributes `buffers` (IR names of the
-    parameters that are buffers) and `mutated_buffers` (the buffer each of those last outputs updates)
+    parameters that are buffers or lifted constants: PyTorch trains neither) and `mutated_buffers` (the buffer each of those last outputs updates)
     tell `setup_trainer` what to carry from step to step instead of training. Dropout in training mode
     draws masks from `seed` (one seed per dropout call, `seed + k`).
     """
@@ -182,7 +182,7 @@ class _Importer:
                 array = _numpy(tensor, spec.target)
                 var = cx.placeholder(node, _unique(ir_name(spec.target), taken))
                 cx.buffers[node] = spec.target
-                if kind == "BUFFER":
+                if kind != "PARAMETER":  # a lifted constant (a plain tensor attribute): a buffer never written
                     buffers[spec.target] = var.name_hint
                 weights.append(var)
                 params[spec.target] = array

@@ -46,6 +46,34 @@ def test_data_parallel_steps_equal_the_whole_batch_step(workers, tmp_path):
         assert losses[-1] < losses[0]  # it trained: the comparison is not of untouched parameters
 
 
+def test_buffers_follow_pytorch_ddp_broadcast_from_worker0(tmp_path):
+    """An imported model with BatchNorm on 2 workers, different shards: parameters, running statistics
+    and num_batches_tracked of every worker equal those of PyTorch's DistributedDataParallel (its default
+    broadcast_buffers=True) after the same steps, run in the same processes."""
+    need("torch")
+    codes, errs, _ = W.spawn("train_buffers", 2, tmp_path, timeout=300)
+    assert codes == [0, 0], errs
+    got = [np.load(tmp_path / f"rank{r}.npz") for r in range(2)]
+    keys = [k[len("ddp/"):] for k in got[0].files if k.startswith("ddp/")]
+    assert {k for k in keys if "running" in k or "num_batches" in k} == {
+        f"{i}.{b}" for i in (1, 4) for b in ("running_mean", "running_var", "num_batches_tracked")}
+    for r in range(2):
+        # The DataParallelTrainer's loss is the global batch's: the mean of DDP's per-shard losses.
+        np.testing.assert_allclose(got[r]["ours_losses"], (got[0]["ddp_losses"] + got[1]["ddp_losses"]) / 2, rtol=1e-12)
+        for k in keys:
+            ours, ddp = got[r][f"ours/{k}"], got[r][f"ddp/{k}"]
+            assert ours.dtype == ddp.dtype, k
+            if k.endswith("num_batches_tracked"):
+                assert int(ours) == int(ddp) == 3 + W.BN_STEPS, k
+            else:
+                np.testing.assert_allclose(ours, ddp, rtol=1e-11, atol=1e-13, err_msg=f"{k}, worker {r}")
+    # Not vacuous: the shards differ, so the workers' last updates of the statistics do too, and training moved them.
+    assert not np.allclose(got[0]["ddp/1.running_mean"], got[1]["ddp/1.running_mean"])
+    start = W.bn_net(need("torch")).state_dict()
+    for k in ("1.running_mean", "4.running_var"):
+        assert not np.allclose(got[0][f"ours/{k}"], start[k].numpy()), k
+
+
 def test_a_lone_process_runs_the_data_parallel_step_as_the_plain_step():
     """Without a process group the collectives are a group of one's: the same values as Trainer's."""
     for model, dtype in W.CONFIGS[:3]:

@@ -146,6 +146,67 @@ def _train(out: Path, rank: int, workers: int) -> None:
     np.savez(out / f"rank{rank}.npz", **results)
 
 
+# -- training with buffers (BatchNorm's running statistics) against PyTorch DDP --------------------
+BN_STEPS, BN_BATCH = 4, 12
+
+
+def bn_net(torch):
+    """Linear, BatchNorm1d, ReLU, Linear, BatchNorm1d, Linear in float64 with running statistics away
+    from their start, the same in every process."""
+    torch.manual_seed(0)
+    nn = torch.nn
+    net = nn.Sequential(nn.Linear(7, 8, bias=False), nn.BatchNorm1d(8, momentum=0.3), nn.ReLU(),
+                        nn.Linear(8, 6, bias=False), nn.BatchNorm1d(6), nn.Tanh(), nn.Linear(6, 5)).double()
+    with torch.no_grad():
+        for m in (net[1], net[4]):
+            m.running_mean.uniform_(-0.5, 0.5)
+            m.running_var.uniform_(0.5, 2.0)
+            m.num_batches_tracked.fill_(3)
+    return net
+
+
+def bn_batches():
+    rng = np.random.default_rng(11)
+    return [(rng.standard_normal((BN_BATCH, 7)), rng.integers(0, 5, BN_BATCH)) for _ in range(BN_STEPS)]
+
+
+def _train_buffers(out: Path, rank: int, workers: int) -> None:
+    """Write, by state_dict key, the DataParallelTrainer's parameters and buffers (`ours/KEY`) and those of
+    PyTorch's DistributedDataParallel (`ddp/KEY`) after the same steps; each one's losses."""
+    from optional import need
+    from retrograd.distributed import DataParallelTrainer
+    from retrograd.distributed.trainer import shard
+    from retrograd.frontend import from_torch
+    from retrograd.training import SGD, CrossEntropyLoss, setup_trainer
+
+    torch = need("torch")  # the parent test skipped without it
+    net = bn_net(torch)
+    saved = {k: v.clone() for k, v in net.state_dict().items()}
+    mod, params = from_torch(net, (torch.zeros((BN_BATCH // workers, 7), dtype=torch.float64),))
+    net.load_state_dict(saved)  # export ran a forward in train mode: undo its update
+    ir = dict(zip(params, (p.name_hint for p in mod["main"].params[1:])))
+    t = DataParallelTrainer(setup_trainer(mod, CrossEntropyLoss(), SGD(0.05, momentum=0.9, weight_decay=0.01)))
+    t.set_params({ir[k]: np.array(v) for k, v in params.items()})
+    results = {"ours_losses": np.array([t.step(x, y) for x, y in bn_batches()])}
+    for key, name in ir.items():
+        results[f"ours/{key}"] = np.asarray(t.buffers[name] if name in t.buffer_names else t.params[name])
+
+    ddp = torch.nn.parallel.DistributedDataParallel(net)  # broadcast_buffers=True, its default
+    opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9, weight_decay=0.01)
+    losses = []
+    for x, y in bn_batches():
+        part = shard(len(x), rank, workers)
+        opt.zero_grad()
+        loss = torch.nn.functional.cross_entropy(ddp(torch.from_numpy(x[part])), torch.from_numpy(y[part]))
+        loss.backward()
+        opt.step()
+        losses.append(float(loss.detach()))
+    results["ddp_losses"] = np.array(losses)  # this worker's shard's loss
+    for key, value in net.state_dict().items():
+        results[f"ddp/{key}"] = value.numpy()
+    np.savez(out / f"rank{rank}.npz", **results)
+
+
 def spawn(task: str, workers: int, out: Path, timeout: float = 120.0, collective_timeout: float = 20.0,
           wait_for: int | None = None):
     """Start `workers` processes of `task` on localhost; return (returncodes, stderrs, seconds). Each is
@@ -158,7 +219,7 @@ def spawn(task: str, workers: int, out: Path, timeout: float = 120.0, collective
     for r in range(workers):
         env = {**os.environ, "RANK": str(r), "LOCAL_RANK": str(r), "WORLD_SIZE": str(workers), "TASK": task,
                "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "TEST_TIMEOUT": str(collective_timeout),
-               "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "RETROGRAD_NUM_THREADS": "1"}
+               "PYTHONPATH": os.pathsep.join((str(ROOT), str(ROOT / "tests"))), "OMP_NUM_THREADS": "1", "RETROGRAD_NUM_THREADS": "1"}
         procs.append(subprocess.Popen([sys.executable, __file__, task, str(out)], env=env,
                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     codes, errs = [None] * workers, [""] * workers
@@ -187,7 +248,8 @@ def main() -> int:
     try:
         distributed.init(timeout=float(os.environ.get("TEST_TIMEOUT", "20")))
         rank, workers = distributed.rank(), distributed.world_size()
-        {"collectives": _collectives, "die": _die, "hang": _die, "train": _train}[task](out, rank, workers)
+        {"collectives": _collectives, "die": _die, "hang": _die, "train": _train,
+         "train_buffers": _train_buffers}[task](out, rank, workers)
         distributed.shutdown()
     except DiagnosticError as err:
         sys.stderr.write(f"error: {err}\n")

@@ -1,7 +1,8 @@
 """Training an imported model with BatchNorm carries PyTorch's running statistics: the same model, initial
 weights, batches and optimizer trained in PyTorch (model.train()) and by the Trainer end with the same
 parameters, running_mean / running_var / num_batches_tracked, and eval-mode predictions (model.eval()).
-A model exported in eval mode keeps its running statistics fixed, and never trains them."""
+A model exported in eval mode keeps its running statistics fixed, and never trains them. Lifted constants
+(plain tensor attributes) are buffers never written: fixed, as in PyTorch."""
 
 from __future__ import annotations
 
@@ -224,12 +225,28 @@ def test_checkpointed_step_carries_the_buffers_too():
         np.testing.assert_array_equal(b.buffers[k], a.buffers[k], err_msg=k)
 
 
-def test_what_is_not_supported_names_the_buffers():
-    from retrograd.distributed import data_parallel
+@pytest.mark.parametrize("options", [{}, {"train_mode": False}], ids=["train", "train_mode=False"])
+def test_data_parallel_broadcasts_the_buffers_and_alone_is_the_plain_step(options):
+    """data_parallel's step starts from worker 0's buffers (PyTorch DDP's broadcast_buffers; two
+    workers: tests/distributed/test_data_parallel.py); in one process it is the plain step, buffers included."""
+    from retrograd.distributed import DataParallelTrainer, data_parallel
 
-    _, _, train, _, _ = _setup(_mlp)
-    with pytest.raises(TrainingError, match="p_1_running_mean, p_1_running_var, p_1_num_batches_tracked"):
-        data_parallel(train)
+    _, _, train, values, ir = _setup(_mlp, **options)
+    step = data_parallel(train)["train_step"]
+    text = step.script()
+    names = ["p_1_running_mean", "p_1_running_var", "p_1_num_batches_tracked"]
+    for b in names:
+        assert f"R.ccl.broadcast_from_worker0({b})" in text, b
+    plain, dp = Trainer(train), DataParallelTrainer(train)
+    plain.set_params(values)
+    dp.set_params(values)
+    for x, y in _batches(_mlp):
+        assert dp.step(x, y) == plain.step(x, y)
+    for k in plain.params:
+        np.testing.assert_array_equal(dp.params[k], plain.params[k], err_msg=k)
+    for k in names:
+        np.testing.assert_array_equal(dp.buffers[k], plain.buffers[k], err_msg=k)
+    assert int(dp.buffers["p_1_num_batches_tracked"]) == 3 + (0 if options else STEPS)
 
 
 def test_onnx_batch_normalization_statistics_are_not_trained():
@@ -272,6 +289,66 @@ def test_onnx_batch_normalization_statistics_are_not_trained():
     np.testing.assert_array_equal(trainer.buffers["mean"], params["mean"])
 
 
+def _onnx_bn_model(onnx, values: dict, training: bool):
+    """BatchNormalization (momentum 0.8), Flatten, Gemm; in training mode the new running mean and
+    variance are graph outputs after the logits."""
+    helper, numpy_helper, double = onnx.helper, onnx.numpy_helper, onnx.TensorProto.DOUBLE
+    stats = ["running_mean", "running_var"] if training else []
+    extra = {"training_mode": 1} if training else {}
+    graph = helper.make_graph(
+        [helper.make_node("BatchNormalization", ["x", "scale", "bias", "mean", "var"], ["y", *stats], momentum=0.8, **extra),
+         helper.make_node("Flatten", ["y"], ["f"]), helper.make_node("Gemm", ["f", "w", "b"], ["out"], transB=1)],
+        "bn", [helper.make_tensor_value_info("x", double, [BATCH, 3, 4, 4])],
+        [helper.make_tensor_value_info("out", double, [BATCH, 5])] + [helper.make_tensor_value_info(s, double, [3]) for s in stats],
+        [numpy_helper.from_array(np.asarray(v, np.float64), k) for k, v in values.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)])
+    onnx.checker.check_model(model)
+    return model
+
+
+def test_onnx_training_mode_batch_normalization_carries_its_running_statistics():
+    """A training-mode BatchNormalization whose running_mean / running_var outputs are the graph's last
+    outputs: the trainer carries them as buffers. Each step's new statistics equal onnxruntime's outputs
+    for that step's batch and values; parameters and losses equal PyTorch's (BatchNorm2d in train mode
+    normalizes alike); eval-mode predictions equal onnxruntime's on the model with training_mode=0."""
+    torch = need("torch")
+    onnx = need("onnx")
+    ort = need("onnxruntime")
+    from retrograd.frontend import from_onnx
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.BatchNorm2d(3, momentum=0.2), torch.nn.Flatten(), torch.nn.Linear(3 * 4 * 4, 5)).double()
+    with torch.no_grad():
+        net[0].weight.uniform_(0.5, 1.5)
+    rng = np.random.default_rng(4)
+    values = {"scale": net[0].weight, "bias": net[0].bias, "mean": rng.uniform(-0.5, 0.5, 3), "var": rng.uniform(0.5, 2, 3),
+              "w": net[2].weight, "b": net[2].bias}
+    values = {k: np.array(v.detach().numpy() if hasattr(v, "detach") else v) for k, v in values.items()}
+    mod, params = from_onnx(_onnx_bn_model(onnx, values, training=True))
+    assert mod["main"].attrs["mutated_buffers"] == ("mean", "var")
+    trainer = Trainer(setup_trainer(mod, CrossEntropyLoss(), OPTIMIZERS["sgd_decay"][0]()))
+    assert trainer.buffer_names == ["mean", "var"] and trainer.param_names == ["scale", "bias", "w", "b"]
+    trainer.set_params(params)
+    batches = [(rng.standard_normal((BATCH, 3, 4, 4)), rng.integers(0, 5, BATCH)) for _ in range(3)]
+    ours = []
+    for x, y in batches:
+        now = {**{k: np.array(v) for k, v in trainer.params.items()}, **trainer.buffers}
+        session = ort.InferenceSession(_onnx_bn_model(onnx, now, True).SerializeToString(), providers=["CPUExecutionProvider"])
+        _, mean, var = session.run(None, {"x": x})
+        ours.append(trainer.step(x, y))
+        np.testing.assert_allclose(trainer.buffers["mean"], mean, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(trainer.buffers["var"], var, rtol=1e-12)
+    assert not np.allclose(trainer.buffers["var"], values["var"])  # they moved
+    np.testing.assert_allclose(ours, _torch_steps(torch, net.train(), "sgd_decay", batches), rtol=1e-12)
+    for name in trainer.param_names:
+        np.testing.assert_allclose(trainer.params[name], {"scale": net[0].weight, "bias": net[0].bias, "w": net[2].weight,
+                                   "b": net[2].bias}[name].detach().numpy(), rtol=1e-11, atol=1e-13, err_msg=name)
+    final = {**{k: np.array(v) for k, v in trainer.params.items()}, **trainer.buffers}
+    session = ort.InferenceSession(_onnx_bn_model(onnx, final, False).SerializeToString(), providers=["CPUExecutionProvider"])
+    x = rng.standard_normal((BATCH, 3, 4, 4))
+    np.testing.assert_allclose(trainer.predict(x)[0], session.run(None, {"x": x})[0], rtol=1e-11, atol=1e-13)
+
+
 def test_a_symbolic_batch_trains_on_batches_of_any_size():
     """Exported with a symbolic batch dim, the running variance's n / (n - 1) is counted at run time:
     batches of different sizes (a shorter last one) update the statistics as PyTorch does."""
@@ -306,3 +383,54 @@ def test_the_made_functions_say_which_parameters_are_buffers_but_return_no_updat
         assert "mutated_buffers" not in attrs, name
     assert [p.name_hint for p in train["backbone"].params][-3:] == list(train["backbone"].attrs["buffers"])
     assert len(train["backbone"].ret_struct_info.fields) == 1  # the logits, no buffer values
+
+
+def _scaled(torch):
+    class Scaled(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 5)
+            self.scale = torch.tensor([1.5, -2.0, 0.5, 1.0, 3.0])  # plain tensor attributes: lifted constants
+            self.order = torch.tensor([4, 0, 2, 1, 3])
+
+        def forward(self, x):
+            return self.lin(x)[:, self.order] * self.scale
+
+    torch.manual_seed(0)
+    net = Scaled().double()
+    net.scale = net.scale.double()
+    return net
+
+
+def test_lifted_constants_are_buffers_never_trained():
+    """A plain tensor attribute (neither parameter nor buffer) is a lifted constant of the export
+    (CONSTANT_TENSOR), which PyTorch never trains: nor does the Trainer (weight decay would move it)."""
+    torch = need("torch")
+    from retrograd.frontend import from_torch
+
+    net = _scaled(torch)
+    mod, params = from_torch(net, (torch.zeros((BATCH, 4), dtype=torch.float64),))
+    ir = dict(zip(params, (p.name_hint for p in mod["main"].params[1:])))
+    assert set(mod["main"].attrs["buffers"]) == {ir["scale"], ir["order"]}
+    assert mod["main"].attrs["mutated_buffers"] == ()
+    trainer = Trainer(setup_trainer(mod, CrossEntropyLoss(), OPTIMIZERS["sgd"][0]()))
+    assert sorted(trainer.param_names) == sorted([ir["lin.weight"], ir["lin.bias"]])
+    assert set(trainer.buffer_names) == {ir["scale"], ir["order"]}
+    assert not any(ir["scale"] in s for s in trainer.state_names)  # no optimizer state for it
+    trainer.set_params({ir[k]: np.array(v) for k, v in params.items()})
+    scale, order, w0 = net.scale.numpy().copy(), net.order.numpy().copy(), np.array(params["lin.weight"])
+    rng = np.random.default_rng(3)
+    batches = [(rng.standard_normal((BATCH, 4)), rng.integers(0, 5, BATCH)) for _ in range(STEPS)]
+    ours = [trainer.step(x, y) for x, y in batches]
+    theirs = _torch_steps(torch, net, "sgd", batches)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-12)
+    for k in ("lin.weight", "lin.bias"):
+        np.testing.assert_allclose(trainer.params[ir[k]], net.get_parameter(k).detach().numpy(),
+                                   rtol=1e-12, atol=1e-14, err_msg=k)
+    assert not np.allclose(trainer.params[ir["lin.weight"]], w0)  # it trained
+    for name, start in ((ir["scale"], scale), (ir["order"], order)):
+        np.testing.assert_array_equal(trainer.buffers[name], start, err_msg=name)
+    np.testing.assert_array_equal(net.scale.numpy(), scale)
+    with torch.no_grad():
+        want = net(torch.from_numpy(batches[0][0])).numpy()
+    np.testing.assert_allclose(trainer.predict(batches[0][0])[0], want, rtol=1e-12, atol=1e-14)
