@@ -9,6 +9,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 from ops.all_cases import ALL_CASES
+from optional import need
 
 import retrograd
 from retrograd.errors import DiagnosticError
@@ -97,6 +98,45 @@ def test_a_variant_gives_a_located_error_or_the_inferred_struct_info(chunk):
             shape = value.shape if sinfo.shape is None and getattr(value, "ndim", -2) == sinfo.ndim else sinfo.shape
             if not isinstance(value, np.ndarray) or str(value.dtype) != sinfo.dtype or value.shape != tuple(shape or ()):
                 problems.append(f"{case.id}: ran {type(value).__name__} {getattr(value, 'dtype', '')}{getattr(value, 'shape', '')}, inferred {sinfo}")
+    assert not problems, "\n".join(problems[:20])
+
+
+def _torch_disagreements(cases, seed):
+    """Where the torch backend and the NumPy executor (the reference) differ on a case: one refuses what
+    the other runs, torch fails with a raw exception, or the results differ (shape, dtype, value)."""
+    from ops.helpers import ACCUMULATING_ULPS, assert_matches
+
+    problems = []
+    for case, mod, values in _built(cases, seed):
+        runs = []
+        for backend in ("numpy", "torch"):
+            ex = retrograd.build(mod, **({"backend": "torch"} if backend == "torch" else {}))
+            try:
+                with np.errstate(all="ignore"):
+                    got = ex["main"](*[v.copy() for v in values])
+                runs.append(ex.numpy(got) if backend == "torch" else got)
+            except DiagnosticError as err:
+                runs.append(err)
+        want, got = runs
+        if isinstance(want, DiagnosticError) or isinstance(got, DiagnosticError):
+            if not isinstance(want, DiagnosticError) or not isinstance(got, DiagnosticError) or RAW.search(str(got)):
+                problems.append(f"{case.id}: NumPy {str(want).splitlines()[0]!r}, torch {str(got).splitlines()[0]!r}")
+            continue
+        try:
+            floats = [np.finfo(v.dtype).eps for v in values if v.dtype.kind == "f"]
+            assert_matches(got, want, ACCUMULATING_ULPS, case.id, max(floats, default=None))
+        except AssertionError as err:
+            problems.append(str(err).splitlines()[0])
+    return problems
+
+
+@pytest.mark.parametrize("chunk", range(4))
+def test_zero_size_and_0d_variants_on_torch_give_the_numpy_result(chunk):
+    # ATen's convolutions, pools and scatters refuse empty dimensions (or, for no input channels, drop the
+    # output channels); the NumPy kernels define them.
+    need("torch")
+    cases = [c for c in VARIANTS if re.search(r"-(zero\d|0d)$", c.name)]
+    problems = _torch_disagreements(cases[chunk::4], seed=2)
     assert not problems, "\n".join(problems[:20])
 
 

@@ -133,3 +133,29 @@ def fresh(t):
     """t in a storage of its own (a kernel result that is a view of a temporary, or of an argument, would
     count another buffer than the memory model's; NumPy kernels return fresh arrays too)."""
     return t.clone(memory_format=require_torch().contiguous_format) if t._base is not None else t
+
+
+def on_numpy_when_empty(kernel, numpy_kernel):
+    """`kernel`, except that a call with a zero-size tensor argument runs the op's NumPy kernel (the
+    reference) on host copies: ATen's convolutions, pools, scatters and reductions refuse empty
+    dimensions NumPy's kernels define (or give another shape), and nothing is to be computed fast there."""
+    torch = require_torch()
+
+    def empty(v):
+        return any(empty(x) for x in v) if type(v) is tuple else isinstance(v, torch.Tensor) and v.numel() == 0
+
+    def host(v):
+        return tuple(host(x) for x in v) if type(v) is tuple else to_numpy(v) if isinstance(v, torch.Tensor) else v
+
+    def back(v):
+        import numpy as np
+
+        return tuple(back(x) for x in v) if type(v) is tuple else from_numpy(np.array(v, copy=True)).to(device())
+
+    def run(*args, **attrs):
+        if any(empty(a) for a in args):
+            return back(numpy_kernel(*[host(a) for a in args], **attrs))
+        return kernel(*args, **attrs)
+
+    run.__name__ = getattr(kernel, "__name__", "kernel")
+    return run
