@@ -130,13 +130,14 @@ def _torch_disagreements(cases, seed):
     return problems
 
 
-@pytest.mark.parametrize("chunk", range(4))
-def test_zero_size_and_0d_variants_on_torch_give_the_numpy_result(chunk):
+@pytest.mark.parametrize("chunk", range(8))
+def test_variants_on_torch_give_the_numpy_result(chunk):
     # ATen's convolutions, pools and scatters refuse empty dimensions (or, for no input channels, drop the
-    # output channels); the NumPy kernels define them.
+    # output channels); it has no bool abs / cumsum / argmax / bmm, no integer var / std, no CPU Half
+    # avg_pool3d, and sums integers into int64. NumPy's kernels define all of these.
     need("torch")
-    cases = [c for c in VARIANTS if re.search(r"-(zero\d|0d)$", c.name)]
-    problems = _torch_disagreements(cases[chunk::4], seed=2)
+    cases = [c for c in VARIANTS if re.search(r"-(zero\d|0d|bool|int32|float16)$", c.name)]
+    problems = _torch_disagreements(cases[chunk::8], seed=2)
     assert not problems, "\n".join(problems[:20])
 
 

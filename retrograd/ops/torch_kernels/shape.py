@@ -125,7 +125,11 @@ def matmul(a, b, out_dtype=None):
 
 
 def einsum(operands, subscripts):
-    out = torch.einsum(subscripts, *operands)
+    dtype = operands[0].dtype
+    if dtype == torch.bool:  # NumPy's bool einsum: or of ands; ATen has no bool bmm
+        out = torch.einsum(subscripts, *[o.to(torch.int64) for o in operands]).to(dtype)
+    else:  # ATen sums integers into int64: the result keeps the operands' dtype (inference, NumPy)
+        out = torch.einsum(subscripts, *operands).to(dtype)
     if any(out.untyped_storage().data_ptr() == o.untyped_storage().data_ptr() for o in operands) or not out.is_contiguous():
         out = out.contiguous() if not out.is_contiguous() else out.clone()
     return out
