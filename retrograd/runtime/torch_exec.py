@@ -22,7 +22,7 @@ from retrograd.ir.dtypes import prim_scalar
 from retrograd.ir.expr import Constant, Function, PrimValue, ShapeExpr, StringImm
 from retrograd.ir.functor import module_if_depth, stack_room
 from retrograd.ir.nested import tuple_leaves
-from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo
+from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops import torch_kernels
 from retrograd.ops.storage import in_float32, result_dtypes, widened_on_torch
 from retrograd.runtime.executor import FunctionTable, bind_arguments
@@ -133,7 +133,7 @@ class TorchExecutable(FunctionTable):
                     raise UnsupportedError(f"{plan.name}: binding '{name}': {err.message}", ins.span) from None
                 label = f"{script}({', '.join(arg_labels)})"
                 info = Info(plan.name, name, label, arg_info, ins.span, script, ins.var.struct_info)
-                if op.kernel is not None and _may_be_empty([a.struct_info for a in ins.call.args]):
+                if op.kernel is not None and torch_kernels.may_be_empty([a.struct_info for a in ins.call.args]):
                     kernel = torch_kernels.on_numpy_when_empty(kernel, op.kernel)
                 if widened_on_torch(op, ins.call.struct_info, [a.struct_info for a in ins.call.args]):
                     kernel = in_float32(kernel, result_dtypes(ins.call.struct_info))
@@ -415,17 +415,6 @@ def _kernel_call(kernel, readers, attrs):
         a, b = readers
         return lambda r: kernel(a(r), b(r), **attrs)
     return lambda r: kernel(*[rd(r) for rd in readers], **attrs)
-
-
-def _may_be_empty(sinfos) -> bool:
-    """Whether a tensor among these struct infos may have a zero-size dimension (a 0 or a symbolic dim)."""
-    for s in sinfos:
-        if isinstance(s, TupleStructInfo):
-            if _may_be_empty(s.fields):
-                return True
-        elif isinstance(s, TensorStructInfo) and (s.shape is None or any(type(d) is not int or d == 0 for d in s.shape)):
-            return True
-    return False
 
 
 def _fits(shape, into) -> bool:

@@ -135,6 +135,20 @@ def fresh(t):
     return t.clone(memory_format=require_torch().contiguous_format) if t._base is not None else t
 
 
+def may_be_empty(sinfos) -> bool:
+    """Whether a tensor among these struct infos may have a zero-size dimension (a 0 or a symbolic dim):
+    the calls on_numpy_when_empty guards."""
+    from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo
+
+    for s in sinfos:
+        if isinstance(s, TupleStructInfo):
+            if may_be_empty(s.fields):
+                return True
+        elif isinstance(s, TensorStructInfo) and (s.shape is None or any(type(d) is not int or d == 0 for d in s.shape)):
+            return True
+    return False
+
+
 def on_numpy_when_empty(kernel, numpy_kernel):
     """`kernel`, except that a call with a zero-size tensor argument runs the op's NumPy kernel (the
     reference) on host copies: ATen's convolutions, pools, scatters and reductions refuse empty
