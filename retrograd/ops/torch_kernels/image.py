@@ -120,7 +120,7 @@ def grid_sample_backward(output_grad, data, grid, method="bilinear", layout="NCH
     dgrid = torch.zeros(gr.shape, dtype=data.dtype, device=data.device)
     gf = g.reshape(n, c, rest)
     for flat, wt, dwx, dwy in _taps(data, gr, method, padding_mode, align_corners):
-        dx.scatter_add_(2, flat.reshape(n, 1, rest).expand(n, c, rest), gf * wt.reshape(n, 1, rest))
+        dx.scatter_add_(2, flat.reshape(n, 1, rest).expand(n, c, rest), gf * torch.nan_to_num(wt, nan=0.0).reshape(n, 1, rest))
         if method == "bilinear":
             v = (_gather(data, flat) * g).sum(dim=1)
             dgrid[:, 0] += v * dwx
