@@ -151,6 +151,40 @@ def test_grid_sample_of_nan_and_infinite_coordinates_matches_torch_on_both_backe
         np.testing.assert_allclose(dx, want_dx, rtol=1e-10, atol=1e-12, err_msg=backend)
 
 
+@pytest.mark.parametrize("size", [(10, 12), (3, 4), (7, 9)])
+def test_a_non_finite_value_reaches_only_the_outputs_reading_it(size):
+    # A dense interpolation or averaging matrix's zeros times a NaN or infinity are NaN: the value spread
+    # along its whole row (resize on torch, the last axis of resize on NumPy, adaptive pooling on NumPy).
+    from retrograd.ops.registry import get
+
+    x = RNG.normal(size=(1, 2, 5, 6))
+    x[0, 0, 1, 2], x[0, 1, 3, 5] = np.nan, np.inf
+    attrs = dict(layout="NCHW", method="linear", coordinate_transformation_mode="half_pixel")
+    xt = torch.tensor(x, requires_grad=True)
+    y = F.interpolate(xt, size=size, mode="bilinear", align_corners=False)
+    g = RNG.normal(size=tuple(y.shape))
+    g[0, 0, 1, 1] = np.nan
+    y.backward(torch.tensor(g))
+    want, want_dx = y.detach().numpy(), xt.grad.numpy()
+    pool = F.adaptive_avg_pool2d(torch.tensor(x), size).numpy()
+    resize, resize_bwd, adaptive = (get(f"relax.{n}") for n in ("image.resize2d", "grad.resize2d_backward", "nn.adaptive_avg_pool2d"))
+    for backend in ("numpy", "torch"):
+        if backend == "numpy":
+            got, dx = resize.kernel(x, size, **attrs), resize_bwd.kernel(g, x, **attrs)
+            pooled = adaptive.kernel(x, output_size=size, layout="NCHW")
+        else:
+            got = resize.torch_kernel(torch.tensor(x), size, **attrs).numpy()
+            dx = resize_bwd.torch_kernel(torch.tensor(g), torch.tensor(x), **attrs).numpy()
+            pooled = adaptive.torch_kernel(torch.tensor(x), output_size=size, layout="NCHW").numpy()
+        # PyTorch also multiplies zero weights at the borders: its non-finite outputs may be a few more.
+        assert not (~np.isfinite(got) & np.isfinite(want)).any(), backend
+        both = np.isfinite(got) & np.isfinite(want)
+        np.testing.assert_allclose(got[both], want[both], rtol=1e-10, err_msg=backend)
+        np.testing.assert_array_equal(np.isnan(dx), np.isnan(want_dx), err_msg=backend)
+        np.testing.assert_allclose(dx, want_dx, rtol=1e-10, atol=1e-12, err_msg=backend)
+        np.testing.assert_allclose(pooled, pool, rtol=1e-10, err_msg=backend)
+
+
 # Rows TVM 0.27 reads (built for llvm) for nearest-neighbour resizes where ties and defaults matter:
 # "round" goes to the even neighbour, no rounding method means floor (round for align_corners).
 TVM_NEAREST_ROWS = [

@@ -110,10 +110,16 @@ def _last_axis_matrix(taps, size, dtype):
     return m
 
 
+def all_finite(a) -> bool:
+    """Whether a dense matrix may contract `a`: a non-finite value times a matrix's zeros is NaN, which would
+    reach every output of its row instead of the outputs whose taps read it (as PyTorch's kernels do)."""
+    return bool(np.isfinite(a).all())
+
+
 def gather_axis(y, axis, taps):
-    """sum_k y[idx_k along axis] * w_k: the resize of one axis (the last axis as one GEMM, others as row
-    gathers into one result buffer)."""
-    if axis == y.ndim - 1:
+    """sum_k y[idx_k along axis] * w_k: the resize of one axis (the last axis as one GEMM when the data
+    is finite, others as row gathers into one result buffer)."""
+    if axis == y.ndim - 1 and all_finite(y):
         m = _last_axis_matrix(taps, y.shape[-1], y.dtype)
         return (np.ascontiguousarray(y).reshape(-1, y.shape[-1]) @ m).reshape(y.shape[:-1] + (m.shape[1],))
     out = np.take(y, taps[0][0], axis=axis)
@@ -131,7 +137,7 @@ def scatter_axis(g, axis, taps, size):
     read it. Along the last axis that is one GEMM with the (small) transposed matrix; along another, the
     outputs reading one input form a run (the indices are non-decreasing), and the t-th element of every
     run is gathered at once (runs are about as long as the upsampling factor)."""
-    if axis == g.ndim - 1:
+    if axis == g.ndim - 1 and all_finite(g):
         m = _last_axis_matrix(taps, size, g.dtype)
         return (np.ascontiguousarray(g).reshape(-1, g.shape[-1]) @ m.T).reshape(g.shape[:-1] + (size,))
     shape = list(g.shape)
