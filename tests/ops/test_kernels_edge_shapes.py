@@ -169,6 +169,24 @@ def test_constant_pad_with_negative_widths_reads_position_j_minus_before():
     assert pad(np.zeros((0, 5)), pad_width=[1, -1, -2, 1]).shape == (0, 4)
 
 
+@pytest.mark.parametrize("mode", ["reflect", "circular", "replicate"])
+def test_pad_backward_keeps_a_non_finite_gradient_where_it_is_read(mode):
+    # The fold matrix's zeros times a NaN spread it over every input position (36 of 36, PyTorch 1).
+    torch = need("torch")
+    import torch.nn.functional as F
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4, 9))
+    g = rng.standard_normal((6, 14))
+    g[2, 5], g[0, 0] = np.nan, np.inf
+    xt = torch.tensor(x, requires_grad=True)
+    F.pad(xt.reshape(1, 1, 4, 9), (3, 2, 1, 1), mode=mode).reshape(6, 14).backward(torch.tensor(g))
+    op = get("relax.grad.pad_backward")
+    attrs = dict(pad_width=[1, 1, 3, 2], pad_mode=mode)
+    for got in (op.kernel(g, x, **attrs), op.torch_kernel(torch.tensor(g), torch.tensor(x), **attrs).numpy()):
+        np.testing.assert_allclose(got, xt.grad.numpy(), rtol=1e-12)
+
+
 def test_attention_with_zero_heads_or_an_empty_key_sequence():
     att = get("relax.nn.attention").kernel
     q = np.ones((1, 2, 0, 3))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from retrograd.errors import KernelError
-from retrograd.ops.kernels.resample import all_finite, apply_axes
-from retrograd.ops.kernels.window import check_float, to_layout
+from retrograd.ops.kernels.resample import apply_axes
+from retrograd.ops.kernels.window import all_finite, check_float, to_layout
 
 
 def averaging_matrix(size: int, out: int, dtype="float64") -> np.ndarray:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from retrograd.errors import KernelError
-from retrograd.ops.kernels.window import check_float, to_layout
+from retrograd.ops.kernels.window import all_finite, check_float, to_layout
 
 COORDINATE_MODES = ("half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel", "tf_half_pixel_for_nn",
                     "tf_crop_and_resize")
@@ -108,12 +108,6 @@ def _last_axis_matrix(taps, size, dtype):
     for idx, w in taps:
         np.add.at(m, (idx, np.arange(idx.size)), w)
     return m
-
-
-def all_finite(a) -> bool:
-    """Whether a dense matrix may contract `a`: a non-finite value times a matrix's zeros is NaN, which would
-    reach every output of its row instead of the outputs whose taps read it (as PyTorch's kernels do)."""
-    return bool(np.isfinite(a).all())
 
 
 def gather_axis(y, axis, taps):
