@@ -108,16 +108,24 @@ TRANSPOSE_CASES = [
 ]
 
 
+@pytest.mark.parametrize("nonfinite", [False, True], ids=["", "nan-weight-inf-input"])
 @pytest.mark.parametrize("grid", [False, True], ids=["", "shared-grid-col2im"])
 @pytest.mark.parametrize("case", TRANSPOSE_CASES)
-def test_conv2d_transpose_with_output_padding_matches_naive(case, grid, monkeypatch):
+def test_conv2d_transpose_with_output_padding_matches_naive(case, grid, nonfinite, monkeypatch):
     monkeypatch.setattr(conv, "GRID_MIN_ROWS", 1 if grid else 10**9)
     monkeypatch.setattr(conv, "GRID_MAX_TAPS", 10**6 if grid else 0)
     shape, k, s, p, op, d, g = case
     x = _rand(shape, 4)
     w = _rand((shape[1], 3) + k, 5)
-    got = conv.conv2d_transpose(x, w, strides=s, padding=p, output_padding=op, dilation=d, groups=g)
-    np.testing.assert_allclose(got, naive_conv2d_transpose(x, w, s, p, op, d, g), rtol=1e-12, atol=1e-12)
+    if nonfinite:
+        # The unit-stride path convolved the zero-padded input: a NaN weight times that padding reached
+        # outputs the weight never touches.
+        w[0, 1, k[0] // 2, 0] = np.nan
+        x[0, -1, 0, -1] = np.inf
+    with np.errstate(invalid="ignore"):
+        got = conv.conv2d_transpose(x, w, strides=s, padding=p, output_padding=op, dilation=d, groups=g)
+        want = naive_conv2d_transpose(x, w, s, p, op, d, g)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
 def test_layouts_and_out_dtype():
