@@ -172,8 +172,8 @@ def test_constant_pad_with_negative_widths_reads_position_j_minus_before():
 @pytest.mark.parametrize("mode", ["reflect", "circular", "replicate"])
 def test_pad_backward_keeps_a_non_finite_gradient_where_it_is_read(mode):
     # The fold matrix's zeros times a NaN spread it over every input position (36 of 36, PyTorch 1).
+    F = need("torch.nn.functional")
     torch = need("torch")
-    import torch.nn.functional as F
 
     rng = np.random.default_rng(0)
     x = rng.standard_normal((4, 9))
