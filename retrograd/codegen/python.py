@@ -110,7 +110,7 @@ class _ModuleLowering:
         name = self.const[id(c)] = self.globals.new(f"const{len(self.const)}")
         data = np.asarray(c.data)
         dtype = data.dtype.name
-        if data.size <= _INLINE_CONST and data.dtype.kind in "biuf":
+        if 0 < data.size <= _INLINE_CONST and data.dtype.kind in "biuf":  # a nested list loses an empty array's shape
             self.const_lines.append(f'{name} = np.array({literal(data.tolist())}, dtype="{dtype}")')
             self.const_lines.append(f"{name}.flags.writeable = False")
         else:

@@ -169,3 +169,19 @@ class Module:
             np.testing.assert_array_equal(module.main(x, np.array(c)), expected)
             np.testing.assert_array_equal(retrograd.build(mod)["main"](x, np.array(c)), expected)
     assert np.geterr() == before
+
+
+def test_empty_constants_keep_their_shape(tmp_path):
+    # Written as nested lists, an empty constant lost its trailing dims ((2, 0, 2) became (2, 0)): the
+    # lowered module broadcast to other shapes or failed where the executor ran.
+    from retrograd.ir import BlockBuilder, IRModule, Var, const
+    from retrograd.ir.struct_info import TensorStructInfo
+    from retrograd.ops.api import R
+
+    x = Var("x", TensorStructInfo((2, 0, 2), "float64"))
+    bb = BlockBuilder()
+    bb.begin_scope()
+    y = bb.emit(R.add(x, const(np.zeros((2, 0, 2)))), "y")
+    z = bb.emit(R.add(const(np.zeros((0, 3), "float32")), const(np.ones((4, 1, 3), "float32"))), "z")
+    mod = IRModule({"main": Function([x], bb.end_scope(retrograd.ir.Tuple([y, z])))})
+    assert check_module(mod, tmp_path, "empty_consts") == 1
