@@ -171,7 +171,10 @@ class _Function:
             name = self.names[ins.out] = self._fresh(ins.var.name_hint, self.taken)
             args = [self.src(s) for s in ins.srcs]
             if ins.kind == "op":
-                attrs = [f"{k}={literal(v)}" for k, v in ins.call.attrs.items()]
+                try:
+                    attrs = [f"{k}={literal(v)}" for k, v in ins.call.attrs.items()]
+                except UnsupportedError as err:
+                    raise UnsupportedError(f"lowering {ins.op.script_name} (binding '{ins.var.name_hint}'): {err.message}", ins.span) from None
                 if any(not k.isidentifier() for k in ins.call.attrs):
                     raise UnsupportedError(f"attribute names of {ins.op.script_name} are not identifiers", ins.span)
                 kernel = self.ml.kernel(ins.op, ins.span, may_be_empty([a.struct_info for a in ins.call.args]))
