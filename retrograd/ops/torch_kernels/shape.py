@@ -88,8 +88,8 @@ def strided_slice(x, axes, begin, end, strides=None, assume_inbound=False):
         a %= x.ndim
         s = strides[i] if strides is not None else 1
         idx = range(*slice(b, e, s).indices(x.shape[a]))
-        if len(idx) == 0:
-            out = out.narrow(a, 0, 0)
+        if len(idx) <= 1:  # the step does not matter (and one of 2**62 or more overflows ATen's stride)
+            out = out.narrow(a, idx[0] if idx else 0, len(idx))
         elif s > 0:
             out = out[(slice(None),) * a + (slice(idx[0], idx[-1] + 1, s),)]
         else:
