@@ -106,3 +106,16 @@ def test_slices_with_steps_beyond_the_axis_match_numpy():
     step = get("relax.strided_slice")
     want = step.kernel(x, axes=[0, 1], begin=[4, 0], end=[0, 6], strides=[-(2**63), 2**62])
     assert_matches(step.torch_kernel(torch.tensor(x), axes=[0, 1], begin=[4, 0], end=[0, 6], strides=[-(2**63), 2**62]), want, 0)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64"])
+def test_integer_divide_of_the_least_value_by_minus_one_wraps_as_numpy(dtype):
+    # ATen's truncating int32 / int64 division traps there (SIGFPE: the process died); NumPy wraps.
+    torch = need("torch")
+    from retrograd.ops.registry import get
+
+    low = np.iinfo(dtype).min
+    a, b = np.array([low, low, 7, -7], dtype), np.array([-1, 2, -1, 2], dtype)
+    op = get("relax.divide")
+    assert_matches(op.torch_kernel(*to_torch(torch, (a, b))), op.kernel(a, b), 0, dtype)
+    assert op.kernel(a, b).tolist() == [low, low // 2, -7, -3]

@@ -42,6 +42,12 @@ def divide(a, b):
     if is_int(a):
         if bool((b == 0).any()):
             raise KernelError("R.divide: integer division by zero")
+        if a.is_signed():
+            # The least value over -1 overflows: x86's idiv traps (SIGFPE kills the process, int32 and
+            # int64); NumPy wraps it to the least value itself, which -x is in two's complement.
+            wraps = (b == -1) & (a == torch.iinfo(a.dtype).min)
+            if bool(wraps.any()):
+                return torch.where(wraps, a, torch.div(a, torch.where(wraps, 1, b), rounding_mode="trunc"))
         return torch.div(a, b, rounding_mode="trunc")
     if a.dtype == torch.bool:
         raise KernelError("R.divide: not defined for bool tensors")
