@@ -161,14 +161,21 @@ def on_numpy_when_empty(kernel, numpy_kernel):
     def host(v):
         return tuple(host(x) for x in v) if type(v) is tuple else to_numpy(v) if isinstance(v, torch.Tensor) else v
 
-    def back(v):
+    def where(v):
+        if type(v) is tuple:
+            return next((d for d in map(where, v) if d is not None), None)
+        return v.device if isinstance(v, torch.Tensor) else None
+
+    def back(v, dev):
         import numpy as np
 
-        return tuple(back(x) for x in v) if type(v) is tuple else from_numpy(np.array(v, copy=True)).to(device())
+        return tuple(back(x, dev) for x in v) if type(v) is tuple else from_numpy(np.array(v, copy=True)).to(dev)
 
     def run(*args, **attrs):
         if any(empty(a) for a in args):
-            return back(numpy_kernel(*[host(a) for a in args], **attrs))
+            # On the arguments' device (lowered source sets no executor device).
+            dev = next((d for d in map(where, args) if d is not None), None) or device()
+            return back(numpy_kernel(*[host(a) for a in args], **attrs), dev)
         return kernel(*args, **attrs)
 
     run.__name__ = getattr(kernel, "__name__", "kernel")
