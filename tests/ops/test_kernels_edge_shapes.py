@@ -141,6 +141,22 @@ def test_variants_on_torch_give_the_numpy_result(chunk):
     assert not problems, "\n".join(problems[:20])
 
 
+def test_shape_of_an_empty_tensor_on_torch_stays_a_shape():
+    # The NumPy kernel's result of an empty call goes back to torch: a shape's ints must stay ints.
+    need("torch")
+    mod = retrograd.parse("""
+@R.function
+def main(x: R.Tensor((2, "n"), "float32")):
+    s = R.shape_of(x)
+    z = R.sum(R.reshape(x, s), axis=[1])
+    return (s, z)
+""")
+    ex = retrograd.build(mod, backend="torch")
+    shape, total = ex["main"](np.zeros((2, 0), "float32"))
+    assert shape == (2, 0) and all(type(d) is int for d in shape)
+    np.testing.assert_array_equal(ex.numpy(total), np.zeros(2, "float32"))
+
+
 @pytest.mark.parametrize("op", ["nn.gelu_tanh", "nn.softplus", "nn.selu", "nn.leakyrelu"])
 def test_pointwise_activations_keep_a_0d_input_0d(op):
     x = np.array(-0.75, "float64")

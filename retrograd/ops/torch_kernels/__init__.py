@@ -169,7 +169,9 @@ def on_numpy_when_empty(kernel, numpy_kernel):
     def back(v, dev):
         import numpy as np
 
-        return tuple(back(x, dev) for x in v) if type(v) is tuple else from_numpy(np.array(v, copy=True)).to(dev)
+        if type(v) is tuple:
+            return tuple(back(x, dev) for x in v)
+        return from_numpy(np.array(v, copy=True)).to(dev) if isinstance(v, np.ndarray) else v  # shapes stay ints
 
     def run(*args, **attrs):
         if any(empty(a) for a in args):
