@@ -30,7 +30,7 @@ def literal(v) -> str:
         return f"({inner},)" if len(v) == 1 else f"({inner})"
     if isinstance(v, list):
         return "[" + ", ".join(literal(x) for x in v) + "]"
-    raise TypeError(f"no source literal for a {type(v).__name__}")
+    raise UnsupportedError(f"no Python source form for the value {v!r} (a {type(v).__name__})")
 
 
 def safe_name(text: str, shadow_builtins: bool = False) -> str:

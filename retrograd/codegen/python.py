@@ -110,7 +110,7 @@ class _ModuleLowering:
         name = self.const[id(c)] = self.globals.new(f"const{len(self.const)}")
         data = np.asarray(c.data)
         dtype = data.dtype.name
-        if data.size <= _INLINE_CONST and data.dtype.kind in "biuf":
+        if 0 < data.size <= _INLINE_CONST and data.dtype.kind in "biuf":  # a nested list loses an empty array's shape
             self.const_lines.append(f'{name} = np.array({literal(data.tolist())}, dtype="{dtype}")')
             self.const_lines.append(f"{name}.flags.writeable = False")
         else:
@@ -238,7 +238,10 @@ class _FunctionLowering:
         args = [self.src(s) for s in ins.srcs]
         if ins.kind == "call":
             return f"{self.ml.func_name[ins.callee]}({', '.join(args)})"
-        args += [f"{k}={literal(v)}" for k, v in ins.call.attrs.items()]
+        try:
+            args += [f"{k}={literal(v)}" for k, v in ins.call.attrs.items()]
+        except UnsupportedError as err:
+            raise UnsupportedError(f"lowering {ins.op.script_name} (binding '{ins.var.name_hint}'): {err.message}", ins.span) from None
         kernel = self.ml.kernel[ins.op]
         if _in_storage(ins.call):  # bfloat16 / float8: computed in float32 and rounded, as the executor does
             kernel = f"in_float32({kernel}, {literal(result_dtypes(ins.call.struct_info))})"

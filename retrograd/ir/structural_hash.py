@@ -9,6 +9,7 @@ import re
 import numpy as np
 
 from retrograd.ir.block import BindingBlock, DataflowBlock, VarBinding
+from retrograd.ir.dtypes import is_extension
 from retrograd.ir.expr import (
     Call,
     Constant,
@@ -133,22 +134,29 @@ def _scalar_key(x):
         return type(x).__name__
 
 
+def _floats(a: np.ndarray) -> np.ndarray:
+    """bfloat16 / float8 (ml_dtypes, NumPy kind 'V') as float32, exactly: NumPy's NaN handling knows only its own floats."""
+    return a.astype(np.float32) if is_extension(a.dtype) else a
+
+
 def array_equal(a: np.ndarray, b: np.ndarray) -> bool:
     """Same dtype, shape and elements; NaN equals NaN."""
     if a.dtype != b.dtype or a.shape != b.shape:
         return False
-    if a.dtype.kind in "fc":
-        return bool(np.array_equal(a, b, equal_nan=True))
+    if a.dtype.kind in "fc" or is_extension(a.dtype):
+        return bool(np.array_equal(_floats(a), _floats(b), equal_nan=True))
     return bool(np.array_equal(a, b))
 
 
 def array_key(a: np.ndarray):
     """A hashable key consistent with array_equal."""
     a = np.asarray(a)
+    name = str(a.dtype)
+    a = _floats(a)
     if a.dtype.kind in "fc":
         # Equal arrays must hash alike: one NaN pattern, and -0.0 folded into 0.0.
         a = np.where(np.isnan(a), np.nan, a + 0)
-    return (str(a.dtype), a.shape, hash(np.ascontiguousarray(a).tobytes()))
+    return (name, a.shape, hash(np.ascontiguousarray(a).tobytes()))
 
 
 # -- hashing ----------------------------------------------------------------

@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from retrograd.errors import KernelError
+from retrograd.ir.expr import const
 from retrograd.ir.struct_info import TensorStructInfo, is_float_dtype
 from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
@@ -126,7 +127,7 @@ def _dequantize_grad(call, out, g):
     real = "float64" if out_dtype == "float64" else "float32"
     g32 = _as(g, out_dtype, real)
     if out_dtype == "float16":  # the clip's derivative
-        inside = R.less(R.abs(_as(out, out_dtype, real)), R.const(_FLOAT16_MAX, real))
+        inside = R.less(R.abs(_as(out, out_dtype, real)), const(_FLOAT16_MAX, real))
         g32 = R.where(inside, g32, R.zeros_like(g32))
     s32 = _as(_broadcast_along(scale, xs, axis), sdt, real)
     gx = _as(R.multiply(g32, s32), real, xs.dtype) if xs.dtype in _FLOATS else None

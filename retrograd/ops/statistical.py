@@ -285,7 +285,8 @@ def median_kernel(x, axis=None, keepdims=False):
         vals = np.partition(flat, k, axis=-1)[..., k]
         if keepdims:
             vals = np.expand_dims(vals, axes)
-        return np.asarray(vals, dtype=x.dtype)
+        # A fresh array: `vals` views the partitioned copy of all of x (the result would hold its buffer).
+        return np.array(vals, dtype=x.dtype, order="C")
     (a,) = axis
     k = (x.shape[a] - 1) // 2
     order = np.argsort(x, axis=a, kind="stable")

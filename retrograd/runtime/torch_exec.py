@@ -133,6 +133,8 @@ class TorchExecutable(FunctionTable):
                     raise UnsupportedError(f"{plan.name}: binding '{name}': {err.message}", ins.span) from None
                 label = f"{script}({', '.join(arg_labels)})"
                 info = Info(plan.name, name, label, arg_info, ins.span, script, ins.var.struct_info)
+                if op.kernel is not None and torch_kernels.may_be_empty([a.struct_info for a in ins.call.args]):
+                    kernel = torch_kernels.on_numpy_when_empty(kernel, op.kernel)
                 if widened_on_torch(op, ins.call.struct_info, [a.struct_info for a in ins.call.args]):
                     kernel = in_float32(kernel, result_dtypes(ins.call.struct_info))
                 fn = _kernel_call(kernel, [reader(s) for s in srcs], dict(ins.call.attrs))

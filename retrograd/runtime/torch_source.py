@@ -18,7 +18,7 @@ from retrograd.errors import UnsupportedError
 from retrograd.ir.expr import Constant, Function, PrimValue, ShapeExpr, StringImm
 from retrograd.ir.struct_info import TensorStructInfo
 from retrograd.ops.storage import result_dtypes, widened_on_torch
-from retrograd.ops.torch_kernels import BITS
+from retrograd.ops.torch_kernels import BITS, may_be_empty
 from retrograd.runtime.signature import compile_dim
 
 _IND = "    "
@@ -54,19 +54,23 @@ class _Module:
         self.mod = mod
         self.plans = Plans(mod)
         self.funcs = {name: safe_name(name) for name, f in mod.items() if isinstance(f, Function)}
-        self.kernels: dict[str, str] = {}
+        self.kernels: dict[tuple[str, bool], str] = {}  # (op name, empty-guarded) -> alias
         self.consts: list[str] = []
         self.const_names: dict[int, str] = {}
         self.widens = False  # whether a bfloat16 / float8 call computes through in_float32 (the source then imports it)
 
-    def kernel(self, op, span) -> str:
-        name = self.kernels.get(op.name)
+    def kernel(self, op, span, empty: bool = False) -> str:
+        """The alias of op's torch kernel; `empty`: the one computing calls with an empty argument on NumPy
+        (torch_kernels.on_numpy_when_empty), for calls whose arguments may be empty."""
+        key = (op.name, empty and op.kernel is not None)
+        name = self.kernels.get(key)
         if name is None:
             try:
                 op.torch_kernel
             except UnsupportedError as err:
                 raise UnsupportedError(err.message, span) from None
-            name = self.kernels[op.name] = "k_" + safe_name(op.name.removeprefix("relax.").replace(".", "_"), True)
+            base = "k_" + safe_name(op.name.removeprefix("relax.").replace(".", "_"), True)
+            name = self.kernels[key] = base + "_or_empty" if key[1] else base
         return name
 
     def const(self, c: Constant) -> str:
@@ -86,8 +90,11 @@ class _Module:
         out = [f'"""{source_name} lowered by retrograd for PyTorch: the torch kernels the torch executor runs, in',
                "plan order, each value deleted at the plan's release point. Regenerate rather than edit.", '"""', "",
                "import numpy as np", "import torch", "", "from retrograd.ops.registry import get as _op",
-               *(["from retrograd.ops.storage import in_float32"] if self.widens else []), "", 'DEVICE = "cpu"', ""]
-        out += [f'{alias} = _op("{op}").torch_kernel' for op, alias in sorted(self.kernels.items())]
+               *(["from retrograd.ops.storage import in_float32"] if self.widens else []),
+               *(["from retrograd.ops.torch_kernels import on_numpy_when_empty"] if any(e for _, e in self.kernels) else []),
+               "", 'DEVICE = "cpu"', ""]
+        out += [f'{alias} = on_numpy_when_empty(_op("{op}").torch_kernel, _op("{op}").kernel)' if empty else
+                f'{alias} = _op("{op}").torch_kernel' for (op, empty), alias in sorted(self.kernels.items())]
         out += ["", *self.consts, "", ""] if self.consts else ["", ""]
         return "\n".join(out + bodies) + "\n"
 
@@ -96,7 +103,7 @@ class _Function:
     def __init__(self, ml: _Module, plan):
         self.ml, self.plan = ml, plan
         self.names: dict[int, str] = {}
-        taken = set(ml.funcs.values()) | set(ml.kernels.values()) | {"torch", "np", "DEVICE", "_op", "in_float32"}
+        taken = set(ml.funcs.values()) | set(ml.kernels.values()) | {"torch", "np", "DEVICE", "_op", "in_float32", "on_numpy_when_empty"}
         for reg, p in plan.params:
             self.names[reg] = self._fresh(p.name_hint, taken)
         # Symbolic dims (R.Tensor(("n", 1, 8, 8))) read from the first parameter holding each one bare.
@@ -164,10 +171,13 @@ class _Function:
             name = self.names[ins.out] = self._fresh(ins.var.name_hint, self.taken)
             args = [self.src(s) for s in ins.srcs]
             if ins.kind == "op":
-                attrs = [f"{k}={literal(v)}" for k, v in ins.call.attrs.items()]
+                try:
+                    attrs = [f"{k}={literal(v)}" for k, v in ins.call.attrs.items()]
+                except UnsupportedError as err:
+                    raise UnsupportedError(f"lowering {ins.op.script_name} (binding '{ins.var.name_hint}'): {err.message}", ins.span) from None
                 if any(not k.isidentifier() for k in ins.call.attrs):
                     raise UnsupportedError(f"attribute names of {ins.op.script_name} are not identifiers", ins.span)
-                kernel = self.ml.kernel(ins.op, ins.span)
+                kernel = self.ml.kernel(ins.op, ins.span, may_be_empty([a.struct_info for a in ins.call.args]))
                 if widened_on_torch(ins.op, ins.call.struct_info, [a.struct_info for a in ins.call.args]):
                     kernel = f"in_float32({kernel}, {literal(result_dtypes(ins.call.struct_info))})"
                     self.ml.widens = True

@@ -169,3 +169,40 @@ class Module:
             np.testing.assert_array_equal(module.main(x, np.array(c)), expected)
             np.testing.assert_array_equal(retrograd.build(mod)["main"](x, np.array(c)), expected)
     assert np.geterr() == before
+
+
+def test_empty_constants_keep_their_shape(tmp_path):
+    # Written as nested lists, an empty constant lost its trailing dims ((2, 0, 2) became (2, 0)): the
+    # lowered module broadcast to other shapes or failed where the executor ran.
+    from retrograd.ir import BlockBuilder, IRModule, Var, const
+    from retrograd.ir.struct_info import TensorStructInfo
+    from retrograd.ops.api import R
+
+    x = Var("x", TensorStructInfo((2, 0, 2), "float64"))
+    bb = BlockBuilder()
+    bb.begin_scope()
+    y = bb.emit(R.add(x, const(np.zeros((2, 0, 2)))), "y")
+    z = bb.emit(R.add(const(np.zeros((0, 3), "float32")), const(np.ones((4, 1, 3), "float32"))), "z")
+    mod = IRModule({"main": Function([x], bb.end_scope(retrograd.ir.Tuple([y, z])))})
+    assert check_module(mod, tmp_path, "empty_consts") == 1
+
+
+NON_LITERAL_ATTRS = """
+@R.function
+def main(x: R.Tensor((3, 4), "float32")):
+    y = R.layout_transform(x, index_map=lambda i, j: (j, i))
+    return y
+"""
+
+
+def test_an_attribute_without_a_source_form_is_a_located_error():
+    # An IndexMap attribute raised a raw TypeError ("internal error" from `retrograd lower`), and the
+    # torch lowering's error named no binding.
+    from retrograd.errors import UnsupportedError
+    from retrograd.runtime.torch_source import lower_to_torch
+
+    mod = retrograd.parse(NON_LITERAL_ATTRS)
+    for lower in (retrograd.lower_to_python, lambda m: lower_to_torch(m, "m")):
+        with pytest.raises(UnsupportedError, match=r"R\.layout_transform \(binding 'y'\).*index_map") as info:
+            lower(mod)
+        assert info.value.span is not None and info.value.span.line == 4

@@ -96,6 +96,35 @@ def test_lowered_source_reads_symbolic_dims_from_the_arguments():
         np.testing.assert_allclose(got, want, rtol=1e-5)
 
 
+EMPTY_CHANNELS = """
+@R.function
+def main(x: R.Tensor((2, "c", 5, 6), "float32"), w: R.Tensor((4, "c", 3, 3), "float32")):
+    y = R.nn.conv2d(x, w)
+    z = R.nn.avg_pool2d(y, pool_size=[2, 2])
+    return z
+"""
+
+
+def test_lowered_source_computes_empty_arguments_as_numpy():
+    """ATen's convolution of no input channels drops the output channels ((2, 0, 3, 4), where the NumPy
+    kernel gives zeros of (2, 4, 3, 4)): calls that may see an empty argument go through NumPy there."""
+    torch = need("torch")
+    from retrograd.runtime.torch_source import lower_to_torch
+
+    mod = retrograd.parse(EMPTY_CHANNELS)
+    src = lower_to_torch(mod, "empty")
+    ns: dict = {}
+    exec(compile(src, "empty_torch", "exec"), ns)  # noqa: S102 - our own generated source
+    rng = np.random.default_rng(2)
+    for c in (0, 3):
+        x, w = rng.standard_normal((2, c, 5, 6)).astype("float32"), rng.standard_normal((4, c, 3, 3)).astype("float32")
+        got = ns["main"](torch.from_numpy(x), torch.from_numpy(w)).numpy()
+        want = retrograd.build(mod)["main"](x, w)
+        assert got.shape == want.shape == (2, 4, 2, 3)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        assert want.any() == (c > 0)  # no input channels: zeros
+
+
 def test_lowering_names_a_dim_no_parameter_binds():
     need("torch")
     from retrograd.runtime.torch_source import lower_to_torch

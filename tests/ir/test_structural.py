@@ -39,6 +39,7 @@ from retrograd.ir.structural import (
 )
 from retrograd.ops.api import R
 from retrograd.ops.registry import get
+from optional import need
 
 
 def T(*shape, dtype="float32"):
@@ -175,6 +176,29 @@ def test_constants_nan_equal_and_negative_zero():
     b = const(np.array([np.nan, -0.0, 1.0], "float32"))
     check_equal(a, b)
     check_unequal(a, const(np.array([np.nan, 0.0, 2.0], "float32")))
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float8_e5m2"])
+def test_extension_float_constants_nan_equal_and_negative_zero(dtype):
+    # ml_dtypes' floats are NumPy kind 'V': compared as raw values, a constant with a NaN was unequal to
+    # itself, so a module holding one did not parse back equal to its own print.
+    need("ml_dtypes")
+    import retrograd
+    from retrograd.ir.dtypes import numpy_dtype
+
+    def c(vals):
+        return const(np.array(vals, "float32").astype(numpy_dtype(dtype)), dtype)
+
+    a, b = c([np.nan, 0.0, 1.5]), c([np.nan, -0.0, 1.5])
+    check_equal(a, b)
+    check_unequal(a, c([np.nan, 0.0, 2.0]))
+    check_unequal(a, const(np.array([np.nan, 0.0, 1.5], "float32")))
+    x = Var("x", T(3, dtype=dtype))
+    bb = BlockBuilder()
+    bb.begin_scope()
+    out = bb.emit(Call(get("relax.add"), [x, a]), "y")
+    mod = IRModule({"main": Function([x], bb.end_scope(out))})
+    assert structural_equal(retrograd.parse(mod.script()), mod)
 
 
 def test_different_struct_info_annotation_is_unequal():

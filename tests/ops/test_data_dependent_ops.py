@@ -230,6 +230,21 @@ def test_dequantize_gradients_by_hand():
     np.testing.assert_allclose(gz, -(g * s).sum(0), rtol=2e-3)
 
 
+def test_dequantize_to_float16_gradient_is_zero_where_the_result_clips():
+    """out_dtype float16 clips at +-65504: d/dscale of sum(g * out) sums g * (q - zp) over the unclipped
+    outputs. (The rule named an op R.const that does not exist: an AttributeError inside Gradient.)"""
+    from retrograd.passes import Gradient
+
+    q = np.array([[30000, -30000, 1], [2, 3, 4]], np.int16)
+    case = OpCase("relax.dequantize", [q, T(3), np.array(0, np.int8)], {"out_dtype": "float16"}, differentiable_args=[1])
+    mod = Gradient("main", [1], None, seeds="param")(case.build())
+    s, g = np.array([4.0, 0.5, 1.0], np.float32), np.arange(1.0, 7.0, dtype=np.float16).reshape(2, 3)
+    out, (gs,) = retrograd.build(mod)["main_adjoint"](q, s, np.array(0, np.int8), g)
+    assert out[0, 0] == 65504 and out[0, 1] == -15000
+    kept = np.abs(q * s.astype(np.float64)) < 65504
+    np.testing.assert_array_equal(gs, (g.astype(np.float32) * q * kept).sum(0))
+
+
 def test_quantize_and_integer_results_send_no_gradient():
     from retrograd.passes import Gradient
 

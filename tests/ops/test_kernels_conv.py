@@ -9,6 +9,7 @@ from ops.ref_nn import naive_conv2d, naive_conv2d_transpose, naive_weight_grad, 
 
 from retrograd.errors import KernelError
 from retrograd.ops.kernels import conv
+from retrograd.ops.registry import get
 from optional import need  # noqa: E402
 
 # -- cases ------------------------------------------------------------------------------------------
@@ -108,16 +109,42 @@ TRANSPOSE_CASES = [
 ]
 
 
+@pytest.mark.parametrize("nonfinite", [False, True], ids=["", "nan-weight-inf-input"])
 @pytest.mark.parametrize("grid", [False, True], ids=["", "shared-grid-col2im"])
 @pytest.mark.parametrize("case", TRANSPOSE_CASES)
-def test_conv2d_transpose_with_output_padding_matches_naive(case, grid, monkeypatch):
+def test_conv2d_transpose_with_output_padding_matches_naive(case, grid, nonfinite, monkeypatch):
     monkeypatch.setattr(conv, "GRID_MIN_ROWS", 1 if grid else 10**9)
     monkeypatch.setattr(conv, "GRID_MAX_TAPS", 10**6 if grid else 0)
     shape, k, s, p, op, d, g = case
     x = _rand(shape, 4)
     w = _rand((shape[1], 3) + k, 5)
-    got = conv.conv2d_transpose(x, w, strides=s, padding=p, output_padding=op, dilation=d, groups=g)
-    np.testing.assert_allclose(got, naive_conv2d_transpose(x, w, s, p, op, d, g), rtol=1e-12, atol=1e-12)
+    if nonfinite:
+        # The unit-stride path convolved the zero-padded input: a NaN weight times that padding reached
+        # outputs the weight never touches.
+        w[0, 1, k[0] // 2, 0] = np.nan
+        x[0, -1, 0, -1] = np.inf
+    with np.errstate(invalid="ignore"):
+        got = conv.conv2d_transpose(x, w, strides=s, padding=p, output_padding=op, dilation=d, groups=g)
+        want = naive_conv2d_transpose(x, w, s, p, op, d, g)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_torch_conv2d_transpose_of_non_finite_values_matches_naive(seed):
+    # ATen's unpadded transposed convolution, cropped afterwards, had NaN where the naive scatter (and
+    # F.conv_transpose2d with the padding) keep values.
+    torch = need("torch")
+    rng = np.random.default_rng(seed)
+    x, w = rng.uniform(-1, 1, (2, 2, 3, 3)).astype("float32"), rng.uniform(-1, 1, (2, 3, 3, 3)).astype("float32")
+    for a in (x, w):
+        flat = a.reshape(-1)
+        at = rng.integers(0, a.size, a.size // 4)
+        flat[at] = rng.choice([np.nan, np.inf, -np.inf, 0.0, -0.0], at.size)
+    with np.errstate(invalid="ignore"):
+        want = naive_conv2d_transpose(x, w, (2, 2), (1, 1, 1, 1), (1, 1), (1, 1), 1)
+    kernel = get("relax.nn.conv2d_transpose").torch_kernel
+    got = kernel(torch.tensor(x), torch.tensor(w), strides=(2, 2), padding=(1, 1), output_padding=(1, 1))
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
 
 
 def test_layouts_and_out_dtype():

@@ -118,6 +118,73 @@ def test_grid_sample_and_its_backward_match_torch(method, padding_mode, corners)
     np.testing.assert_allclose(dgrid, np.moveaxis(gt.grad.numpy(), -1, 1), rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.parametrize("method,padding_mode", [("bilinear", "zeros"), ("nearest", "zeros"), ("bilinear", "border"), ("nearest", "border")])
+def test_grid_sample_of_nan_and_infinite_coordinates_matches_torch_on_both_backends(method, padding_mode):
+    # A NaN coordinate cast to an index was -2**63: an IndexError inside both kernels.
+    from retrograd.ops.registry import get
+
+    x = RNG.normal(size=(1, 2, 3, 4))
+    grid = RNG.uniform(-1, 1, size=(1, 2, 2, 4))
+    grid[0, 0, 0] = [np.nan, np.inf, -np.inf, 1e30]
+    grid[0, 1, 1] = [np.nan, 0.5, -np.inf, np.nan]
+    attrs = dict(method=method, padding_mode=padding_mode, align_corners=False)
+    xt, gt = torch.tensor(x, requires_grad=True), torch.tensor(np.moveaxis(grid, 1, -1).copy())
+    y = F.grid_sample(xt, gt, mode=method, padding_mode=padding_mode, align_corners=False)
+    g = RNG.normal(size=tuple(y.shape))
+    if (method, padding_mode) == ("bilinear", "border"):
+        # PyTorch 2.13's backward here crashes on such coordinates; the output is finite and linear in
+        # the data, so d data is the sum of g times the output of each unit input.
+        units = torch.eye(x.size, dtype=torch.float64).reshape((x.size, *x.shape[1:]))
+        per_unit = F.grid_sample(units, gt.expand(x.size, -1, -1, -1), mode=method, padding_mode=padding_mode, align_corners=False)
+        want_dx = (per_unit.numpy() * g).sum(axis=(1, 2, 3)).reshape(x.shape)
+    else:
+        y.backward(torch.tensor(g))
+        want_dx = xt.grad.numpy()
+    fwd, bwd = get("relax.image.grid_sample"), get("relax.grad.grid_sample_backward")
+    for backend in ("numpy", "torch"):
+        if backend == "numpy":
+            got, dx = fwd.kernel(x, grid, **attrs), bwd.kernel(g, x, grid, **attrs)[0]
+        else:
+            got = fwd.torch_kernel(torch.tensor(x), torch.tensor(grid), **attrs).numpy()
+            dx = bwd.torch_kernel(torch.tensor(g), torch.tensor(x), torch.tensor(grid), **attrs)[0].numpy()
+        np.testing.assert_allclose(got, y.detach().numpy(), rtol=1e-10, atol=1e-12, err_msg=backend)
+        np.testing.assert_allclose(dx, want_dx, rtol=1e-10, atol=1e-12, err_msg=backend)
+
+
+@pytest.mark.parametrize("size", [(10, 12), (3, 4), (7, 9)])
+def test_a_non_finite_value_reaches_only_the_outputs_reading_it(size):
+    # A dense interpolation or averaging matrix's zeros times a NaN or infinity are NaN: the value spread
+    # along its whole row (resize on torch, the last axis of resize on NumPy, adaptive pooling on NumPy).
+    from retrograd.ops.registry import get
+
+    x = RNG.normal(size=(1, 2, 5, 6))
+    x[0, 0, 1, 2], x[0, 1, 3, 5] = np.nan, np.inf
+    attrs = dict(layout="NCHW", method="linear", coordinate_transformation_mode="half_pixel")
+    xt = torch.tensor(x, requires_grad=True)
+    y = F.interpolate(xt, size=size, mode="bilinear", align_corners=False)
+    g = RNG.normal(size=tuple(y.shape))
+    g[0, 0, 1, 1] = np.nan
+    y.backward(torch.tensor(g))
+    want, want_dx = y.detach().numpy(), xt.grad.numpy()
+    pool = F.adaptive_avg_pool2d(torch.tensor(x), size).numpy()
+    resize, resize_bwd, adaptive = (get(f"relax.{n}") for n in ("image.resize2d", "grad.resize2d_backward", "nn.adaptive_avg_pool2d"))
+    for backend in ("numpy", "torch"):
+        if backend == "numpy":
+            got, dx = resize.kernel(x, size, **attrs), resize_bwd.kernel(g, x, **attrs)
+            pooled = adaptive.kernel(x, output_size=size, layout="NCHW")
+        else:
+            got = resize.torch_kernel(torch.tensor(x), size, **attrs).numpy()
+            dx = resize_bwd.torch_kernel(torch.tensor(g), torch.tensor(x), **attrs).numpy()
+            pooled = adaptive.torch_kernel(torch.tensor(x), output_size=size, layout="NCHW").numpy()
+        # PyTorch also multiplies zero weights at the borders: its non-finite outputs may be a few more.
+        assert not (~np.isfinite(got) & np.isfinite(want)).any(), backend
+        both = np.isfinite(got) & np.isfinite(want)
+        np.testing.assert_allclose(got[both], want[both], rtol=1e-10, err_msg=backend)
+        np.testing.assert_array_equal(np.isnan(dx), np.isnan(want_dx), err_msg=backend)
+        np.testing.assert_allclose(dx, want_dx, rtol=1e-10, atol=1e-12, err_msg=backend)
+        np.testing.assert_allclose(pooled, pool, rtol=1e-10, err_msg=backend)
+
+
 # Rows TVM 0.27 reads (built for llvm) for nearest-neighbour resizes where ties and defaults matter:
 # "round" goes to the even neighbour, no rounding method means floor (round for align_corners).
 TVM_NEAREST_ROWS = [

@@ -248,3 +248,24 @@ def test_batch_norm_training_is_accurate_when_the_mean_dwarfs_the_spread():
         for what, got, want in (("y", y, want_y), ("dx", dx, want_dx), ("dgamma", dg, want_dg)):
             assert rel(unwrap(got), want) < 2.5e-7, (kernels.__name__, what, rel(unwrap(got), want))
         np.testing.assert_allclose(unwrap(db), gd.sum(axes), rtol=1e-6)
+
+
+def test_batch_norm_statistics_of_a_channel_with_an_infinity_match_torch():
+    # The corrected two-pass mean subtracted the (infinite) first mean from the data: inf - inf, a NaN
+    # moving mean where PyTorch's is the infinity.
+    from retrograd.ops.registry import get
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((5, 3)).astype("float32")
+    x[1, 0], x[2, 1], x[3, 1] = np.inf, np.inf, -np.inf  # channel 0: mean inf; channel 1: mean NaN
+    g, b, mm, mv = np.ones(3, "float32"), np.zeros(3, "float32"), np.full(3, 0.5, "float32"), np.ones(3, "float32")
+    rm, rv = torch.tensor(mm), torch.tensor(mv)
+    y = F.batch_norm(torch.tensor(x), rm, rv, torch.tensor(g), torch.tensor(b), training=True, momentum=0.1)
+    # PyTorch updates the variance with the unbiased batch variance, TVM (and we) with the biased one.
+    want_var = 0.9 * mv + 0.1 * x.astype(np.float64).var(axis=0)
+    op = get("relax.nn.batch_norm")
+    for got in (op.kernel(x, g, b, mm, mv, axis=1), [t.numpy() for t in op.torch_kernel(*map(torch.tensor, (x, g, b, mm, mv)), axis=1)]):
+        out, new_mean, new_var = got
+        np.testing.assert_allclose(out, y.numpy(), rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(new_mean, rm.numpy(), rtol=1e-6)
+        np.testing.assert_allclose(new_var, want_var, rtol=1e-5)

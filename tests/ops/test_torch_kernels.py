@@ -85,3 +85,37 @@ def test_select_is_torch_where_bit_for_bit(dtype):
         want, got = torch.where(c, a, b), select(c, a, b)
         assert got.shape == want.shape and got.dtype == want.dtype
         assert torch.equal(got.view(bits), want.view(bits)), (sa, sb, sc)
+
+
+def test_slices_with_steps_beyond_the_axis_match_numpy():
+    # A step of 2**62 or more (one element taken) overflowed ATen's stride: "as_strided: Negative strides"
+    # from the slice kernels and the slice backward, where NumPy takes the one element.
+    torch = need("torch")
+    from retrograd.ops.registry import get
+
+    x = np.arange(30.0).reshape(5, 6)
+    fwd, bwd = get("relax.dynamic_strided_slice"), get("relax.grad.dynamic_strided_slice_backward")
+    for b, e, s in [([4, 2**63 - 1], [0, 2**62], [-(2**63), 2**63 - 1]), ([-1, 1], [2**63 - 1, 6], [2**62, 2**62]),
+                    ([0, 5], [5, 0], [3, -4])]:
+        b, e, s = (np.array(v, np.int64) for v in (b, e, s))
+        want = fwd.kernel(x, b, e, s)
+        got = fwd.torch_kernel(*to_torch(torch, (x, b, e, s)))
+        assert_matches(got, want, 0, f"{s}")
+        g = np.ones(want.shape)
+        assert_matches(bwd.torch_kernel(*to_torch(torch, (g, x, b, e, s))), bwd.kernel(g, x, b, e, s), 0, f"{s}")
+    step = get("relax.strided_slice")
+    want = step.kernel(x, axes=[0, 1], begin=[4, 0], end=[0, 6], strides=[-(2**63), 2**62])
+    assert_matches(step.torch_kernel(torch.tensor(x), axes=[0, 1], begin=[4, 0], end=[0, 6], strides=[-(2**63), 2**62]), want, 0)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int16", "int32", "int64"])
+def test_integer_divide_of_the_least_value_by_minus_one_wraps_as_numpy(dtype):
+    # ATen's truncating int32 / int64 division traps there (SIGFPE: the process died); NumPy wraps.
+    torch = need("torch")
+    from retrograd.ops.registry import get
+
+    low = np.iinfo(dtype).min
+    a, b = np.array([low, low, 7, -7], dtype), np.array([-1, 2, -1, 2], dtype)
+    op = get("relax.divide")
+    assert_matches(op.torch_kernel(*to_torch(torch, (a, b))), op.kernel(a, b), 0, dtype)
+    assert op.kernel(a, b).tolist() == [low, low // 2, -7, -3]

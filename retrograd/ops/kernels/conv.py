@@ -381,7 +381,7 @@ def conv2d_transpose(
     if unit and min(full[:2]) >= 0 and _grid_col2im(cg, kh * kw) and np.isfinite(w).all():
         out = _transpose_grid(x, w, (pt, pl), (out_h, out_w), (dh, dw))
         return np.ascontiguousarray(to_layout(op, out, "NCHW", out_layout or data_layout))
-    if unit and min(full) >= 0:
+    if unit and min(full) >= 0 and np.isfinite(w).all():  # a NaN weight times the padding would be NaN
         win = Window2d(op, (h, wd), (kh, kw), (1, 1), full, (dh, dw), kernel_name="kernel size")
         if _wide(win, ci):
             out = _conv_wide(x, np.ascontiguousarray(w[:, :, ::-1, ::-1].transpose(1, 0, 2, 3)), win)

@@ -287,7 +287,8 @@ def _channel_stats(x3, g3=None):
         if g3 is not None:
             sg += _channel_dot(xc, g3[sl])
     shift = s1 / n
-    mean, var = m + shift, np.maximum(s2 / n - shift * shift, 0.0)
+    # A channel holding an infinity has that infinite first mean (x - m would be inf - inf, NaN): its mean.
+    mean, var = np.where(np.isfinite(m), m + shift, m), np.maximum(s2 / n - shift * shift, 0.0)
     return (mean, var) if g3 is None else (mean, var, m, sg)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from retrograd.errors import KernelError
+from retrograd.ops.kernels.window import all_finite
 
 # TVM's modes and NumPy's names for them.
 _NUMPY_MODE = {"constant": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
@@ -63,12 +64,17 @@ def pad_backward(output_grad, data, *, pad_width, pad_value=0.0, pad_mode="const
         raise KernelError(f"pad_backward: output_grad has shape {g.shape}, expected {expect}")
     for axis, (b, a) in enumerate(widths):
         idx = source_index(x.shape[axis], b, a, pad_mode)
-        if pad_mode == "constant" or (b <= 0 and a <= 0):
-            # Every input position is read at most once: a slice (and zeros where cropped away).
+        if pad_mode == "constant" or (b <= 0 and a <= 0) or not all_finite(g):
+            # Every input position read at most once: a slice (and zeros where cropped away). Read more often,
+            # by a reflection with a NaN or infinity in the gradient: a scatter-add, as the fold matrix's
+            # zeros would spread it over the axis.
             keep = idx >= 0
             out = np.zeros(g.shape[:axis] + (x.shape[axis],) + g.shape[axis + 1 :], g.dtype)
             sl = (slice(None),) * axis
-            out[sl + (idx[keep],)] = g[sl + (np.flatnonzero(keep),)]
+            if pad_mode == "constant" or (b <= 0 and a <= 0):
+                out[sl + (idx[keep],)] = g[sl + (np.flatnonzero(keep),)]
+            else:
+                np.add.at(out, sl + (idx[keep],), g[sl + (np.flatnonzero(keep),)])
             g = out
             continue
         # A 0/1 matrix maps padded positions to sources: one matmul per axis.

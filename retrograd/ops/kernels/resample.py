@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from retrograd.errors import KernelError
-from retrograd.ops.kernels.window import check_float, to_layout
+from retrograd.ops.kernels.window import all_finite, check_float, to_layout
 
 COORDINATE_MODES = ("half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel", "tf_half_pixel_for_nn",
                     "tf_crop_and_resize")
@@ -111,9 +111,9 @@ def _last_axis_matrix(taps, size, dtype):
 
 
 def gather_axis(y, axis, taps):
-    """sum_k y[idx_k along axis] * w_k: the resize of one axis (the last axis as one GEMM, others as row
-    gathers into one result buffer)."""
-    if axis == y.ndim - 1:
+    """sum_k y[idx_k along axis] * w_k: the resize of one axis (the last axis as one GEMM when the data
+    is finite, others as row gathers into one result buffer)."""
+    if axis == y.ndim - 1 and all_finite(y):
         m = _last_axis_matrix(taps, y.shape[-1], y.dtype)
         return (np.ascontiguousarray(y).reshape(-1, y.shape[-1]) @ m).reshape(y.shape[:-1] + (m.shape[1],))
     out = np.take(y, taps[0][0], axis=axis)
@@ -131,7 +131,7 @@ def scatter_axis(g, axis, taps, size):
     read it. Along the last axis that is one GEMM with the (small) transposed matrix; along another, the
     outputs reading one input form a run (the indices are non-decreasing), and the t-th element of every
     run is gathered at once (runs are about as long as the upsampling factor)."""
-    if axis == g.ndim - 1:
+    if axis == g.ndim - 1 and all_finite(g):
         m = _last_axis_matrix(taps, size, g.dtype)
         return (np.ascontiguousarray(g).reshape(-1, g.shape[-1]) @ m.T).reshape(g.shape[:-1] + (size,))
     shape = list(g.shape)

@@ -71,6 +71,7 @@ def grid_taps(gr, h, w, method, padding_mode, align_corners, xp):
         # Clipped coordinates: no gradient flows through the clip where it binds.
         cx = (ix >= 0) & (ix <= w - 1)
         cy = (iy >= 0) & (iy <= h - 1)
+        ix, iy = xp.where(ix == ix, ix, 0), xp.where(iy == iy, iy, 0)  # a NaN coordinate clips to 0, as in PyTorch
         ix, iy = xp.clip(ix, 0, w - 1), xp.clip(iy, 0, h - 1)
         sx, sy = sx * cx, sy * cy
     if method == "nearest":
@@ -88,7 +89,8 @@ def grid_taps(gr, h, w, method, padding_mode, align_corners, xp):
     out = []
     for px, py, wt, dwx, dwy in taps:
         inside = (px >= 0) & (px <= w - 1) & (py >= 0) & (py <= h - 1)
-        flat = xp.clip(py, 0, h - 1) * w + xp.clip(px, 0, w - 1)
+        # Outside taps (a NaN coordinate among them) read position 0, which their zero weight drops.
+        flat = xp.where(inside, xp.clip(py, 0, h - 1) * w + xp.clip(px, 0, w - 1), 0)
         out.append((flat, wt * inside, dwx * inside * sx, dwy * inside * sy))
     return out
 
@@ -131,7 +133,9 @@ def grid_sample_backward(output_grad, data, grid, *, method="bilinear", layout="
     gf = g.reshape(n, c, math.prod(g.shape[2:]))
     for flat, wt, dwx, dwy in _taps(x, gr, method, padding_mode, align_corners):
         f = flat.reshape(n, _rest(flat))
-        contrib = gf * wt.reshape(n, 1, _rest(wt))
+        # Only an outside tap of a non-finite coordinate has a NaN weight (the forward's NaN, as PyTorch's):
+        # it adds nothing to the data's gradient, as in PyTorch.
+        contrib = gf * np.nan_to_num(wt, nan=0.0).reshape(n, 1, _rest(wt))
         for b in range(n):  # one scatter-add per image (indices repeat within an image)
             np.add.at(dx[b].T, f[b], contrib[b].T)
         if method == "bilinear":

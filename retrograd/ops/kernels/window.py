@@ -80,6 +80,12 @@ def check_ndim(op: str, name: str, x: np.ndarray, ndim: int) -> None:
         raise KernelError(f"{op}: {name} must be {ndim}-D, got shape {x.shape}")
 
 
+def all_finite(a) -> bool:
+    """Whether a dense matrix may contract `a`: a non-finite value times a matrix's zeros is NaN, which would
+    reach every output of its row instead of the outputs whose taps read it (as PyTorch's kernels do)."""
+    return bool(np.isfinite(a).all())
+
+
 def check_float(op: str, name: str, x: np.ndarray) -> None:
     if x.dtype.kind != "f":
         raise KernelError(f"{op}: {name} must have a float dtype, got {x.dtype}")

@@ -85,6 +85,8 @@ def _grad(call, out, g):
     shape = x.struct_info.shape
     if shape is None or not all(isinstance(d, int) for d in shape):
         raise GradientError("R.layout_transform: the gradient needs a static shape")
+    if 0 in shape:  # no element moves (and the result's shape is unknown): an empty gradient
+        return [R.zeros(shape_expr(list(shape)), x.struct_info.dtype)]
     pos, out_shape = positions(call.attrs["index_map"], shape)
     flat = np.ravel_multi_index(tuple(pos), out_shape).astype(np.int64)
     picked = R.take(R.reshape(g, shape_expr([int(np.prod(out_shape))])), const(flat.reshape(-1)), axis=0)

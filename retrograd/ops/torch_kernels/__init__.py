@@ -133,3 +133,52 @@ def fresh(t):
     """t in a storage of its own (a kernel result that is a view of a temporary, or of an argument, would
     count another buffer than the memory model's; NumPy kernels return fresh arrays too)."""
     return t.clone(memory_format=require_torch().contiguous_format) if t._base is not None else t
+
+
+def may_be_empty(sinfos) -> bool:
+    """Whether a tensor among these struct infos may have a zero-size dimension (a 0 or a symbolic dim):
+    the calls on_numpy_when_empty guards."""
+    from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo
+
+    for s in sinfos:
+        if isinstance(s, TupleStructInfo):
+            if may_be_empty(s.fields):
+                return True
+        elif isinstance(s, TensorStructInfo) and (s.shape is None or any(type(d) is not int or d == 0 for d in s.shape)):
+            return True
+    return False
+
+
+def on_numpy_when_empty(kernel, numpy_kernel):
+    """`kernel`, except that a call with a zero-size tensor argument runs the op's NumPy kernel (the
+    reference) on host copies: ATen's convolutions, pools, scatters and reductions refuse empty
+    dimensions NumPy's kernels define (or give another shape), and nothing is to be computed fast there."""
+    torch = require_torch()
+
+    def empty(v):
+        return any(empty(x) for x in v) if type(v) is tuple else isinstance(v, torch.Tensor) and v.numel() == 0
+
+    def host(v):
+        return tuple(host(x) for x in v) if type(v) is tuple else to_numpy(v) if isinstance(v, torch.Tensor) else v
+
+    def where(v):
+        if type(v) is tuple:
+            return next((d for d in map(where, v) if d is not None), None)
+        return v.device if isinstance(v, torch.Tensor) else None
+
+    def back(v, dev):
+        import numpy as np
+
+        if type(v) is tuple:
+            return tuple(back(x, dev) for x in v)
+        return from_numpy(np.array(v, copy=True)).to(dev) if isinstance(v, np.ndarray) else v  # shapes stay ints
+
+    def run(*args, **attrs):
+        if any(empty(a) for a in args):
+            # On the arguments' device (lowered source sets no executor device).
+            dev = next((d for d in map(where, args) if d is not None), None) or device()
+            return back(numpy_kernel(*[host(a) for a in args], **attrs), dev)
+        return kernel(*args, **attrs)
+
+    run.__name__ = getattr(kernel, "__name__", "kernel")
+    return run

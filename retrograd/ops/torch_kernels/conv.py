@@ -90,6 +90,11 @@ def _conv(n, transposed):
                     zip(x.shape[2:], s, before, after, k, d, op_)]
             if min(size) <= 0:
                 raise KernelError(f"{op}: padding {padding!r} leaves an empty output {size}")
+            if before == after and all(o < st or o < dd for o, st, dd in zip(op_, s, d)):
+                # PyTorch's own form. ATen's unpadded result, cropped, has NaN (of a NaN weight or an infinite
+                # input) at outputs where the padded call, F.conv_transpose and the NumPy kernel keep values.
+                y = torch.ops.aten.convolution(x, w, None, s, before, d, True, op_, groups)
+                return to_layout(op, y, data_canon, out_layout or data_layout).contiguous()
             full = torch.ops.aten.convolution(x, w, None, s, [0] * n, d, True, [0] * n, groups)
             # Output position i is the full result's i + before (zeros past its end: output_padding).
             extra = [max(0, b + o - f) for b, o, f in zip(before, size, full.shape[2:])]

@@ -42,6 +42,12 @@ def divide(a, b):
     if is_int(a):
         if bool((b == 0).any()):
             raise KernelError("R.divide: integer division by zero")
+        if a.is_signed():
+            # The least value over -1 overflows: x86's idiv traps (SIGFPE kills the process, int32 and
+            # int64); NumPy wraps it to the least value itself, which -x is in two's complement.
+            wraps = (b == -1) & (a == torch.iinfo(a.dtype).min)
+            if bool(wraps.any()):
+                return torch.where(wraps, a, torch.div(a, torch.where(wraps, 1, b), rounding_mode="trunc"))
         return torch.div(a, b, rounding_mode="trunc")
     if a.dtype == torch.bool:
         raise KernelError("R.divide: not defined for bool tensors")
@@ -138,6 +144,10 @@ def _shift(fn, name):
     return kernel
 
 
+def abs_(x):
+    return x.clone() if x.dtype == torch.bool else torch.abs(x)  # |bool| is itself (NumPy); ATen has no bool abs
+
+
 def rsqrt(x):
     return 1 / torch.sqrt(x)
 
@@ -148,10 +158,10 @@ def sigmoid(x):
 
 KERNELS = {
     "relax.add": torch.add,
-    "relax.subtract": torch.subtract,
+    "relax.subtract": _no_bool("subtract", torch.subtract),
     "relax.multiply": torch.multiply,
     "relax.divide": divide,
-    "relax.power": power,
+    "relax.power": _no_bool("power", power),
     "relax.maximum": maximum,
     "relax.minimum": minimum,
     "relax.equal": torch.eq,
@@ -160,7 +170,7 @@ KERNELS = {
     "relax.greater_equal": torch.ge,
     "relax.less": torch.lt,
     "relax.less_equal": torch.le,
-    "relax.abs": torch.abs,
+    "relax.abs": abs_,
     "relax.negative": _no_bool("negative", torch.negative),
     "relax.cos": torch.cos,
     "relax.sin": torch.sin,
@@ -190,9 +200,9 @@ KERNELS = {
     "relax.isinf": torch.isinf,
     "relax.isnan": torch.isnan,
     "relax.atan2": keep_dtype("atan2", torch.atan2),
-    "relax.floor_divide": _no_int_zero("floor_divide", floor_divide),
-    "relax.mod": _no_int_zero("mod", torch.fmod),
-    "relax.floor_mod": _no_int_zero("floor_mod", floor_mod),
+    "relax.floor_divide": _no_bool("floor_divide", _no_int_zero("floor_divide", floor_divide)),
+    "relax.mod": _no_bool("mod", _no_int_zero("mod", torch.fmod)),
+    "relax.floor_mod": _no_bool("floor_mod", _no_int_zero("floor_mod", floor_mod)),
     "relax.log_add_exp": keep_dtype("log_add_exp", torch.logaddexp),
     "relax.ewise_fma": lambda x1, x2, x3: x1 * x2 + x3,
     "relax.logical_and": _same_dtype(torch.logical_and),

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from retrograd.errors import KernelError
-from retrograd.ops.kernels.resample import resize_matrix
+from retrograd.ops.kernels.resample import axis_taps, resize_matrix
 from retrograd.ops.kernels.sampling import check_sampling, grid_basis, grid_taps
 from retrograd.ops.torch_kernels import tdtype
 from retrograd.ops.torch_kernels.conv import to_layout
@@ -21,6 +22,26 @@ _SPATIAL = {2: "HW", 3: "DHW"}
 def _apply(y, axis, m):
     """y contracted along `axis` with m (out, size): the axis becomes `out` long."""
     return torch.movedim(torch.matmul(torch.movedim(y, axis, -1), m.T), -1, axis)
+
+
+def _by_taps(y, axis, taps, size=None):
+    """resample.gather_axis on a tensor (size None), or its adjoint scatter_axis into `size` positions: a
+    NaN or infinity reaches the outputs whose taps read it, where a dense matrix's zeros would spread it
+    along the whole axis (PyTorch's own kernels keep it local too)."""
+    shape = [1] * y.ndim
+    shape[axis] = -1
+    out = None
+    for idx, w in taps:
+        i = torch.from_numpy(np.ascontiguousarray(idx, dtype=np.int64)).to(y.device)
+        w = torch.from_numpy(np.asarray(w, dtype=np.float64)).to(y.device, y.dtype).reshape(shape)
+        if size is None:
+            part = torch.index_select(y, axis, i) * w
+            out = part if out is None else out + part
+        else:
+            if out is None:
+                out = torch.zeros(y.shape[:axis] + (size,) + y.shape[axis + 1:], dtype=y.dtype, device=y.device)
+            out.index_add_(axis, i, y * w)
+    return out
 
 
 def _resize(n):
@@ -40,8 +61,11 @@ def _resize(n):
             raise KernelError(f"{op}: cannot resample an empty spatial axis (input {tuple(y.shape[2:])}) to {sizes}")
         args = (method, coordinate_transformation_mode, rounding_method, cubic_alpha, cubic_exclude)
         for j in sorted(range(n), key=lambda j: sizes[j] / y.shape[2 + j]):
-            m = torch.from_numpy(resize_matrix(y.shape[2 + j], sizes[j], *args)).to(y.device, y.dtype)
-            y = _apply(y, 2 + j, m)
+            if bool(torch.isfinite(y).all()):
+                m = torch.from_numpy(resize_matrix(y.shape[2 + j], sizes[j], *args)).to(y.device, y.dtype)
+                y = _apply(y, 2 + j, m)
+            else:
+                y = _by_taps(y, 2 + j, axis_taps(y.shape[2 + j], sizes[j], *args))
         dt = data.dtype if out_dtype in (None, "", "void") else tdtype(out_dtype)
         return to_layout(op, y, "NC" + spatial, layout).contiguous().to(dt)
 
@@ -64,8 +88,11 @@ def _resize_backward(n):
             return torch.zeros(data.shape, dtype=data.dtype, device=data.device)
         args = (method, coordinate_transformation_mode, rounding_method, cubic_alpha, cubic_exclude)
         for j in sorted(range(n), key=lambda j: xs[2 + j] / g.shape[2 + j]):
-            m = torch.from_numpy(resize_matrix(xs[2 + j], g.shape[2 + j], *args)).to(g.device, g.dtype)
-            g = _apply(g, 2 + j, m.T)
+            if bool(torch.isfinite(g).all()):
+                m = torch.from_numpy(resize_matrix(xs[2 + j], g.shape[2 + j], *args)).to(g.device, g.dtype)
+                g = _apply(g, 2 + j, m.T)
+            else:
+                g = _by_taps(g, 2 + j, axis_taps(xs[2 + j], g.shape[2 + j], *args), xs[2 + j])
         return to_layout(op, g, "NC" + spatial, layout).contiguous()
 
     return kernel
@@ -120,7 +147,7 @@ def grid_sample_backward(output_grad, data, grid, method="bilinear", layout="NCH
     dgrid = torch.zeros(gr.shape, dtype=data.dtype, device=data.device)
     gf = g.reshape(n, c, rest)
     for flat, wt, dwx, dwy in _taps(data, gr, method, padding_mode, align_corners):
-        dx.scatter_add_(2, flat.reshape(n, 1, rest).expand(n, c, rest), gf * wt.reshape(n, 1, rest))
+        dx.scatter_add_(2, flat.reshape(n, 1, rest).expand(n, c, rest), gf * torch.nan_to_num(wt, nan=0.0).reshape(n, 1, rest))
         if method == "bilinear":
             v = (_gather(data, flat) * g).sum(dim=1)
             dgrid[:, 0] += v * dwx

@@ -147,7 +147,8 @@ def _scatter(op, data, coords, updates, reduction):
         for r in range(int(rank.max()) + 1 if rank.numel() else 0):
             pick = order[rank == r]
             total = rows[flat[pick]] + upd[pick]
-            rows[flat[pick]] = torch.div(total, 2, rounding_mode="trunc") if not out.dtype.is_floating_point else total / 2
+            half = torch.div(total, 2, rounding_mode="trunc") if not out.dtype.is_floating_point and out.dtype != torch.bool else total / 2
+            rows[flat[pick]] = half.to(out.dtype)  # bool: (a or b) / 2 nonzero, as NumPy stores it
     else:
         raise KernelError(f"{op}: unknown reduction {reduction!r}")
     return out

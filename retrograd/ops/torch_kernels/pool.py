@@ -213,7 +213,9 @@ def _pool(n, kind):
             if kind == "max":
                 y = _MAX[n](p.x, p.k, p.s, p.pad, p.d, p.ceil)
             else:
-                y = _AVG[n](p.x, p.k, p.s, p.pad, p.ceil, bool(count_include_pad))
+                half = p.x.dtype == torch.float16 and p.x.device.type == "cpu"  # ATen's CPU avg_pool3d has no Half
+                x = p.x.float() if half else p.x
+                y = _AVG[n](x, p.k, p.s, p.pad, p.ceil, bool(count_include_pad)).to(p.x.dtype)
             return to_layout(p.op, y, p.canon, out_layout or layout or p.canon).contiguous()
         if kind == "max":
             y = p.taps(p.x, -math.inf).amax(dim=3)

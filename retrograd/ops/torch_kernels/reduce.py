@@ -39,20 +39,37 @@ def mean(x, axis=None, keepdims=False):
     count = _count(x, axis)
     if count == 0:
         raise KernelError(f"R.mean: mean over an empty axis of a tensor shaped {tuple(x.shape)}")
+    if x.dtype == torch.bool:  # NumPy's kernel: the float mean, nonzero -> True
+        return _reduce(torch.mean, x.double(), axis, keepdims).to(x.dtype)
     if not is_float(x):
         total = _reduce(torch.sum, x, axis, keepdims, dtype=torch.int64)
         return torch.trunc(total.double() / count).to(x.dtype)
     return _reduce(torch.mean, x, axis, keepdims)
 
 
+def _on_float64(fn):
+    """Integer and bool data through a float64 statistic, back in their dtype (NumPy's astype: truncation,
+    nonzero -> True), as the NumPy kernels compute them; ATen's var and std take floats only."""
+
+    def kernel(x, axis, keepdims, **kw):
+        if is_float(x):
+            return _reduce(fn, x, axis, keepdims, **kw)
+        return _reduce(fn, x.double(), axis, keepdims, **kw).to(x.dtype)
+
+    return kernel
+
+
+_var, _std = _on_float64(torch.var), _on_float64(torch.std)
+
+
 def variance(x, axis=None, keepdims=False):
     _nonempty("variance", x, axis)
-    return _reduce(torch.var, x, axis, keepdims, correction=0)
+    return _var(x, axis, keepdims, correction=0)
 
 
 def std(x, axis=None, keepdims=False):
     _nonempty("std", x, axis)
-    return _reduce(torch.std, x, axis, keepdims, correction=0)
+    return _std(x, axis, keepdims, correction=0)
 
 
 def _extremum(name, fn):
@@ -77,7 +94,10 @@ def _scan(fn, one):
         if axis is None:
             data, axis = data.reshape(-1), 0
         dt = tdtype(dtype) if dtype else data.dtype
-        out = fn(data, dim=axis, dtype=dt)
+        if dt == torch.bool:  # NumPy's bool sum / product is or / and: the int64 scan's nonzero entries
+            out = fn(data, dim=axis, dtype=torch.int64).to(dt)
+        else:
+            out = fn(data, dim=axis, dtype=dt)
         if exclusive and out.shape[axis]:
             pad = torch.full_like(out.narrow(axis, 0, 1), one)
             out = torch.cat([pad, out.narrow(axis, 0, out.shape[axis] - 1)], dim=axis)
@@ -135,6 +155,8 @@ def _arg_extremum(name, fn):
     def kernel(x, axis=None, keepdims=False):
         if x.numel() == 0 or (axis is not None and x.shape[axis] == 0):
             raise KernelError(f"R.{name}: empty reduction over a tensor shaped {tuple(x.shape)}")
+        if x.dtype == torch.bool:  # ATen's argmax / argmin refuse bool
+            x = x.to(torch.uint8)
         if axis is None:
             out = fn(x.reshape(-1), dim=0)
             return out.reshape((1,) * x.ndim) if keepdims else out

@@ -88,8 +88,8 @@ def strided_slice(x, axes, begin, end, strides=None, assume_inbound=False):
         a %= x.ndim
         s = strides[i] if strides is not None else 1
         idx = range(*slice(b, e, s).indices(x.shape[a]))
-        if len(idx) == 0:
-            out = out.narrow(a, 0, 0)
+        if len(idx) <= 1:  # the step does not matter (and one of 2**62 or more overflows ATen's stride)
+            out = out.narrow(a, idx[0] if idx else 0, len(idx))
         elif s > 0:
             out = out[(slice(None),) * a + (slice(idx[0], idx[-1] + 1, s),)]
         else:
@@ -125,7 +125,11 @@ def matmul(a, b, out_dtype=None):
 
 
 def einsum(operands, subscripts):
-    out = torch.einsum(subscripts, *operands)
+    dtype = operands[0].dtype
+    if dtype == torch.bool:  # NumPy's bool einsum: or of ands; ATen has no bool bmm
+        out = torch.einsum(subscripts, *[o.to(torch.int64) for o in operands]).to(dtype)
+    else:  # ATen sums integers into int64: the result keeps the operands' dtype (inference, NumPy)
+        out = torch.einsum(subscripts, *operands).to(dtype)
     if any(out.untyped_storage().data_ptr() == o.untyped_storage().data_ptr() for o in operands) or not out.is_contiguous():
         out = out.contiguous() if not out.is_contiguous() else out.clone()
     return out
