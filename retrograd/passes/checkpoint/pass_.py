@@ -66,12 +66,7 @@ class PlanReport:
     __str__ = summary
 
 
-class InfeasibleBudgetError(PassError):
-    """The budget is below the least feasible one, given in bytes as `least_feasible`."""
-
-    def __init__(self, message: str, least_feasible: int):
-        super().__init__(message)
-        self.least_feasible = least_feasible
+InfeasibleBudgetError = InfeasibleBudget  # the pass's name for it (its message gives the budget's forms)
 
 
 @module_pass(name="checkpoint", aliases={"func": "func_name"})
@@ -146,7 +141,7 @@ def _plan(mod: IRModule, options: Checkpoint) -> tuple[IRModule, PlanReport]:
             message = (f"checkpoint: the budget of {target} bytes for '{func_name}' cannot be met: the least "
                        f"feasible budget is {' = '.join(forms)}; feasible budgets are those "
                        f"from it up (parameters alone: {pinned} bytes; unplanned peak: {unplanned} bytes)")
-            raise InfeasibleBudgetError(message, low).about_option("budget") from None
+            raise InfeasibleBudget(target, low, message).about_option("budget") from None
     report = PlanReport.of(problem, schedule, func_name, policy, target, unplanned, peak)
     return (mod if new_func is func else mod.with_function(func_name, new_func)), report
 

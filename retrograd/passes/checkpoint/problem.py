@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import attrs
 
+from retrograd.errors import PassError
 from retrograd.ops.cost import KINDS
 
 CHEAP_KINDS = frozenset({"elementwise", "view", "reduce"})
@@ -124,10 +125,10 @@ class Schedule:
     count = property(lambda self: sum(len(s) for s in self.recompute))
 
 
-class InfeasibleBudget(ValueError):
+class InfeasibleBudget(PassError, ValueError):
     """No schedule keeps the peak within the budget; `least_feasible`: the least budget (bytes) that can be met."""
 
-    def __init__(self, budget: int, least_feasible: int):
+    def __init__(self, budget: int, least_feasible: int, message: str | None = None):
         self.budget, self.least_feasible = int(budget), int(least_feasible)
-        super().__init__(f"memory budget of {self.budget} bytes cannot be met: the least feasible budget is "
-                         f"{self.least_feasible} bytes")
+        super().__init__(message or f"memory budget of {self.budget} bytes cannot be met: the least feasible "
+                         f"budget is {self.least_feasible} bytes")
