@@ -26,9 +26,7 @@ def revolve_steps(l: int, s: int) -> int:
     """Least forward steps to reverse l steps with the segment's input stored and s free slots."""
     if l <= 1:
         return 0
-    if s == 0:
-        return l * (l - 1) // 2
-    r = 1  # Revolve's repetition number: the least r with C(s + 1 + r, s + 1) >= l
+    r = 1  # Revolve's repetition number: the least r with C(s + 1 + r, s + 1) >= l (s = 0: l(l - 1) / 2 steps)
     while comb(s + 1 + r, s + 1) < l:
         r += 1
     return r * l - comb(s + r + 1, s + 2)
