@@ -10,13 +10,10 @@ from __future__ import annotations
 from collections import Counter
 from itertools import groupby
 from math import isqrt
-from typing import Callable
 
 from retrograd.passes.checkpoint import chain, exact, greedy
 from retrograd.passes.checkpoint.problem import CHEAP_KINDS, LIGHT_KINDS, InfeasibleBudget, Problem, Schedule
 from retrograd.passes.checkpoint.simulate import Simulation, events, simulate
-
-Solver = Callable[[Problem, int], "Schedule | None"]
 
 EXACT_NODES = 32
 CHAIN_EXACT_NODES = 16
@@ -100,7 +97,7 @@ def plan_budget(problem: Problem, budget: int) -> Schedule | None:
     if budget < lower_bound(problem):
         return None
     found = chain.detect(problem)
-    solvers: list[tuple[Solver, bool]] = []
+    solvers: list = []  # (solver, optimal: taken as soon as it fits)
     if use_exact(problem, found):
         solvers.append((exact.solve, all(a is None for a in problem.alias_of)))
     if found and chain.uniform(problem, found):  # Revolve's optimum: first
