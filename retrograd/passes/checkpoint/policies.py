@@ -94,8 +94,8 @@ def use_exact(problem: Problem, found) -> bool:
 
 def plan_budget(problem: Problem, budget: int) -> Schedule | None:
     """The "budget" policy's plan (see the module docstring), or None when no solver finds one that fits."""
-    if budget < lower_bound(problem):
-        return None
+    if budget < problem.pinned_bytes:
+        return None  # not even the parameters fit (the MILP's unit count would be negative)
     found = chain.detect(problem)
     solvers: list = []  # (solver, optimal: taken as soon as it fits)
     if use_exact(problem, found):
@@ -139,8 +139,7 @@ def least_plan(problem: Problem) -> tuple[int, Schedule | None]:
     peak of the plan for the lowest peak of the plans tried (on long chains, see chain.MAX_REPEAT)."""
     found = chain.detect(problem)
     best = [greedy.descend(problem, None, of_kinds(problem, LIGHT_KINDS))[1].peak_bytes]
-    exact_too = use_exact(problem, found) and lower_bound(problem) < best[0]
-    least = exact.Model(problem).solve(None) if exact_too else None
+    least = exact.Model(problem).solve(None) if use_exact(problem, found) else None
     if least is not None and all(a is None for a in problem.alias_of):
         return simulate(problem, least[0], check=False).peak_bytes, least[0]  # the model's memory is the simulator's
     best += [simulate(problem, least[0]).peak_bytes] if least is not None else []
@@ -149,15 +148,6 @@ def least_plan(problem: Problem) -> tuple[int, Schedule | None]:
         best.append(simulate(problem, fewest, check=False).peak_bytes)
     plan = plan_budget(problem, min(best))
     return (min(best), None) if plan is None else (simulate(problem, plan, check=False).peak_bytes, plan)
-
-
-def lower_bound(problem: Problem) -> int:
-    """No plan's peak is lower: parameters, plus each node's distinct input buffers, its own (unless it
-    may reuse an input's) and what it holds inside while it is computed."""
-    p, root = problem, problem.roots()
-    own = [0 if p.alias_of[v] is not None or p.inplace[v] else p.sizes[v] for v in range(p.n)]
-    inputs = [sum(p.sizes[r] for r in {root[d] for d in ds}) for ds in p.deps]
-    return p.pinned_bytes + max(map(sum, zip(inputs, own, p.inner)), default=0)
 
 
 def _without(problem: Problem, groups: list[list[int]], t: int, v: int) -> list[list[int]]:
