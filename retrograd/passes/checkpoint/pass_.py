@@ -42,7 +42,6 @@ class PlanReport:
 
     @classmethod
     def of(cls, p, schedule, function: str, policy: str, budget, unplanned: int, peak: int) -> PlanReport:
-        """The report of `schedule` for Problem `p`."""
         every = [v for group in schedule.recompute for v in group]
         recomputed, extra = set(every), sum((p.costs[v] for v in every), 0.0)
         matmul = sum((p.costs[v] for v in every if p.kinds[v] in ("matmul", "conv")), 0.0)
@@ -60,7 +59,6 @@ class PlanReport:
                 f"{_bytes(self.predicted_peak)} vs budget {budget}, unplanned {_bytes(self.unplanned_peak)}")
 
     def details(self) -> str:
-        """The summary, then one line per stage with recomputations."""
         return "\n".join([self.summary()] + [f"  before {stage}: recompute {', '.join(names)}" for stage, names in self.chosen])
 
     __str__ = summary

@@ -2,8 +2,7 @@
 
 Parameters (pinned_bytes) live for the whole call; an instance from its computation to its last use (outputs:
 the end); the peak is taken after a node's result is stored and before its dying inputs go, with what the node
-holds inside (Problem.inner); an alias counts its root buffer once; an in-place node reuses the buffer of its
-first in-place dep dying there when nothing else holds it (runtime/inplace.py). The exact memory model
+holds inside (Problem.inner); aliases and in-place reuse as Problem says. The exact memory model
 (analysis/memory.py) measures the same on every corpus and benchmark function (test_ckpt_model_equals_exact.py)."""
 
 from __future__ import annotations
