@@ -174,8 +174,6 @@ def share(problem: Problem, schedule: Schedule, limit: int, sim: Simulation | No
     """A plan recomputing no more than `schedule` whose peak stays within max(limit, the plan's own peak):
     recomputations removed, dearest first, so that a later use reads an earlier one (docs/checkpoint.md)."""
     sim = sim or simulate(problem, schedule, check=False)
-    if not schedule.count:
-        return schedule, sim
     limit, groups, trials, changed = max(limit, sim.peak_bytes), [list(g) for g in schedule.recompute], 0, True
     while changed and trials < MAX_TRIALS:
         changed = False
