@@ -1,7 +1,6 @@
 """Plans for chain adjoints (a forward chain the backward reads in reverse order): Revolve (Griewank &
 Walther) on uniform chains, the DP of Herrmann et al. 2019 on the others (docs/checkpoint.md). Both choose,
-from a checkpoint i with m units (slots; bytes / the DP's unit) free, the next one k; `replay` makes the
-plan of the choices, and the most units whose simulated plan fits the budget are taken."""
+from a checkpoint i with m units (slots; bytes / the DP's unit) free, the next one k (`replay`, `largest`)."""
 
 from __future__ import annotations
 

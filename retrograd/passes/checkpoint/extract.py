@@ -68,8 +68,7 @@ def nodes_of(srcs, node_of: list) -> list[int]:
 
 
 def extract(func: Function) -> Extraction:
-    """Nodes, sizes, costs, deps, aliases and in-place rights of `func`'s top-level bindings; whether a result
-    shares an argument's buffer, with which strides, by the memory model's rules (analysis/layout.py)."""
+    """Nodes, sizes, costs, deps, aliases (by the memory model's rules: _shared_layouts) and in-place rights."""
     pinned = sum(buffer_of(p.struct_info, f"parameter '{p.name_hint}'", p.span)[0] for p in func.params)
     try:
         plan = plan_function("checkpoint", func)
