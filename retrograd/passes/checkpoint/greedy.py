@@ -157,8 +157,7 @@ class Planner:
             if new is not None and new[2].peak_bytes < peak:  # else a batch that does not lower the peak
                 self.state = new
                 return True
-        # The cheapest candidate whose drop does not raise the peak, among the first TRIES that can be
-        # built; else the cheapest of them (recomputations can hold more than a drop frees).
+        # (The module docstring's step.) Else the cheapest tried: recomputations can hold more than a drop frees.
         tried = []
         for *_, gaps in cands:
             new = self.attempt(self.dropped | set(gaps))

@@ -145,8 +145,7 @@ def _plan(mod: IRModule, options: Checkpoint) -> tuple[IRModule, PlanReport]:
 
 
 def planning_problem(mod: IRModule, func_name: str, ex) -> Problem:
-    """The Problem of `ex` with what each If and call holds inside it (Problem.inner: the exact model's bytes
-    during it over the Problem's own; a plan changes none of it): the Problem counts at least as much."""
+    """The Problem of `ex` with Problem.inner filled from the exact model (a plan changes none of it)."""
     p = ex.problem
     if not ex.opaque:
         return p
