@@ -144,9 +144,8 @@ def largest(problem: Problem, budget: int, make, guess: int, top: int, bottom: i
 
 def revolve(problem: Problem, need: dict, budget: int) -> Schedule | None:
     """Revolve's plan with the fewest extra steps whose simulated peak fits `budget` (None if none fits)."""
-    # Peaks grow with c, by about one value a slot: start where the budget says.
     L, size = max(need) + 2, problem.sizes[0]
-    guess = max(1, min(L, (budget - problem.pinned_bytes) // size - 1)) if size else L
+    guess = max(1, min(L, (budget - problem.pinned_bytes) // size - 1)) if size else L  # a value a slot
     c, plan = largest(problem, budget, lambda c: chain_schedule(need, c), guess, L, fewest_slots(L), size)
     if plan is None:
         return None

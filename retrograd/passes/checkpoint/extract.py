@@ -17,8 +17,7 @@ from retrograd.passes.checkpoint.problem import Problem
 
 
 def buffer_of(sinfo, what: str, span=None) -> tuple:
-    """(bytes, C-ordered layout(s)) of a new value with static struct info: a tuple's bytes add up, its
-    layouts nest (bottom-up with a stack: tuples nest to any depth); a non-tensor has 0 bytes, no layout."""
+    """(bytes, C-ordered layout(s)) of a new value with static struct info (tuples nest to any depth: fold)."""
     if isinstance(sinfo, TupleStructInfo):
         return fold(sinfo, tuple_fields, lambda s, kids: (sum(k[0] for k in kids), tuple(k[1] for k in kids))
                     if isinstance(s, TupleStructInfo) else buffer_of(s, what, span))

@@ -32,8 +32,7 @@ class Planner:
             self.points[v].append(p.n)
         self.ends = [pts[-1] for pts in self.points]
         self.root = p.roots()
-        # Kept across steps (a step drops a few hundred gaps of thousands): memo of closures' results, for each gap
-        # the keys whose closures look it up, the dropped gaps and `allowed` memo holds for; the last simulation's events.
+        # Kept across steps (a step drops a few hundred gaps of thousands): closure memo (remember, sync), last events.
         self.memo, self.watch, self.seen, self.last = {}, {}, (None, set()), None
         self.state = self.attempt(set())
 

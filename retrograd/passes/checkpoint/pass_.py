@@ -117,8 +117,7 @@ def _plan(mod: IRModule, options: Checkpoint) -> tuple[IRModule, PlanReport]:
         budget = target if policy == "budget" and target is not None and target < unplanned else None
 
         def least(problem: Problem) -> tuple[int, Schedule | None]:
-            """(the least budget the pass meets, the plan meeting it; None: the function as it is): the measured
-            peak of the plan for the Problem's least peak, or the unplanned peak when that is no higher."""
+            """(the least budget the pass meets, its plan; None: the function as it is), by the exact model."""
             peak, plan = least_plan(problem)
             peak = peak if plan is None else _measure(mod, func_name, ex, lambda: rewrite(ex, plan.recompute), peak)
             return (unplanned, None) if plan is None or peak >= unplanned else (peak, plan)

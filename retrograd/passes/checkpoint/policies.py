@@ -130,7 +130,6 @@ def rank(problem: Problem, schedule: Schedule):
 
 
 def least_feasible(problem: Problem) -> int:
-    """The least budget `solve` meets (the least peak of the plans it finds): least_plan's."""
     return least_plan(problem)[0]
 
 
