@@ -1,7 +1,6 @@
 """Plans for chain adjoints (a forward chain the backward reads in reverse order): Revolve (Griewank &
 Walther) on uniform chains, the DP of Herrmann et al. 2019 on the others (docs/checkpoint.md). Both choose,
-from a checkpoint i with m units (slots; bytes / the DP's unit) free, the next one k; `replay` makes the
-plan of the choices, and the most units whose simulated plan fits the budget are taken."""
+from a checkpoint i with m units (slots; bytes / the DP's unit) free, the next one k (`replay`, `largest`)."""
 
 from __future__ import annotations
 
@@ -26,9 +25,7 @@ def revolve_steps(l: int, s: int) -> int:
     """Least forward steps to reverse l steps with the segment's input stored and s free slots."""
     if l <= 1:
         return 0
-    if s == 0:
-        return l * (l - 1) // 2
-    r = 1  # Revolve's repetition number: the least r with C(s + 1 + r, s + 1) >= l
+    r = 1  # Revolve's repetition number: the least r with C(s + 1 + r, s + 1) >= l (s = 0: l(l - 1) / 2 steps)
     while comb(s + 1 + r, s + 1) < l:
         r += 1
     return r * l - comb(s + r + 1, s + 2)
@@ -147,9 +144,8 @@ def largest(problem: Problem, budget: int, make, guess: int, top: int, bottom: i
 
 def revolve(problem: Problem, need: dict, budget: int) -> Schedule | None:
     """Revolve's plan with the fewest extra steps whose simulated peak fits `budget` (None if none fits)."""
-    # Peaks grow with c, by about one value a slot: start where the budget says.
     L, size = max(need) + 2, problem.sizes[0]
-    guess = max(1, min(L, (budget - problem.pinned_bytes) // size - 1)) if size else L
+    guess = max(1, min(L, (budget - problem.pinned_bytes) // size - 1)) if size else L  # a value a slot
     c, plan = largest(problem, budget, lambda c: chain_schedule(need, c), guess, L, fewest_slots(L), size)
     if plan is None:
         return None

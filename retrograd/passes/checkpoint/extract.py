@@ -17,8 +17,7 @@ from retrograd.passes.checkpoint.problem import Problem
 
 
 def buffer_of(sinfo, what: str, span=None) -> tuple:
-    """(bytes, C-ordered layout(s)) of a new value with static struct info: a tuple's bytes add up, its
-    layouts nest (bottom-up with a stack: tuples nest to any depth); a non-tensor has 0 bytes, no layout."""
+    """(bytes, C-ordered layout(s)) of a new value with static struct info (tuples nest to any depth: fold)."""
     if isinstance(sinfo, TupleStructInfo):
         return fold(sinfo, tuple_fields, lambda s, kids: (sum(k[0] for k in kids), tuple(k[1] for k in kids))
                     if isinstance(s, TupleStructInfo) else buffer_of(s, what, span))
@@ -68,8 +67,7 @@ def nodes_of(srcs, node_of: list) -> list[int]:
 
 
 def extract(func: Function) -> Extraction:
-    """Nodes, sizes, costs, deps, aliases and in-place rights of `func`'s top-level bindings; whether a result
-    shares an argument's buffer, with which strides, by the memory model's rules (analysis/layout.py)."""
+    """Nodes, sizes, costs, deps, aliases (by the memory model's rules: _shared_layouts) and in-place rights."""
     pinned = sum(buffer_of(p.struct_info, f"parameter '{p.name_hint}'", p.span)[0] for p in func.params)
     try:
         plan = plan_function("checkpoint", func)
@@ -111,8 +109,16 @@ def extract(func: Function) -> Extraction:
                 size, layout = 0, shared
                 root = node_of[ins.srcs[0]] if type(ins.srcs[0]) is int else None
                 part = None if root is None else field[root]
-            else:
-                inplace[i] = _inplace(ins, deps[i], node_of, plan, owns)
+            else:  # positions in deps whose buffer the executor may reuse (runtime/inplace.py), each once
+                ok = []
+                for p in (p for p in ins.inplace if ins.srcs[p] not in plan.consts):
+                    if (node := node_of[ins.srcs[p]]) is None or not owns[node]:
+                        # The executor tries only the first candidate dying here; a parameter, or a value of an
+                        # If or a call, may fail that try. The Problem cannot say when such a value dies, so the
+                        # later candidates are dropped (the model can only over-estimate).
+                        break
+                    ok.append(deps[i].index(node))
+                inplace[i] = tuple(dict.fromkeys(ok))
         else:
             rec = False  # an If, a call of another function
             opaque.add(i)
@@ -146,18 +152,3 @@ def _shared_layouts(call, out_sinfo, args):
         return args[rule[0].arg]  # the argument itself, a tuple included (a marker on a tuple)
     outs = tuple(args[r.arg] if isinstance(r, Same) else r.layout for r in rule)
     return outs if isinstance(out_sinfo, TupleStructInfo) else outs[0]
-
-
-def _inplace(ins, deps: tuple, node_of: list, plan: Plan, owns: list) -> tuple:
-    """Positions in deps whose buffer the executor may reuse for the result (see runtime/inplace.py)."""
-    out: dict[int, None] = {}  # positions in deps, each once, in order
-    for p in ins.inplace:
-        node = node_of[ins.srcs[p]]
-        if node is not None and owns[node]:
-            out[deps.index(node)] = None
-        elif ins.srcs[p] not in plan.consts:
-            # The executor tries only the first candidate dying here; a parameter, or a value of an If
-            # or a call, may fail that try. The Problem cannot say when such a value dies, so the later
-            # candidates are dropped (the model can only over-estimate).
-            break
-    return tuple(out)

@@ -32,8 +32,7 @@ class Planner:
             self.points[v].append(p.n)
         self.ends = [pts[-1] for pts in self.points]
         self.root = p.roots()
-        # Kept across steps (a step drops a few hundred gaps of thousands): memo of closures' results, for each gap
-        # the keys whose closures look it up, the dropped gaps and `allowed` memo holds for; the last simulation's events.
+        # Kept across steps (a step drops a few hundred gaps of thousands): closure memo (remember, sync), last events.
         self.memo, self.watch, self.seen, self.last = {}, {}, (None, set()), None
         self.state = self.attempt(set())
 
@@ -157,8 +156,7 @@ class Planner:
             if new is not None and new[2].peak_bytes < peak:  # else a batch that does not lower the peak
                 self.state = new
                 return True
-        # The cheapest candidate whose drop does not raise the peak, among the first TRIES that can be
-        # built; else the cheapest of them (recomputations can hold more than a drop frees).
+        # (The module docstring's step.) Else the cheapest tried: recomputations can hold more than a drop frees.
         tried = []
         for *_, gaps in cands:
             new = self.attempt(self.dropped | set(gaps))

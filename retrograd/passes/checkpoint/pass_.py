@@ -42,7 +42,6 @@ class PlanReport:
 
     @classmethod
     def of(cls, p, schedule, function: str, policy: str, budget, unplanned: int, peak: int) -> PlanReport:
-        """The report of `schedule` for Problem `p`."""
         every = [v for group in schedule.recompute for v in group]
         recomputed, extra = set(every), sum((p.costs[v] for v in every), 0.0)
         matmul = sum((p.costs[v] for v in every if p.kinds[v] in ("matmul", "conv")), 0.0)
@@ -60,18 +59,12 @@ class PlanReport:
                 f"{_bytes(self.predicted_peak)} vs budget {budget}, unplanned {_bytes(self.unplanned_peak)}")
 
     def details(self) -> str:
-        """The summary, then one line per stage with recomputations."""
         return "\n".join([self.summary()] + [f"  before {stage}: recompute {', '.join(names)}" for stage, names in self.chosen])
 
     __str__ = summary
 
 
-class InfeasibleBudgetError(PassError):
-    """The budget is below the least feasible one, given in bytes as `least_feasible`."""
-
-    def __init__(self, message: str, least_feasible: int):
-        super().__init__(message)
-        self.least_feasible = least_feasible
+InfeasibleBudgetError = InfeasibleBudget  # the pass's name for it (its message gives the budget's forms)
 
 
 @module_pass(name="checkpoint", aliases={"func": "func_name"})
@@ -124,8 +117,7 @@ def _plan(mod: IRModule, options: Checkpoint) -> tuple[IRModule, PlanReport]:
         budget = target if policy == "budget" and target is not None and target < unplanned else None
 
         def least(problem: Problem) -> tuple[int, Schedule | None]:
-            """(the least budget the pass meets, the plan meeting it; None: the function as it is): the measured
-            peak of the plan for the Problem's least peak, or the unplanned peak when that is no higher."""
+            """(the least budget the pass meets, its plan; None: the function as it is), by the exact model."""
             peak, plan = least_plan(problem)
             peak = peak if plan is None else _measure(mod, func_name, ex, lambda: rewrite(ex, plan.recompute), peak)
             return (unplanned, None) if plan is None or peak >= unplanned else (peak, plan)
@@ -146,14 +138,13 @@ def _plan(mod: IRModule, options: Checkpoint) -> tuple[IRModule, PlanReport]:
             message = (f"checkpoint: the budget of {target} bytes for '{func_name}' cannot be met: the least "
                        f"feasible budget is {' = '.join(forms)}; feasible budgets are those "
                        f"from it up (parameters alone: {pinned} bytes; unplanned peak: {unplanned} bytes)")
-            raise InfeasibleBudgetError(message, low).about_option("budget") from None
+            raise InfeasibleBudget(target, low, message).about_option("budget") from None
     report = PlanReport.of(problem, schedule, func_name, policy, target, unplanned, peak)
     return (mod if new_func is func else mod.with_function(func_name, new_func)), report
 
 
 def planning_problem(mod: IRModule, func_name: str, ex) -> Problem:
-    """The Problem of `ex` with what each If and call holds inside it (Problem.inner: the exact model's bytes
-    during it over the Problem's own; a plan changes none of it): the Problem counts at least as much."""
+    """The Problem of `ex` with Problem.inner filled from the exact model (a plan changes none of it)."""
     p = ex.problem
     if not ex.opaque:
         return p

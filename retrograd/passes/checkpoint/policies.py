@@ -10,13 +10,10 @@ from __future__ import annotations
 from collections import Counter
 from itertools import groupby
 from math import isqrt
-from typing import Callable
 
 from retrograd.passes.checkpoint import chain, exact, greedy
 from retrograd.passes.checkpoint.problem import CHEAP_KINDS, LIGHT_KINDS, InfeasibleBudget, Problem, Schedule
 from retrograd.passes.checkpoint.simulate import Simulation, events, simulate
-
-Solver = Callable[[Problem, int], "Schedule | None"]
 
 EXACT_NODES = 32
 CHAIN_EXACT_NODES = 16
@@ -97,10 +94,10 @@ def use_exact(problem: Problem, found) -> bool:
 
 def plan_budget(problem: Problem, budget: int) -> Schedule | None:
     """The "budget" policy's plan (see the module docstring), or None when no solver finds one that fits."""
-    if budget < lower_bound(problem):
-        return None
+    if budget < problem.pinned_bytes:
+        return None  # not even the parameters fit (the MILP's unit count would be negative)
     found = chain.detect(problem)
-    solvers: list[tuple[Solver, bool]] = []
+    solvers: list = []  # (solver, optimal: taken as soon as it fits)
     if use_exact(problem, found):
         solvers.append((exact.solve, all(a is None for a in problem.alias_of)))
     if found and chain.uniform(problem, found):  # Revolve's optimum: first
@@ -133,7 +130,6 @@ def rank(problem: Problem, schedule: Schedule):
 
 
 def least_feasible(problem: Problem) -> int:
-    """The least budget `solve` meets (the least peak of the plans it finds): least_plan's."""
     return least_plan(problem)[0]
 
 
@@ -142,8 +138,7 @@ def least_plan(problem: Problem) -> tuple[int, Schedule | None]:
     peak of the plan for the lowest peak of the plans tried (on long chains, see chain.MAX_REPEAT)."""
     found = chain.detect(problem)
     best = [greedy.descend(problem, None, of_kinds(problem, LIGHT_KINDS))[1].peak_bytes]
-    exact_too = use_exact(problem, found) and lower_bound(problem) < best[0]
-    least = exact.Model(problem).solve(None) if exact_too else None
+    least = exact.Model(problem).solve(None) if use_exact(problem, found) else None
     if least is not None and all(a is None for a in problem.alias_of):
         return simulate(problem, least[0], check=False).peak_bytes, least[0]  # the model's memory is the simulator's
     best += [simulate(problem, least[0]).peak_bytes] if least is not None else []
@@ -152,15 +147,6 @@ def least_plan(problem: Problem) -> tuple[int, Schedule | None]:
         best.append(simulate(problem, fewest, check=False).peak_bytes)
     plan = plan_budget(problem, min(best))
     return (min(best), None) if plan is None else (simulate(problem, plan, check=False).peak_bytes, plan)
-
-
-def lower_bound(problem: Problem) -> int:
-    """No plan's peak is lower: parameters, plus each node's distinct input buffers, its own (unless it
-    may reuse an input's) and what it holds inside while it is computed."""
-    p, root = problem, problem.roots()
-    own = [0 if p.alias_of[v] is not None or p.inplace[v] else p.sizes[v] for v in range(p.n)]
-    inputs = [sum(p.sizes[r] for r in {root[d] for d in ds}) for ds in p.deps]
-    return p.pinned_bytes + max(map(sum, zip(inputs, own, p.inner)), default=0)
 
 
 def _without(problem: Problem, groups: list[list[int]], t: int, v: int) -> list[list[int]]:
@@ -187,8 +173,6 @@ def share(problem: Problem, schedule: Schedule, limit: int, sim: Simulation | No
     """A plan recomputing no more than `schedule` whose peak stays within max(limit, the plan's own peak):
     recomputations removed, dearest first, so that a later use reads an earlier one (docs/checkpoint.md)."""
     sim = sim or simulate(problem, schedule, check=False)
-    if not schedule.count:
-        return schedule, sim
     limit, groups, trials, changed = max(limit, sim.peak_bytes), [list(g) for g in schedule.recompute], 0, True
     while changed and trials < MAX_TRIALS:
         changed = False

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import attrs
 
+from retrograd.errors import PassError
 from retrograd.ops.cost import KINDS
 
 CHEAP_KINDS = frozenset({"elementwise", "view", "reduce"})
 HEAVY_KINDS = frozenset({"matmul", "conv", "pool"})  # recomputed only when nothing else fits
 LIGHT_KINDS = frozenset(KINDS) - HEAVY_KINDS
-# The optional per-node fields, with each node's default when the field is left empty.
 _OPTIONAL = {"alias_of": None, "inplace": (), "kinds": "other", "names": None, "fields": (), "field": None, "inner": 0}
 
 
@@ -45,7 +45,7 @@ class Problem:
     executor holds each field on its own, so a field outlives the tuple while a view of it lives.
     field[i]: for an alias of such a tuple, the field it holds (None: the whole tuple). inner[i]: bytes
     node i holds inside while it runs beyond its result (an If's branch, a called function's body: the
-    exact memory model's, pass_.py), counted at its peak. Empty optional fields take their defaults.
+    exact memory model's, pass_.py), counted at its peak. Empty optional fields take their defaults (_OPTIONAL).
     """
 
     sizes: tuple = attrs.field(converter=_once)
@@ -110,8 +110,7 @@ class Problem:
 @attrs.frozen
 class Schedule:
     """recompute[t]: nodes recomputed just before stage t, in topological order (up to n entries; missing:
-    none). Every use reads the most recent instance of a value; an instance lives from its computation to
-    its last use before the next instance of the same node (outputs: to the end)."""
+    none). Every use reads the most recent instance of a value (how long each lives: simulate.py)."""
 
     recompute: tuple = attrs.field(default=(), converter=lambda v: tuple([_ints(s) if len(s) else () for s in v]))
 
@@ -124,10 +123,10 @@ class Schedule:
     count = property(lambda self: sum(len(s) for s in self.recompute))
 
 
-class InfeasibleBudget(ValueError):
+class InfeasibleBudget(PassError, ValueError):
     """No schedule keeps the peak within the budget; `least_feasible`: the least budget (bytes) that can be met."""
 
-    def __init__(self, budget: int, least_feasible: int):
+    def __init__(self, budget: int, least_feasible: int, message: str | None = None):
         self.budget, self.least_feasible = int(budget), int(least_feasible)
-        super().__init__(f"memory budget of {self.budget} bytes cannot be met: the least feasible budget is "
-                         f"{self.least_feasible} bytes")
+        super().__init__(message or f"memory budget of {self.budget} bytes cannot be met: the least feasible "
+                         f"budget is {self.least_feasible} bytes")

@@ -2,8 +2,7 @@
 
 Parameters (pinned_bytes) live for the whole call; an instance from its computation to its last use (outputs:
 the end); the peak is taken after a node's result is stored and before its dying inputs go, with what the node
-holds inside (Problem.inner); an alias counts its root buffer once; an in-place node reuses the buffer of its
-first in-place dep dying there when nothing else holds it (runtime/inplace.py). The exact memory model
+holds inside (Problem.inner); aliases and in-place reuse as Problem says. The exact memory model
 (analysis/memory.py) measures the same on every corpus and benchmark function (test_ckpt_model_equals_exact.py)."""
 
 from __future__ import annotations
@@ -30,20 +29,6 @@ class Simulation:
         if not self.valid:
             raise ValueError(f"invalid schedule: {self.error}")
         return self
-
-
-def _invalid(p: Problem, t: int, extra: tuple) -> str | None:
-    """Why the recomputations `extra` before stage t are not valid (None when they are)."""
-    later: set[int] = set()
-    for v in reversed(extra):
-        if not 0 <= v < t:
-            return f"stage {t}: recomputed node #{v} {'is not a node' if not 0 <= v < p.n else 'is not computed yet'} (only nodes before stage {t} can be recomputed)"
-        if not p.recomputable[v] or v in later:
-            return f"stage {t}: node {p.names[v]} (#{v}) is {'recomputed twice' if v in later else 'not recomputable'}"
-        if (d := next((d for d in p.deps[v] if d in later), None)) is not None:
-            return (f"stage {t}: recomputations out of order: {p.names[v]} (#{v}) reads {p.names[d]} (#{d}), which "
-                    "is recomputed after it")
-        later.add(v)
 
 
 MARK = 1024  # the least number of events between two marks (a mark's lists cost O(n) to copy)
@@ -79,8 +64,18 @@ def events(problem: Problem, schedule: Schedule | None, check: bool = True, base
     e, nxt, get = len(nodes), (kept[-1][1] if kept else 0) + gap if marks is not None else -1, cur.__getitem__
     for t in range(t0, n):
         extra = rec[t] if t < len(rec) else ()
-        if extra and check and (error := _invalid(p, t, extra)):
-            return error
+        later: set[int] = set()  # why the recomputations before stage t are not valid, when they are not
+        for v in reversed(extra) if check and extra else ():
+            if not 0 <= v < t:
+                why = "is not a node" if not 0 <= v < n else "is not computed yet"
+                return f"stage {t}: recomputed node #{v} {why} (only nodes before stage {t} can be recomputed)"
+            if not p.recomputable[v] or v in later:
+                why = "recomputed twice" if v in later else "not recomputable"
+                return f"stage {t}: node {p.names[v]} (#{v}) is {why}"
+            if (d := next((d for d in p.deps[v] if d in later), None)) is not None:
+                return (f"stage {t}: recomputations out of order: {p.names[v]} (#{v}) reads {p.names[d]} (#{d}), which "
+                        "is recomputed after it")
+            later.add(v)
         if e >= nxt >= 0:
             marks.append([t, e, cur[:], last_use[:], False])
             nxt = e + gap
