@@ -470,3 +470,30 @@ def test_a_batch_norm_called_twice_updates_twice_and_evaluates_with_its_buffers(
         logits = net(torch.from_numpy(x))
     np.testing.assert_allclose(trainer._host(trainer.predict(x)[0]), logits.numpy(), rtol=1e-11, atol=1e-13)
     assert trainer.evaluate(x, y) == pytest.approx(float(torch.nn.functional.cross_entropy(logits, torch.from_numpy(y))), rel=1e-12)
+
+
+def test_in_place_writes_chained_on_a_buffer_all_count():
+    """`self.count.add_(1).add_(2)`: the second add_ writes into the first's result, which is the buffer
+    itself; each step adds 3, as in PyTorch."""
+    torch = need("torch")
+    from retrograd.frontend import from_torch
+
+    class Counted(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 4)
+            self.register_buffer("count", torch.zeros((), dtype=torch.int64))
+
+        def forward(self, x):
+            self.count.add_(1).add_(2)
+            return self.lin(x)
+
+    net = Counted().double()
+    mod, params = from_torch(net, (torch.zeros(2, 3, dtype=torch.float64),))
+    net.count.zero_()
+    trainer = Trainer(setup_trainer(mod, CrossEntropyLoss(), SGD(0.1)))
+    trainer.set_params({"lin_weight": params["lin.weight"], "lin_bias": params["lin.bias"], "count": np.array(0)})
+    for _ in range(2):
+        trainer.step(np.ones((2, 3)), np.array([0, 1]))
+        net(torch.ones(2, 3, dtype=torch.float64))
+    assert int(trainer.buffers["count"]) == int(net.count) == 6
