@@ -35,6 +35,9 @@ class Converter:
         self.env: dict = {}
         self.buffers: dict = {}  # placeholder node -> PyTorch name (parameters and buffers)
         self.written: set = set()  # placeholder nodes written in place
+        # An in-place op's result is its target (`b = a.add_(1)`: b is a): node -> the node it is, and back.
+        self.alias_of: dict = {}
+        self.aliases: dict = {}
         self.bb = BlockBuilder()
         self.seed = seed
         self.draws = 0
@@ -63,11 +66,19 @@ class Converter:
         self.env[node] = var
         return var
 
-    def assign(self, target, value) -> None:
-        """An in-place op wrote `value` into `target` (an fx node): later reads see the new value."""
-        self.env[target] = value
-        if target.op == "placeholder":
-            self.written.add(target)
+    def assign(self, target, value, result=None) -> None:
+        """An in-place op wrote `value` into `target` (an fx node): later reads of it, and of every node that
+        is the same tensor (the results of earlier in-place ops on it), see the new value; `result`, the op's
+        own node, is that tensor too."""
+        root = self.alias_of.get(target, target)
+        same = self.aliases.setdefault(root, [root])
+        if result is not None:
+            self.alias_of[result] = root
+            same.append(result)
+        for node in same:
+            self.env[node] = value
+        if root.op == "placeholder":
+            self.written.add(root)
 
     # -- values --------------------------------------------------------------------------
     def sinfo(self, val, node=None) -> TensorStructInfo:

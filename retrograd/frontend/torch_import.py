@@ -239,7 +239,7 @@ class _Importer:
                                    f"{_source(node)}") from None
         cx.env[node] = result
         if inplace or _mutates_first(target):
-            cx.assign(node.args[0], result)
+            cx.assign(node.args[0], result, node)
 
     def outputs(self, output) -> tuple[list, list]:
         """(the output values: the user's, then each mutated buffer's new value; those buffers' names)."""

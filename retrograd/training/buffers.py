@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from retrograd.errors import TrainingError
 from retrograd.ir.builder import BlockBuilder
-from retrograd.ir.expr import Call, Function, Tuple, Var
+from retrograd.ir.expr import Call, Function, Tuple, TupleGetItem, Var
 from retrograd.ir.functor import ExprMutator, ExprVisitor, if_depth, stack_room
 from retrograd.ir.struct_info import TensorStructInfo, TupleStructInfo
 from retrograd.passes.dce import eliminate_dead_code
@@ -64,16 +64,48 @@ def last_first(func: Function, first: list, last: list) -> Function:
     return Function(params, func.body, func.ret_struct_info, func.is_pure, func.private, dict(func.attrs), span=func.span)
 
 
-class _Inference(ExprMutator):
+class _StatisticRoots(ExprVisitor):
+    """Which buffers each bound value's statistics come from: a batch_norm's new running mean (output 1)
+    from its running mean argument's, its new variance (output 2) from its variance's, any other op's
+    from all of its operands'. A module called twice reads, the second time, the first call's updates
+    (in PyTorch the same buffers, written in place)."""
+
     def __init__(self, buffers: set):
         super().__init__()
-        self.buffers = buffers
+        self.buffers, self.roots, self.calls = buffers, {}, {}
+
+    def of(self, expr) -> frozenset:
+        if isinstance(expr, Var):
+            return frozenset((expr,)) if expr in self.buffers else self.roots.get(expr, frozenset())
+        if isinstance(expr, TupleGetItem) and isinstance(expr.tuple_value, Var) and expr.tuple_value in self.calls:
+            call = self.calls[expr.tuple_value]
+            return self.of(call.args[expr.index + 2]) if expr.index in (1, 2) else frozenset()
+        parts = expr.args if isinstance(expr, Call) else expr.fields if isinstance(expr, Tuple) else ()
+        return frozenset().union(*(self.of(p) for p in parts))
+
+    def visit_binding(self, binding) -> None:
+        super().visit_binding(binding)
+        value = binding.value
+        if isinstance(value, Call) and _is_batch_norm(value):
+            self.calls[binding.var] = value
+        roots = self.of(value)
+        if roots:
+            self.roots[binding.var] = roots
+
+
+class _Inference(ExprMutator):
+    def __init__(self, roots: _StatisticRoots):
+        super().__init__()
+        self.roots = roots
 
     def visit_call(self, call: Call):
+        stats = [self.roots.of(a) for a in call.args[3:5]] if _is_batch_norm(call) else []
         call = super().visit_call(call)
-        if not (_is_batch_norm(call) and call.attrs.get("training") and call.args[3] in self.buffers):
+        if not (call.attrs.get("training") and len(stats) == 2 and all(len(s) == 1 for s in stats)):
             return call
-        return self.builder.normalize(Call(call.op, call.args, dict(call.attrs, training=False), span=call.span))
+        # model.eval(): normalize with the buffers themselves, whatever updates of them the call read.
+        args = list(call.args[:3]) + [next(iter(s)) for s in stats] + list(call.args[5:])
+        return self.builder.normalize(Call(call.op, args, dict(call.attrs, training=False), span=call.span))
 
 
 def _returning(func: Function, pick) -> Function:
@@ -93,7 +125,9 @@ def inference_mode(func: Function, buffers: list[Var], n_user: int) -> Function:
     using the batch's statistics, as PyTorch's does."""
     func = _returning(func, lambda fields: fields[:n_user])
     with stack_room(if_depth(func)):
-        func = _Inference(set(buffers)).visit_expr(func)
+        roots = _StatisticRoots(set(buffers))
+        roots.visit_expr(func.body)
+        func = _Inference(roots).visit_expr(func)
     return eliminate_dead_code(func)
 
 

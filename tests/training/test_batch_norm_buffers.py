@@ -27,7 +27,19 @@ def _mlp(torch, momentum=0.1):
                                torch.nn.Linear(6, 5))
 
 
-SHAPES = {_conv: (3, 8, 8), _mlp: (7,)}
+def _twice(torch, momentum=0.1):
+    """One BatchNorm called twice in a forward: PyTorch updates its statistics (and counter) twice a step."""
+    class Twice(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin, self.bn, self.out = torch.nn.Linear(7, 7, bias=False), torch.nn.BatchNorm1d(7, momentum=momentum), torch.nn.Linear(7, 5)
+
+        def forward(self, x):
+            return self.out(self.bn(torch.relu(self.bn(self.lin(x)))))
+    return Twice()
+
+
+SHAPES = {_conv: (3, 8, 8), _mlp: (7,), _twice: (7,)}
 # No bias before a BatchNorm (as in ResNets): its gradient is zero up to rounding, which Adam would scale up.
 # retrograd's optimizer and PyTorch's, alike; both decay weights, so a trained buffer would move.
 OPTIMIZERS = {
@@ -434,3 +446,54 @@ def test_lifted_constants_are_buffers_never_trained():
     with torch.no_grad():
         want = net(torch.from_numpy(batches[0][0])).numpy()
     np.testing.assert_allclose(trainer.predict(batches[0][0])[0], want, rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("options, backend", [({}, "numpy"), ({}, "torch"), ({"train_mode": False}, "numpy")],
+                         ids=["train", "train-torch", "train_mode=False"])
+def test_a_batch_norm_called_twice_updates_twice_and_evaluates_with_its_buffers(options, backend):
+    """The second call reads the first's updates (the importer's functional form of PyTorch's in-place
+    writes): num_batches_tracked counts both (`add_` on the result of an `add_`), and eval mode normalizes
+    both calls with the buffers, as model.eval() does."""
+    torch, net, train, values, ir = _setup(_twice, momentum=0.3, optimizer="adamw", **options)
+    trainer = Trainer(train, backend=backend)
+    trainer.set_params(values)
+    batches = _batches(_twice)
+    ours = [trainer.step(x, y) for x, y in batches]
+    getattr(net, "eval" if options else "train")()
+    theirs = _torch_steps(torch, net, "adamw", batches)
+    np.testing.assert_allclose(ours, theirs, rtol=1e-12)
+    _assert_same_state(trainer, net, ir)
+    assert int(trainer._host(trainer.buffers[ir["bn.num_batches_tracked"]])) == 3 + (0 if options else 2 * STEPS)
+    net.eval()
+    x, y = _batches(_twice, 1, seed=9)[0]
+    with torch.no_grad():
+        logits = net(torch.from_numpy(x))
+    np.testing.assert_allclose(trainer._host(trainer.predict(x)[0]), logits.numpy(), rtol=1e-11, atol=1e-13)
+    assert trainer.evaluate(x, y) == pytest.approx(float(torch.nn.functional.cross_entropy(logits, torch.from_numpy(y))), rel=1e-12)
+
+
+def test_in_place_writes_chained_on_a_buffer_all_count():
+    """`self.count.add_(1).add_(2)`: the second add_ writes into the first's result, which is the buffer
+    itself; each step adds 3, as in PyTorch."""
+    torch = need("torch")
+    from retrograd.frontend import from_torch
+
+    class Counted(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(3, 4)
+            self.register_buffer("count", torch.zeros((), dtype=torch.int64))
+
+        def forward(self, x):
+            self.count.add_(1).add_(2)
+            return self.lin(x)
+
+    net = Counted().double()
+    mod, params = from_torch(net, (torch.zeros(2, 3, dtype=torch.float64),))
+    net.count.zero_()
+    trainer = Trainer(setup_trainer(mod, CrossEntropyLoss(), SGD(0.1)))
+    trainer.set_params({"lin_weight": params["lin.weight"], "lin_bias": params["lin.bias"], "count": np.array(0)})
+    for _ in range(2):
+        trainer.step(np.ones((2, 3)), np.array([0, 1]))
+        net(torch.ones(2, 3, dtype=torch.float64))
+    assert int(trainer.buffers["count"]) == int(net.count) == 6
