@@ -12,6 +12,7 @@ from retrograd.ops.kernels import index as index_kernels
 from retrograd.ops.kernels import loss as loss_kernels
 from retrograd.ops.kernels import pool as pool_kernels
 from retrograd.ops.kernels import window_gather
+from retrograd.ops.kernels.pool_nan import nan_last
 from retrograd.ops.kernels.window import Window2d, to_layout
 from retrograd.ops.nn.loss import NLL_ATTRS, nll_output
 from retrograd.ops.nn.pool import POOL_ATTRS, POOL_POSITIONAL, canonical_pool_attrs, pool_attrs, pool_output
@@ -145,10 +146,12 @@ def _max_pool2d_backward_grad_infer(ctx: InferCtx) -> TensorStructInfo:
     return pool_output(ctx, 1)
 
 
+@nan_last(pool_kernels.max_pool2d, "NCHW", adjoint=True)
 def max_pool2d_backward_grad_kernel(
     input_grad, data, *, pool_size, strides, dilation, padding, ceil_mode, count_include_pad, layout, out_layout
 ):
-    """input_grad read at each window's first maximum of data (row-major; padding never wins)."""
+    """input_grad read at each window's first maximum of data (row-major; padding never wins; a window
+    holding NaN: its last NaN, see kernels/pool_nan.py)."""
     # Late import: kernels/phase.py is landing separately; the module must import without it.
     from retrograd.ops.kernels.phase import PhaseGrid
 

@@ -99,8 +99,30 @@ def _infer_bucketize(ctx: InferCtx) -> TensorStructInfo:
 
 def bucketize_kernel(input_tensor, boundaries, out_int32=False, right=False):
     # PyTorch's convention (TVM follows it): right=False counts boundaries < x, right=True boundaries <= x.
+    # A NaN input sorts last (len(boundaries)) in both searches.
     side = "right" if right else "left"
-    return np.asarray(np.searchsorted(boundaries, input_tensor, side=side)).astype("int32" if out_int32 else "int64")
+    b = np.asarray(boundaries)
+    if b.dtype.kind in "fc" and np.isnan(b).any():
+        out = _torch_search(b, np.asarray(input_tensor), right)
+    else:
+        out = np.searchsorted(b, input_tensor, side=side)
+    return np.asarray(out).astype("int32" if out_int32 else "int64")
+
+
+def _torch_search(b, x, right):
+    """ATen's bucketize binary search, step for step, for boundaries holding NaN (where searchsorted's
+    NaN-sorts-last order and ATen's comparisons part): it moves right unless `b[mid] >= x` (`b[mid] > x`
+    when right), so a NaN on either side sends it right; the answer then depends on the path."""
+    start, end = np.zeros(x.shape, np.int64), np.full(x.shape, b.size, np.int64)
+    with np.errstate(invalid="ignore"):
+        while (start < end).any():
+            live = start < end
+            mid = start + ((end - start) >> 1)
+            v = b[np.minimum(mid, b.size - 1)]
+            go = ~((v > x) if right else (v >= x))
+            start = np.where(live & go, mid + 1, start)
+            end = np.where(live & ~go, mid, end)
+    return start
 
 
 bucketize = register(

@@ -175,6 +175,13 @@ SORT_CASES = [
     OpCase("relax.bucketize", [T(3, 4), np.array([-0.5, 0.0, 0.25, 0.5], "float32")], differentiable_args=[], name="left"),
     OpCase("relax.bucketize", [np.array([0.0, 0.5, 0.7, 2.0, -1.0], "float32"), np.array([0.0, 0.5, 1.0], "float32")], {"right": True}, name="right-equal"),
     OpCase("relax.bucketize", [np.array([0.0, 0.5, 0.7], "float32"), np.array([0.0, 0.5, 1.0], "float32")], {"out_int32": True}, name="int32-equal"),
+    # NaN sorts last: a NaN input lands past every boundary; NaN boundaries (sorted: last) follow ATen's search path.
+    OpCase("relax.bucketize", [np.array([np.nan, -1.0, 0.0, 0.5, 2.0, np.inf], "float32"), np.array([0.0, 0.5, 1.0], "float32")], name="nan-input", tvm=False,
+           note="PyTorch is the oracle here: TVM's bucketize puts a NaN input in bucket 0"),
+    OpCase("relax.bucketize", [np.array([np.nan, -1.0, 0.0, 0.5, 2.0, np.inf], "float64"), np.array([0.0, 1.0, 2.0, 3.0, np.nan], "float64")], name="nan-boundary", tvm=False,
+           note="PyTorch is the oracle here: TVM's bucketize puts a NaN input in bucket 0"),
+    OpCase("relax.bucketize", [np.array([[np.nan, -1.0, 0.5], [1.0, 2.0, 5.0]], "float32"), np.array([0.0, 1.0, np.nan, np.nan, np.nan], "float32")], {"right": True}, name="nan-boundaries-right", tvm=False,
+           note="PyTorch is the oracle here: TVM's bucketize puts a NaN input in bucket 0"),
 ]
 
 CASES: list[OpCase] = CREATE_CASES + SHAPE_CASES + INDEX_CASES + LINALG_CASES + REDUCE_CASES + SORT_CASES

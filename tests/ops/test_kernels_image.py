@@ -205,3 +205,25 @@ def test_nearest_neighbor_rows_are_tvm_ones(mode, rounding, size, out, rows):
     got = resample.resize(x, (out, 1), layout="NCHW", method="nearest_neighbor",
                           coordinate_transformation_mode=mode, rounding_method=rounding)
     assert got[0, 0, :, 0].tolist() == rows
+
+
+@pytest.mark.parametrize("backend", ["numpy", "torch"])
+@pytest.mark.parametrize("out_dtype", [None, "float32", "float64"])
+def test_float16_resize_computes_in_float32_as_tvm_topi(out_dtype, backend):
+    """TVM's topi resize reads every pixel as float32 and casts the result to out_dtype (or the data's
+    dtype): float16 data with out_dtype float64 is PyTorch's bilinear interpolation of the float32 pixels,
+    not a float16 computation widened (NumPy's kernel) nor a float64 one."""
+    from retrograd.ops.registry import get
+
+    x = np.random.default_rng(4).standard_normal((1, 2, 5, 7)).astype("float16")
+    want = F.interpolate(torch.tensor(x.astype("float32")), size=(9, 4), mode="bilinear", align_corners=False).numpy()
+    op = get("relax.image.resize2d")
+    if backend == "numpy":
+        got = op.kernel(x, (9, 4), layout="NCHW", out_dtype=out_dtype)
+    else:
+        got = op.torch_kernel(torch.from_numpy(x), (9, 4), layout="NCHW", out_dtype=out_dtype).numpy()
+    assert got.dtype == np.dtype(out_dtype or "float16")
+    if out_dtype is None:  # the float32 result rounded once: within half a float16 ulp (2**-11 relative)
+        np.testing.assert_allclose(got.astype("float32"), want, rtol=2**-11, atol=1e-6)
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)

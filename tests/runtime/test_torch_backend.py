@@ -255,7 +255,7 @@ def main(x: R.Tensor((2, 3, 7, 9), "float32"), g: R.Tensor((2, 3, 4, 5), "float3
 def test_fast_cpu_paths_equal_numpy_at_special_values():
     """The CPU kernels that avoid torch.where and ATen's NC... max pooling (strided tap views, the
     threshold ops, results written into a dying argument's buffer) against the NumPy executor, bit for
-    bit: ties in every window (integers), NaN data (a NaN window sends no gradient), an infinite
+    bit: ties in every window (integers), NaN data (a NaN window sends its gradient to its last NaN), an infinite
     gradient (its mask multiplies: NaN off the maximum), signed zeros."""
     need("torch")
     mod = retrograd.parse(FAST_PATHS)

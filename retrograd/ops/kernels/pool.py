@@ -10,6 +10,7 @@ import retrograd.tuning as tuning
 from retrograd.errors import KernelError
 from retrograd.ops.kernels import parallel, window_gather
 from retrograd.ops.kernels.phase import PhaseGrid
+from retrograd.ops.kernels.pool_nan import nan_last
 from retrograd.ops.kernels.tiles import merge_taps, split_taps
 from retrograd.ops.kernels.window import CHUNK_BYTES, Window2d, check_float, plane_chunk_size, plane_chunks, to_layout
 
@@ -152,6 +153,7 @@ def max_pool2d(
     return s.finish(_pool(s, -np.inf, np.maximum), out_layout or layout)
 
 
+@nan_last(max_pool2d, "NCHW")
 def max_pool2d_backward(
     output_grad,
     data,
@@ -165,7 +167,8 @@ def max_pool2d_backward(
     layout="NCHW",
     out_layout=None,
 ):
-    """Each window's gradient goes to its first maximum in row-major window order (as in PyTorch);
+    """Each window's gradient goes to its first maximum in row-major window order (as in PyTorch; a window
+    holding NaN: to its last NaN, see pool_nan.py);
     padding never wins; overlapping windows accumulate. Needs the data, not saved indices."""
     op = "max_pool2d_backward"
     s = _Setup(op, data, pool_size, strides, padding, dilation, ceil_mode, layout)

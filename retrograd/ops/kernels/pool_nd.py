@@ -8,6 +8,7 @@ import numpy as np
 
 from retrograd.errors import KernelError
 from retrograd.ops.kernels import pool, window_gather
+from retrograd.ops.kernels.pool_nan import nan_last
 from retrograd.ops.kernels.conv_nd import per_axis, pad_pairs, with_h_axis
 from retrograd.ops.kernels.window import check_float, out_size, to_layout
 
@@ -126,6 +127,7 @@ def max_pool3d(data, *, pool_size=(1, 1, 1), strides=(1, 1, 1), dilation=(1, 1, 
     return z.finish(y, out_layout or layout)
 
 
+@nan_last(max_pool3d, "NCDHW")
 def max_pool3d_backward(output_grad, data, *, pool_size=(1, 1, 1), strides=(1, 1, 1), dilation=(1, 1, 1),
                         padding=(0, 0, 0), ceil_mode=False, count_include_pad=False, layout="NCDHW", out_layout=None):
     """Each window's gradient to its first maximum in row-major (d, h, w) order (as PyTorch): the first

@@ -192,6 +192,8 @@ def resize(data, size, *, roi=None, layout, method="linear", coordinate_transfor
     if 0 in y.shape[2:]:
         raise KernelError(f"{op}: cannot resample an empty spatial axis (input {y.shape[2:]}) to {sizes}")
     args = (method, coordinate_transformation_mode, rounding_method, cubic_alpha, cubic_exclude)
+    if x.dtype.itemsize < 4:  # as TVM's topi resize: 16-bit pixels are read as float32, cast to the output at the end
+        y = y.astype(np.float32)
     # Shrinking axes first: every later pass then works on less data.
     for j in sorted(range(len(sizes)), key=lambda j: sizes[j] / y.shape[2 + j]):
         y = gather_axis(y, 2 + j, axis_taps(y.shape[2 + j], sizes[j], *args))

@@ -20,9 +20,11 @@ def _runs(a, n: int):
 
 
 def split_taps(planes, kh: int, kw: int, oh: int, ow: int):
-    """(kh, kw, P*oh, ow), contiguous: [i, j, p*oh + y, x] = planes[p, y*kh + i, x*kw + j]. Rows and
-    columns past the last whole window (floor mode) are left out."""
+    """(kh, kw, P*oh, ow), contiguous and fresh (the max-pool backward writes into it): [i, j, p*oh + y,
+    x] = planes[p, y*kh + i, x*kw + j]. Rows and columns past the last whole window (floor mode) are left out."""
     p = planes.shape[0]
+    if kh == kw == 1:  # ascontiguousarray below would hand back the planes themselves
+        return np.array(planes[:, :oh, :ow]).reshape(1, 1, p * oh, ow)
     src = np.ascontiguousarray(planes[:, : oh * kh, : ow * kw])
     cols = np.ascontiguousarray(src.reshape(-1, kw).T) if kw > 1 else src
     cols = cols.reshape(kw, p * oh, kh, ow)

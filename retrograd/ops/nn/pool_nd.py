@@ -14,6 +14,7 @@ from retrograd.ops import attr_types as at
 from retrograd.ops.api import R
 from retrograd.ops.kernels import pool_nd
 from retrograd.ops.kernels.conv_nd import with_h_axis
+from retrograd.ops.kernels.pool_nan import nan_last
 from retrograd.ops.nn.conv_nd import SPATIAL, n_ints, n_pads
 from retrograd.ops.nn.pool import canonical_pool_attrs
 from retrograd.ops.nn.shape import from_layout, to_layout, window_count
@@ -143,6 +144,7 @@ def _max_pool3d_backward_grad_grad(call, out, g):
     return [R.grad.max_pool3d_backward(g, call.args[1], **call.attrs), None]
 
 
+@nan_last(pool_nd.max_pool3d, "NCDHW", adjoint=True)
 def max_pool3d_backward_grad_kernel(input_grad, data, **attrs):
     """input_grad read at each window's first maximum of data, in max_pool3d_backward's (d, h, w) order:
     per depth tap, the 2-D kernel's read at the tap's first 2-D maximum, kept where that tap wins."""

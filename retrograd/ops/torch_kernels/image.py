@@ -60,6 +60,8 @@ def _resize(n):
         if 0 in y.shape[2:]:
             raise KernelError(f"{op}: cannot resample an empty spatial axis (input {tuple(y.shape[2:])}) to {sizes}")
         args = (method, coordinate_transformation_mode, rounding_method, cubic_alpha, cubic_exclude)
+        if y.element_size() < 4:  # as the NumPy kernel (TVM's topi resize): 16-bit pixels computed in float32
+            y = y.float()
         for j in sorted(range(n), key=lambda j: sizes[j] / y.shape[2 + j]):
             if bool(torch.isfinite(y).all()):
                 m = torch.from_numpy(resize_matrix(y.shape[2 + j], sizes[j], *args)).to(y.device, y.dtype)

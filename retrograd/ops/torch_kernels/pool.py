@@ -15,6 +15,7 @@ import torch.nn.functional as F
 
 from retrograd.errors import KernelError
 from retrograd.ops.kernels.pool import FLOAT64_EXACT
+from retrograd.ops.kernels.pool_nan import spatial_order
 from retrograd.ops.kernels.window import window_positions
 from retrograd.ops.torch_kernels import fresh
 from retrograd.ops.torch_kernels.conv import ints, paddings, to_layout
@@ -100,8 +101,9 @@ class _Pool:
         return m, xp, views
 
     def strided_max_backward(self, g):
-        """The gradient to each window's first maximum in row-major tap order, as NumPy's kernel: a window
-        whose maximum is NaN sends none; the mask multiplies the gradient (a non-finite one smears NaN)."""
+        """The gradient to each window's first maximum in row-major tap order, as NumPy's kernel; the mask
+        multiplies the gradient (a non-finite one smears NaN). A window whose maximum is NaN matches no tap
+        here: data holding NaN takes _nan_last's route (PyTorch's rule) instead."""
         m, xp, views = self.strided_max()
         gp = torch.zeros(xp.shape, dtype=self.x.dtype, device=self.x.device)
         free = None
@@ -136,9 +138,10 @@ class _Pool:
     def tiled_max_backward(self, g):
         """strided_max_backward for tiled windows in a form torch.compile fuses well (its
         slice-scatters of the tap views become nests of scalar selects): the padded input as (N, C, o1, s1, o2,
-        s2, ...) blocks, each window's first maximum by argmax over its taps (the first of equal values; a NaN
-        window, whose maximum is NaN, sends none), the gradient times the hit mask (the same -0 and NaN as NumPy's
-        product) in the blocks' order, which is the padded input's. Bitwise equal to strided_max_backward."""
+        s2, ...) blocks, each window's first maximum by argmax over its taps (the first of equal values; a window
+        holding NaN: its last NaN, as PyTorch), the gradient times the hit mask (the same -0 and NaN as NumPy's
+        product) in the blocks' order, which is the padded input's. Bitwise equal to the eager kernels. Branch-free
+        (it runs under torch.compile, where _nan_last's data-dependent check would split the graph)."""
         n, c = self.x.shape[:2]
         xp = self.x
         want = [o * ss for o, ss in zip(self.out_shape, self.s)]
@@ -156,11 +159,12 @@ class _Pool:
         # The hit mask and product in the blocks' own order (a view of the padded input, no permute back):
         # each cell reads its window's first-maximum tap and gradient, nothing of its neighbours.
         spread = (slice(None), slice(None)) + (slice(None), None) * nd
-        first = taps.argmax(-1)[spread]
-        sends = ~torch.isnan(taps.amax(-1))[spread]
+        nan = torch.isnan(taps)
+        last_nan = (nan * torch.arange(1, nan.shape[-1] + 1, device=taps.device)).argmax(-1)
+        first = torch.where(nan.any(-1), last_nan, taps.argmax(-1))[spread]
         tap = torch.arange(math.prod(self.k), device=taps.device).reshape(self.k)
         tap = tap[(None, None) + tuple(v for a in range(nd) for v in (None, slice(None)))]
-        gt = g[spread] * ((tap == first) & sends)
+        gt = g[spread] * (tap == first)
         gt = F.pad(gt, [q for kk, ss in zip(reversed(self.k), reversed(self.s)) for q in (0, ss - kk, 0, 0)])  # +0 off the taps
         gp = gt.reshape((n, c) + tuple(want))
         if tuple(gp.shape) != tuple(full):
@@ -321,12 +325,38 @@ def on_integers(kernel):
     return run
 
 
+def _nan_last(n, kernel, adjoint=False):
+    """A max-pool backward (or, `adjoint`, backward_grad) kernel that takes windows holding NaN or only -inf
+    as PyTorch does (to the last NaN; to the first in-bounds tap), by kernels/pool_nan.py's route. One
+    reduction keeps other data on `kernel`; under torch.compile the check would split the graph, so
+    compiled code keeps `kernel` (whose tiled path, without padding, is NaN-aware on its own)."""
+    forward = _pool(n, "max")
+
+    def run(grad, data, **attrs):
+        if torch.compiler.is_compiling() or not data.is_floating_point() or not data.numel() or bool(data.amin() > -math.inf):
+            return kernel(grad, data, **attrs)
+        nan, ninf = torch.isnan(data), torch.isneginf(data)
+        y = forward(data, **attrs)  # NaN where the window holds one
+        odd = torch.isnan(y) | torch.isneginf(y)
+        order = torch.from_numpy(np.array(spatial_order(tuple(data.shape), attrs.get("layout") or "NC" + _SPATIAL[n])))
+        keys = torch.where(nan, order.to(data.device) + 1, torch.where(ninf, 0.0, -math.inf))
+        clean = data.masked_fill(nan, -math.inf)
+        if adjoint:
+            return torch.where(odd, kernel(grad, keys, **attrs).to(data.dtype), kernel(grad, clean, **attrs))
+        rest = kernel(torch.where(odd, grad * 0, grad).to(data.dtype), clean, **attrs)  # as pool_nan.py
+        picked = kernel(torch.where(odd, grad, 0).double(), keys, **attrs)  # float64: positions stay exact
+        # Only those windows pick a NaN or -inf cell: `rest` is 0 there, `picked` 0 elsewhere.
+        return torch.where(nan | ninf, picked.to(data.dtype), rest)
+
+    return run
+
+
 KERNELS = {}
 for _n in (1, 2, 3):
     KERNELS[f"relax.nn.max_pool{_n}d"] = on_integers(_pool(_n, "max"))
     KERNELS[f"relax.nn.avg_pool{_n}d"] = _pool(_n, "avg")
     KERNELS[f"relax.nn.adaptive_avg_pool{_n}d"] = _adaptive(_n)
 for _n in (2, 3):
-    KERNELS[f"relax.grad.max_pool{_n}d_backward"] = _max_backward(_n)
-    KERNELS[f"relax.grad.max_pool{_n}d_backward_grad"] = _max_backward_grad(_n)
+    KERNELS[f"relax.grad.max_pool{_n}d_backward"] = _nan_last(_n, _max_backward(_n))
+    KERNELS[f"relax.grad.max_pool{_n}d_backward_grad"] = _nan_last(_n, _max_backward_grad(_n), adjoint=True)
     KERNELS[f"relax.grad.avg_pool{_n}d_backward"] = _avg_backward(_n)
