@@ -63,13 +63,12 @@ class Problem:
     inner: tuple = attrs.field(default=(), converter=_once)
 
     def __attrs_post_init__(self):
-        n = len(self.sizes)
         for name in ("costs", "deps", "recomputable", *_OPTIONAL):
             if name in _OPTIONAL and not getattr(self, name):
-                default = tuple(f"%{i}" for i in range(n)) if name == "names" else (_OPTIONAL[name],) * n
+                default = tuple(f"%{i}" for i in range(self.n)) if name == "names" else (_OPTIONAL[name],) * self.n
                 object.__setattr__(self, name, default)
-            if len(getattr(self, name)) != n:
-                raise ValueError(f"Problem: {name} has {len(getattr(self, name))} entries for {n} nodes")
+            if len(getattr(self, name)) != self.n:
+                raise ValueError(f"Problem: {name} has {len(getattr(self, name))} entries for {self.n} nodes")
         if self.pinned_bytes < 0:
             raise ValueError("Problem: pinned_bytes must be >= 0")
         for i, ds in enumerate(self.deps):
@@ -86,7 +85,7 @@ class Problem:
                 raise ValueError(f"Problem: node {self.names[i]}: in-place position {p} is not one of its deps")
             if self.kinds[i] not in KINDS:
                 raise ValueError(f"Problem: node {self.names[i]}: unknown kind {self.kinds[i]!r} (one of {KINDS})")
-        if (o := next((o for o in self.outputs if not 0 <= o < n), None)) is not None:
+        if (o := next((o for o in self.outputs if not 0 <= o < self.n), None)) is not None:
             raise ValueError(f"Problem: output #{o} is not a node")
 
     n = property(lambda self: len(self.sizes))
