@@ -1,6 +1,5 @@
-"""Schedule -> Function: each recomputation group emitted right before its stage by
-`barriers.emit_recomputation` (behind the checkpoint markers that keep clean-up passes from merging it
-with the original: JAX's optimization_barrier); later uses read the latest instance."""
+"""Schedule -> Function: each recomputation group emitted before its stage by `barriers.emit_recomputation`,
+behind checkpoint markers that keep clean-up passes from merging it with the original (JAX's optimization_barrier)."""
 
 from __future__ import annotations
 
