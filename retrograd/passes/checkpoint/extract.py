@@ -33,8 +33,7 @@ def buffer_of(sinfo, what: str, span=None) -> tuple:
 class Extraction:
     """The Problem and how its nodes map back to the function (node i: its plan's top-level binding i):
     node_of[r]: the node filling register r (None: none); transparent: bindings without an instruction
-    (aliases, tuples: their readers read the sources themselves); opaque: the Ifs and calls of other
-    functions (what they hold inside is the exact model's: pass_.planning_problem)."""
+    (aliases, tuples: their readers read the sources themselves); opaque: the Ifs and calls of other functions."""
 
     problem: Problem
     plan: Plan
