@@ -143,9 +143,8 @@ class Model:
 
 
 def solve(problem: Problem, budget: int) -> Schedule | None:
-    """The least-cost plan within `budget` (None past the limits: policies.solve then takes the least plan when
-    it fits). With costs multiples of one unit (FLOPs are), cost / unit + peak / (peak bound + 1) breaks cost
-    ties towards the lower peak."""
+    """The least-cost plan within `budget` (None past the limits). With costs multiples of one unit (FLOPs
+    are), cost / unit + peak / (peak bound + 1) breaks cost ties towards the lower peak."""
     m = Model(problem)
     costs = [c for c, r in zip(problem.costs, problem.recomputable) if r]
     whole = all(c == int(c) and c <= 2**52 for c in costs)
