@@ -96,8 +96,7 @@ class Model:
         rows.append((row, -inf, float(hi)))
 
     def inplace(self, k: int, frees: list, rows: list) -> list[int]:
-        """IP variables: event k writes into the buffer of the in-place dep that dies there (the executor
-        tries the first dying candidate only), so it allocates nothing."""
+        """IP variables: event k writes into the buffer of its first in-place dep dying there (Problem.inplace)."""
         p, free_of, out = self.p, {i: f for f, i in frees}, []
         cands = list(dict.fromkeys(p.deps[k][pos] for pos in p.inplace[k])) if p.alias_of[k] is None else []
         for pos, d in enumerate(cands):
