@@ -154,6 +154,5 @@ def planning_problem(mod: IRModule, func_name: str, ex) -> Problem:
 
 
 def _measure(mod: IRModule, func_name: str, ex, new_func, planned: int) -> int:
-    """The (rewritten) function's peak by the exact memory model: without an If or a call `planned`, the
-    simulator's (test_ckpt_model_equals_exact.py); with them (the Problem may count more) `new_func()`'s."""
+    """The exact model's peak: the simulator's `planned` without an If or a call (simulate.py), else new_func()'s."""
     return peak_memory(mod.with_function(func_name, new_func()), func_name) if ex.opaque else planned
