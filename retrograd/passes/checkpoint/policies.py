@@ -21,8 +21,7 @@ MAX_TRIALS = 600  # removals `share` tries per plan: each costs one simulation
 
 
 def of_kinds(problem: Problem, kinds) -> tuple[bool, ...]:
-    """Recomputable nodes of `kinds`: CHEAP_KINDS is the "cheap" policy's predicate (pointwise ops, views and
-    reductions), LIGHT_KINDS (not matmul, conv or pool) the descent's first pass."""
+    """Recomputable nodes of `kinds`: CHEAP_KINDS for the "cheap" policy, LIGHT_KINDS for the descent's first pass."""
     return tuple(r and k in kinds for r, k in zip(problem.recomputable, problem.kinds))
 
 
