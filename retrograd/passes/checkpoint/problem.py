@@ -32,20 +32,18 @@ def _optional(v) -> tuple:
 class Problem:
     """A function's top-level bindings as nodes 0..n-1, node i computed originally at stage i.
 
-    sizes[i]: bytes of node i's own new buffer (0 for an alias). costs[i]: cost of computing it once.
-    deps[i]: nodes read by node i, all < i (parameters and constants are not nodes; a node may appear
-    twice). recomputable[i]: False for impure calls, If, calls of other functions. outputs: nodes live
-    until the end. pinned_bytes: parameters, live for the whole call. alias_of[i]: node i is a view of
-    (or the same object as) node alias_of[i], which must be one of its deps; the buffer is counted once,
-    while any alias lives. inplace[i]: positions in deps[i] whose buffer the executor may reuse for
-    node i's result when that dep dies at node i (the first dying one is tried; it is reused when the
-    dep owns its buffer, of node i's size, and no other live value holds it; like the executor's
-    lowering, list no position after a parameter that could die there). kinds[i]: op class (see KINDS).
-    fields[i]: the bytes of each field of node i's own buffer when it is a tuple (empty otherwise): the
-    executor holds each field on its own, so a field outlives the tuple while a view of it lives.
-    field[i]: for an alias of such a tuple, the field it holds (None: the whole tuple). inner[i]: bytes
-    node i holds inside while it runs beyond its result (an If's branch, a called function's body: the
-    exact memory model's, pass_.py), counted at its peak. Empty optional fields take their defaults (_OPTIONAL).
+    sizes[i]: bytes of node i's own new buffer (0 for an alias). costs[i]: cost of computing it once. deps[i]: nodes
+    read by node i, all < i (parameters and constants are not nodes; a node may appear twice). recomputable[i]: False
+    for impure calls, If, calls of other functions. outputs: nodes live until the end. pinned_bytes: parameters, live
+    for the whole call. alias_of[i]: node i is a view of (or the same object as) node alias_of[i], which must be one of
+    its deps; the buffer is counted once, while any alias lives. inplace[i]: positions in deps[i] whose buffer the
+    executor may reuse for node i's result when that dep dies at node i (the first dying one is tried; it is reused when
+    the dep owns its buffer, of node i's size, and no other live value holds it; like the executor's lowering, list no
+    position after a parameter that could die there). kinds[i]: one of KINDS. fields[i]: the bytes of each field of node
+    i's own buffer when it is a tuple (empty otherwise): the executor holds each field on its own, so a field outlives
+    the tuple while a view of it lives. field[i]: for an alias of such a tuple, the field it holds (None: the whole
+    tuple). inner[i]: bytes node i holds inside while it runs beyond its result (an If's branch, a called function's
+    body: the exact model's, pass_.py), counted at its peak. Empty optional fields take their defaults (_OPTIONAL).
     """
 
     sizes: tuple = attrs.field(converter=_once)
