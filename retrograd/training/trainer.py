@@ -14,6 +14,7 @@ from retrograd.runtime.malloc import keep_freed_memory
 from retrograd.runtime.params_io import view_raw
 from retrograd.runtime.signature import Binder, Mismatch, compile_checker
 from retrograd.training.assemble import LAYOUT_ATTRS
+from retrograd.training.buffers import ONES, ZEROS
 from retrograd.training.dropout_mode import DROPOUT_KEY
 from retrograd.training.init import initial_value
 
@@ -119,10 +120,10 @@ class Trainer:
             if name in out:
                 continue
             how = self._buffer_init.get(name, "")
-            if how not in ("zeros", "ones") or s.shape is None or not all(isinstance(d, int) for d in s.shape):
+            if how not in (ZEROS, ONES) or s.shape is None or not all(isinstance(d, int) for d in s.shape):
                 raise TrainingError(f"buffer '{name}' has no known starting value: give it to set_params (an "
                                     "imported model's params hold it) or to init_params(overrides=)")
-            out[name] = (np.ones if how == "ones" else np.zeros)(tuple(s.shape), s.dtype)
+            out[name] = (np.ones if how == ONES else np.zeros)(tuple(s.shape), s.dtype)
         return out
 
     def _checked(self, values: dict, checkers: dict, kind: str) -> dict:
